@@ -1,0 +1,1 @@
+//! meshhub hub.

@@ -1,0 +1,105 @@
+//! Generates Rust for the MCP wire messages and services from our own
+//! `.proto` files with protox (pure Rust: no `protoc` needed), and writes the
+//! descriptor set of every schema (MCP and the Istio config messages) for the
+//! runtime descriptor pool used by transcoding.
+
+use std::{env, fs, path::PathBuf};
+
+use prost::Message as _;
+
+const SCHEMA_ROOT: &str = "schema";
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let out = PathBuf::from(env::var("OUT_DIR")?);
+    println!("cargo:rerun-if-changed={SCHEMA_ROOT}");
+
+    let files = proto_files(SCHEMA_ROOT.as_ref())?;
+    for f in &files {
+        println!("cargo:rerun-if-changed={SCHEMA_ROOT}/{f}");
+    }
+    let all = protox::compile(&files, [SCHEMA_ROOT])?;
+    fs::write(out.join("meshhub_descriptor.bin"), all.encode_to_vec())?;
+
+    // Rust types only for the MCP wire (the Istio config messages are handled
+    // dynamically through the descriptor pool).
+    let mcp = protox::compile(["mcp/v1alpha1/mcp.proto"], [SCHEMA_ROOT])?;
+    tonic_prost_build::configure()
+        .extern_path(".google.rpc", "::tonic_types::pb")
+        .compile_fds(mcp)?;
+
+    // Services whose outgoing messages are pre-encoded (see `wire.rs`): same
+    // gRPC paths as the generated ones, other Rust types.
+    let codec = "tonic_prost::ProstCodec";
+    let stream = |name: &str, route: &str, input: &str, output: &str| {
+        tonic_build::manual::Method::builder()
+            .name(name)
+            .route_name(route)
+            .input_type(input)
+            .output_type(output)
+            .codec_path(codec)
+            .client_streaming()
+            .server_streaming()
+            .build()
+    };
+    let source = tonic_build::manual::Service::builder()
+        .name("ResourceSource")
+        .package("istio.mcp.v1alpha1")
+        .method(stream(
+            "establish_resource_stream",
+            "EstablishResourceStream",
+            "crate::mcp::RequestResources",
+            "crate::wire::EncodedResources",
+        ))
+        .build();
+    let sink = tonic_build::manual::Service::builder()
+        .name("ResourceSink")
+        .package("istio.mcp.v1alpha1")
+        .method(stream(
+            "establish_resource_stream",
+            "EstablishResourceStream",
+            "crate::wire::EncodedResources",
+            "crate::mcp::RequestResources",
+        ))
+        .build();
+    let ads = tonic_build::manual::Service::builder()
+        .name("AggregatedDiscoveryService")
+        .package("envoy.service.discovery.v3")
+        .method(stream(
+            "stream_aggregated_resources",
+            "StreamAggregatedResources",
+            "crate::ads::DiscoveryRequest",
+            "crate::wire::EncodedDiscoveryResponse",
+        ))
+        .build();
+    let wire_out = out.join("wire");
+    fs::create_dir_all(&wire_out)?;
+    // Servers for the services we serve, clients for the one we dial.
+    tonic_build::manual::Builder::new()
+        .build_client(false)
+        .out_dir(&wire_out)
+        .compile(&[source, ads]);
+    tonic_build::manual::Builder::new()
+        .build_server(false)
+        .out_dir(&wire_out)
+        .compile(&[sink]);
+    Ok(())
+}
+
+/// Every `.proto` file under `root`, as paths relative to it, sorted.
+fn proto_files(root: &std::path::Path) -> std::io::Result<Vec<String>> {
+    let mut found = Vec::new();
+    let mut dirs = vec![root.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in fs::read_dir(&dir)? {
+            let path = entry?.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "proto") {
+                let rel = path.strip_prefix(root).expect("under root");
+                found.push(rel.to_string_lossy().replace('\\', "/"));
+            }
+        }
+    }
+    found.sort();
+    Ok(found)
+}

@@ -1,0 +1,13 @@
+//! Envoy's aggregated discovery service (ADS), used for MCP-over-xDS.
+//!
+//! The request and response types come from the `envoy-types` crate, which
+//! carries Envoy's own definitions (`envoy.service.discovery.v3`). We serve
+//! the service through [`crate::wire::ads_server`] so that responses carry
+//! pre-encoded resources; tests and `meshhubctl` use the generated client
+//! re-exported here, which decodes with Envoy's real schema.
+
+pub use envoy_types::pb::envoy::config::core::v3::Node;
+pub use envoy_types::pb::envoy::service::discovery::v3::{
+    DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse, Resource,
+    aggregated_discovery_service_client as client,
+};

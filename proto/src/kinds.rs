@@ -1,0 +1,1 @@
+//! The kind table.

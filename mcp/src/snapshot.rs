@@ -1,0 +1,218 @@
+//! Immutable, versioned snapshots of encoded resources.
+//!
+//! A [`CollectionSnapshot`] holds one collection's resources, each encoded
+//! once as an `istio.mcp.v1alpha1.Resource`, in name order, with the
+//! collection's version. A [`Snapshot`] is what one group (one cluster) sees:
+//! a collection snapshot per collection. Both are shared behind [`Arc`] by
+//! every stream that serves them; nothing is re-encoded per stream.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, LazyLock};
+
+use bytes::Bytes;
+use meshhub_proto::wire::SharedResources;
+use sha2::{Digest, Sha256};
+
+/// One encoded resource and the two facts the protocol needs about it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EncodedResource {
+    /// `metadata.name` (`namespace/name`).
+    pub name: Arc<str>,
+    /// `metadata.version`.
+    pub version: Arc<str>,
+    /// The encoded `istio.mcp.v1alpha1.Resource`.
+    pub encoded: Bytes,
+}
+
+/// The name and version of one resource of a collection snapshot.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResourceKey {
+    /// `metadata.name`.
+    pub name: Arc<str>,
+    /// `metadata.version`.
+    pub version: Arc<str>,
+}
+
+/// One collection's resources at one version.
+#[derive(Debug, PartialEq, Eq)]
+pub struct CollectionSnapshot {
+    version: String,
+    /// Encoded resources, sorted by name: the full state, shared as is.
+    resources: SharedResources,
+    /// Name and version of `resources[i]`, same order.
+    keys: Vec<ResourceKey>,
+}
+
+/// The version of an empty collection (also what an unknown collection gets).
+pub static EMPTY: LazyLock<Arc<CollectionSnapshot>> =
+    LazyLock::new(|| Arc::new(CollectionSnapshot::new(Vec::new())));
+
+impl CollectionSnapshot {
+    /// Builds a collection snapshot. Resources are sorted by name; a later
+    /// duplicate name replaces an earlier one. The version is a digest of the
+    /// names and versions, so it changes exactly when the content does (as
+    /// long as resource versions change with content) and is stable across
+    /// restarts.
+    pub fn new(mut resources: Vec<EncodedResource>) -> Self {
+        resources.sort_by(|a, b| a.name.cmp(&b.name));
+        // Keep the last of equal names (stable sort keeps input order).
+        let mut deduped: Vec<EncodedResource> = Vec::with_capacity(resources.len());
+        for r in resources {
+            match deduped.last_mut() {
+                Some(last) if last.name == r.name => *last = r,
+                _ => deduped.push(r),
+            }
+        }
+        let mut hasher = Sha256::new();
+        for r in &deduped {
+            hasher.update((r.name.len() as u64).to_le_bytes());
+            hasher.update(r.name.as_bytes());
+            hasher.update((r.version.len() as u64).to_le_bytes());
+            hasher.update(r.version.as_bytes());
+        }
+        let version = hex::encode(&hasher.finalize()[..8]);
+        Self::with_version(version, deduped)
+    }
+
+    /// Builds a collection snapshot with an explicit version. `resources`
+    /// must be sorted by name without duplicates (as [`CollectionSnapshot::new`]
+    /// makes them); the caller answers for the version changing with content.
+    pub fn with_version(version: String, resources: Vec<EncodedResource>) -> Self {
+        let mut keys = Vec::with_capacity(resources.len());
+        let mut encoded = Vec::with_capacity(resources.len());
+        for r in resources {
+            keys.push(ResourceKey {
+                name: r.name,
+                version: r.version,
+            });
+            encoded.push(r.encoded);
+        }
+        Self {
+            version,
+            resources: Arc::new(encoded),
+            keys,
+        }
+    }
+
+    /// The collection version.
+    pub fn version(&self) -> &str {
+        &self.version
+    }
+
+    /// Every encoded resource (full state), cheap to clone.
+    pub fn resources(&self) -> &SharedResources {
+        &self.resources
+    }
+
+    /// Name and version of each resource, in the order of [`Self::resources`].
+    pub fn keys(&self) -> &[ResourceKey] {
+        &self.keys
+    }
+
+    /// Number of resources.
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Whether the collection is empty.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    /// Total encoded size of the resources, in bytes.
+    pub fn encoded_bytes(&self) -> usize {
+        self.resources.iter().map(Bytes::len).sum()
+    }
+}
+
+/// What one group sees: every collection it is served, each at a version.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Snapshot {
+    collections: BTreeMap<String, Arc<CollectionSnapshot>>,
+}
+
+impl Snapshot {
+    /// An empty snapshot (every collection answers empty).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets one collection.
+    pub fn with_collection(
+        mut self,
+        collection: impl Into<String>,
+        c: Arc<CollectionSnapshot>,
+    ) -> Self {
+        self.insert(collection, c);
+        self
+    }
+
+    /// Sets one collection.
+    pub fn insert(&mut self, collection: impl Into<String>, c: Arc<CollectionSnapshot>) {
+        self.collections.insert(collection.into(), c);
+    }
+
+    /// The collection, or the shared empty one if this snapshot lacks it: a
+    /// collection nobody publishes is served as empty, with a version.
+    pub fn collection(&self, collection: &str) -> Arc<CollectionSnapshot> {
+        self.collections
+            .get(collection)
+            .cloned()
+            .unwrap_or_else(|| EMPTY.clone())
+    }
+
+    /// Whether the snapshot names this collection.
+    pub fn contains(&self, collection: &str) -> bool {
+        self.collections.contains_key(collection)
+    }
+
+    /// Collections in name order.
+    pub fn collections(&self) -> impl Iterator<Item = (&str, &Arc<CollectionSnapshot>)> {
+        self.collections.iter().map(|(k, v)| (k.as_str(), v))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn res(name: &str, version: &str) -> EncodedResource {
+        EncodedResource {
+            name: name.into(),
+            version: version.into(),
+            encoded: Bytes::from(format!("{name}@{version}")),
+        }
+    }
+
+    #[test]
+    fn version_follows_content_not_order() {
+        let a = CollectionSnapshot::new(vec![res("ns/a", "1"), res("ns/b", "1")]);
+        let b = CollectionSnapshot::new(vec![res("ns/b", "1"), res("ns/a", "1")]);
+        assert_eq!(a.version(), b.version());
+        assert_eq!(a.keys()[0].name.as_ref(), "ns/a");
+        let c = CollectionSnapshot::new(vec![res("ns/a", "2"), res("ns/b", "1")]);
+        assert_ne!(a.version(), c.version());
+        let d = CollectionSnapshot::new(vec![res("ns/a", "1")]);
+        assert_ne!(a.version(), d.version());
+        assert!(
+            !EMPTY.version().is_empty(),
+            "an empty collection still has a version"
+        );
+        assert_ne!(EMPTY.version(), d.version());
+    }
+
+    #[test]
+    fn duplicate_names_keep_the_last() {
+        let c = CollectionSnapshot::new(vec![res("ns/a", "1"), res("ns/a", "2")]);
+        assert_eq!(c.len(), 1);
+        assert_eq!(c.keys()[0].version.as_ref(), "2");
+        assert_eq!(c.resources()[0], Bytes::from("ns/a@2"));
+    }
+
+    #[test]
+    fn missing_collection_is_empty() {
+        let s = Snapshot::new();
+        assert!(s.collection("x").is_empty());
+        assert_eq!(s.collection("x").version(), EMPTY.version());
+    }
+}

@@ -1,0 +1,399 @@
+//! The source side of one MCP stream, as a pure state machine.
+//!
+//! No I/O and no clock: requests and snapshot updates go in, responses and
+//! events come out. The gRPC drivers ([`server`] for `ResourceSource`,
+//! [`dialer`] for dialing a `ResourceSink`) pump messages between a transport
+//! and this machine, so every protocol rule is testable as a plain sequence.
+//!
+//! Rules kept (reference §2.3–§2.5, §2.16, and where Istio's peers failed):
+//! * nonces are unique per stream (a decimal counter);
+//! * at most one un-ACKed response per collection; updates that arrive
+//!   meanwhile are coalesced: only the newest is sent after the ACK/NACK;
+//! * an ACK records what the sink holds (name → version);
+//! * a NACK is recorded and parks the collection: the NACKed version is
+//!   never sent again on this stream, only a newer one;
+//! * a request whose nonce matches nothing pending is stale: counted, ignored;
+//! * an empty-nonce request subscribes (or re-subscribes) a collection;
+//! * `initial_resource_versions` seeds what the sink holds, so an incremental
+//!   sink that reconnects gets a correct delta; without it the first response
+//!   per collection is full state;
+//! * incremental responses only when the sink asked and the policy allows;
+//! * an unknown collection is answered (empty, with a version) like any
+//!   other and never ends the stream;
+//! * a response larger than the peer accepts is not sent: the collection is
+//!   parked at that version and reported, the other collections go on.
+
+pub mod dialer;
+pub mod server;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+use meshhub_proto::mcp::RequestResources;
+use meshhub_proto::wire::EncodedResources;
+use prost::Message;
+
+use crate::snapshot::CollectionSnapshot;
+
+/// The collection a dialing source sends first to open the stream
+/// (reference §2.2); the sink NACKs it with `UNIMPLEMENTED`.
+pub const TRIGGER_COLLECTION: &str = "$triggerCollection";
+
+/// gRPC code `UNIMPLEMENTED`.
+const CODE_UNIMPLEMENTED: i32 = 12;
+
+/// Which collections may be served incrementally.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum IncrementalPolicy {
+    /// Always full state.
+    Never,
+    /// Whenever the sink asks.
+    #[default]
+    Always,
+    /// Only these collections.
+    Only(HashSet<String>),
+}
+
+impl IncrementalPolicy {
+    fn allows(&self, collection: &str) -> bool {
+        match self {
+            Self::Never => false,
+            Self::Always => true,
+            Self::Only(set) => set.contains(collection),
+        }
+    }
+}
+
+/// Settings of the source side.
+#[derive(Clone, Debug)]
+pub struct SourceConfig {
+    /// Incremental delivery policy.
+    pub incremental: IncrementalPolicy,
+    /// Largest encoded response the peer accepts (its receive limit).
+    pub max_response_bytes: usize,
+}
+
+impl Default for SourceConfig {
+    fn default() -> Self {
+        Self {
+            incremental: IncrementalPolicy::Always,
+            // Pilot's default receive limit is 4 MiB; we raise our own peers'.
+            max_response_bytes: 64 * 1024 * 1024,
+        }
+    }
+}
+
+/// Something that happened on the stream, for the ledger, logs and metrics.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// The sink subscribed (or re-subscribed) a collection.
+    Subscribed {
+        /// Collection name.
+        collection: String,
+        /// Whether responses will be incremental once the sink's state is known.
+        incremental: bool,
+        /// Number of resources the sink said it holds.
+        initial_resources: usize,
+    },
+    /// A response was produced.
+    Sent {
+        /// Collection name.
+        collection: String,
+        /// `system_version_info`.
+        version: String,
+        /// The response nonce.
+        nonce: String,
+        /// Resources carried.
+        resources: usize,
+        /// Names removed (incremental).
+        removed: usize,
+        /// Whether it was a delta.
+        incremental: bool,
+        /// Encoded size in bytes.
+        bytes: usize,
+    },
+    /// The sink ACKed a response.
+    Acked {
+        /// Collection name.
+        collection: String,
+        /// The ACKed version.
+        version: String,
+        /// The nonce ACKed.
+        nonce: String,
+    },
+    /// The sink NACKed a response; the version is parked.
+    Nacked {
+        /// Collection name.
+        collection: String,
+        /// The rejected version.
+        version: String,
+        /// The nonce NACKed.
+        nonce: String,
+        /// `error_detail.code`.
+        code: i32,
+        /// `error_detail.message`.
+        message: String,
+    },
+    /// An ACK or NACK for a nonce that is not pending: ignored.
+    Stale {
+        /// Collection name.
+        collection: String,
+        /// The nonce it carried.
+        nonce: String,
+        /// Whether it was a NACK.
+        nack: bool,
+    },
+    /// A response would exceed the peer's limit and was not sent.
+    TooLarge {
+        /// Collection name.
+        collection: String,
+        /// The version that could not be sent.
+        version: String,
+        /// Its encoded size.
+        bytes: usize,
+        /// The limit.
+        limit: usize,
+    },
+}
+
+/// What the machine asks its driver to do after an input.
+#[derive(Debug, Default)]
+pub struct Step {
+    /// Responses to send, in order.
+    pub responses: Vec<EncodedResources>,
+    /// Things to record.
+    pub events: Vec<Event>,
+    /// A collection newly subscribed: the driver starts watching it and
+    /// feeds its current state and every change to [`SourceStream::on_update`].
+    pub watch: Option<String>,
+}
+
+#[derive(Debug)]
+struct Pending {
+    nonce: String,
+    snapshot: Arc<CollectionSnapshot>,
+}
+
+#[derive(Debug)]
+struct Subscription {
+    /// The sink asked for deltas and the policy allows them.
+    incremental: bool,
+    /// What the sink holds (name → version), when known.
+    held: Option<HashMap<Arc<str>, Arc<str>>>,
+    /// The last version the sink answered (ACK or NACK) or that could not
+    /// be sent: never sent again.
+    answered: Option<String>,
+    pending: Option<Pending>,
+    latest: Option<Arc<CollectionSnapshot>>,
+}
+
+/// The source side of one stream.
+#[derive(Debug)]
+pub struct SourceStream {
+    config: Arc<SourceConfig>,
+    nonce: u64,
+    subscriptions: BTreeMap<String, Subscription>,
+}
+
+impl SourceStream {
+    /// A new stream.
+    pub fn new(config: Arc<SourceConfig>) -> Self {
+        Self {
+            config,
+            nonce: 0,
+            subscriptions: BTreeMap::new(),
+        }
+    }
+
+    /// Collections subscribed on this stream.
+    pub fn collections(&self) -> impl Iterator<Item = &str> {
+        self.subscriptions.keys().map(String::as_str)
+    }
+
+    /// Whether a response for `collection` awaits its ACK/NACK.
+    pub fn is_pending(&self, collection: &str) -> bool {
+        self.subscriptions
+            .get(collection)
+            .is_some_and(|s| s.pending.is_some())
+    }
+
+    /// Handles one request from the sink.
+    pub fn on_request(&mut self, req: &RequestResources) -> Step {
+        let mut step = Step::default();
+        let collection = req.collection.as_str();
+        if collection == TRIGGER_COLLECTION
+            && req
+                .error_detail
+                .as_ref()
+                .is_some_and(|e| e.code == CODE_UNIMPLEMENTED)
+        {
+            // The sink's answer to our own stream-opening probe.
+            return step;
+        }
+        let nack = req.error_detail.as_ref();
+        let known = self.subscriptions.contains_key(collection);
+        if req.response_nonce.is_empty() || !known {
+            // A new subscription, or the sink starting over on this one.
+            let incremental = req.incremental && self.config.incremental.allows(collection);
+            let held = incremental.then(|| {
+                (!req.initial_resource_versions.is_empty()).then(|| {
+                    req.initial_resource_versions
+                        .iter()
+                        .map(|(k, v)| (Arc::from(k.as_str()), Arc::from(v.as_str())))
+                        .collect::<HashMap<_, _>>()
+                })
+            });
+            let latest = self.subscriptions.remove(collection).and_then(|s| s.latest);
+            step.events.push(Event::Subscribed {
+                collection: collection.to_owned(),
+                incremental,
+                initial_resources: req.initial_resource_versions.len(),
+            });
+            if !known {
+                step.watch = Some(collection.to_owned());
+            }
+            self.subscriptions.insert(
+                collection.to_owned(),
+                Subscription {
+                    incremental,
+                    held: held.flatten(),
+                    answered: None,
+                    pending: None,
+                    latest,
+                },
+            );
+            self.respond(collection, &mut step);
+            return step;
+        }
+
+        let sub = self
+            .subscriptions
+            .get_mut(collection)
+            .expect("known subscription");
+        let matches = sub
+            .pending
+            .as_ref()
+            .is_some_and(|p| p.nonce == req.response_nonce);
+        if !matches {
+            step.events.push(Event::Stale {
+                collection: collection.to_owned(),
+                nonce: req.response_nonce.clone(),
+                nack: nack.is_some(),
+            });
+            return step;
+        }
+        let pending = sub.pending.take().expect("matched a pending response");
+        let version = pending.snapshot.version().to_owned();
+        match nack {
+            None => {
+                sub.held = Some(
+                    pending
+                        .snapshot
+                        .keys()
+                        .iter()
+                        .map(|k| (k.name.clone(), k.version.clone()))
+                        .collect(),
+                );
+                step.events.push(Event::Acked {
+                    collection: collection.to_owned(),
+                    version: version.clone(),
+                    nonce: pending.nonce,
+                });
+            }
+            Some(status) => {
+                // What the sink holds is unchanged; the version is parked.
+                step.events.push(Event::Nacked {
+                    collection: collection.to_owned(),
+                    version: version.clone(),
+                    nonce: pending.nonce,
+                    code: status.code,
+                    message: status.message.clone(),
+                });
+            }
+        }
+        sub.answered = Some(version);
+        self.respond(collection, &mut step);
+        step
+    }
+
+    /// Feeds the current content of a watched collection.
+    pub fn on_update(&mut self, collection: &str, snapshot: Arc<CollectionSnapshot>) -> Step {
+        let mut step = Step::default();
+        if let Some(sub) = self.subscriptions.get_mut(collection) {
+            sub.latest = Some(snapshot);
+            self.respond(collection, &mut step);
+        }
+        step
+    }
+
+    /// Sends the latest content of `collection` if nothing is pending and
+    /// the sink has not already answered that version.
+    fn respond(&mut self, collection: &str, step: &mut Step) {
+        let Some(sub) = self.subscriptions.get_mut(collection) else {
+            return;
+        };
+        let Some(latest) = sub.latest.clone() else {
+            return;
+        };
+        if sub.pending.is_some() || sub.answered.as_deref() == Some(latest.version()) {
+            return;
+        }
+        let mut response = EncodedResources {
+            system_version_info: latest.version().to_owned(),
+            collection: collection.to_owned(),
+            ..Default::default()
+        };
+        match (&sub.held, sub.incremental) {
+            (Some(held), true) => {
+                response.incremental = true;
+                let mut changed = Vec::new();
+                let mut present = HashSet::with_capacity(latest.len());
+                for (key, bytes) in latest.keys().iter().zip(latest.resources().iter()) {
+                    present.insert(key.name.clone());
+                    if held.get(&key.name) != Some(&key.version) {
+                        changed.push(bytes.clone());
+                    }
+                }
+                let mut removed: Vec<String> = held
+                    .keys()
+                    .filter(|n| !present.contains(*n))
+                    .map(|n| n.to_string())
+                    .collect();
+                removed.sort();
+                response.resources = Arc::new(changed);
+                response.removed_resources = removed;
+            }
+            _ => response.resources = latest.resources().clone(),
+        }
+        let bytes = response.encoded_len();
+        if bytes > self.config.max_response_bytes {
+            step.events.push(Event::TooLarge {
+                collection: collection.to_owned(),
+                version: latest.version().to_owned(),
+                bytes,
+                limit: self.config.max_response_bytes,
+            });
+            sub.answered = Some(latest.version().to_owned());
+            return;
+        }
+        self.nonce += 1;
+        response.nonce = self.nonce.to_string();
+        sub.pending = Some(Pending {
+            nonce: response.nonce.clone(),
+            snapshot: latest,
+        });
+        step.events.push(Event::Sent {
+            collection: collection.to_owned(),
+            version: response.system_version_info.clone(),
+            nonce: response.nonce.clone(),
+            resources: response.resources.len(),
+            removed: response.removed_resources.len(),
+            incremental: response.incremental,
+            bytes,
+        });
+        step.responses.push(response);
+    }
+}
+
+#[cfg(test)]
+mod tests;

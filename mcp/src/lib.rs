@@ -11,5 +11,9 @@
 //! objects or decide which cluster gets what. The hub and the sink agent do.
 
 pub mod cache;
+pub mod group;
+pub mod ledger;
+pub mod reconnect;
+pub mod sink;
 pub mod snapshot;
 pub mod source;

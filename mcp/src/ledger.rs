@@ -1,0 +1,479 @@
+//! The ACK/NACK ledger: per peer and collection, what was sent, ACKed and
+//! NACKed, and when; per peer, when it connected and why it disconnected.
+//!
+//! Each stream (or dialer) owns its [`PeerRecord`] and is its only writer;
+//! the [`Ledger`] hands out plain snapshots ([`PeerStatus`]) to status pages
+//! and the CLI. Disconnected peers stay visible for a while (the newest
+//! [`RETAINED_DISCONNECTED`]).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::SystemTime;
+
+use serde::{Serialize, Serializer};
+use tokio::sync::watch;
+
+use crate::source::Event;
+
+/// How many disconnected peers stay listed.
+pub const RETAINED_DISCONNECTED: usize = 256;
+
+/// Which side of the protocol we play on a stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// We serve resources (the peer is a sink).
+    Source,
+    /// We receive resources (the peer is a source).
+    Sink,
+}
+
+impl Role {
+    /// Metric label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Source => "source",
+            Self::Sink => "sink",
+        }
+    }
+}
+
+/// Sync state of one collection with one peer (as `istioctl proxy-status`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum SyncState {
+    /// Nothing sent yet.
+    NotSent,
+    /// Sent, not yet ACKed.
+    Stale,
+    /// The last version sent was ACKed.
+    Synced,
+    /// The last version sent was NACKed.
+    Nacked,
+    /// The current version could not be sent (too large).
+    Blocked,
+}
+
+/// A point in time, shown as RFC 3339.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct At(pub SystemTime);
+
+impl Serialize for At {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(&humantime::format_rfc3339_millis(self.0))
+    }
+}
+
+impl std::fmt::Display for At {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        humantime::format_rfc3339_seconds(self.0).fmt(f)
+    }
+}
+
+fn now() -> At {
+    At(SystemTime::now())
+}
+
+/// A version and when it happened.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Versioned {
+    /// Collection version.
+    pub version: String,
+    /// Response nonce.
+    pub nonce: String,
+    /// When.
+    pub at: At,
+}
+
+/// A rejection.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Rejection {
+    /// Rejected version.
+    pub version: String,
+    /// gRPC code of `error_detail`.
+    pub code: i32,
+    /// The peer's message.
+    pub message: String,
+    /// When.
+    pub at: At,
+}
+
+/// One collection with one peer.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct CollectionStatus {
+    /// Last response sent (source) or received (sink).
+    pub sent: Option<Versioned>,
+    /// Last ACK received (source) or sent (sink).
+    pub acked: Option<Versioned>,
+    /// Last NACK received (source) or sent (sink).
+    pub nacked: Option<Rejection>,
+    /// A version that could not be sent, and why.
+    pub blocked: Option<Rejection>,
+    /// ACKs counted.
+    pub acks: u64,
+    /// NACKs counted.
+    pub nacks: u64,
+    /// Stale ACK/NACKs ignored.
+    pub stale: u64,
+    /// Derived state.
+    pub state: SyncState,
+}
+
+impl Default for SyncState {
+    fn default() -> Self {
+        Self::NotSent
+    }
+}
+
+impl CollectionStatus {
+    fn derive_state(&mut self) {
+        let sent = self.sent.as_ref();
+        self.state = match (sent, &self.blocked) {
+            (_, Some(b)) if sent.is_none_or(|s| s.at.0 <= b.at.0) => SyncState::Blocked,
+            (None, _) => SyncState::NotSent,
+            (Some(s), _) => {
+                if self.acked.as_ref().is_some_and(|a| a.nonce == s.nonce) {
+                    SyncState::Synced
+                } else if self
+                    .nacked
+                    .as_ref()
+                    .is_some_and(|n| n.version == s.version && n.at.0 >= s.at.0)
+                {
+                    SyncState::Nacked
+                } else {
+                    SyncState::Stale
+                }
+            }
+        };
+    }
+}
+
+/// Everything known about one peer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PeerStatus {
+    /// Unique within the process.
+    pub id: u64,
+    /// Our role.
+    pub role: Role,
+    /// The peer: remote address of a dial-in consumer, or the name of a
+    /// dialed cluster.
+    pub peer: String,
+    /// `SinkNode.id` (or the xDS node id) it announced.
+    pub node_id: String,
+    /// Snapshot group served or received.
+    pub group: String,
+    /// Whether a stream is up.
+    pub connected: bool,
+    /// When the current (or last) stream came up.
+    pub connected_since: Option<At>,
+    /// When it went down.
+    pub disconnected_at: Option<At>,
+    /// Why the last stream ended or the last dial failed.
+    pub last_error: Option<String>,
+    /// Streams opened (dialers reconnect).
+    pub streams: u64,
+    /// Per collection.
+    pub collections: BTreeMap<String, CollectionStatus>,
+}
+
+#[derive(Default)]
+struct Registry {
+    next_id: u64,
+    live: BTreeMap<u64, watch::Receiver<PeerStatus>>,
+    gone: VecDeque<PeerStatus>,
+}
+
+/// Read handle on every peer's status; cheap to clone.
+#[derive(Clone, Default)]
+pub struct Ledger {
+    inner: Arc<Mutex<Registry>>,
+}
+
+impl Ledger {
+    /// An empty ledger.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Registry> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Registers a peer; the returned record is its only writer.
+    pub fn register(
+        &self,
+        role: Role,
+        peer: impl Into<String>,
+        group: impl Into<String>,
+    ) -> PeerRecord {
+        let mut reg = self.lock();
+        reg.next_id += 1;
+        let id = reg.next_id;
+        let status = PeerStatus {
+            id,
+            role,
+            peer: peer.into(),
+            node_id: String::new(),
+            group: group.into(),
+            connected: false,
+            connected_since: None,
+            disconnected_at: None,
+            last_error: None,
+            streams: 0,
+            collections: BTreeMap::new(),
+        };
+        let (tx, rx) = watch::channel(status);
+        reg.live.insert(id, rx);
+        PeerRecord {
+            tx,
+            ledger: self.clone(),
+        }
+    }
+
+    /// A snapshot of every live peer, then the retained disconnected ones
+    /// (newest first).
+    pub fn view(&self) -> Vec<PeerStatus> {
+        let reg = self.lock();
+        let mut out: Vec<PeerStatus> = reg.live.values().map(|rx| rx.borrow().clone()).collect();
+        out.extend(reg.gone.iter().rev().cloned());
+        out
+    }
+}
+
+/// The writer of one peer's status.
+pub struct PeerRecord {
+    tx: watch::Sender<PeerStatus>,
+    ledger: Ledger,
+}
+
+impl PeerRecord {
+    /// The current status.
+    pub fn status(&self) -> PeerStatus {
+        self.tx.borrow().clone()
+    }
+
+    /// A stream came up.
+    pub fn connected(&self) {
+        self.tx.send_modify(|s| {
+            s.connected = true;
+            s.connected_since = Some(now());
+            s.disconnected_at = None;
+            s.streams += 1;
+        });
+        metrics::counter!("meshhub_mcp_streams_opened_total", "role" => self.role().as_str())
+            .increment(1);
+    }
+
+    /// A stream ended or a dial failed.
+    pub fn disconnected(&self, error: Option<String>) {
+        self.tx.send_modify(|s| {
+            if s.connected {
+                s.disconnected_at = Some(now());
+            }
+            s.connected = false;
+            if error.is_some() {
+                s.last_error = error;
+            }
+        });
+    }
+
+    /// Records the node the peer announced, and the group it was placed in.
+    pub fn identify(&self, node_id: &str, group: &str) {
+        self.tx.send_modify(|s| {
+            s.node_id = node_id.to_owned();
+            s.group = group.to_owned();
+        });
+    }
+
+    fn role(&self) -> Role {
+        self.tx.borrow().role
+    }
+
+    fn collection(&self, collection: &str, f: impl FnOnce(&mut CollectionStatus)) {
+        self.tx.send_modify(|s| {
+            let c = s.collections.entry(collection.to_owned()).or_default();
+            f(c);
+            c.derive_state();
+        });
+    }
+
+    /// Records a source-side event.
+    pub fn record(&self, event: &Event) {
+        let role = self.role().as_str();
+        match event {
+            Event::Subscribed { collection, .. } => self.collection(collection, |_| {}),
+            Event::Sent {
+                collection,
+                version,
+                nonce,
+                bytes,
+                ..
+            } => {
+                self.sent(collection, version, nonce);
+                metrics::counter!("meshhub_mcp_responses_total", "role" => role, "collection" => collection.clone()).increment(1);
+                metrics::histogram!("meshhub_mcp_response_bytes", "collection" => collection.clone()).record(*bytes as f64);
+            }
+            Event::Acked {
+                collection,
+                version,
+                nonce,
+            } => self.acked(collection, version, nonce),
+            Event::Nacked {
+                collection,
+                version,
+                code,
+                message,
+                ..
+            } => self.nacked(collection, version, *code, message),
+            Event::Stale { collection, .. } => {
+                self.collection(collection, |c| c.stale += 1);
+                metrics::counter!("meshhub_mcp_stale_total", "role" => role, "collection" => collection.clone()).increment(1);
+            }
+            Event::TooLarge {
+                collection,
+                version,
+                bytes,
+                limit,
+            } => {
+                let message =
+                    format!("response of {bytes} bytes exceeds the peer's limit of {limit}");
+                self.collection(collection, |c| {
+                    c.blocked = Some(Rejection {
+                        version: version.clone(),
+                        code: 8,
+                        message,
+                        at: now(),
+                    })
+                });
+                metrics::counter!("meshhub_mcp_oversized_total", "collection" => collection.clone()).increment(1);
+            }
+        }
+    }
+
+    /// A response was sent (source) or received (sink).
+    pub fn sent(&self, collection: &str, version: &str, nonce: &str) {
+        self.collection(collection, |c| {
+            c.sent = Some(Versioned {
+                version: version.to_owned(),
+                nonce: nonce.to_owned(),
+                at: now(),
+            });
+            c.blocked = None;
+        });
+    }
+
+    /// An ACK was received (source) or sent (sink).
+    pub fn acked(&self, collection: &str, version: &str, nonce: &str) {
+        self.collection(collection, |c| {
+            c.acked = Some(Versioned {
+                version: version.to_owned(),
+                nonce: nonce.to_owned(),
+                at: now(),
+            });
+            c.acks += 1;
+        });
+        metrics::counter!("meshhub_mcp_acks_total", "role" => self.role().as_str(), "collection" => collection.to_owned()).increment(1);
+    }
+
+    /// A NACK was received (source) or sent (sink).
+    pub fn nacked(&self, collection: &str, version: &str, code: i32, message: &str) {
+        self.collection(collection, |c| {
+            c.nacked = Some(Rejection {
+                version: version.to_owned(),
+                code,
+                message: message.to_owned(),
+                at: now(),
+            });
+            c.nacks += 1;
+        });
+        metrics::counter!("meshhub_mcp_nacks_total", "role" => self.role().as_str(), "collection" => collection.to_owned(), "code" => code.to_string()).increment(1);
+    }
+}
+
+impl Drop for PeerRecord {
+    fn drop(&mut self) {
+        let mut status = self.tx.borrow().clone();
+        if status.connected {
+            status.connected = false;
+            status.disconnected_at = Some(now());
+        }
+        let mut reg = self.ledger.lock();
+        reg.live.remove(&status.id);
+        reg.gone.push_back(status);
+        while reg.gone.len() > RETAINED_DISCONNECTED {
+            reg.gone.pop_front();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn states_follow_sends_acks_and_nacks() {
+        let ledger = Ledger::new();
+        let rec = ledger.register(Role::Source, "127.0.0.1:1", "default");
+        rec.connected();
+        rec.record(&Event::Subscribed {
+            collection: "c".into(),
+            incremental: false,
+            initial_resources: 0,
+        });
+        let state = |l: &Ledger| l.view()[0].collections["c"].state;
+        assert_eq!(state(&ledger), SyncState::NotSent);
+        rec.sent("c", "v1", "1");
+        assert_eq!(state(&ledger), SyncState::Stale);
+        rec.acked("c", "v1", "1");
+        assert_eq!(state(&ledger), SyncState::Synced);
+        rec.sent("c", "v2", "2");
+        assert_eq!(state(&ledger), SyncState::Stale);
+        rec.nacked("c", "v2", 3, "bad host");
+        assert_eq!(state(&ledger), SyncState::Nacked);
+        let view = ledger.view();
+        let c = &view[0].collections["c"];
+        assert_eq!(c.nacked.as_ref().unwrap().message, "bad host");
+        assert_eq!(
+            c.acked.as_ref().unwrap().version,
+            "v1",
+            "the last ACKed version stays"
+        );
+        assert_eq!((c.acks, c.nacks), (1, 1));
+        rec.sent("c", "v3", "3");
+        rec.acked("c", "v3", "3");
+        assert_eq!(state(&ledger), SyncState::Synced);
+    }
+
+    #[test]
+    fn dropped_records_are_retained_as_disconnected() {
+        let ledger = Ledger::new();
+        {
+            let rec = ledger.register(Role::Sink, "hub", "cluster-a");
+            rec.connected();
+            assert!(ledger.view()[0].connected);
+        }
+        let view = ledger.view();
+        assert_eq!(view.len(), 1);
+        assert!(!view[0].connected);
+        assert!(view[0].disconnected_at.is_some());
+        for i in 0..(RETAINED_DISCONNECTED + 10) {
+            drop(ledger.register(Role::Source, format!("p{i}"), "g"));
+        }
+        assert_eq!(ledger.view().len(), RETAINED_DISCONNECTED);
+    }
+
+    #[test]
+    fn status_serializes_to_json() {
+        let ledger = Ledger::new();
+        let rec = ledger.register(Role::Source, "p", "g");
+        rec.sent("c", "v1", "1");
+        let v = serde_json::to_value(ledger.view()).unwrap();
+        assert_eq!(v[0]["collections"]["c"]["state"], "STALE");
+        assert!(
+            v[0]["collections"]["c"]["sent"]["at"]
+                .as_str()
+                .unwrap()
+                .ends_with('Z')
+        );
+    }
+}

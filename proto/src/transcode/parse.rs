@@ -1,0 +1,292 @@
+//! YAML/JSON text ↔ [`Object`]s.
+//!
+//! A text holds any number of objects: YAML documents separated by `---`,
+//! a JSON object, array or stream of objects, and in either a Kubernetes
+//! `List` (`kind: List` or `*List` with `items`). Each object is parsed on
+//! its own, so that one bad document is reported with its number and line
+//! and doesn't stop the others.
+
+use serde_json::Value;
+
+use crate::object::Object;
+
+/// Why one document of a text could not be read as an object.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("document {document} ({}): {message}", match .line {
+    Some(line) => format!("line {line}"),
+    None => format!("from line {}", .start_line),
+})]
+pub struct ParseError {
+    /// Which document, counting from 1 in the order of the text (YAML
+    /// documents, including empty ones; JSON values; items of a `List`
+    /// are numbered as their document).
+    pub document: usize,
+    /// Line (from 1) where the document starts.
+    pub start_line: usize,
+    /// Line (from 1) of the error, when the parser knows it.
+    pub line: Option<usize>,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// Why an object could not be rendered as text.
+#[derive(Debug, thiserror::Error)]
+pub enum RenderError {
+    /// JSON rendering failed.
+    #[error("can't render the object as JSON")]
+    Json(#[from] serde_json::Error),
+    /// YAML rendering failed.
+    #[error("can't render the object as YAML")]
+    Yaml(#[from] serde_saphyr::ser::Error),
+}
+
+/// Parses a multi-document YAML text into objects, one result per object.
+/// Empty documents (and documents holding only comments or `null`) are
+/// skipped, but still counted in document numbers.
+pub fn parse_yaml(text: &str) -> Vec<Result<Object, ParseError>> {
+    let mut out = Vec::new();
+    for (i, doc) in split_documents(text).iter().enumerate() {
+        let document = i + 1;
+        let options = serde_saphyr::options! { with_snippet: false };
+        match serde_saphyr::from_str_with_options::<Option<Value>>(&doc.text, options) {
+            Ok(None) | Ok(Some(Value::Null)) => {}
+            Ok(Some(value)) => push_objects(&mut out, value, document, doc.start_line),
+            Err(e) => {
+                // Lines are relative to the document's text, which starts on
+                // the document's own first line.
+                let line = e
+                    .location()
+                    .map(|l| doc.start_line + usize::try_from(l.line()).unwrap_or(1) - 1);
+                out.push(Err(ParseError {
+                    document,
+                    start_line: doc.start_line,
+                    line,
+                    message: first_line(&e.to_string()),
+                }));
+            }
+        }
+    }
+    out
+}
+
+/// Parses a JSON text (one value, an array of objects, or a stream of values)
+/// into objects, one result per object. A syntax error ends the text.
+pub fn parse_json(text: &str) -> Vec<Result<Object, ParseError>> {
+    let mut out = Vec::new();
+    let mut stream = serde_json::Deserializer::from_str(text).into_iter::<Value>();
+    let mut document = 0;
+    loop {
+        let start = stream.byte_offset();
+        let Some(next) = stream.next() else { break };
+        let start_line = line_of(
+            text,
+            start + leading_whitespace(text.get(start..).unwrap_or_default()),
+        );
+        match next {
+            Ok(Value::Array(items)) => {
+                for item in items {
+                    document += 1;
+                    push_objects(&mut out, item, document, start_line);
+                }
+            }
+            Ok(value) => {
+                document += 1;
+                push_objects(&mut out, value, document, start_line);
+            }
+            Err(e) => {
+                out.push(Err(ParseError {
+                    document: document + 1,
+                    start_line,
+                    line: Some(e.line()),
+                    message: e.to_string(),
+                }));
+                break;
+            }
+        }
+    }
+    out
+}
+
+/// `obj` as pretty-printed JSON.
+pub fn to_json(obj: &Object) -> Result<String, RenderError> {
+    Ok(serde_json::to_string_pretty(obj)?)
+}
+
+/// `obj` as a YAML document (without a `---` marker).
+pub fn to_yaml(obj: &Object) -> Result<String, RenderError> {
+    Ok(serde_saphyr::to_string(obj)?)
+}
+
+/// Turns one parsed value into objects: a `List` gives its items.
+fn push_objects(
+    out: &mut Vec<Result<Object, ParseError>>,
+    value: Value,
+    document: usize,
+    start_line: usize,
+) {
+    let error = |message: String| ParseError {
+        document,
+        start_line,
+        line: None,
+        message,
+    };
+    let is_list = value
+        .get("kind")
+        .and_then(Value::as_str)
+        .is_some_and(|k| k.ends_with("List"))
+        && value.get("items").is_some_and(Value::is_array);
+    if is_list {
+        if let Some(Value::Array(items)) = value.get("items") {
+            for (i, item) in items.iter().enumerate() {
+                out.push(
+                    to_object(item.clone())
+                        .map_err(|m| error(format!("items[{i}]{}", prefixed(&m)))),
+                );
+            }
+        }
+        return;
+    }
+    out.push(to_object(value).map_err(|m| error(m.trim_start_matches(": ").to_owned())));
+}
+
+/// `: message`, or `.path: message` when the message starts with a path.
+fn prefixed(m: &str) -> String {
+    if m.starts_with(": ") {
+        m.to_owned()
+    } else {
+        format!(".{m}")
+    }
+}
+
+/// A JSON value as an object; on error `path: reason` (or `: reason` at the
+/// root).
+fn to_object(value: Value) -> Result<Object, String> {
+    if !value.is_object() {
+        return Err(": expected a mapping (a Kubernetes object)".to_owned());
+    }
+    serde_path_to_error::deserialize::<_, Object>(value).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        if path == "." {
+            format!(": {inner}")
+        } else {
+            format!("{path}: {inner}")
+        }
+    })
+}
+
+/// One YAML document of a text.
+#[derive(Debug, PartialEq)]
+struct Document {
+    /// Line (from 1) of the document's first line in the whole text.
+    start_line: usize,
+    /// The document's text, markers blanked so that columns stay right.
+    text: String,
+}
+
+/// Splits YAML text into documents at `---` (document start) and `...`
+/// (document end) markers. YAML forbids these markers at the start of a line
+/// inside any scalar, so a line-based split is exact. Text before the first
+/// `---` is a document only if it has content besides comments.
+fn split_documents(text: &str) -> Vec<Document> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let mut docs = Vec::new();
+    let mut current = Document {
+        start_line: 1,
+        text: String::new(),
+    };
+    let mut explicit = false;
+    for (i, line) in text.split_inclusive('\n').enumerate() {
+        let n = i + 1;
+        if is_marker(line, "---") {
+            if explicit || has_content(&current.text) {
+                docs.push(current);
+            }
+            explicit = true;
+            // Keep what follows the marker (`--- !tag`, `--- {a: 1}`).
+            current = Document {
+                start_line: n,
+                text: format!("   {}", &line[3..]),
+            };
+        } else if is_marker(line, "...") {
+            if explicit || has_content(&current.text) {
+                docs.push(current);
+            }
+            explicit = false;
+            current = Document {
+                start_line: n + 1,
+                text: String::new(),
+            };
+        } else {
+            current.text.push_str(line);
+        }
+    }
+    if explicit || has_content(&current.text) {
+        docs.push(current);
+    }
+    docs
+}
+
+/// Whether `line` is the marker `m` (followed by nothing or whitespace).
+fn is_marker(line: &str, m: &str) -> bool {
+    line.strip_prefix(m)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', '\t', '\r', '\n']))
+}
+
+/// Whether YAML text has anything besides blank lines and comments.
+fn has_content(text: &str) -> bool {
+    text.lines().any(|l| {
+        let t = l.trim();
+        !t.is_empty() && !t.starts_with('#')
+    })
+}
+
+fn first_line(s: &str) -> String {
+    s.lines().next().unwrap_or_default().to_owned()
+}
+
+fn leading_whitespace(s: &str) -> usize {
+    s.len() - s.trim_start().len()
+}
+
+/// Line (from 1) of byte offset `at` in `text`.
+fn line_of(text: &str, at: usize) -> usize {
+    text.as_bytes()[..at.min(text.len())]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn documents_split_at_markers_with_their_lines() {
+        let text = "# header\n---\na: 1\n---\n\n---   # c\nb: 2\n...\nc: 3\n";
+        let docs = split_documents(text);
+        let starts: Vec<usize> = docs.iter().map(|d| d.start_line).collect();
+        assert_eq!(starts, [2, 4, 6, 9]);
+        assert_eq!(docs[0].text, "   \na: 1\n");
+        assert!(!has_content(&docs[1].text));
+        assert_eq!(docs[2].text, "      # c\nb: 2\n");
+        assert_eq!(docs[3].text, "c: 3\n");
+    }
+
+    #[test]
+    fn a_bare_text_is_one_document() {
+        let docs = split_documents("a: 1\n");
+        assert_eq!(
+            docs,
+            [Document {
+                start_line: 1,
+                text: "a: 1\n".to_owned()
+            }]
+        );
+        assert!(split_documents("# only a comment\n").is_empty());
+        assert!(is_marker("---\n", "---"));
+        assert!(!is_marker("----\n", "---"));
+        assert!(!is_marker(" ---\n", "---"));
+    }
+}

@@ -10,6 +10,7 @@
 //! What it does not do: read Kubernetes, files or configuration, validate
 //! objects or decide which cluster gets what. The hub and the sink agent do.
 
+pub mod ads;
 pub mod cache;
 pub mod group;
 pub mod ledger;

@@ -10,6 +10,7 @@
 //! updater rejects is NACKed with `INVALID_ARGUMENT` and the reason.
 
 pub mod client;
+pub mod drive;
 pub mod server;
 
 use std::collections::{BTreeMap, HashMap};

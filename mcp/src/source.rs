@@ -24,6 +24,7 @@
 //!   parked at that version and reported, the other collections go on.
 
 pub mod dialer;
+pub mod drive;
 pub mod server;
 
 use std::collections::{BTreeMap, HashMap, HashSet};

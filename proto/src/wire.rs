@@ -209,26 +209,24 @@ impl Message for EncodedDiscoveryResponse {
     }
 }
 
-/// `ResourceSource` server sending [`EncodedResources`].
-pub mod source_server {
-    #![allow(clippy::all, missing_docs, unreachable_pub)]
+#[allow(clippy::all, missing_docs, unreachable_pub)]
+mod generated {
     include!(concat!(env!("OUT_DIR"), "/wire/istio.mcp.v1alpha1.ResourceSource.rs"));
-}
-
-/// `ResourceSink` client sending [`EncodedResources`] (the hub's dial-out).
-pub mod sink_client {
-    #![allow(clippy::all, missing_docs, unreachable_pub)]
     include!(concat!(env!("OUT_DIR"), "/wire/istio.mcp.v1alpha1.ResourceSink.rs"));
-}
-
-/// Envoy ADS server sending [`EncodedDiscoveryResponse`].
-pub mod ads_server {
-    #![allow(clippy::all, missing_docs, unreachable_pub)]
     include!(concat!(
         env!("OUT_DIR"),
         "/wire/envoy.service.discovery.v3.AggregatedDiscoveryService.rs"
     ));
 }
+
+/// `ResourceSource` server sending [`EncodedResources`].
+pub use generated::resource_source_server as source_server;
+
+/// `ResourceSink` client sending [`EncodedResources`] (the hub's dial-out).
+pub use generated::resource_sink_client as sink_client;
+
+/// Envoy ADS server sending [`EncodedDiscoveryResponse`].
+pub use generated::aggregated_discovery_service_server as ads_server;
 
 #[cfg(test)]
 mod tests;

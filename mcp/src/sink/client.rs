@@ -1,1 +1,120 @@
+//! The sink as a client: dials a `ResourceSource` (a hub, or an agent
+//! re-serving its state), subscribes and applies what arrives, reconnecting
+//! with backoff and jitter until shutdown.
 
+use std::sync::Arc;
+
+use meshhub_proto::mcp::RequestResources;
+use meshhub_proto::mcp::resource_source_client::ResourceSourceClient;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_util::sync::CancellationToken;
+use tonic::transport::Endpoint;
+use tracing::Instrument;
+
+use super::{SinkConfig, SinkStream, Updater};
+use crate::ledger::{Ledger, PeerRecord, Role};
+use crate::reconnect::{Backoff, ReconnectPolicy};
+use crate::source::drive::End;
+
+/// A source to subscribe to.
+#[derive(Clone, Debug)]
+pub struct SourceTarget {
+    /// Name shown in the ledger.
+    pub name: String,
+    /// Where the source listens.
+    pub endpoint: Endpoint,
+    /// What to subscribe to and as whom.
+    pub config: Arc<SinkConfig>,
+    /// Reconnect policy.
+    pub reconnect: ReconnectPolicy,
+    /// gRPC message limit both ways.
+    pub max_message_bytes: usize,
+}
+
+/// Subscribes until shutdown, reconnecting after every failure.
+pub async fn run<U: Updater>(
+    target: SourceTarget,
+    updater: Arc<U>,
+    ledger: Ledger,
+    shutdown: CancellationToken,
+) {
+    let span = tracing::info_span!("mcp.sink.client", source = %target.name, endpoint = %target.endpoint.uri());
+    async move {
+        let record = ledger.register(Role::Sink, target.name.clone(), "");
+        record.identify(&target.config.node.id, "");
+        let mut backoff = Backoff::new(target.reconnect.clone());
+        loop {
+            match connect_once(&target, &*updater, &record, &shutdown).await {
+                Ok((End::Shutdown, _)) => return,
+                Ok((end, healthy)) => {
+                    tracing::warn!(reason = ?end, "stream from source ended");
+                    record.disconnected(end.error().or(Some("source closed the stream".into())));
+                    if healthy {
+                        backoff.reset();
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot reach source");
+                    record.disconnected(Some(e));
+                }
+            }
+            let delay = backoff.next_delay();
+            metrics::counter!("meshhub_mcp_reconnects_total", "role" => "sink", "peer" => target.name.clone()).increment(1);
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                () = tokio::time::sleep(delay) => {}
+            }
+        }
+    }
+    .instrument(span)
+    .await
+}
+
+/// Runs one stream against an already established channel (no reconnect).
+/// Returns how it ended and whether any response arrived.
+pub async fn connect_once<U: Updater>(
+    target: &SourceTarget,
+    updater: &U,
+    record: &PeerRecord,
+    shutdown: &CancellationToken,
+) -> Result<(End, bool), String> {
+    let channel = tokio::select! {
+        () = shutdown.cancelled() => return Ok((End::Shutdown, false)),
+        c = target.endpoint.connect() => c.map_err(|e| format!("connect: {e}"))?,
+    };
+    let mut client = ResourceSourceClient::new(channel)
+        .max_decoding_message_size(target.max_message_bytes)
+        .max_encoding_message_size(target.max_message_bytes);
+    let (tx, rx) = mpsc::channel::<Result<RequestResources, tonic::Status>>(64);
+    let outgoing = tokio_stream::StreamExt::map_while(ReceiverStream::new(rx), Result::ok);
+    // Open the call first: the opening requests are queued by `drive`.
+    let call = client.establish_resource_stream(outgoing);
+    let mut machine = SinkStream::new(target.config.clone());
+    // `drive` sends the opening requests before reading; the call resolves
+    // once the server answered with headers.
+    let opening: Vec<_> = machine.initial_requests(|c| updater.held(c));
+    for req in opening {
+        tx.send(Ok(req))
+            .await
+            .map_err(|_| "internal: queue closed")?;
+    }
+    let response = tokio::select! {
+        () = shutdown.cancelled() => return Ok((End::Shutdown, false)),
+        r = call => r.map_err(|s| format!("{}: {}", s.code(), s.message()))?,
+    };
+    record.connected();
+    tracing::info!("subscribed");
+    let mut healthy = false;
+    let end = super::drive::answer(
+        &mut machine,
+        updater,
+        response.into_inner(),
+        &tx,
+        record,
+        shutdown,
+        || healthy = true,
+    )
+    .await;
+    Ok((end, healthy))
+}

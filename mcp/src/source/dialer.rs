@@ -1,1 +1,132 @@
+//! Dial-out: the source dials a `ResourceSink` (a sink agent in a remote
+//! cluster that cannot dial in) and pushes one group to it, reconnecting
+//! with backoff and jitter until shutdown.
 
+use std::sync::Arc;
+
+use meshhub_proto::wire::EncodedResources;
+use meshhub_proto::wire::sink_client::ResourceSinkClient;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_util::sync::CancellationToken;
+use tonic::transport::Endpoint;
+use tracing::Instrument;
+
+use super::drive::{End, Plumbing, drive};
+use super::{SourceConfig, SourceStream, TRIGGER_COLLECTION};
+use crate::cache::{Group, SnapshotCache};
+use crate::ledger::{Ledger, Role};
+use crate::reconnect::{Backoff, ReconnectPolicy};
+
+/// One remote sink to push to.
+#[derive(Clone, Debug)]
+pub struct SinkTarget {
+    /// Name shown in the ledger (the cluster name).
+    pub name: String,
+    /// The group pushed.
+    pub group: Group,
+    /// Where the sink listens (with TLS settings if any).
+    pub endpoint: Endpoint,
+    /// Reconnect policy.
+    pub reconnect: ReconnectPolicy,
+    /// Protocol settings.
+    pub config: Arc<SourceConfig>,
+    /// gRPC message limit both ways.
+    pub max_message_bytes: usize,
+}
+
+/// Pushes `target.group` to the sink until `shutdown`.
+pub async fn run(
+    target: SinkTarget,
+    cache: SnapshotCache,
+    ledger: Ledger,
+    shutdown: CancellationToken,
+) {
+    let span = tracing::info_span!("mcp.dialer", cluster = %target.name, endpoint = %target.endpoint.uri());
+    async move {
+        let record = ledger.register(Role::Source, target.name.clone(), target.group.to_string());
+        record.identify("", &target.group);
+        let mut backoff = Backoff::new(target.reconnect.clone());
+        loop {
+            let healthy = match dial_once(&target, &cache, &record, &shutdown).await {
+                Ok((End::Shutdown, _)) => return,
+                Ok((end, healthy)) => {
+                    tracing::warn!(reason = ?end, "stream to sink ended");
+                    record.disconnected(end.error().or(Some("sink closed the stream".into())));
+                    healthy
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot reach sink");
+                    record.disconnected(Some(e));
+                    false
+                }
+            };
+            if healthy {
+                backoff.reset();
+            }
+            let delay = backoff.next_delay();
+            metrics::counter!("meshhub_mcp_reconnects_total", "role" => "source", "peer" => target.name.clone()).increment(1);
+            tracing::debug!(?delay, "reconnecting after backoff");
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                () = tokio::time::sleep(delay) => {}
+            }
+        }
+    }
+    .instrument(span)
+    .await
+}
+
+/// One connection and stream. Returns how it ended and whether the sink
+/// sent anything (a healthy stream resets the backoff).
+async fn dial_once(
+    target: &SinkTarget,
+    cache: &SnapshotCache,
+    record: &crate::ledger::PeerRecord,
+    shutdown: &CancellationToken,
+) -> Result<(End, bool), String> {
+    let channel = tokio::select! {
+        () = shutdown.cancelled() => return Ok((End::Shutdown, false)),
+        c = target.endpoint.connect() => c.map_err(|e| format!("connect: {e}"))?,
+    };
+    let mut client = ResourceSinkClient::new(channel)
+        .max_decoding_message_size(target.max_message_bytes)
+        .max_encoding_message_size(target.max_message_bytes);
+    let (tx, rx) = mpsc::channel::<Result<EncodedResources, tonic::Status>>(16);
+    // Some proxies only open the stream once the client sent something.
+    let trigger = EncodedResources {
+        collection: TRIGGER_COLLECTION.into(),
+        ..Default::default()
+    };
+    tx.send(Ok(trigger))
+        .await
+        .map_err(|_| "internal: queue closed")?;
+    let outgoing = tokio_stream::StreamExt::map_while(ReceiverStream::new(rx), Result::ok);
+    let response = tokio::select! {
+        () = shutdown.cancelled() => return Ok((End::Shutdown, false)),
+        r = client.establish_resource_stream(outgoing) => r.map_err(|s| format!("{}: {}", s.code(), s.message()))?,
+    };
+    record.connected();
+    metrics::gauge!("meshhub_mcp_streams", "role" => "dialer").increment(1.0);
+    tracing::info!("stream to sink opened");
+    let mut healthy = false;
+    let mut machine = SourceStream::new(target.config.clone());
+    let end = drive(
+        Plumbing {
+            cache,
+            group: target.group.clone(),
+            record,
+            shutdown: shutdown.clone(),
+            collection_of: Arc::new(str::to_owned),
+        },
+        &mut machine,
+        None,
+        response.into_inner(),
+        &tx,
+        |r| r,
+        || healthy = true,
+    )
+    .await;
+    metrics::gauge!("meshhub_mcp_streams", "role" => "dialer").decrement(1.0);
+    Ok((end, healthy))
+}

@@ -1,0 +1,193 @@
+//! Pumps one source-side stream: requests from the peer and collection
+//! updates from the cache go into the [`SourceStream`] machine; its
+//! responses go to the peer and its events to the ledger. Shared by the
+//! `ResourceSource` server, the `ResourceSink` dialer and the ADS server.
+
+use std::sync::Arc;
+
+use futures::{Stream, StreamExt};
+use meshhub_proto::mcp::RequestResources;
+use meshhub_proto::wire::EncodedResources;
+use tokio::sync::mpsc;
+use tokio_stream::StreamMap;
+use tokio_stream::wrappers::WatchStream;
+use tokio_util::sync::CancellationToken;
+use tonic::Status;
+
+use super::{Event, SourceStream, Step};
+use crate::cache::{CollectionState, Group, SnapshotCache};
+use crate::ledger::PeerRecord;
+
+/// Most collections one stream may subscribe (bounds what a peer can make
+/// us hold).
+pub const MAX_SUBSCRIPTIONS: usize = 512;
+
+/// Why a stream ended.
+#[derive(Debug)]
+pub enum End {
+    /// The peer half-closed or went away cleanly.
+    PeerClosed,
+    /// We are shutting down.
+    Shutdown,
+    /// The group was removed from the configuration.
+    Withdrawn,
+    /// The transport failed.
+    Failed(Status),
+}
+
+impl End {
+    /// The status to end the RPC with, if any.
+    pub fn status(&self) -> Option<Status> {
+        match self {
+            Self::PeerClosed => None,
+            Self::Shutdown => Some(Status::unavailable("server shutting down")),
+            Self::Withdrawn => Some(Status::unavailable(
+                "the group this stream served was removed",
+            )),
+            Self::Failed(s) => Some(s.clone()),
+        }
+    }
+
+    /// For `PeerRecord::disconnected`.
+    pub fn error(&self) -> Option<String> {
+        match self {
+            Self::PeerClosed => None,
+            Self::Shutdown => Some("shutdown".into()),
+            Self::Withdrawn => Some("group removed".into()),
+            Self::Failed(s) => Some(format!("{}: {}", s.code(), s.message())),
+        }
+    }
+}
+
+/// What a stream is plugged into.
+pub struct Plumbing<'a> {
+    /// Where collection updates come from.
+    pub cache: &'a SnapshotCache,
+    /// The group served.
+    pub group: Group,
+    /// Where events go.
+    pub record: &'a PeerRecord,
+    /// Ends the stream.
+    pub shutdown: CancellationToken,
+    /// Maps a subscription key to the cache collection (identity for MCP;
+    /// type URL → collection for ADS).
+    pub collection_of: Arc<dyn Fn(&str) -> String + Send + Sync>,
+}
+
+/// Runs the stream until the peer leaves, the transport fails, the group is
+/// withdrawn or shutdown. `first` is a request already read from the peer.
+/// `on_message` is called on every message received (dialers reset their
+/// backoff there).
+pub async fn drive<Out, S>(
+    p: Plumbing<'_>,
+    machine: &mut SourceStream,
+    first: Option<RequestResources>,
+    mut requests: S,
+    tx: &mpsc::Sender<Result<Out, Status>>,
+    to_out: impl Fn(EncodedResources) -> Out,
+    mut on_message: impl FnMut(),
+) -> End
+where
+    S: Stream<Item = Result<RequestResources, Status>> + Unpin,
+{
+    let mut watches: StreamMap<String, WatchStream<CollectionState>> = StreamMap::new();
+    let handle = |step: Step, watches: &mut StreamMap<String, WatchStream<CollectionState>>| {
+        for event in &step.events {
+            p.record.record(event);
+            log_event(event);
+        }
+        if let Some(key) = step.watch {
+            if watches.len() >= MAX_SUBSCRIPTIONS {
+                tracing::warn!(collection = %key, limit = MAX_SUBSCRIPTIONS, "too many subscriptions on one stream; ignoring");
+            } else {
+                let collection = (p.collection_of)(&key);
+                let rx = p.cache.watch(&p.group, &collection);
+                watches.insert(key, WatchStream::new(rx));
+            }
+        }
+        step.responses
+    };
+    let mut outgoing = Vec::new();
+    if let Some(req) = first {
+        outgoing = handle(machine.on_request(&req), &mut watches);
+    }
+    loop {
+        for response in outgoing.drain(..) {
+            if tx.send(Ok(to_out(response))).await.is_err() {
+                return End::PeerClosed;
+            }
+        }
+        tokio::select! {
+            biased;
+            () = p.shutdown.cancelled() => return End::Shutdown,
+            req = requests.next() => match req {
+                None => return End::PeerClosed,
+                Some(Err(status)) => return End::Failed(status),
+                Some(Ok(req)) => {
+                    on_message();
+                    outgoing = handle(machine.on_request(&req), &mut watches);
+                }
+            },
+            Some((key, state)) = watches.next(), if !watches.is_empty() => match state {
+                CollectionState::Pending => {}
+                CollectionState::Withdrawn => return End::Withdrawn,
+                CollectionState::Ready(snapshot) => {
+                    outgoing = handle(machine.on_update(&key, snapshot), &mut watches);
+                }
+            },
+        }
+    }
+}
+
+fn log_event(event: &Event) {
+    match event {
+        Event::Subscribed {
+            collection,
+            incremental,
+            initial_resources,
+        } => {
+            tracing::debug!(%collection, incremental, initial_resources, "subscribed")
+        }
+        Event::Sent {
+            collection,
+            version,
+            nonce,
+            resources,
+            removed,
+            incremental,
+            bytes,
+        } => {
+            tracing::debug!(%collection, %version, %nonce, resources, removed, incremental, bytes, "sent")
+        }
+        Event::Acked {
+            collection,
+            version,
+            ..
+        } => tracing::debug!(%collection, %version, "ACK"),
+        Event::Nacked {
+            collection,
+            version,
+            code,
+            message,
+            ..
+        } => {
+            tracing::warn!(%collection, %version, code, %message, "NACK: version parked until it changes")
+        }
+        Event::Stale {
+            collection,
+            nonce,
+            nack,
+        } => {
+            tracing::debug!(%collection, %nonce, nack, "stale ACK/NACK ignored")
+        }
+        Event::TooLarge {
+            collection,
+            version,
+            bytes,
+            limit,
+        } => tracing::error!(
+            %collection, %version, bytes, limit,
+            "response exceeds the peer's message limit; not sent (raise the limit or split the configuration)"
+        ),
+    }
+}

@@ -285,3 +285,159 @@ fn oversized_response_is_parked_and_others_continue() {
     let step = m.on_update(VS, coll(&[("ns/a", "2")]));
     assert_eq!(step.responses.len(), 1);
 }
+
+mod properties {
+    use std::collections::{BTreeMap, HashMap};
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        /// Publish a collection of these (name, version) pairs.
+        Publish(BTreeMap<u8, u8>),
+        /// The sink answers the pending response: ACK (true) or NACK.
+        Answer(bool),
+        /// The stream breaks; the sink reconnects (incremental or not).
+        Reconnect(bool),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            3 => prop::collection::btree_map(0u8..8, 0u8..3, 0..6).prop_map(Op::Publish),
+            4 => any::<bool>().prop_map(Op::Answer),
+            1 => any::<bool>().prop_map(Op::Reconnect),
+        ]
+    }
+
+    fn snapshot_of(content: &BTreeMap<u8, u8>) -> Arc<CollectionSnapshot> {
+        let items: Vec<(String, String)> = content
+            .iter()
+            .map(|(n, v)| (format!("ns/r{n}"), v.to_string()))
+            .collect();
+        let refs: Vec<(&str, &str)> = items
+            .iter()
+            .map(|(a, b)| (a.as_str(), b.as_str()))
+            .collect();
+        coll(&refs)
+    }
+
+    /// A sink that applies what it receives, as the real updater does.
+    #[derive(Default)]
+    struct ModelSink {
+        held: HashMap<String, String>,
+    }
+
+    impl ModelSink {
+        fn apply(&mut self, r: &EncodedResources) {
+            if !r.incremental {
+                self.held.clear();
+            }
+            for name in &r.removed_resources {
+                self.held.remove(name);
+            }
+            for b in r.resources.iter() {
+                let s = String::from_utf8(b.to_vec()).unwrap();
+                let (n, v) = s.split_once('=').unwrap();
+                self.held.insert(n.to_owned(), v.to_owned());
+            }
+        }
+    }
+
+    fn connect(
+        sink: &ModelSink,
+        incremental: bool,
+        latest: &Option<Arc<CollectionSnapshot>>,
+    ) -> (SourceStream, Vec<EncodedResources>) {
+        let mut m = machine();
+        let mut req = subscribe(VS);
+        req.incremental = incremental;
+        if incremental {
+            req.initial_resource_versions = sink.held.clone();
+        }
+        let mut out = m.on_request(&req).responses;
+        if let Some(s) = latest {
+            out.extend(m.on_update(VS, s.clone()).responses);
+        }
+        (m, out)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+
+        /// Random snapshots, ACKs, NACKs and reconnects: the sink ends with
+        /// the latest snapshot, and no stream ever resends a NACKed version.
+        #[test]
+        fn sink_converges_and_nacked_versions_are_not_resent(ops in prop::collection::vec(op(), 1..60)) {
+            let mut sink = ModelSink::default();
+            let mut latest: Option<Arc<CollectionSnapshot>> = None;
+            let mut latest_content = BTreeMap::new();
+            let (mut m, mut inflight) = connect(&sink, false, &latest);
+            // The last NACKed version on this stream, until a different
+            // version is sent (a version may legitimately come back later:
+            // A, then B, then A again).
+            let mut parked: Option<String> = None;
+            let check_sent = |sent: &[EncodedResources], parked: &mut Option<String>| {
+                for r in sent {
+                    prop_assert!(parked.as_deref() != Some(r.system_version_info.as_str()), "resent NACKed version {}", r.system_version_info);
+                    *parked = None;
+                }
+                Ok(())
+            };
+            for op in ops {
+                match op {
+                    Op::Publish(content) => {
+                        let s = snapshot_of(&content);
+                        latest = Some(s.clone());
+                        latest_content = content;
+                        let out = m.on_update(VS, s).responses;
+                        check_sent(&out, &mut parked)?;
+                        prop_assert!(inflight.len() + out.len() <= 1, "more than one un-ACKed response");
+                        inflight.extend(out);
+                    }
+                    Op::Answer(ok) => {
+                        let Some(r) = inflight.pop() else { continue };
+                        let req = if ok {
+                            sink.apply(&r);
+                            ack(VS, &r.nonce)
+                        } else {
+                            parked = Some(r.system_version_info.clone());
+                            nack(VS, &r.nonce)
+                        };
+                        let out = m.on_request(&req).responses;
+                        check_sent(&out, &mut parked)?;
+                        inflight.extend(out);
+                    }
+                    Op::Reconnect(incremental) => {
+                        let (nm, out) = connect(&sink, incremental, &latest);
+                        m = nm;
+                        inflight = out;
+                        parked = None;
+                    }
+                }
+            }
+            // Settle: the sink ACKs everything from now on.
+            while let Some(r) = inflight.pop() {
+                sink.apply(&r);
+                inflight.extend(m.on_request(&ack(VS, &r.nonce)).responses);
+            }
+            // Whatever was NACKed last stays parked; the sink converges once a
+            // new version comes. Publish the latest content under a new
+            // version and settle again.
+            let mut next = latest_content.clone();
+            next.insert(200, 1);
+            let out = m.on_update(VS, snapshot_of(&next)).responses;
+            inflight.extend(out);
+            while let Some(r) = inflight.pop() {
+                sink.apply(&r);
+                inflight.extend(m.on_request(&ack(VS, &r.nonce)).responses);
+            }
+            let expected: HashMap<String, String> = next
+                .iter()
+                .map(|(n, v)| (format!("ns/r{n}"), v.to_string()))
+                .collect();
+            prop_assert_eq!(sink.held, expected);
+        }
+    }
+}

@@ -1,1 +1,17 @@
-//! meshhub hub.
+//! meshhub hub: gathers mesh configuration from its sources, validates and
+//! encodes it once, groups it per cluster and serves it over MCP.
+//!
+//! The data path: [`source`] (files, ...) → [`pipeline`] (the single writer
+//! of the [`store`] and of the snapshot cache: debounce, per-group snapshots
+//! by the rules of [`groups`]) → the engine's gRPC services, wired by
+//! [`app`]. [`admin`] serves health, readiness, metrics and status;
+//! [`config`] parses and checks flags and the YAML file at the edge.
+
+pub mod admin;
+pub mod app;
+pub mod config;
+pub mod groups;
+pub mod pipeline;
+pub mod source;
+pub mod store;
+pub mod validate;

@@ -1,0 +1,328 @@
+//! Builds and runs the hub from a [`Config`]: sources → pipeline (store,
+//! debounce, per-group snapshots) → gRPC (`ResourceSource`, ADS,
+//! `grpc.health.v1`) and the admin HTTP port.
+//!
+//! Shutdown is designed: one [`CancellationToken`] ends the sources, the
+//! pipeline, every stream and both servers; a [`TaskTracker`] owns every
+//! task, and [`Hub::shutdown`] waits for them at most the grace period.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use meshhub_mcp::ads::{AdsServer, TypeMap};
+use meshhub_mcp::cache::{self, SnapshotCache};
+use meshhub_mcp::group::GroupIndex;
+use meshhub_mcp::ledger::Ledger;
+use meshhub_mcp::source::SourceConfig;
+use meshhub_mcp::source::server::{Shared, SourceServer};
+use meshhub_proto::kinds::KindTable;
+use meshhub_proto::object::Object;
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, watch};
+use tokio_stream::wrappers::TcpListenerStream;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tonic_health::ServingStatus;
+use tracing::{Instrument as _, error, info, info_span, warn};
+
+use crate::admin::{self, AdminState};
+use crate::config::{Config, SourceSpec};
+use crate::groups::GroupRules;
+use crate::pipeline::{Pipeline, Status};
+use crate::source::Source;
+use crate::source::file::FileSource;
+use crate::store::{SemanticCheck, Store};
+
+/// Largest gRPC message accepted or sent.
+const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+/// Capacity of the channel from the sources to the pipeline.
+const EVENT_QUEUE: usize = 1024;
+
+/// Why the hub could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// A listen address can't be bound.
+    #[error("can't listen on {addr} ({what})")]
+    Bind {
+        /// Which port (`grpc`, `admin`).
+        what: &'static str,
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Waiting for a signal failed.
+    #[error("can't wait for shutdown signals")]
+    Signal(#[source] std::io::Error),
+}
+
+/// The semantic checks of [`crate::validate`], as the store calls them.
+pub fn semantic_check() -> SemanticCheck {
+    Arc::new(|obj: &Object| match crate::validate::validate(obj) {
+        Ok(()) => Vec::new(),
+        Err(e) => e.messages(),
+    })
+}
+
+/// A running hub.
+pub struct Hub {
+    grpc_addr: SocketAddr,
+    admin_addr: SocketAddr,
+    cache: SnapshotCache,
+    status: watch::Receiver<Arc<Status>>,
+    ledger: Ledger,
+    shutdown: CancellationToken,
+    tasks: TaskTracker,
+    grace: Duration,
+}
+
+impl std::fmt::Debug for Hub {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hub")
+            .field("grpc_addr", &self.grpc_addr)
+            .field("admin_addr", &self.admin_addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Hub {
+    /// Binds both ports and starts every task.
+    pub async fn start(config: Config) -> Result<Self, RunError> {
+        let shutdown = CancellationToken::new();
+        let tasks = TaskTracker::new();
+        let kinds = KindTable::builtin();
+        let rules = GroupRules::new(&config.clusters);
+        let ledger = Ledger::new();
+        let metrics = admin::prometheus();
+
+        let grpc = TcpListener::bind(config.grpc_addr)
+            .await
+            .map_err(|source| RunError::Bind {
+                what: "grpc",
+                addr: config.grpc_addr,
+                source,
+            })?;
+        let admin_listener =
+            TcpListener::bind(config.admin_addr)
+                .await
+                .map_err(|source| RunError::Bind {
+                    what: "admin",
+                    addr: config.admin_addr,
+                    source,
+                })?;
+        let grpc_addr = grpc.local_addr().unwrap_or(config.grpc_addr);
+        let admin_addr = admin_listener.local_addr().unwrap_or(config.admin_addr);
+
+        // Pipeline: the single writer of the store and the snapshot cache.
+        let (writer, cache) = cache::new();
+        let store = Store::new(
+            kinds.clone(),
+            rules.clone(),
+            config.unknown_fields,
+            semantic_check(),
+        );
+        let sources: Vec<Box<dyn Source>> = config
+            .sources
+            .iter()
+            .map(|s| match s {
+                SourceSpec::File(f) => Box::new(FileSource::new(f)) as Box<dyn Source>,
+            })
+            .collect();
+        let (pipeline, status) = Pipeline::new(
+            store,
+            writer,
+            rules.clone(),
+            config.debounce,
+            sources.iter().map(|s| s.name().to_owned()),
+        );
+        let (events_tx, events_rx) = mpsc::channel(EVENT_QUEUE);
+        tasks.spawn(
+            pipeline
+                .run(events_rx, shutdown.clone())
+                .instrument(info_span!("pipeline")),
+        );
+        for source in sources {
+            let name = source.name().to_owned();
+            let fut = source.run(events_tx.clone(), shutdown.clone());
+            tasks.spawn(async move {
+                if let Err(e) = fut.await {
+                    // The source's objects stay as last delivered; readiness
+                    // stays false if it never synced.
+                    error!(source.name = %name, error = %e, "source stopped");
+                }
+            });
+        }
+        drop(events_tx);
+
+        // gRPC: ResourceSource, ADS and health.
+        let shared = Shared {
+            cache: cache.clone(),
+            groups: Arc::new(rules.clone()) as Arc<dyn GroupIndex>,
+            ledger: ledger.clone(),
+            config: Arc::new(SourceConfig::default()),
+            shutdown: shutdown.clone(),
+            tasks: tasks.clone(),
+        };
+        let type_kinds = kinds.clone();
+        let types: TypeMap = Arc::new(move |type_url: &str| {
+            type_kinds
+                .by_type_url(type_url)
+                .map(|k| k.collection().to_owned())
+        });
+        let (health, health_service) = tonic_health::server::health_reporter();
+        health
+            .set_service_status("", ServingStatus::NotServing)
+            .await;
+        {
+            let mut status = status.clone();
+            let shutdown = shutdown.clone();
+            tasks.spawn(async move {
+                // Honest readiness over grpc.health.v1, as on /readyz.
+                loop {
+                    let ready = status.borrow_and_update().ready;
+                    let s = if ready {
+                        ServingStatus::Serving
+                    } else {
+                        ServingStatus::NotServing
+                    };
+                    health.set_service_status("", s).await;
+                    tokio::select! {
+                        _ = shutdown.cancelled() => break,
+                        r = status.changed() => if r.is_err() { break },
+                    }
+                }
+                health
+                    .set_service_status("", ServingStatus::NotServing)
+                    .await;
+            });
+        }
+        let router = tonic::transport::Server::builder()
+            .add_service(health_service)
+            .add_service(SourceServer::new(shared.clone()).into_service(MAX_MESSAGE_BYTES))
+            .add_service(AdsServer::new(shared, types).into_service(MAX_MESSAGE_BYTES));
+        {
+            let shutdown = shutdown.clone();
+            tasks.spawn(
+                async move {
+                    let incoming = TcpListenerStream::new(grpc);
+                    if let Err(e) = router
+                        .serve_with_incoming_shutdown(incoming, shutdown.cancelled_owned())
+                        .await
+                    {
+                        error!(error = %e, "gRPC server failed");
+                    }
+                }
+                .instrument(info_span!("grpc", listen.addr = %grpc_addr)),
+            );
+        }
+
+        // Admin HTTP and the metrics upkeep.
+        let admin_state = AdminState {
+            status: status.clone(),
+            cache: cache.clone(),
+            rules,
+            ledger: ledger.clone(),
+            metrics: metrics.clone(),
+        };
+        tasks.spawn(
+            {
+                let shutdown = shutdown.clone();
+                async move {
+                    if let Err(e) = admin::serve(admin_listener, admin_state, shutdown).await {
+                        error!(error = %e, "admin server failed");
+                    }
+                }
+            }
+            .instrument(info_span!("admin", listen.addr = %admin_addr)),
+        );
+        tasks.spawn(admin::upkeep(metrics, shutdown.clone()));
+        info!(grpc.addr = %grpc_addr, admin.addr = %admin_addr, config = %config.config_file.display(), "meshhub started");
+
+        Ok(Self {
+            grpc_addr,
+            admin_addr,
+            cache,
+            status,
+            ledger,
+            shutdown,
+            tasks,
+            grace: config.shutdown_grace,
+        })
+    }
+
+    /// The bound gRPC address.
+    pub fn grpc_addr(&self) -> SocketAddr {
+        self.grpc_addr
+    }
+
+    /// The bound admin address.
+    pub fn admin_addr(&self) -> SocketAddr {
+        self.admin_addr
+    }
+
+    /// The snapshot cache (read handle).
+    pub fn cache(&self) -> &SnapshotCache {
+        &self.cache
+    }
+
+    /// The pipeline's status.
+    pub fn status(&self) -> watch::Receiver<Arc<Status>> {
+        self.status.clone()
+    }
+
+    /// The ACK/NACK ledger.
+    pub fn ledger(&self) -> &Ledger {
+        &self.ledger
+    }
+
+    /// Waits until the hub is ready (every source synced, first snapshots
+    /// published).
+    pub async fn ready(&self) {
+        let mut status = self.status.clone();
+        // The sender lives as long as the pipeline; if it ended, give up.
+        let _ = status.wait_for(|s| s.ready).await;
+    }
+
+    /// Stops everything and waits for the tasks, at most the grace period.
+    /// Returns whether every task ended in time.
+    pub async fn shutdown(self) -> bool {
+        self.shutdown.cancel();
+        self.tasks.close();
+        match tokio::time::timeout(self.grace, self.tasks.wait()).await {
+            Ok(()) => {
+                info!("meshhub stopped");
+                true
+            }
+            Err(_) => {
+                warn!(grace = ?self.grace, tasks = self.tasks.len(), "grace period over; exiting with tasks still running");
+                false
+            }
+        }
+    }
+}
+
+/// Runs the hub until SIGINT or SIGTERM, then shuts down gracefully.
+pub async fn run(config: Config) -> Result<(), RunError> {
+    let hub = Hub::start(config).await?;
+    wait_for_signal().await?;
+    info!("shutting down");
+    hub.shutdown().await;
+    Ok(())
+}
+
+async fn wait_for_signal() -> Result<(), RunError> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = signal(SignalKind::terminate()).map_err(RunError::Signal)?;
+        tokio::select! {
+            r = tokio::signal::ctrl_c() => r.map_err(RunError::Signal)?,
+            _ = term.recv() => {},
+        }
+    }
+    #[cfg(not(unix))]
+    tokio::signal::ctrl_c().await.map_err(RunError::Signal)?;
+    Ok(())
+}

@@ -1,0 +1,389 @@
+//! Configuration: command-line flags (with `MESHHUB_*` environment names) for
+//! addresses and paths, and one YAML file for structured settings (sources,
+//! clusters, debounce, schema policy).
+//!
+//! Everything is parsed and checked here, at the edge, into typed values
+//! ([`Config`]); nothing downstream parses strings. Every error names the
+//! setting it is about (and the file and line, when the YAML parser knows
+//! them), so that the binary can print it and exit before serving.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::Parser;
+use serde::Deserialize;
+
+use crate::groups::{ClusterSpec, DEFAULT_GROUP, Selector};
+
+/// The configuration file used when neither `--config` nor `MESHHUB_CONFIG`
+/// is given: the Bookinfo example of the workspace, so that
+/// `cargo run -p meshhub` serves something real.
+pub const EMBEDDED_DEFAULT_CONFIG: &str =
+    concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/meshhub.yaml");
+
+/// Default gRPC listen address (Galley's MCP port, on loopback).
+pub const DEFAULT_GRPC_ADDR: &str = "127.0.0.1:9901";
+/// Default admin HTTP listen address.
+pub const DEFAULT_ADMIN_ADDR: &str = "127.0.0.1:9902";
+
+/// Command-line flags of `meshhub`.
+#[derive(Clone, Debug, Parser)]
+#[command(name = "meshhub", version, about = "Multi-cluster configuration hub for Istio (MCP)")]
+pub struct Args {
+    /// gRPC listen address (MCP ResourceSource, ADS, grpc.health.v1).
+    #[arg(long, env = "MESHHUB_GRPC_ADDR", default_value = DEFAULT_GRPC_ADDR)]
+    pub grpc_addr: SocketAddr,
+
+    /// Admin HTTP listen address (/healthz, /readyz, /metrics, /status).
+    #[arg(long, env = "MESHHUB_ADMIN_ADDR", default_value = DEFAULT_ADMIN_ADDR)]
+    pub admin_addr: SocketAddr,
+
+    /// YAML configuration file (sources, clusters, debounce). Without it,
+    /// the workspace's `examples/meshhub.yaml` is served.
+    #[arg(long, env = "MESHHUB_CONFIG")]
+    pub config: Option<PathBuf>,
+
+    /// How long shutdown waits for streams and tasks to end (e.g. `10s`).
+    #[arg(long, env = "MESHHUB_SHUTDOWN_GRACE", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub shutdown_grace: Duration,
+}
+
+/// The whole, checked configuration.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// gRPC listen address.
+    pub grpc_addr: SocketAddr,
+    /// Admin HTTP listen address.
+    pub admin_addr: SocketAddr,
+    /// Shutdown grace period.
+    pub shutdown_grace: Duration,
+    /// The configuration file these settings came from.
+    pub config_file: PathBuf,
+    /// Where objects come from.
+    pub sources: Vec<SourceSpec>,
+    /// The clusters (snapshot groups besides the default group).
+    pub clusters: Vec<ClusterSpec>,
+    /// Debounce of changes before snapshots are built.
+    pub debounce: Debounce,
+    /// What to do with fields the schema does not know.
+    pub unknown_fields: UnknownFields,
+}
+
+/// One source of objects.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SourceSpec {
+    /// A watched directory tree of YAML and JSON files.
+    File(FileSourceSpec),
+}
+
+impl SourceSpec {
+    /// The source's name (unique in a configuration).
+    pub fn name(&self) -> &str {
+        match self {
+            Self::File(f) => &f.name,
+        }
+    }
+}
+
+/// A watched directory tree.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileSourceSpec {
+    /// The source's name (`file:<path>` unless configured).
+    pub name: String,
+    /// The directory (absolute, or relative to the working directory).
+    pub root: PathBuf,
+    /// Files never read as objects (the configuration file itself, when it
+    /// lies inside the tree).
+    pub exclude: Vec<PathBuf>,
+}
+
+/// Debounce settings: a change is published once no further change arrived
+/// for `quiet`, and at the latest `max_wait` after the first unpublished
+/// change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Debounce {
+    /// Quiet period.
+    pub quiet: Duration,
+    /// Maximum wait.
+    pub max_wait: Duration,
+}
+
+impl Default for Debounce {
+    fn default() -> Self {
+        Self {
+            quiet: Duration::from_millis(100),
+            max_wait: Duration::from_secs(1),
+        }
+    }
+}
+
+/// What happens to an object with fields its schema does not know.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UnknownFields {
+    /// The object is rejected (and reported).
+    #[default]
+    Reject,
+    /// The unknown fields are dropped with a warning; the rest is served.
+    Prune,
+}
+
+/// Why the configuration is unusable. Every variant names the setting.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file can't be read.
+    #[error("config file {path}: can't read")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The YAML does not parse or does not fit the schema.
+    #[error("config file {path}{}: {message}", line.map(|l| format!(":{l}")).unwrap_or_default())]
+    Syntax {
+        /// The file.
+        path: PathBuf,
+        /// Line of the error, when known.
+        line: Option<u64>,
+        /// What is wrong (naming the field).
+        message: String,
+    },
+    /// A setting has a value that parses but makes no sense.
+    #[error("config file {path}: {setting}: {message}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// The setting (`clusters[1].name`, `debounce.quiet`, ...).
+        setting: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// The configuration file as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct FileConfig {
+    #[serde(default)]
+    sources: Vec<RawSource>,
+    #[serde(default)]
+    clusters: Vec<RawCluster>,
+    #[serde(default)]
+    debounce: RawDebounce,
+    #[serde(default)]
+    unknown_fields: UnknownFields,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawSource {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    file: Option<RawFileSource>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawFileSource {
+    path: PathBuf,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawCluster {
+    name: String,
+    #[serde(default)]
+    namespaces: Vec<String>,
+    #[serde(default)]
+    labels: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawDebounce {
+    #[serde(default, deserialize_with = "duration")]
+    quiet: Option<Duration>,
+    #[serde(default, deserialize_with = "duration")]
+    max_wait: Option<Duration>,
+}
+
+/// A humane duration (`100ms`, `1s`, `2m 30s`), parsed during
+/// deserialization so that a bad value is reported with its line.
+fn duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+    let s = String::deserialize(d)?;
+    humantime::parse_duration(s.trim())
+        .map(Some)
+        .map_err(|e| serde::de::Error::custom(format!("invalid duration {s:?}: {e}")))
+}
+
+impl Config {
+    /// Builds the configuration from flags: reads and checks the YAML file
+    /// (the embedded default when none is given).
+    pub fn from_args(args: Args) -> Result<Self, ConfigError> {
+        let path = args
+            .config
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(EMBEDDED_DEFAULT_CONFIG));
+        let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        Self::from_yaml(&args, &path, &text)
+    }
+
+    /// Builds the configuration from flags and the text of the YAML file at
+    /// `path` (relative source paths are resolved against its directory).
+    pub fn from_yaml(args: &Args, path: &Path, text: &str) -> Result<Self, ConfigError> {
+        let options = serde_saphyr::options! { with_snippet: false };
+        let raw: Option<FileConfig> =
+            serde_saphyr::from_str_with_options(text, options).map_err(|e| ConfigError::Syntax {
+                path: path.to_owned(),
+                line: e.location().map(|l| l.line()),
+                message: e.to_string().lines().next().unwrap_or_default().to_owned(),
+            })?;
+        let raw = raw.unwrap_or_default();
+        let invalid = |setting: String, message: String| ConfigError::Invalid {
+            path: path.to_owned(),
+            setting,
+            message,
+        };
+        let base = path.parent().unwrap_or(Path::new("."));
+
+        let mut sources = Vec::new();
+        let mut names = BTreeSet::new();
+        for (i, s) in raw.sources.into_iter().enumerate() {
+            let Some(file) = s.file else {
+                return Err(invalid(
+                    format!("sources[{i}]"),
+                    "a source needs `file: {path: <dir>}`".to_owned(),
+                ));
+            };
+            let root = if file.path.is_absolute() {
+                file.path.clone()
+            } else {
+                base.join(&file.path)
+            };
+            if !root.is_dir() {
+                return Err(invalid(
+                    format!("sources[{i}].file.path"),
+                    format!("{} is not a directory", root.display()),
+                ));
+            }
+            let name = s
+                .name
+                .unwrap_or_else(|| format!("file:{}", file.path.display()));
+            if name.is_empty() {
+                return Err(invalid(format!("sources[{i}].name"), "must not be empty".to_owned()));
+            }
+            if !names.insert(name.clone()) {
+                return Err(invalid(
+                    format!("sources[{i}].name"),
+                    format!("duplicate source name {name:?}"),
+                ));
+            }
+            sources.push(SourceSpec::File(FileSourceSpec {
+                name,
+                root,
+                exclude: vec![path.to_owned()],
+            }));
+        }
+        if sources.is_empty() {
+            return Err(invalid("sources".to_owned(), "at least one source is needed".to_owned()));
+        }
+
+        let mut clusters = Vec::new();
+        let mut seen = BTreeSet::new();
+        for (i, c) in raw.clusters.into_iter().enumerate() {
+            let setting = format!("clusters[{i}].name");
+            if !is_dns1123_label(&c.name) {
+                return Err(invalid(
+                    setting,
+                    format!(
+                        "{:?} is not a valid cluster name (lower-case letters, digits and '-', at most 63)",
+                        c.name
+                    ),
+                ));
+            }
+            if c.name == DEFAULT_GROUP {
+                return Err(invalid(
+                    setting,
+                    format!("{DEFAULT_GROUP:?} is reserved for the default group"),
+                ));
+            }
+            if !seen.insert(c.name.clone()) {
+                return Err(invalid(setting, format!("duplicate cluster name {:?}", c.name)));
+            }
+            for (j, ns) in c.namespaces.iter().enumerate() {
+                if !is_dns1123_label(ns) {
+                    return Err(invalid(
+                        format!("clusters[{i}].namespaces[{j}]"),
+                        format!("{ns:?} is not a valid namespace name"),
+                    ));
+                }
+            }
+            for k in c.labels.keys() {
+                if k.is_empty() {
+                    return Err(invalid(
+                        format!("clusters[{i}].labels"),
+                        "label keys must not be empty".to_owned(),
+                    ));
+                }
+            }
+            clusters.push(ClusterSpec {
+                name: c.name,
+                selector: Selector {
+                    namespaces: c.namespaces.into_iter().collect(),
+                    labels: c.labels,
+                },
+            });
+        }
+
+        let defaults = Debounce::default();
+        let debounce = Debounce {
+            quiet: raw.debounce.quiet.unwrap_or(defaults.quiet),
+            max_wait: raw.debounce.max_wait.unwrap_or(defaults.max_wait),
+        };
+        if debounce.max_wait.is_zero() {
+            return Err(invalid("debounce.maxWait".to_owned(), "must be positive".to_owned()));
+        }
+        if debounce.quiet > debounce.max_wait {
+            return Err(invalid(
+                "debounce.quiet".to_owned(),
+                format!(
+                    "{} is longer than debounce.maxWait {}",
+                    humantime::format_duration(debounce.quiet),
+                    humantime::format_duration(debounce.max_wait)
+                ),
+            ));
+        }
+
+        Ok(Self {
+            grpc_addr: args.grpc_addr,
+            admin_addr: args.admin_addr,
+            shutdown_grace: args.shutdown_grace,
+            config_file: path.to_owned(),
+            sources,
+            clusters,
+            debounce,
+            unknown_fields: raw.unknown_fields,
+        })
+    }
+}
+
+/// RFC 1123 label: what Kubernetes allows as a namespace name.
+fn is_dns1123_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,276 @@
+//! Snapshot groups: which objects each cluster sees, and which group a
+//! consumer that dials in is served.
+//!
+//! Object placement (evaluated once per object change):
+//!
+//! * An object annotated `meshhub.io/clusters: a,b` goes to exactly the
+//!   named groups (cluster names, or `default` for the default group);
+//!   selectors are not consulted. A name that is no configured cluster makes
+//!   the object invalid (reported, served nowhere) rather than silently
+//!   dropping a target.
+//! * Any other object goes to every cluster whose selector matches it (all
+//!   of: namespace in `namespaces` when that list is non-empty, every label
+//!   of `labels` present with that value), and to the default group.
+//!
+//! Consumer placement ([`GroupIndex`]): the `SinkNode` annotation
+//! `meshhub.io/cluster` names the group (it must be a configured cluster or
+//! `default`, otherwise the stream is refused with the reason); without it, a
+//! node id equal to a cluster name selects that cluster; anything else gets
+//! the default group.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use meshhub_mcp::cache::Group;
+use meshhub_mcp::group::{Consumer, GroupError, GroupIndex};
+use meshhub_proto::object::Object;
+
+/// Name of the group of consumers that name no cluster.
+pub const DEFAULT_GROUP: &str = "default";
+/// Object annotation naming the groups that receive the object.
+pub const CLUSTERS_ANNOTATION: &str = "meshhub.io/clusters";
+/// `SinkNode` annotation naming the consumer's cluster.
+pub const CLUSTER_ANNOTATION: &str = "meshhub.io/cluster";
+
+/// Which objects a cluster receives.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Selector {
+    /// Namespaces whose objects match; empty = every namespace.
+    pub namespaces: BTreeSet<String>,
+    /// Labels an object must carry, with these values; empty = any object.
+    pub labels: BTreeMap<String, String>,
+}
+
+impl Selector {
+    /// Whether an object in `namespace` with `labels` matches.
+    pub fn matches(&self, namespace: &str, labels: &BTreeMap<String, String>) -> bool {
+        (self.namespaces.is_empty() || self.namespaces.contains(namespace))
+            && self
+                .labels
+                .iter()
+                .all(|(k, v)| labels.get(k).is_some_and(|l| l == v))
+    }
+}
+
+/// One configured cluster.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterSpec {
+    /// The cluster's name, also its group's name.
+    pub name: String,
+    /// Which objects it receives (unless an object names its targets).
+    pub selector: Selector,
+}
+
+/// The grouping rules: cheap to clone, shared by the pipeline and the gRPC
+/// services.
+#[derive(Clone, Debug)]
+pub struct GroupRules {
+    clusters: Arc<Vec<(Group, Selector)>>,
+    default: Group,
+}
+
+impl GroupRules {
+    /// Rules for these clusters (names are unique and not `default`:
+    /// configuration checks that).
+    pub fn new(clusters: &[ClusterSpec]) -> Self {
+        Self {
+            clusters: Arc::new(
+                clusters
+                    .iter()
+                    .map(|c| (Group::from(c.name.as_str()), c.selector.clone()))
+                    .collect(),
+            ),
+            default: Group::from(DEFAULT_GROUP),
+        }
+    }
+
+    /// Every group: the default group first, then the clusters in
+    /// configuration order.
+    pub fn groups(&self) -> Vec<Group> {
+        std::iter::once(self.default.clone())
+            .chain(self.clusters.iter().map(|(g, _)| g.clone()))
+            .collect()
+    }
+
+    /// The group called `name`, if there is one.
+    pub fn find(&self, name: &str) -> Option<Group> {
+        if name == DEFAULT_GROUP {
+            return Some(self.default.clone());
+        }
+        self.clusters
+            .iter()
+            .find(|(g, _)| g.as_ref() == name)
+            .map(|(g, _)| g.clone())
+    }
+
+    /// The groups that receive `obj` (whose effective namespace is
+    /// `namespace`), sorted; or why the object can't be placed.
+    pub fn targets(&self, obj: &Object, namespace: &str) -> Result<Vec<Group>, String> {
+        if let Some(list) = obj.metadata.annotations.get(CLUSTERS_ANNOTATION) {
+            let mut out = Vec::new();
+            let mut unknown = Vec::new();
+            for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+                match self.find(name) {
+                    Some(g) => out.push(g),
+                    None => unknown.push(name),
+                }
+            }
+            if !unknown.is_empty() {
+                return Err(format!(
+                    "metadata.annotations[{CLUSTERS_ANNOTATION}]: unknown cluster(s) {} (known: {})",
+                    unknown.join(", "),
+                    self.groups()
+                        .iter()
+                        .map(|g| g.as_ref())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+            if out.is_empty() {
+                return Err(format!(
+                    "metadata.annotations[{CLUSTERS_ANNOTATION}]: names no cluster"
+                ));
+            }
+            out.sort();
+            out.dedup();
+            return Ok(out);
+        }
+        let mut out: Vec<Group> = self
+            .clusters
+            .iter()
+            .filter(|(_, s)| s.matches(namespace, &obj.metadata.labels))
+            .map(|(g, _)| g.clone())
+            .collect();
+        out.push(self.default.clone());
+        out.sort();
+        Ok(out)
+    }
+}
+
+impl GroupIndex for GroupRules {
+    fn group(&self, consumer: &Consumer) -> Result<Group, GroupError> {
+        let node = &consumer.node;
+        if let Some(name) = node.annotations.get(CLUSTER_ANNOTATION) {
+            let name = name.trim();
+            return self.find(name).ok_or_else(|| {
+                GroupError(format!(
+                    "node {:?}: annotation {CLUSTER_ANNOTATION}={name:?} names no configured cluster",
+                    node.id
+                ))
+            });
+        }
+        Ok(self
+            .clusters
+            .iter()
+            .find(|(g, _)| g.as_ref() == node.id)
+            .map_or_else(|| self.default.clone(), |(g, _)| g.clone()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use meshhub_proto::mcp::SinkNode;
+
+    fn rules() -> GroupRules {
+        GroupRules::new(&[
+            ClusterSpec {
+                name: "east".into(),
+                selector: Selector {
+                    namespaces: ["bookinfo".to_owned()].into(),
+                    labels: BTreeMap::new(),
+                },
+            },
+            ClusterSpec {
+                name: "west".into(),
+                selector: Selector {
+                    namespaces: BTreeSet::new(),
+                    labels: [("region".to_owned(), "west".to_owned())].into(),
+                },
+            },
+        ])
+    }
+
+    fn obj(ns: &str, labels: &[(&str, &str)], annotations: &[(&str, &str)]) -> Object {
+        let mut o: Object = serde_json::from_value(serde_json::json!({
+            "apiVersion": "networking.istio.io/v1", "kind": "VirtualService",
+            "metadata": {"name": "x", "namespace": ns}
+        }))
+        .unwrap();
+        o.metadata.labels = labels
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        o.metadata.annotations = annotations
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        o
+    }
+
+    fn names(groups: &[Group]) -> Vec<&str> {
+        groups.iter().map(|g| g.as_ref()).collect()
+    }
+
+    #[test]
+    fn selectors_place_objects() {
+        let r = rules();
+        let o = obj("bookinfo", &[], &[]);
+        assert_eq!(names(&r.targets(&o, "bookinfo").unwrap()), ["default", "east"]);
+        let o = obj("other", &[("region", "west")], &[]);
+        assert_eq!(names(&r.targets(&o, "other").unwrap()), ["default", "west"]);
+        let o = obj("bookinfo", &[("region", "west")], &[]);
+        assert_eq!(
+            names(&r.targets(&o, "bookinfo").unwrap()),
+            ["default", "east", "west"]
+        );
+        let o = obj("other", &[("region", "east")], &[]);
+        assert_eq!(names(&r.targets(&o, "other").unwrap()), ["default"]);
+    }
+
+    #[test]
+    fn annotation_overrides_selectors_and_rejects_unknown_names() {
+        let r = rules();
+        let o = obj("bookinfo", &[], &[(CLUSTERS_ANNOTATION, "west")]);
+        assert_eq!(names(&r.targets(&o, "bookinfo").unwrap()), ["west"]);
+        let o = obj("x", &[], &[(CLUSTERS_ANNOTATION, " west , default,east")]);
+        assert_eq!(names(&r.targets(&o, "x").unwrap()), ["default", "east", "west"]);
+        let o = obj("x", &[], &[(CLUSTERS_ANNOTATION, "west,north")]);
+        let err = r.targets(&o, "x").unwrap_err();
+        assert!(err.contains("unknown cluster(s) north"), "{err}");
+        let o = obj("x", &[], &[(CLUSTERS_ANNOTATION, " , ")]);
+        assert!(r.targets(&o, "x").is_err());
+    }
+
+    fn consumer(id: &str, cluster: Option<&str>) -> Consumer {
+        let mut node = SinkNode {
+            id: id.to_owned(),
+            ..Default::default()
+        };
+        if let Some(c) = cluster {
+            node.annotations
+                .insert(CLUSTER_ANNOTATION.to_owned(), c.to_owned());
+        }
+        Consumer {
+            node,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn consumers_are_placed_by_annotation_then_id() {
+        let r = rules();
+        assert_eq!(r.group(&consumer("east", None)).unwrap().as_ref(), "east");
+        assert_eq!(
+            r.group(&consumer("istiod-1", Some("west"))).unwrap().as_ref(),
+            "west"
+        );
+        assert_eq!(
+            r.group(&consumer("istiod-1", None)).unwrap().as_ref(),
+            "default"
+        );
+        assert_eq!(r.group(&consumer("", None)).unwrap().as_ref(), "default");
+        let err = r.group(&consumer("east", Some("north"))).unwrap_err();
+        assert!(err.0.contains("north"), "{err}");
+    }
+}

@@ -1,0 +1,381 @@
+//! The pipeline: the single task that owns the store and the snapshot
+//! cache's writer.
+//!
+//! Source events are applied to the [`Store`] as they arrive; changes are
+//! debounced (a quiet period, bounded by a maximum wait) and then every
+//! group's snapshot is rebuilt from the resolved objects and published. The
+//! first snapshots are published as soon as every source has synced, without
+//! waiting, so that readiness follows the initial state promptly.
+//!
+//! Snapshots always hold every collection of the kind table (an empty one
+//! when a group has no object of that kind), so that every requested
+//! collection has an answer. Encoded resources are shared between groups
+//! (the bytes were made once, by the store); a collection's version changes
+//! only when its content for that group does, because it is a digest of the
+//! names and versions it holds.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use meshhub_mcp::cache::{Group, SnapshotWriter};
+use meshhub_mcp::snapshot::{CollectionSnapshot, EncodedResource, Snapshot};
+use serde::Serialize;
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use crate::config::Debounce;
+use crate::groups::GroupRules;
+use crate::source::SourceEvent;
+use crate::store::{Conflict, Rejected, Store, Warning};
+
+/// Histogram: how long changes waited in the debouncer before being
+/// published, in seconds.
+pub const METRIC_DEBOUNCE_WAIT: &str = "meshhub_debounce_wait_seconds";
+/// Histogram: time to resolve the store and build every group's snapshot.
+pub const METRIC_BUILD: &str = "meshhub_snapshot_build_seconds";
+/// Counter: snapshot builds published.
+pub const METRIC_PUBLICATIONS: &str = "meshhub_snapshot_publications_total";
+/// Counter: source events received, by `source`.
+pub const METRIC_SOURCE_EVENTS: &str = "meshhub_source_events_total";
+/// Gauge: objects served (after conflict resolution).
+pub const METRIC_OBJECTS: &str = "meshhub_objects";
+/// Gauge: entries rejected (unreadable documents, invalid objects).
+pub const METRIC_REJECTED: &str = "meshhub_objects_rejected";
+/// Gauge: objects defined more than once.
+pub const METRIC_CONFLICTS: &str = "meshhub_object_conflicts";
+
+/// The debouncer's clock logic, kept pure for tests.
+#[derive(Clone, Debug)]
+pub struct Debouncer {
+    quiet: Duration,
+    max_wait: Duration,
+    first: Option<Instant>,
+    last: Option<Instant>,
+}
+
+impl Debouncer {
+    /// A debouncer with these settings and nothing pending.
+    pub fn new(settings: Debounce) -> Self {
+        Self {
+            quiet: settings.quiet,
+            max_wait: settings.max_wait,
+            first: None,
+            last: None,
+        }
+    }
+
+    /// A change arrived at `now`.
+    pub fn touch(&mut self, now: Instant) {
+        self.first.get_or_insert(now);
+        self.last = Some(now);
+    }
+
+    /// Whether a change is pending.
+    pub fn pending(&self) -> bool {
+        self.first.is_some()
+    }
+
+    /// When pending changes are due: after the quiet period since the last
+    /// change, at the latest the maximum wait after the first one.
+    pub fn deadline(&self) -> Option<Instant> {
+        let (first, last) = (self.first?, self.last?);
+        Some((last + self.quiet).min(first + self.max_wait))
+    }
+
+    /// Takes the pending changes at `now`: how long the oldest one waited.
+    pub fn take(&mut self, now: Instant) -> Option<Duration> {
+        let first = self.first.take()?;
+        self.last = None;
+        Some(now.saturating_duration_since(first))
+    }
+}
+
+/// One source's state, for the status page.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SourceStatus {
+    /// The source's name.
+    pub name: String,
+    /// Whether it has delivered its initial state.
+    pub synced: bool,
+    /// Units (files) it currently defines.
+    pub units: usize,
+}
+
+/// The pipeline's state, for readiness and the status page. Replaced as a
+/// whole after every change (readers hold an `Arc`).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Status {
+    /// Every source synced and the first snapshots are published.
+    pub ready: bool,
+    /// The sources.
+    pub sources: Vec<SourceStatus>,
+    /// Number of snapshot builds published so far.
+    pub generation: u64,
+    /// When the last build was published (RFC 3339).
+    pub published_at: Option<String>,
+    /// How long the changes of the last build waited, in milliseconds.
+    pub last_wait_ms: Option<u64>,
+    /// Objects served.
+    pub objects: usize,
+    /// Entries kept out of every snapshot, with reasons.
+    pub rejected: Vec<Rejected>,
+    /// Objects defined more than once, and which definition is served.
+    pub conflicts: Vec<Conflict>,
+    /// Warnings about served objects.
+    pub warnings: Vec<Warning>,
+}
+
+/// The pipeline task's state.
+pub struct Pipeline {
+    store: Store,
+    writer: SnapshotWriter,
+    rules: GroupRules,
+    debouncer: Debouncer,
+    sources: BTreeMap<Arc<str>, bool>,
+    status: watch::Sender<Arc<Status>>,
+    published: HashMap<Group, Arc<Snapshot>>,
+    generation: u64,
+    started: Instant,
+}
+
+impl std::fmt::Debug for Pipeline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pipeline")
+            .field("sources", &self.sources)
+            .field("generation", &self.generation)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Pipeline {
+    /// A pipeline over `store`, publishing through `writer` for every group
+    /// of `rules`, waiting for the named sources to sync. Returns the status
+    /// reader too.
+    pub fn new(
+        store: Store,
+        writer: SnapshotWriter,
+        rules: GroupRules,
+        debounce: Debounce,
+        sources: impl IntoIterator<Item = String>,
+    ) -> (Self, watch::Receiver<Arc<Status>>) {
+        let sources: BTreeMap<Arc<str>, bool> = sources
+            .into_iter()
+            .map(|s| (Arc::from(s.as_str()), false))
+            .collect();
+        let (status, rx) = watch::channel(Arc::new(Status::default()));
+        let mut p = Self {
+            store,
+            writer,
+            rules,
+            debouncer: Debouncer::new(debounce),
+            sources,
+            status,
+            published: HashMap::new(),
+            generation: 0,
+            started: Instant::now(),
+        };
+        p.update_status();
+        (p, rx)
+    }
+
+    fn all_synced(&self) -> bool {
+        self.sources.values().all(|s| *s)
+    }
+
+    /// Runs until `shutdown` (the sources' end doesn't stop it: the last
+    /// snapshots keep being served).
+    pub async fn run(mut self, mut events: mpsc::Receiver<SourceEvent>, shutdown: CancellationToken) {
+        self.started = Instant::now();
+        if self.all_synced() {
+            self.publish(Instant::now());
+        }
+        let mut open = true;
+        loop {
+            let deadline = if self.generation > 0 {
+                self.debouncer.deadline()
+            } else {
+                None
+            };
+            let due = async {
+                match deadline {
+                    Some(d) => tokio::time::sleep_until(d).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                biased;
+                _ = shutdown.cancelled() => break,
+                _ = due => self.publish(Instant::now()),
+                ev = events.recv(), if open => match ev {
+                    Some(ev) => self.on_event(ev),
+                    None => {
+                        debug!("every source ended; serving the last snapshots");
+                        open = false;
+                    }
+                },
+            }
+        }
+        debug!("pipeline stopped");
+    }
+
+    fn on_event(&mut self, ev: SourceEvent) {
+        let now = Instant::now();
+        match ev {
+            SourceEvent::Synced { source } => {
+                info!(source.name = %source, "source synced");
+                if let Some(s) = self.sources.get_mut(&source) {
+                    *s = true;
+                }
+                if self.generation == 0 && self.all_synced() {
+                    self.debouncer.touch(self.started);
+                    self.publish(now);
+                } else {
+                    self.update_status();
+                }
+            }
+            ev @ SourceEvent::Unit { .. } => {
+                if let SourceEvent::Unit { source, .. } = &ev {
+                    metrics::counter!(METRIC_SOURCE_EVENTS, "source" => source.to_string())
+                        .increment(1);
+                }
+                if self.store.apply(ev) {
+                    self.debouncer.touch(now);
+                }
+            }
+        }
+    }
+
+    /// Builds and publishes every group's snapshot.
+    fn publish(&mut self, now: Instant) {
+        let waited = self.debouncer.take(now);
+        let started = std::time::Instant::now();
+        let resolved = self.store.resolve();
+        let groups = self.rules.groups();
+
+        // Every group starts with every collection, empty.
+        let collections: Vec<Arc<str>> = self
+            .store
+            .kinds()
+            .iter()
+            .map(|k| Arc::from(k.collection()))
+            .collect();
+        let mut content: HashMap<Group, BTreeMap<Arc<str>, Vec<EncodedResource>>> = groups
+            .iter()
+            .map(|g| {
+                (
+                    g.clone(),
+                    collections.iter().map(|c| (c.clone(), Vec::new())).collect(),
+                )
+            })
+            .collect();
+        for obj in resolved.objects.values() {
+            for g in &obj.groups {
+                if let Some(colls) = content.get_mut(g) {
+                    colls
+                        .entry(obj.key.collection.clone())
+                        .or_default()
+                        .push(obj.resource.clone());
+                }
+            }
+        }
+
+        for group in &groups {
+            let Some(colls) = content.remove(group) else {
+                continue;
+            };
+            let prev = self.published.get(group);
+            let mut snapshot = Snapshot::new();
+            let mut changed = prev.is_none();
+            for (coll, resources) in colls {
+                let next = CollectionSnapshot::new(resources);
+                // Keep the previous Arc when nothing changed: cheaper for
+                // readers comparing, and the same bytes anyway.
+                let c = match prev.map(|p| p.collection(&coll)) {
+                    Some(old) if old.version() == next.version() => old,
+                    _ => {
+                        changed = true;
+                        Arc::new(next)
+                    }
+                };
+                snapshot.insert(coll.as_ref(), c);
+            }
+            if changed {
+                let snapshot = Arc::new(snapshot);
+                let woken = self.writer.set(group, snapshot.clone());
+                debug!(cluster = %group, woken = woken.len(), "snapshot published");
+                self.published.insert(group.clone(), snapshot);
+            }
+        }
+
+        self.generation += 1;
+        metrics::counter!(METRIC_PUBLICATIONS).increment(1);
+        metrics::histogram!(METRIC_BUILD).record(started.elapsed().as_secs_f64());
+        if let Some(w) = waited {
+            metrics::histogram!(METRIC_DEBOUNCE_WAIT).record(w.as_secs_f64());
+        }
+        metrics::gauge!(METRIC_OBJECTS).set(resolved.objects.len() as f64);
+        metrics::gauge!(METRIC_REJECTED).set(resolved.rejected.len() as f64);
+        metrics::gauge!(METRIC_CONFLICTS).set(resolved.conflicts.len() as f64);
+        for c in &resolved.conflicts {
+            warn!(
+                object.kind = %c.kind,
+                object.name = %c.key.name,
+                winner = %c.winner,
+                ignored = ?c.ignored.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                "object defined more than once; serving the smallest origin"
+            );
+        }
+        info!(
+            generation = self.generation,
+            objects = resolved.objects.len(),
+            rejected = resolved.rejected.len(),
+            conflicts = resolved.conflicts.len(),
+            waited_ms = waited.map(|w| w.as_millis() as u64),
+            "snapshots built"
+        );
+        let mut status = self.base_status();
+        status.published_at = Some(humantime::format_rfc3339_millis(SystemTime::now()).to_string());
+        status.last_wait_ms = waited.map(|w| w.as_millis() as u64);
+        status.objects = resolved.objects.len();
+        status.rejected = resolved.rejected;
+        status.conflicts = resolved.conflicts;
+        status.warnings = resolved.warnings;
+        self.status.send_replace(Arc::new(status));
+    }
+
+    fn base_status(&self) -> Status {
+        Status {
+            ready: self.generation > 0 && self.all_synced(),
+            sources: self
+                .sources
+                .iter()
+                .map(|(name, synced)| SourceStatus {
+                    name: name.to_string(),
+                    synced: *synced,
+                    units: self.store.unit_count(name),
+                })
+                .collect(),
+            generation: self.generation,
+            ..Status::default()
+        }
+    }
+
+    /// Refreshes the source part of the status, keeping the rest.
+    fn update_status(&mut self) {
+        let prev = self.status.borrow().clone();
+        let mut status = self.base_status();
+        status.published_at = prev.published_at.clone();
+        status.last_wait_ms = prev.last_wait_ms;
+        status.objects = prev.objects;
+        status.rejected = prev.rejected.clone();
+        status.conflicts = prev.conflicts.clone();
+        status.warnings = prev.warnings.clone();
+        self.status.send_replace(Arc::new(status));
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,110 @@
+//! Sources of objects.
+//!
+//! Every source delivers, through one channel into the pipeline (the store's
+//! single writer): its initial state, then [`SourceEvent::Synced`], then
+//! changes. A source speaks in **units**: a unit is what the source replaces
+//! as a whole (a file for the file source). A [`SourceEvent::Unit`] replaces
+//! everything that unit defined before; a unit with no entries is gone.
+//! Entries that could not be read (a broken YAML document) travel as errors,
+//! so that they are reported next to the objects that did parse.
+
+pub mod file;
+
+use std::fmt;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use meshhub_proto::object::Object;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// Where an entry came from: source, unit (a file path relative to the
+/// source's root) and position in it. Ordered, so that conflicts between
+/// definitions of one object have a deterministic winner (the smallest
+/// origin).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+pub struct Origin {
+    /// The source's name.
+    pub source: Arc<str>,
+    /// The unit (file path relative to the source root).
+    pub unit: Arc<str>,
+    /// Document number in the unit, from 1 (0: the unit as a whole).
+    pub document: usize,
+    /// Line where the document starts, when known.
+    pub line: Option<usize>,
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.source, self.unit)?;
+        if self.document > 0 {
+            write!(f, "#{}", self.document)?;
+        }
+        if let Some(line) = self.line {
+            write!(f, " (line {line})")?;
+        }
+        Ok(())
+    }
+}
+
+/// One entry of a unit: an object, or why a document could not be read.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Entry {
+    /// Where it came from.
+    pub origin: Origin,
+    /// The object, or the reason it could not be read.
+    pub parsed: Result<Object, String>,
+}
+
+/// What a source tells the pipeline.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SourceEvent {
+    /// The unit's entries, replacing whatever it defined before. Empty
+    /// `entries`: the unit is gone.
+    Unit {
+        /// The source's name.
+        source: Arc<str>,
+        /// The unit.
+        unit: Arc<str>,
+        /// Its entries, in order.
+        entries: Vec<Entry>,
+    },
+    /// The source has delivered its initial state.
+    Synced {
+        /// The source's name.
+        source: Arc<str>,
+    },
+}
+
+/// Why a source stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    /// The watcher could not be set up.
+    #[error("source {source_name}: can't watch {path}")]
+    Watch {
+        /// The source.
+        source_name: String,
+        /// The watched path.
+        path: String,
+        /// Why.
+        #[source]
+        source: notify::Error,
+    },
+    /// The pipeline is gone (shutting down).
+    #[error("source {0}: the pipeline stopped")]
+    PipelineGone(String),
+}
+
+/// A source of objects.
+pub trait Source: Send + 'static {
+    /// Its name (unique among the configured sources).
+    fn name(&self) -> &str;
+
+    /// Runs the source until `shutdown`: sends the initial state, then
+    /// [`SourceEvent::Synced`], then changes.
+    fn run(
+        self: Box<Self>,
+        events: mpsc::Sender<SourceEvent>,
+        shutdown: CancellationToken,
+    ) -> BoxFuture<'static, Result<(), SourceError>>;
+}

@@ -1,0 +1,425 @@
+//! The file source: a directory tree of YAML (multi-document) and JSON files
+//! holding Kubernetes objects, watched for changes.
+//!
+//! Watching is deliberately simple and robust rather than clever: any
+//! filesystem event under the root starts a short settle period (editors
+//! write a temporary file and rename it; `git checkout` touches many files),
+//! after which the tree is walked again. A file is re-read when an event
+//! named it, when it is new, or when its size or modification time changed;
+//! it is re-parsed and sent only when its content hash changed. Files that
+//! disappeared are sent as empty units (their objects are removed). New
+//! subdirectories are covered by the recursive watch and by the walk.
+//!
+//! Files and directories whose name starts with `.` (editor swap files,
+//! Kubernetes ConfigMap `..data` internals), ends with `~`, or whose
+//! extension is not `yaml`, `yml` or `json` are ignored. Symlinks are
+//! followed, so a mounted ConfigMap works.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use futures::FutureExt as _;
+use futures::future::BoxFuture;
+use meshhub_proto::transcode::{parse_json, parse_yaml};
+use notify::{RecursiveMode, Watcher as _};
+use sha2::{Digest as _, Sha256};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument as _, debug, info, info_span, warn};
+
+use super::{Entry, Origin, Source, SourceError, SourceEvent};
+use crate::config::FileSourceSpec;
+
+/// How long the tree must be quiet after an event before it is rescanned.
+const SETTLE: Duration = Duration::from_millis(50);
+/// Longest a stream of events can delay a rescan.
+const SETTLE_MAX: Duration = Duration::from_millis(500);
+
+/// A watched directory tree.
+#[derive(Clone, Debug)]
+pub struct FileSource {
+    name: Arc<str>,
+    root: PathBuf,
+    exclude: Vec<PathBuf>,
+}
+
+/// What is known about one file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct FileState {
+    len: u64,
+    modified: Option<SystemTime>,
+    hash: [u8; 32],
+}
+
+/// The files of the tree, by path relative to the root.
+type Known = HashMap<PathBuf, FileState>;
+
+/// Which files a rescan must read even if their metadata did not change.
+#[derive(Debug, Default)]
+struct Force {
+    all: bool,
+    paths: HashSet<PathBuf>,
+}
+
+impl FileSource {
+    /// A file source as configured.
+    pub fn new(spec: &FileSourceSpec) -> Self {
+        Self {
+            name: Arc::from(spec.name.as_str()),
+            root: spec.root.clone(),
+            exclude: spec.exclude.clone(),
+        }
+    }
+
+    async fn run_inner(
+        self,
+        events: mpsc::Sender<SourceEvent>,
+        shutdown: CancellationToken,
+    ) -> Result<(), SourceError> {
+        let root = std::fs::canonicalize(&self.root).unwrap_or_else(|_| self.root.clone());
+        let exclude: HashSet<PathBuf> = self
+            .exclude
+            .iter()
+            .filter_map(|p| std::fs::canonicalize(p).ok())
+            .collect();
+        let exclude = Arc::new(exclude);
+
+        // Watch first, so that nothing written during the initial scan is
+        // missed.
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let mut watcher = notify::recommended_watcher(move |res| {
+            // The receiver is gone only when the source stops.
+            let _ = tx.send(res);
+        })
+        .map_err(|source| self.watch_error(&root, source))?;
+        watcher
+            .watch(&root, RecursiveMode::Recursive)
+            .map_err(|source| self.watch_error(&root, source))?;
+
+        let send = |ev: SourceEvent| {
+            let events = events.clone();
+            let shutdown = shutdown.clone();
+            let name = self.name.to_string();
+            async move {
+                match events.send(ev).await {
+                    Ok(()) => Ok(()),
+                    Err(_) if shutdown.is_cancelled() => Ok(()),
+                    Err(_) => Err(SourceError::PipelineGone(name)),
+                }
+            }
+        };
+
+        let mut known = Known::new();
+        let force = Force {
+            all: true,
+            paths: HashSet::new(),
+        };
+        let (changes, next) = self.rescan(&root, &exclude, known, force).await;
+        known = next;
+        info!(files = known.len(), "initial scan done");
+        for ev in changes {
+            send(ev).await?;
+        }
+        send(SourceEvent::Synced {
+            source: self.name.clone(),
+        })
+        .await?;
+
+        loop {
+            let mut force = Force::default();
+            tokio::select! {
+                _ = shutdown.cancelled() => return Ok(()),
+                ev = rx.recv() => match ev {
+                    Some(ev) => note(&root, ev, &mut force),
+                    None => return Ok(()),
+                },
+            }
+            // Settle: gather the rest of the burst.
+            let deadline = tokio::time::Instant::now() + SETTLE_MAX;
+            loop {
+                tokio::select! {
+                    _ = shutdown.cancelled() => return Ok(()),
+                    _ = tokio::time::sleep(SETTLE) => break,
+                    _ = tokio::time::sleep_until(deadline) => break,
+                    ev = rx.recv() => match ev {
+                        Some(ev) => note(&root, ev, &mut force),
+                        None => return Ok(()),
+                    },
+                }
+            }
+            let (changes, next) = self.rescan(&root, &exclude, known, force).await;
+            known = next;
+            for ev in changes {
+                send(ev).await?;
+            }
+        }
+    }
+
+    fn watch_error(&self, root: &Path, source: notify::Error) -> SourceError {
+        SourceError::Watch {
+            source_name: self.name.to_string(),
+            path: root.display().to_string(),
+            source,
+        }
+    }
+
+    /// Walks the tree off the async threads; returns the units to send and
+    /// the new file states.
+    async fn rescan(
+        &self,
+        root: &Path,
+        exclude: &Arc<HashSet<PathBuf>>,
+        known: Known,
+        force: Force,
+    ) -> (Vec<SourceEvent>, Known) {
+        let name = self.name.clone();
+        let root = root.to_owned();
+        let exclude = exclude.clone();
+        let fallback = known.clone();
+        match tokio::task::spawn_blocking(move || scan(&name, &root, &exclude, known, &force)).await
+        {
+            Ok(out) => out,
+            Err(e) => {
+                warn!(error = %e, "rescan failed");
+                (Vec::new(), fallback)
+            }
+        }
+    }
+}
+
+impl Source for FileSource {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn run(
+        self: Box<Self>,
+        events: mpsc::Sender<SourceEvent>,
+        shutdown: CancellationToken,
+    ) -> BoxFuture<'static, Result<(), SourceError>> {
+        let span = info_span!("source", source.name = %self.name, source.root = %self.root.display());
+        (*self).run_inner(events, shutdown).instrument(span).boxed()
+    }
+}
+
+/// Records a watcher event: the paths it names must be re-read.
+fn note(root: &Path, ev: notify::Result<notify::Event>, force: &mut Force) {
+    match ev {
+        Ok(ev) => {
+            if ev.need_rescan() {
+                force.all = true;
+            }
+            for p in ev.paths {
+                match p.strip_prefix(root) {
+                    Ok(rel) => {
+                        force.paths.insert(rel.to_owned());
+                    }
+                    Err(_) => force.all = true,
+                }
+            }
+        }
+        Err(e) => {
+            // Lost events (e.g. an overflowing inotify queue): read it all.
+            warn!(error = %e, "watch error; rescanning the whole tree");
+            force.all = true;
+        }
+    }
+}
+
+/// Walks the tree: the units that changed, and the new file states.
+fn scan(
+    source: &Arc<str>,
+    root: &Path,
+    exclude: &HashSet<PathBuf>,
+    mut known: Known,
+    force: &Force,
+) -> (Vec<SourceEvent>, Known) {
+    let mut found = Vec::new();
+    walk(root, root, exclude, &mut found);
+    let mut events = Vec::new();
+    let mut seen = HashSet::new();
+    for (rel, meta) in found {
+        seen.insert(rel.clone());
+        let modified = meta.modified().ok();
+        let prev = known.get(&rel);
+        let must_read = force.all
+            || force.paths.contains(&rel)
+            || prev.is_none_or(|p| p.len != meta.len() || p.modified != modified);
+        if !must_read {
+            continue;
+        }
+        let unit: Arc<str> = Arc::from(unit_name(&rel).as_str());
+        let (hash, entries) = match std::fs::read(root.join(&rel)) {
+            Ok(bytes) => {
+                let hash: [u8; 32] = Sha256::digest(&bytes).into();
+                if prev.is_some_and(|p| p.hash == hash) {
+                    known.insert(
+                        rel,
+                        FileState {
+                            len: meta.len(),
+                            modified,
+                            hash,
+                        },
+                    );
+                    continue;
+                }
+                (hash, parse_file(source, &unit, &rel, &bytes))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                // Gone between the walk and the read: the next event says so.
+                seen.remove(&rel);
+                continue;
+            }
+            Err(e) => ([0; 32], vec![unit_error(source, &unit, format!("can't read: {e}"))]),
+        };
+        debug!(file = %unit, entries = entries.len(), "file changed");
+        known.insert(
+            rel,
+            FileState {
+                len: meta.len(),
+                modified,
+                hash,
+            },
+        );
+        events.push(SourceEvent::Unit {
+            source: source.clone(),
+            unit,
+            entries,
+        });
+    }
+    let gone: Vec<PathBuf> = known
+        .keys()
+        .filter(|k| !seen.contains(*k))
+        .cloned()
+        .collect();
+    for rel in gone {
+        known.remove(&rel);
+        debug!(file = %rel.display(), "file removed");
+        events.push(SourceEvent::Unit {
+            source: source.clone(),
+            unit: Arc::from(unit_name(&rel).as_str()),
+            entries: Vec::new(),
+        });
+    }
+    (events, known)
+}
+
+/// Collects the object files below `dir` with their metadata.
+fn walk(
+    root: &Path,
+    dir: &Path,
+    exclude: &HashSet<PathBuf>,
+    out: &mut Vec<(PathBuf, std::fs::Metadata)>,
+) {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) => {
+            if dir == root {
+                warn!(error = %e, "can't read the source directory");
+            } else {
+                debug!(dir = %dir.display(), error = %e, "can't read directory");
+            }
+            return;
+        }
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with('.') || name.ends_with('~') {
+            continue;
+        }
+        // Follows symlinks (ConfigMap mounts).
+        let Ok(meta) = std::fs::metadata(&path) else {
+            continue;
+        };
+        if meta.is_dir() {
+            walk(root, &path, exclude, out);
+            continue;
+        }
+        let object_file = path
+            .extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| matches!(e, "yaml" | "yml" | "json"));
+        if !meta.is_file() || !object_file {
+            continue;
+        }
+        if !exclude.is_empty()
+            && std::fs::canonicalize(&path).is_ok_and(|c| exclude.contains(&c))
+        {
+            continue;
+        }
+        if let Ok(rel) = path.strip_prefix(root) {
+            out.push((rel.to_owned(), meta));
+        }
+    }
+}
+
+/// The unit name of a file: its path relative to the root, `/`-separated.
+fn unit_name(rel: &Path) -> String {
+    rel.components()
+        .map(|c| c.as_os_str().to_string_lossy())
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+fn unit_error(source: &Arc<str>, unit: &Arc<str>, message: String) -> Entry {
+    Entry {
+        origin: Origin {
+            source: source.clone(),
+            unit: unit.clone(),
+            document: 0,
+            line: None,
+        },
+        parsed: Err(message),
+    }
+}
+
+/// Parses one file's bytes into entries.
+///
+/// Objects from files carry no Kubernetes `resourceVersion` (one copied in
+/// from `kubectl get -o yaml` would freeze the MCP version while the content
+/// changes), so it is cleared and the content version is used.
+pub fn parse_file(source: &Arc<str>, unit: &Arc<str>, rel: &Path, bytes: &[u8]) -> Vec<Entry> {
+    let text = match std::str::from_utf8(bytes) {
+        Ok(t) => t,
+        Err(e) => return vec![unit_error(source, unit, format!("not UTF-8 text: {e}"))],
+    };
+    let is_json = rel.extension().is_some_and(|e| e == "json");
+    let results = if is_json {
+        parse_json(text)
+    } else {
+        parse_yaml(text)
+    };
+    results
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| match r {
+            Ok(mut obj) => {
+                obj.metadata.resource_version = None;
+                Entry {
+                    // The parser numbers documents only in errors; an object's
+                    // position is its place among the file's objects.
+                    origin: Origin {
+                        source: source.clone(),
+                        unit: unit.clone(),
+                        document: i + 1,
+                        line: None,
+                    },
+                    parsed: Ok(obj),
+                }
+            }
+            Err(e) => Entry {
+                origin: Origin {
+                    source: source.clone(),
+                    unit: unit.clone(),
+                    document: e.document,
+                    line: e.line.or(Some(e.start_line)),
+                },
+                parsed: Err(e.message),
+            },
+        })
+        .collect()
+}

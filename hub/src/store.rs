@@ -1,0 +1,424 @@
+//! The store: every entry every source delivered, evaluated once when it
+//! arrives, and resolved into the set of objects to serve.
+//!
+//! Objects are keyed by collection and MCP name (`namespace/name`), that is
+//! by kind, namespace and name. Each entry keeps its [`Origin`].
+//!
+//! * **Evaluation** (once per object change): kind lookup, transcoding to an
+//!   encoded `istio.mcp.v1alpha1.Resource` (the bytes every group and stream
+//!   then shares), the semantic checks, and placement into groups. An entry
+//!   that fails any of them is *rejected*: kept out of every snapshot and
+//!   reported with every reason. An unchanged object in a changed file is not
+//!   re-evaluated: its previous outcome is reused.
+//! * **Resolution**: when several accepted entries define the same object,
+//!   the one with the smallest origin (source name, then file path, then
+//!   position) wins, and the others are reported as a conflict. Rejected
+//!   entries never compete, so a broken duplicate cannot knock out a good
+//!   definition.
+//!
+//! The store is plain data owned by the pipeline task (its single writer).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+use meshhub_mcp::cache::Group;
+use meshhub_mcp::snapshot::EncodedResource;
+use meshhub_proto::kinds::KindTable;
+use meshhub_proto::object::Object;
+use meshhub_proto::transcode::{self, TranscodeError};
+use prost::Message as _;
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::config::UnknownFields;
+use crate::groups::GroupRules;
+use crate::source::{Entry, Origin, SourceEvent};
+
+/// Semantic checks beyond the schema: every problem of an object, as
+/// messages naming kind, object and field. Empty = valid.
+pub type SemanticCheck = Arc<dyn Fn(&Object) -> Vec<String> + Send + Sync>;
+
+/// Bound on pruning rounds (one unknown field is found per round).
+const MAX_PRUNED_FIELDS: usize = 256;
+
+/// An object's identity: its collection and MCP name.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct ObjectKey {
+    /// The MCP collection of its kind.
+    pub collection: Arc<str>,
+    /// `namespace/name` (`/name` for cluster-scoped kinds).
+    pub name: Arc<str>,
+}
+
+impl fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.collection, self.name)
+    }
+}
+
+/// An object that passed every check, ready to serve.
+#[derive(Debug, PartialEq)]
+pub struct Accepted {
+    /// Its identity.
+    pub key: ObjectKey,
+    /// Its kind (`VirtualService`).
+    pub kind: Arc<str>,
+    /// The encoded resource, shared by every group that receives it.
+    pub resource: EncodedResource,
+    /// The groups that receive it, sorted.
+    pub groups: Vec<Group>,
+    /// Fields pruned from it (policy `prune`).
+    pub warnings: Vec<String>,
+}
+
+/// The outcome of evaluating one entry.
+#[derive(Clone, Debug)]
+enum Outcome {
+    Accepted(Arc<Accepted>),
+    Rejected(Arc<Rejected>),
+}
+
+/// An entry that is kept out of every snapshot, and why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Rejected {
+    /// Where it came from (filled in by [`Store::resolve`]).
+    pub origin: Option<Origin>,
+    /// Its kind, when it could be read.
+    pub kind: Option<String>,
+    /// `namespace/name`, when it could be read.
+    pub name: Option<String>,
+    /// Every reason.
+    pub reasons: Vec<String>,
+}
+
+/// Several definitions of one object.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Conflict {
+    /// The object's kind.
+    pub kind: String,
+    /// The object.
+    pub key: ObjectKey,
+    /// The definition served.
+    pub winner: Origin,
+    /// The definitions ignored.
+    pub ignored: Vec<Origin>,
+}
+
+/// A warning about an accepted object (pruned fields).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Warning {
+    /// Where it came from.
+    pub origin: Origin,
+    /// What happened.
+    pub message: String,
+}
+
+/// What to serve and what to report.
+#[derive(Debug, Default)]
+pub struct Resolved {
+    /// The winning definition of every object.
+    pub objects: BTreeMap<ObjectKey, Arc<Accepted>>,
+    /// Objects defined more than once.
+    pub conflicts: Vec<Conflict>,
+    /// Entries kept out, in origin order.
+    pub rejected: Vec<Rejected>,
+    /// Warnings about accepted entries.
+    pub warnings: Vec<Warning>,
+}
+
+#[derive(Clone, Debug)]
+struct Stored {
+    origin: Origin,
+    object: Option<Object>,
+    outcome: Outcome,
+}
+
+/// The store (owned by the pipeline).
+pub struct Store {
+    kinds: KindTable,
+    rules: GroupRules,
+    unknown_fields: UnknownFields,
+    semantic: SemanticCheck,
+    units: BTreeMap<(Arc<str>, Arc<str>), Vec<Stored>>,
+}
+
+impl fmt::Debug for Store {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Store")
+            .field("units", &self.units.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Store {
+    /// An empty store.
+    pub fn new(
+        kinds: KindTable,
+        rules: GroupRules,
+        unknown_fields: UnknownFields,
+        semantic: SemanticCheck,
+    ) -> Self {
+        Self {
+            kinds,
+            rules,
+            unknown_fields,
+            semantic,
+            units: BTreeMap::new(),
+        }
+    }
+
+    /// The kind table objects are read with.
+    pub fn kinds(&self) -> &KindTable {
+        &self.kinds
+    }
+
+    /// Applies a unit event; returns whether anything changed. Other events
+    /// are ignored.
+    pub fn apply(&mut self, event: SourceEvent) -> bool {
+        let SourceEvent::Unit {
+            source,
+            unit,
+            entries,
+        } = event
+        else {
+            return false;
+        };
+        let key = (source, unit);
+        let old = self.units.remove(&key).unwrap_or_default();
+        if entries.is_empty() {
+            return !old.is_empty();
+        }
+        let new: Vec<Stored> = entries
+            .into_iter()
+            .map(|e| self.evaluate(e, &old))
+            .collect();
+        let changed = old.len() != new.len()
+            || old
+                .iter()
+                .zip(&new)
+                .any(|(a, b)| a.origin != b.origin || a.object != b.object);
+        self.units.insert(key, new);
+        changed
+    }
+
+    /// Removes everything a source delivered (it was removed).
+    pub fn remove_source(&mut self, source: &str) -> bool {
+        let before = self.units.len();
+        self.units.retain(|(s, _), _| s.as_ref() != source);
+        before != self.units.len()
+    }
+
+    /// Number of units (files) held.
+    pub fn unit_count(&self, source: &str) -> usize {
+        self.units
+            .keys()
+            .filter(|(s, _)| s.as_ref() == source)
+            .count()
+    }
+
+    fn evaluate(&self, entry: Entry, old: &[Stored]) -> Stored {
+        let obj = match entry.parsed {
+            Ok(obj) => obj,
+            Err(reason) => {
+                return Stored {
+                    origin: entry.origin,
+                    object: None,
+                    outcome: Outcome::Rejected(Arc::new(Rejected {
+                        origin: None,
+                        kind: None,
+                        name: None,
+                        reasons: vec![reason],
+                    })),
+                };
+            }
+        };
+        // An unchanged object keeps its outcome (and its encoded bytes).
+        if let Some(prev) = old.iter().find(|s| s.object.as_ref() == Some(&obj)) {
+            return Stored {
+                origin: entry.origin,
+                object: Some(obj),
+                outcome: prev.outcome.clone(),
+            };
+        }
+        let outcome = self.check(&obj);
+        Stored {
+            origin: entry.origin,
+            object: Some(obj),
+            outcome,
+        }
+    }
+
+    /// Transcodes, checks and places one object.
+    fn check(&self, obj: &Object) -> Outcome {
+        let loose = match obj.metadata.namespace.as_deref() {
+            Some(ns) if !ns.is_empty() => format!("{ns}/{}", obj.metadata.name),
+            _ => obj.metadata.name.clone(),
+        };
+        let reject = |kind: &str, name: String, reasons: Vec<String>| {
+            Outcome::Rejected(Arc::new(Rejected {
+                origin: None,
+                kind: Some(kind.to_owned()),
+                name: Some(name),
+                reasons,
+            }))
+        };
+        let kind = match transcode::kind_of(&self.kinds, obj) {
+            Ok(k) => k,
+            Err(e) => return reject(&obj.kind, loose, vec![e.to_string()]),
+        };
+        let name = match transcode::resource_name(kind, obj) {
+            Ok(n) => n,
+            Err(e) => return reject(&obj.kind, loose, vec![e.to_string()]),
+        };
+        let mut reasons = Vec::new();
+        let mut warnings = Vec::new();
+        let mut working = std::borrow::Cow::Borrowed(obj);
+        let resource = loop {
+            match transcode::object_to_resource(kind, &working) {
+                Ok(r) => break Some(r),
+                Err(TranscodeError::Field { path, reason, .. })
+                    if self.unknown_fields == UnknownFields::Prune
+                        && reason == "unknown field"
+                        && warnings.len() < MAX_PRUNED_FIELDS =>
+                {
+                    if !prune(&mut working.to_mut().content, &path) {
+                        reasons.push(format!(
+                            "{} {name}: {path}: unknown field (could not be pruned)",
+                            kind.kind()
+                        ));
+                        break None;
+                    }
+                    warnings.push(format!("{} {name}: {path}: unknown field pruned", kind.kind()));
+                }
+                Err(e) => {
+                    reasons.push(e.to_string());
+                    break None;
+                }
+            }
+        };
+        let current: &Object = &working;
+        reasons.extend((self.semantic)(current));
+        let namespace = transcode::split_name(&name).0.unwrap_or("");
+        let groups = match self.rules.targets(current, namespace) {
+            Ok(g) => g,
+            Err(e) => {
+                reasons.push(format!("{} {name}: {e}", kind.kind()));
+                Vec::new()
+            }
+        };
+        let resource = match resource {
+            Some(r) if reasons.is_empty() => r,
+            _ => return reject(kind.kind(), name, reasons),
+        };
+        let version = resource
+            .metadata
+            .as_ref()
+            .map(|m| m.version.clone())
+            .unwrap_or_default();
+        Outcome::Accepted(Arc::new(Accepted {
+            key: ObjectKey {
+                collection: Arc::from(kind.collection()),
+                name: Arc::from(name.as_str()),
+            },
+            kind: Arc::from(kind.kind()),
+            resource: EncodedResource {
+                name: Arc::from(name.as_str()),
+                version: Arc::from(version.as_str()),
+                encoded: resource.encode_to_vec().into(),
+            },
+            groups,
+            warnings,
+        }))
+    }
+
+    /// What to serve, the conflicts and the rejected entries.
+    pub fn resolve(&self) -> Resolved {
+        let mut out = Resolved::default();
+        let mut defs: BTreeMap<ObjectKey, Vec<(&Origin, &Arc<Accepted>)>> = BTreeMap::new();
+        for stored in self.units.values().flatten() {
+            match &stored.outcome {
+                Outcome::Accepted(a) => defs
+                    .entry(a.key.clone())
+                    .or_default()
+                    .push((&stored.origin, a)),
+                Outcome::Rejected(r) => {
+                    let mut r = (**r).clone();
+                    r.origin = Some(stored.origin.clone());
+                    out.rejected.push(r);
+                }
+            }
+        }
+        for (key, mut list) in defs {
+            list.sort_by(|a, b| a.0.cmp(b.0));
+            let (winner_origin, winner) = list[0];
+            for w in &winner.warnings {
+                out.warnings.push(Warning {
+                    origin: winner_origin.clone(),
+                    message: w.clone(),
+                });
+            }
+            if list.len() > 1 {
+                out.conflicts.push(Conflict {
+                    kind: winner.kind.to_string(),
+                    key: key.clone(),
+                    winner: winner_origin.clone(),
+                    ignored: list[1..].iter().map(|(o, _)| (*o).clone()).collect(),
+                });
+            }
+            out.objects.insert(key, winner.clone());
+        }
+        out.rejected.sort_by(|a, b| a.origin.cmp(&b.origin));
+        out
+    }
+}
+
+/// Removes the field at `path` (`spec.a[0].b`) from `content`; whether it
+/// was found. Map keys may contain dots: the longest key matching the path
+/// wins.
+fn prune(content: &mut Map<String, Value>, path: &str) -> bool {
+    let key = content
+        .keys()
+        .filter(|k| {
+            path == k.as_str()
+                || path
+                    .strip_prefix(k.as_str())
+                    .is_some_and(|r| r.starts_with('.') || r.starts_with('['))
+        })
+        .max_by_key(|k| k.len())
+        .cloned();
+    let Some(key) = key else { return false };
+    let rest = &path[key.len()..];
+    if rest.is_empty() {
+        return content.remove(&key).is_some();
+    }
+    match content.get_mut(&key) {
+        Some(v) => prune_value(v, rest),
+        None => false,
+    }
+}
+
+fn prune_value(v: &mut Value, rest: &str) -> bool {
+    if let Some(r) = rest.strip_prefix('.') {
+        return match v {
+            Value::Object(m) => prune(m, r),
+            _ => false,
+        };
+    }
+    if let Some(r) = rest.strip_prefix('[') {
+        let Some((idx, after)) = r.split_once(']') else {
+            return false;
+        };
+        let (Ok(i), Value::Array(items)) = (idx.parse::<usize>(), v) else {
+            return false;
+        };
+        return match items.get_mut(i) {
+            Some(item) => prune_value(item, after),
+            None => false,
+        };
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests;

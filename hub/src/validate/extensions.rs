@@ -1,0 +1,174 @@
+//! Rules for Telemetry (`telemetry.istio.io`) and WasmPlugin
+//! (`extensions.istio.io`).
+
+use serde_json::Value;
+
+use super::common::{
+    Report, at, check_policy_target, enum_field, field, idx, int_field, key, list, map, num_field,
+    str_field,
+};
+
+const TAG_OPERATIONS: &[&str] = &["UPSERT", "REMOVE"];
+const ENV_VALUE_SOURCES: &[&str] = &["INLINE", "HOST"];
+
+/// URL schemes a WasmPlugin may load from (none means an OCI image).
+const WASM_SCHEMES: &[&str] = &["file", "http", "https", "oci"];
+
+/// Every provider reference needs a name.
+fn check_providers(r: &mut Report, path: &str, v: &Value) {
+    for (i, p) in list(v, "providers").iter().enumerate() {
+        if str_field(p, "name").is_empty() {
+            r.err(
+                at(&idx(&at(path, "providers"), i), "name"),
+                "must not be empty",
+            );
+        }
+    }
+}
+
+/// Checks a Telemetry spec.
+pub(crate) fn telemetry(r: &mut Report, spec: &Value) {
+    check_policy_target(r, spec);
+    for (i, m) in list(spec, "metrics").iter().enumerate() {
+        let p = idx("spec.metrics", i);
+        check_providers(r, &p, m);
+        for (j, o) in list(m, "overrides").iter().enumerate() {
+            let op = idx(&at(&p, "overrides"), j);
+            if !o.is_object() {
+                r.err(op, "must not be null");
+                continue;
+            }
+            let tp = at(&op, "tagOverrides");
+            for (tag, to) in map(o, "tagOverrides").into_iter().flatten() {
+                let kp = key(&tp, tag);
+                if !to.is_object() {
+                    r.err(kp, "must not be null");
+                    continue;
+                }
+                let value = str_field(to, "value");
+                match enum_field(to, "operation", TAG_OPERATIONS) {
+                    "UPSERT" if value.is_empty() => {
+                        r.err(at(&kp, "value"), "must be set when operation is UPSERT");
+                    }
+                    "REMOVE" if !value.is_empty() => {
+                        r.err(at(&kp, "value"), "may only be set when operation is UPSERT");
+                    }
+                    _ => {}
+                }
+            }
+            if let Some(Value::String(c)) = field(o, "match").and_then(|m| m.get("customMetric"))
+                && c.is_empty()
+            {
+                r.err(at(&at(&op, "match"), "customMetric"), "must not be empty");
+            }
+        }
+    }
+    for (i, t) in list(spec, "tracing").iter().enumerate() {
+        let p = idx("spec.tracing", i);
+        check_providers(r, &p, t);
+        if let Some(pct) = num_field(t, "randomSamplingPercentage")
+            && !(0.0..=100.0).contains(&pct)
+        {
+            r.err(
+                at(&p, "randomSamplingPercentage"),
+                "must be in the range 0..100",
+            );
+        }
+        let cp = at(&p, "customTags");
+        for (name, tag) in map(t, "customTags").into_iter().flatten() {
+            let kp = key(&cp, name);
+            if name.is_empty() {
+                r.err(&kp, "tag name must not be empty");
+            }
+            if !tag.is_object() {
+                r.err(kp, "must not be null");
+                continue;
+            }
+            let sub = |f: &str, inner: &str| field(tag, f).map(|v| str_field(v, inner).is_empty());
+            if sub("literal", "value") == Some(true) {
+                r.err(at(&at(&kp, "literal"), "value"), "must not be empty");
+            }
+            if sub("header", "name") == Some(true) {
+                r.err(at(&at(&kp, "header"), "name"), "must not be empty");
+            }
+            if sub("environment", "name") == Some(true) {
+                r.err(at(&at(&kp, "environment"), "name"), "must not be empty");
+            }
+        }
+    }
+    for (i, l) in list(spec, "accessLogging").iter().enumerate() {
+        check_providers(r, &idx("spec.accessLogging", i), l);
+    }
+}
+
+/// Checks a WasmPlugin spec.
+pub(crate) fn wasm_plugin(r: &mut Report, spec: &Value) {
+    check_policy_target(r, spec);
+    let url = str_field(spec, "url");
+    if url.is_empty() {
+        r.err("spec.url", "must be set");
+    } else if url.chars().any(|c| c.is_control() || c == ' ') {
+        r.err("spec.url", format!("{url:?} is not a valid URL"));
+    } else if let Some((scheme, _)) = url.split_once("://")
+        && !WASM_SCHEMES.contains(&scheme.to_ascii_lowercase().as_str())
+    {
+        r.err("spec.url", format!("unsupported URL scheme {scheme:?}"));
+    }
+    let sha = str_field(spec, "sha256");
+    if !sha.is_empty()
+        && (sha.len() != 64 || !sha.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')))
+    {
+        r.err(
+            "spec.sha256",
+            "must be 64 lower case hexadecimal characters",
+        );
+    }
+    if str_field(spec, "imagePullSecret").len() > 253 {
+        r.err(
+            "spec.imagePullSecret",
+            "must be at most 253 characters long",
+        );
+    }
+    if str_field(spec, "pluginName").len() > 256 {
+        r.err("spec.pluginName", "must be at most 256 characters long");
+    }
+    if let Some(vm) = field(spec, "vmConfig") {
+        let mut names: Vec<&str> = Vec::new();
+        for (i, env) in list(vm, "env").iter().enumerate() {
+            let p = idx("spec.vmConfig.env", i);
+            if !env.is_object() {
+                continue;
+            }
+            let name = str_field(env, "name");
+            if name.is_empty() {
+                r.err(at(&p, "name"), "must not be empty");
+            } else if name.len() > 256 {
+                r.err(at(&p, "name"), "must be at most 256 characters long");
+            } else if names.contains(&name) {
+                r.err(at(&p, "name"), format!("duplicate env {name:?}"));
+            }
+            names.push(name);
+            if enum_field(env, "valueFrom", ENV_VALUE_SOURCES) != "INLINE"
+                && !str_field(env, "value").is_empty()
+            {
+                r.err(at(&p, "value"), "may only be set when valueFrom is INLINE");
+            }
+        }
+    }
+    for (i, sel) in list(spec, "match").iter().enumerate() {
+        let p = idx("spec.match", i);
+        if !sel.is_object() {
+            r.err(p, "must not be null");
+            continue;
+        }
+        for (j, port) in list(sel, "ports").iter().enumerate() {
+            let n = int_field(port, "number").unwrap_or(0);
+            if !(1..=65535).contains(&n) {
+                r.err(
+                    at(&idx(&at(&p, "ports"), j), "number"),
+                    format!("port {n} is out of the range 1..65535"),
+                );
+            }
+        }
+    }
+}

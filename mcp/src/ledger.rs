@@ -39,10 +39,11 @@ impl Role {
 }
 
 /// Sync state of one collection with one peer (as `istioctl proxy-status`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum SyncState {
     /// Nothing sent yet.
+    #[default]
     NotSent,
     /// Sent, not yet ACKed.
     Stale,
@@ -117,12 +118,6 @@ pub struct CollectionStatus {
     pub stale: u64,
     /// Derived state.
     pub state: SyncState,
-}
-
-impl Default for SyncState {
-    fn default() -> Self {
-        Self::NotSent
-    }
 }
 
 impl CollectionStatus {

@@ -147,10 +147,8 @@ impl Updater for Printer {
         }
         let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
         pending.remove(&change.collection);
-        if pending.is_empty() {
-            if let Some(done) = &self.once {
-                done.cancel();
-            }
+        if let (true, Some(done)) = (pending.is_empty(), &self.once) {
+            done.cancel();
         }
         Ok(())
     }

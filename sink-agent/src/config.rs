@@ -1,0 +1,468 @@
+//! Configuration: command-line flags (with `MESHHUB_AGENT_*` environment
+//! names) and an optional YAML file holding the same settings.
+//!
+//! A flag (or its environment variable) wins over the file; the file wins
+//! over the built-in default. Everything is parsed and checked here, at the
+//! edge, into typed values ([`Config`]); every error names the setting (and
+//! the file and line, when the YAML parser knows them), so that the binary
+//! prints it and exits with status 2 before serving anything.
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::Parser;
+use meshhub_proto::kinds::KindTable;
+use serde::Deserialize;
+
+/// Default `ResourceSink` listen address (push mode: the hub dials it).
+pub const DEFAULT_SINK_ADDR: &str = "127.0.0.1:9911";
+/// Default local re-serve gRPC address (ResourceSource, ADS, health).
+pub const DEFAULT_GRPC_ADDR: &str = "127.0.0.1:9912";
+/// Default admin HTTP address.
+pub const DEFAULT_ADMIN_ADDR: &str = "127.0.0.1:9913";
+/// Default gRPC message limit, both ways, on every server and client.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+/// Default shutdown grace period.
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// Command-line flags of `meshhub-sink-agent`. Every flag is optional here;
+/// [`Config::from_args`] merges them with the file and the defaults.
+#[derive(Clone, Debug, Default, Parser)]
+#[command(
+    name = "meshhub-sink-agent",
+    version,
+    about = "meshhub sink agent: receives MCP configuration for one cluster, persists it and serves it locally"
+)]
+pub struct Args {
+    /// YAML file with any of the settings below (flags win over it).
+    #[arg(long, env = "MESHHUB_AGENT_CONFIG")]
+    pub config: Option<PathBuf>,
+
+    /// This cluster's name: the SinkNode id announced to the hub (required).
+    #[arg(long, env = "MESHHUB_AGENT_CLUSTER")]
+    pub cluster: Option<String>,
+
+    /// Directory holding the persisted configuration (required).
+    #[arg(long, env = "MESHHUB_AGENT_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+
+    /// `push` (serve ResourceSink; the hub dials in) or `pull` (dial the
+    /// hub's ResourceSource). Default `push`.
+    #[arg(long, env = "MESHHUB_AGENT_MODE")]
+    pub mode: Option<String>,
+
+    /// Push mode: ResourceSink listen address [default: 127.0.0.1:9911].
+    #[arg(long, env = "MESHHUB_AGENT_SINK_ADDR")]
+    pub sink_addr: Option<String>,
+
+    /// Pull mode: the hub's ResourceSource URL (`http://host:port`).
+    #[arg(long, env = "MESHHUB_AGENT_HUB_URL")]
+    pub hub_url: Option<String>,
+
+    /// Local re-serve gRPC address (ResourceSource, ADS, grpc.health.v1)
+    /// [default: 127.0.0.1:9912].
+    #[arg(long, env = "MESHHUB_AGENT_GRPC_ADDR")]
+    pub grpc_addr: Option<String>,
+
+    /// Admin HTTP address (/healthz, /readyz, /metrics, /status)
+    /// [default: 127.0.0.1:9913].
+    #[arg(long, env = "MESHHUB_AGENT_ADMIN_ADDR")]
+    pub admin_addr: Option<String>,
+
+    /// Collections accepted, comma-separated [default: every built-in kind].
+    #[arg(long, env = "MESHHUB_AGENT_COLLECTIONS", value_delimiter = ',')]
+    pub collections: Option<Vec<String>>,
+
+    /// gRPC message limit in bytes (`64MiB`, `4194304`) [default: 64MiB].
+    #[arg(long, env = "MESHHUB_AGENT_MAX_MESSAGE_SIZE")]
+    pub max_message_size: Option<String>,
+
+    /// Ask the hub for incremental responses (`true`/`false`) [default: false].
+    #[arg(long, env = "MESHHUB_AGENT_INCREMENTAL")]
+    pub incremental: Option<String>,
+
+    /// How long shutdown waits for streams and tasks (`10s`).
+    #[arg(long, env = "MESHHUB_AGENT_SHUTDOWN_GRACE")]
+    pub shutdown_grace: Option<String>,
+}
+
+/// How the agent gets its configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Serve `ResourceSink` on this address; the hub dials in and pushes.
+    Push {
+        /// Listen address.
+        listen: SocketAddr,
+    },
+    /// Dial the hub's `ResourceSource` at this URL and subscribe as a sink.
+    Pull {
+        /// The hub's URL (`http://host:port`).
+        hub_url: String,
+    },
+}
+
+/// The whole, checked configuration.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// This cluster's name (SinkNode id, local snapshot group).
+    pub cluster: String,
+    /// The data directory.
+    pub data_dir: PathBuf,
+    /// Push or pull.
+    pub mode: Mode,
+    /// Local re-serve gRPC address.
+    pub grpc_addr: SocketAddr,
+    /// Admin HTTP address.
+    pub admin_addr: SocketAddr,
+    /// Collections accepted, sorted; each is in the kind table.
+    pub collections: Vec<String>,
+    /// gRPC message limit both ways.
+    pub max_message_bytes: usize,
+    /// Whether to ask for incremental responses.
+    pub incremental: bool,
+    /// Shutdown grace period.
+    pub shutdown_grace: Duration,
+}
+
+/// Why the configuration is unusable. Every variant names the setting.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file can't be read.
+    #[error("config file {path}: can't read")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The YAML does not parse or does not fit the schema.
+    #[error("config file {path}{}: {message}", line.map(|l| format!(":{l}")).unwrap_or_default())]
+    Syntax {
+        /// The file.
+        path: PathBuf,
+        /// Line of the error, when known.
+        line: Option<u64>,
+        /// What is wrong (naming the field).
+        message: String,
+    },
+    /// A required setting is missing.
+    #[error("{setting}: required (flag --{flag}, env {env}, or `{key}:` in the config file)")]
+    Missing {
+        /// The setting.
+        setting: &'static str,
+        /// Its flag.
+        flag: &'static str,
+        /// Its environment variable.
+        env: &'static str,
+        /// Its key in the file.
+        key: &'static str,
+    },
+    /// A setting has a value that makes no sense.
+    #[error("{setting}: {message}")]
+    Invalid {
+        /// The setting (`mode`, `collections[2]`, ...).
+        setting: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// The configuration file as written (every key optional).
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct FileConfig {
+    cluster: Option<String>,
+    data_dir: Option<PathBuf>,
+    mode: Option<String>,
+    sink_addr: Option<String>,
+    hub_url: Option<String>,
+    grpc_addr: Option<String>,
+    admin_addr: Option<String>,
+    collections: Option<Vec<String>>,
+    max_message_size: Option<SizeValue>,
+    incremental: Option<bool>,
+    shutdown_grace: Option<String>,
+}
+
+/// A size in the file: a plain number of bytes or a string with a unit.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum SizeValue {
+    Bytes(u64),
+    Text(String),
+}
+
+impl Config {
+    /// Builds the configuration from flags, reading the YAML file if one is
+    /// named.
+    pub fn from_args(args: Args) -> Result<Self, ConfigError> {
+        let file = match &args.config {
+            None => None,
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                    path: path.clone(),
+                    source,
+                })?;
+                Some((path.clone(), text))
+            }
+        };
+        Self::from_parts(args, file.as_ref().map(|(p, t)| (p.as_path(), t.as_str())))
+    }
+
+    /// Builds the configuration from flags and, optionally, the path and
+    /// text of the YAML file.
+    pub fn from_parts(args: Args, file: Option<(&Path, &str)>) -> Result<Self, ConfigError> {
+        let raw = match file {
+            None => FileConfig::default(),
+            Some((path, text)) => parse_file(path, text)?,
+        };
+        let invalid = |setting: &str, message: String| ConfigError::Invalid {
+            setting: setting.to_owned(),
+            message,
+        };
+
+        let cluster = args.cluster.or(raw.cluster).ok_or(ConfigError::Missing {
+            setting: "cluster",
+            flag: "cluster",
+            env: "MESHHUB_AGENT_CLUSTER",
+            key: "cluster",
+        })?;
+        if !is_cluster_name(&cluster) {
+            return Err(invalid(
+                "cluster",
+                format!(
+                    "{cluster:?} is not a valid cluster name (lower-case letters, digits and '-', at most 63)"
+                ),
+            ));
+        }
+        let data_dir = args.data_dir.or(raw.data_dir).ok_or(ConfigError::Missing {
+            setting: "dataDir",
+            flag: "data-dir",
+            env: "MESHHUB_AGENT_DATA_DIR",
+            key: "dataDir",
+        })?;
+        if data_dir.as_os_str().is_empty() {
+            return Err(invalid("dataDir", "must not be empty".to_owned()));
+        }
+        if data_dir.exists() && !data_dir.is_dir() {
+            return Err(invalid(
+                "dataDir",
+                format!("{} exists and is not a directory", data_dir.display()),
+            ));
+        }
+
+        let mode = args.mode.or(raw.mode).unwrap_or_else(|| "push".to_owned());
+        let sink_addr = args.sink_addr.or(raw.sink_addr);
+        let hub_url = args.hub_url.or(raw.hub_url);
+        let mode = match mode.as_str() {
+            "push" => {
+                if let Some(url) = &hub_url {
+                    return Err(invalid(
+                        "hubUrl",
+                        format!("{url:?} is only used in pull mode (mode is push)"),
+                    ));
+                }
+                Mode::Push {
+                    listen: parse_addr("sinkAddr", sink_addr.as_deref(), DEFAULT_SINK_ADDR)?,
+                }
+            }
+            "pull" => {
+                if sink_addr.is_some() {
+                    return Err(invalid(
+                        "sinkAddr",
+                        "is only used in push mode (mode is pull)".to_owned(),
+                    ));
+                }
+                let url = hub_url.ok_or(ConfigError::Missing {
+                    setting: "hubUrl (pull mode)",
+                    flag: "hub-url",
+                    env: "MESHHUB_AGENT_HUB_URL",
+                    key: "hubUrl",
+                })?;
+                check_url(&url)?;
+                Mode::Pull { hub_url: url }
+            }
+            other => {
+                return Err(invalid(
+                    "mode",
+                    format!("{other:?} is neither \"push\" nor \"pull\""),
+                ));
+            }
+        };
+        let grpc_addr = parse_addr(
+            "grpcAddr",
+            args.grpc_addr.or(raw.grpc_addr).as_deref(),
+            DEFAULT_GRPC_ADDR,
+        )?;
+        let admin_addr = parse_addr(
+            "adminAddr",
+            args.admin_addr.or(raw.admin_addr).as_deref(),
+            DEFAULT_ADMIN_ADDR,
+        )?;
+
+        let kinds = KindTable::builtin();
+        let collections = match args.collections.or(raw.collections) {
+            None => kinds.iter().map(|k| k.collection().to_owned()).collect(),
+            Some(list) => {
+                let mut set = BTreeSet::new();
+                for (i, c) in list.iter().enumerate() {
+                    let c = c.trim();
+                    if kinds.by_collection(c).is_none() {
+                        return Err(invalid(
+                            &format!("collections[{i}]"),
+                            format!("{c:?} is not a collection of any known kind"),
+                        ));
+                    }
+                    if !set.insert(c.to_owned()) {
+                        return Err(invalid(
+                            &format!("collections[{i}]"),
+                            format!("{c:?} is listed twice"),
+                        ));
+                    }
+                }
+                if set.is_empty() {
+                    return Err(invalid(
+                        "collections",
+                        "at least one collection is needed".to_owned(),
+                    ));
+                }
+                set.into_iter().collect()
+            }
+        };
+        let mut collections: Vec<String> = collections;
+        collections.sort();
+        collections.dedup();
+
+        let max_message_bytes = match args.max_message_size {
+            Some(s) => parse_size(&s).map_err(|m| invalid("maxMessageSize", m))?,
+            None => match raw.max_message_size {
+                None => DEFAULT_MAX_MESSAGE_BYTES,
+                Some(SizeValue::Bytes(b)) => usize::try_from(b)
+                    .map_err(|_| invalid("maxMessageSize", format!("{b} is too large")))?,
+                Some(SizeValue::Text(s)) => {
+                    parse_size(&s).map_err(|m| invalid("maxMessageSize", m))?
+                }
+            },
+        };
+        if max_message_bytes < 4096 {
+            return Err(invalid(
+                "maxMessageSize",
+                format!("{max_message_bytes} bytes is below the minimum of 4KiB"),
+            ));
+        }
+        let incremental = match args.incremental {
+            Some(s) => match s.to_ascii_lowercase().as_str() {
+                "true" | "1" | "yes" | "on" => true,
+                "false" | "0" | "no" | "off" => false,
+                _ => {
+                    return Err(invalid(
+                        "incremental",
+                        format!("{s:?} is not a boolean (true/false)"),
+                    ));
+                }
+            },
+            None => raw.incremental.unwrap_or(false),
+        };
+        let shutdown_grace = match args.shutdown_grace.or(raw.shutdown_grace) {
+            None => DEFAULT_SHUTDOWN_GRACE,
+            Some(s) => humantime::parse_duration(s.trim())
+                .map_err(|e| invalid("shutdownGrace", format!("invalid duration {s:?}: {e}")))?,
+        };
+
+        Ok(Self {
+            cluster,
+            data_dir,
+            mode,
+            grpc_addr,
+            admin_addr,
+            collections,
+            max_message_bytes,
+            incremental,
+            shutdown_grace,
+        })
+    }
+}
+
+fn parse_file(path: &Path, text: &str) -> Result<FileConfig, ConfigError> {
+    let options = serde_saphyr::options! { with_snippet: false };
+    let raw: Option<FileConfig> =
+        serde_saphyr::from_str_with_options(text, options).map_err(|e| ConfigError::Syntax {
+            path: path.to_owned(),
+            line: e.location().map(|l| l.line()),
+            message: e.to_string().lines().next().unwrap_or_default().to_owned(),
+        })?;
+    Ok(raw.unwrap_or_default())
+}
+
+fn parse_addr(
+    setting: &str,
+    value: Option<&str>,
+    default: &str,
+) -> Result<SocketAddr, ConfigError> {
+    let s = value.unwrap_or(default);
+    s.trim().parse().map_err(|e| ConfigError::Invalid {
+        setting: setting.to_owned(),
+        message: format!("{s:?} is not a socket address (host:port): {e}"),
+    })
+}
+
+fn check_url(url: &str) -> Result<(), ConfigError> {
+    let invalid = |message: String| ConfigError::Invalid {
+        setting: "hubUrl".to_owned(),
+        message,
+    };
+    let Some(rest) = url.strip_prefix("http://") else {
+        return Err(invalid(format!(
+            "{url:?} must start with http:// (TLS to the hub is not supported yet)"
+        )));
+    };
+    if rest.is_empty() || rest.starts_with('/') {
+        return Err(invalid(format!("{url:?} names no host")));
+    }
+    tonic::transport::Endpoint::from_shared(url.to_owned())
+        .map(|_| ())
+        .map_err(|e| invalid(format!("{url:?} is not a valid URL: {e}")))
+}
+
+/// `4194304`, `64MiB`, `512KiB`, `1GiB`, `10MB` (decimal units too).
+fn parse_size(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a size (e.g. 64MiB or 4194304)"))?;
+    let mult: u64 = match unit.trim() {
+        "" | "B" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        "KB" | "kB" => 1_000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        u => {
+            return Err(format!(
+                "{s:?}: unknown unit {u:?} (B, KiB, MiB, GiB, KB, MB, GB)"
+            ));
+        }
+    };
+    n.checked_mul(mult)
+        .and_then(|b| usize::try_from(b).ok())
+        .ok_or_else(|| format!("{s:?} is too large"))
+}
+
+/// RFC 1123 label, as the hub requires of cluster names.
+fn is_cluster_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,138 @@
+use super::*;
+
+fn args(cluster: Option<&str>, data: Option<&str>) -> Args {
+    Args {
+        cluster: cluster.map(str::to_owned),
+        data_dir: data.map(PathBuf::from),
+        ..Args::default()
+    }
+}
+
+fn err(args: Args, file: Option<&str>) -> String {
+    let e = Config::from_parts(args, file.map(|t| (Path::new("agent.yaml"), t))).unwrap_err();
+    e.to_string()
+}
+
+#[test]
+fn defaults_are_push_on_loopback_with_every_builtin_collection() {
+    let c = Config::from_parts(
+        args(Some("east"), Some("/nonexistent/meshhub-agent-data")),
+        None,
+    )
+    .unwrap();
+    assert_eq!(
+        c.mode,
+        Mode::Push {
+            listen: DEFAULT_SINK_ADDR.parse().unwrap()
+        }
+    );
+    assert_eq!(c.grpc_addr, DEFAULT_GRPC_ADDR.parse().unwrap());
+    assert_eq!(c.admin_addr, DEFAULT_ADMIN_ADDR.parse().unwrap());
+    assert_eq!(c.collections.len(), KindTable::builtin().len());
+    assert!(
+        c.collections
+            .contains(&"istio/networking/v1alpha3/virtualservices".to_owned())
+    );
+    assert_eq!(c.max_message_bytes, DEFAULT_MAX_MESSAGE_BYTES);
+    assert!(!c.incremental);
+    assert_eq!(c.shutdown_grace, DEFAULT_SHUTDOWN_GRACE);
+}
+
+#[test]
+fn cluster_and_data_dir_are_required_and_named() {
+    let e = err(args(None, Some("/nonexistent/meshhub-agent-data")), None);
+    assert!(
+        e.starts_with("cluster: required") && e.contains("MESHHUB_AGENT_CLUSTER"),
+        "{e}"
+    );
+    let e = err(args(Some("east"), None), None);
+    assert!(
+        e.starts_with("dataDir: required") && e.contains("--data-dir"),
+        "{e}"
+    );
+    let e = err(
+        args(Some("East_1"), Some("/nonexistent/meshhub-agent-data")),
+        None,
+    );
+    assert!(e.starts_with("cluster: "), "{e}");
+}
+
+#[test]
+fn the_file_fills_what_flags_leave_out_and_flags_win() {
+    let file = "cluster: west\ndataDir: /var/lib/agent\nmode: pull\nhubUrl: http://hub:9901\n\
+                collections: [istio/networking/v1alpha3/gateways]\nmaxMessageSize: 8MiB\n\
+                incremental: true\nshutdownGrace: 3s\n";
+    let c = Config::from_parts(
+        Args {
+            cluster: Some("east".into()),
+            ..Args::default()
+        },
+        Some((Path::new("a.yaml"), file)),
+    )
+    .unwrap();
+    assert_eq!(c.cluster, "east");
+    assert_eq!(c.data_dir, PathBuf::from("/var/lib/agent"));
+    assert_eq!(
+        c.mode,
+        Mode::Pull {
+            hub_url: "http://hub:9901".into()
+        }
+    );
+    assert_eq!(c.collections, ["istio/networking/v1alpha3/gateways"]);
+    assert_eq!(c.max_message_bytes, 8 << 20);
+    assert!(c.incremental);
+    assert_eq!(c.shutdown_grace, Duration::from_secs(3));
+}
+
+#[test]
+fn bad_values_name_their_setting() {
+    let base = || args(Some("east"), Some("/nonexistent/meshhub-agent-data"));
+    let with = |f: fn(&mut Args)| {
+        let mut a = base();
+        f(&mut a);
+        err(a, None)
+    };
+    assert!(with(|a| a.mode = Some("both".into())).starts_with("mode: "));
+    assert!(with(|a| a.mode = Some("pull".into())).starts_with("hubUrl (pull mode): required"));
+    assert!(
+        with(|a| {
+            a.mode = Some("pull".into());
+            a.hub_url = Some("https://hub:1".into());
+        })
+        .starts_with("hubUrl: ")
+    );
+    assert!(with(|a| a.hub_url = Some("http://hub:1".into())).starts_with("hubUrl: "));
+    assert!(with(|a| a.grpc_addr = Some("nowhere".into())).starts_with("grpcAddr: "));
+    assert!(with(|a| a.sink_addr = Some("1.2.3.4".into())).starts_with("sinkAddr: "));
+    assert!(
+        with(|a| a.collections = Some(vec!["istio/nope/v1/things".into()]))
+            .starts_with("collections[0]: ")
+    );
+    assert!(
+        with(|a| a.max_message_size = Some("12 parsecs".into())).starts_with("maxMessageSize: ")
+    );
+    assert!(with(|a| a.max_message_size = Some("10".into())).starts_with("maxMessageSize: "));
+    assert!(with(|a| a.incremental = Some("maybe".into())).starts_with("incremental: "));
+    assert!(with(|a| a.shutdown_grace = Some("soon".into())).starts_with("shutdownGrace: "));
+}
+
+#[test]
+fn unknown_keys_in_the_file_are_errors_with_a_line() {
+    let e = err(
+        args(Some("east"), Some("/nonexistent/meshhub-agent-data")),
+        Some("cluster: east\nclustr: west\n"),
+    );
+    assert!(
+        e.starts_with("config file agent.yaml:2: ") && e.contains("clustr"),
+        "{e}"
+    );
+}
+
+#[test]
+fn sizes_parse_with_units() {
+    assert_eq!(parse_size("4194304"), Ok(4_194_304));
+    assert_eq!(parse_size("64MiB"), Ok(64 << 20));
+    assert_eq!(parse_size("512 KiB"), Ok(512 << 10));
+    assert_eq!(parse_size("10MB"), Ok(10_000_000));
+    assert!(parse_size("MiB").is_err());
+}

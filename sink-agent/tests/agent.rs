@@ -685,3 +685,74 @@ async fn shutdown_ends_open_streams_within_the_grace() {
     assert!(ended.is_ok(), "consumer stream still open");
     drop(hub);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_ads_and_grpc_health_serve_what_was_received() {
+    use meshhub_proto::ads::{DiscoveryRequest, Node, client::AggregatedDiscoveryServiceClient};
+    use tonic_health::pb::health_check_response::ServingStatus;
+    use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
+
+    let data = tempfile::tempdir().unwrap();
+    let agent = Agent::start(config(data.path(), push())).await.unwrap();
+    let channel = Endpoint::from_shared(format!("http://{}", agent.grpc_addr()))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let health = HealthClient::new(channel.clone())
+        .check(HealthCheckRequest {
+            service: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(health.status, ServingStatus::Serving as i32);
+
+    let state = bookinfo_state();
+    let want_vs = names_of(&state[VS]);
+    let snap = snapshot(state);
+    let version = snap.collection(VS).version().to_owned();
+    let hub = PushHub::new(snap);
+    hub.dial(agent.sink_addr().unwrap());
+    eventually("the push is ACKed", || acked(&hub, VS, &version)).await;
+
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    tx.send(DiscoveryRequest {
+        node: Some(Node {
+            id: "sidecar~10.0.0.1~istiod-0.istio-system~istio-system.svc.cluster.local".into(),
+            ..Default::default()
+        }),
+        type_url: "networking.istio.io/v1/VirtualService".into(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let mut stream = AggregatedDiscoveryServiceClient::new(channel)
+        .stream_aggregated_resources(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await
+        .unwrap()
+        .into_inner();
+    let response = tokio::time::timeout(DEADLINE, stream.message())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(response.type_url, "networking.istio.io/v1/VirtualService");
+    let names: BTreeSet<String> = response
+        .resources
+        .iter()
+        .map(|a| {
+            Resource::decode(a.value.as_slice())
+                .unwrap()
+                .metadata
+                .unwrap()
+                .name
+        })
+        .collect();
+    assert_eq!(names, want_vs);
+
+    drop(stream);
+    drop(tx);
+    drop(hub);
+    assert!(agent.shutdown().await);
+}

@@ -267,7 +267,7 @@ impl Agent {
         info!(
             cluster = %config.cluster,
             mode,
-            sink.addr = ?sink_addr,
+            sink.addr = %sink_addr.map_or_else(|| "-".to_owned(), |a| a.to_string()),
             grpc.addr = %grpc_addr,
             admin.addr = %admin_addr,
             data.dir = %config.data_dir.display(),

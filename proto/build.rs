@@ -25,6 +25,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mcp = protox::compile(["mcp/v1alpha1/mcp.proto"], [SCHEMA_ROOT])?;
     tonic_prost_build::configure()
         .extern_path(".google.rpc", "::tonic_types::pb")
+        // Sorted maps: a resource's labels and annotations encode in the
+        // same order every time, so its bytes are reproducible.
+        .btree_map(".istio.mcp.v1alpha1.Metadata")
         .compile_fds(mcp)?;
 
     // Services whose outgoing messages are pre-encoded (see `wire.rs`): same

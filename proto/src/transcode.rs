@@ -27,7 +27,7 @@
 
 mod parse;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use bytes::Bytes;
 use prost::Message as _;
@@ -288,8 +288,8 @@ pub fn object_to_resource(kind: &Kind, obj: &Object) -> Result<Resource, Transco
             name,
             create_time,
             version,
-            labels: to_hash_map(&meta.labels),
-            annotations: to_hash_map(&meta.annotations),
+            labels: meta.labels.clone(),
+            annotations: meta.annotations.clone(),
         }),
         body: Some(prost_types::Any {
             type_url: kind.body_type_url(),
@@ -655,10 +655,6 @@ fn loose_name(obj: &Object) -> String {
         Some(ns) if !ns.is_empty() => format!("{ns}/{}", obj.metadata.name),
         _ => obj.metadata.name.clone(),
     }
-}
-
-fn to_hash_map(m: &BTreeMap<String, String>) -> HashMap<String, String> {
-    m.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
 }
 
 /// JSON → `google.protobuf.Value` (numbers become doubles, as in Struct).

@@ -1,0 +1,113 @@
+use super::*;
+
+fn args() -> Args {
+    Args::parse_from(["meshhub"])
+}
+
+fn parse(text: &str) -> Result<Config, ConfigError> {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("objects")).unwrap();
+    let path = dir.path().join("meshhub.yaml");
+    Config::from_yaml(&args(), &path, text)
+}
+
+fn err(text: &str) -> String {
+    parse(text).unwrap_err().to_string()
+}
+
+const SOURCES: &str = "sources:\n  - file: {path: objects}\n";
+
+#[test]
+fn flags_have_loopback_defaults() {
+    let a = args();
+    assert_eq!(a.grpc_addr.to_string(), "127.0.0.1:9901");
+    assert_eq!(a.admin_addr.to_string(), "127.0.0.1:9902");
+    assert_eq!(a.shutdown_grace, Duration::from_secs(10));
+    assert!(a.config.is_none());
+    let a = Args::try_parse_from(["meshhub", "--grpc-addr", "0.0.0.0:15010", "--shutdown-grace", "1s"])
+        .unwrap();
+    assert_eq!(a.grpc_addr.port(), 15010);
+    assert_eq!(a.shutdown_grace, Duration::from_secs(1));
+    let e = Args::try_parse_from(["meshhub", "--admin-addr", "nowhere"]).unwrap_err();
+    assert!(e.to_string().contains("--admin-addr"), "{e}");
+}
+
+#[test]
+fn the_embedded_default_is_valid() {
+    let c = Config::from_args(args()).unwrap();
+    assert_eq!(c.sources.len(), 1);
+    let names: Vec<&str> = c.clusters.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["east", "west"]);
+    assert_eq!(c.debounce, Debounce::default());
+    assert_eq!(c.unknown_fields, UnknownFields::Reject);
+    let SourceSpec::File(f) = &c.sources[0];
+    assert!(f.root.join("meshhub.yaml").is_file());
+    assert_eq!(f.exclude, [c.config_file.clone()]);
+}
+
+#[test]
+fn minimal_file_gets_defaults_and_typed_values() {
+    let c = parse(&format!(
+        "{SOURCES}clusters:\n  - name: east\n    namespaces: [a, b]\n    labels: {{tier: x}}\ndebounce:\n  quiet: 250ms\n  maxWait: 2s\nunknownFields: prune\n"
+    ))
+    .unwrap();
+    assert_eq!(c.sources[0].name(), "file:objects");
+    assert_eq!(c.clusters[0].selector.namespaces.len(), 2);
+    assert_eq!(c.clusters[0].selector.labels["tier"], "x");
+    assert_eq!(c.debounce.quiet, Duration::from_millis(250));
+    assert_eq!(c.debounce.max_wait, Duration::from_secs(2));
+    assert_eq!(c.unknown_fields, UnknownFields::Prune);
+}
+
+#[test]
+fn unknown_fields_are_named_with_their_line() {
+    let e = err(&format!("{SOURCES}clusters:\n  - name: east\n    namespace: [a]\n"));
+    assert!(e.contains("namespace"), "{e}");
+    assert!(e.contains("meshhub.yaml:5"), "{e}");
+    let e = err(&format!("{SOURCES}debounce:\n  quiet: 100ms\n  max: 1s\n"));
+    assert!(e.contains("max"), "{e}");
+}
+
+#[test]
+fn bad_values_name_the_setting() {
+    let e = err(&format!("{SOURCES}debounce:\n  quiet: soon\n"));
+    assert!(e.contains("invalid duration \"soon\""), "{e}");
+    assert!(e.contains("meshhub.yaml:4"), "{e}");
+    let e = err(&format!("{SOURCES}unknownFields: ignore\n"));
+    assert!(e.contains("ignore"), "{e}");
+    let e = err(&format!("{SOURCES}debounce:\n  quiet: 2s\n"));
+    assert!(e.contains("debounce.quiet"), "{e}");
+    let e = err(&format!("{SOURCES}debounce:\n  maxWait: 0s\n  quiet: 0s\n"));
+    assert!(e.contains("debounce.maxWait"), "{e}");
+}
+
+#[test]
+fn clusters_are_checked() {
+    let e = err(&format!("{SOURCES}clusters:\n  - name: east\n  - name: east\n"));
+    assert!(e.contains("clusters[1].name: duplicate cluster name \"east\""), "{e}");
+    let e = err(&format!("{SOURCES}clusters:\n  - name: default\n"));
+    assert!(e.contains("clusters[0].name") && e.contains("reserved"), "{e}");
+    let e = err(&format!("{SOURCES}clusters:\n  - name: East_1\n"));
+    assert!(e.contains("clusters[0].name"), "{e}");
+    let e = err(&format!("{SOURCES}clusters:\n  - name: east\n    namespaces: [\"Bad NS\"]\n"));
+    assert!(e.contains("clusters[0].namespaces[0]"), "{e}");
+}
+
+#[test]
+fn sources_are_checked() {
+    let e = err("clusters: []\n");
+    assert!(e.contains("sources: at least one source"), "{e}");
+    let e = err("sources:\n  - file: {path: missing}\n");
+    assert!(e.contains("sources[0].file.path") && e.contains("not a directory"), "{e}");
+    let e = err("sources:\n  - name: x\n");
+    assert!(e.contains("sources[0]"), "{e}");
+    let e = err("sources:\n  - {name: a, file: {path: objects}}\n  - {name: a, file: {path: objects}}\n");
+    assert!(e.contains("sources[1].name: duplicate source name"), "{e}");
+}
+
+#[test]
+fn a_missing_file_is_named() {
+    let a = Args::parse_from(["meshhub", "--config", "/nonexistent/meshhub.yaml"]);
+    let e = Config::from_args(a).unwrap_err().to_string();
+    assert!(e.contains("/nonexistent/meshhub.yaml"), "{e}");
+}

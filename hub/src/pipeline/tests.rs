@@ -1,0 +1,273 @@
+use std::path::Path;
+
+use meshhub_mcp::cache::{self, SnapshotCache};
+use meshhub_proto::kinds::KindTable;
+
+use super::*;
+use crate::config::UnknownFields;
+use crate::groups::{ClusterSpec, Selector};
+use crate::source::file::parse_file;
+
+const VS: &str = "istio/networking/v1alpha3/virtualservices";
+const DR: &str = "istio/networking/v1alpha3/destinationrules";
+
+fn settings() -> Debounce {
+    Debounce {
+        quiet: Duration::from_millis(100),
+        max_wait: Duration::from_secs(1),
+    }
+}
+
+#[test]
+fn debouncer_waits_for_quiet_bounded_by_max_wait() {
+    let t0 = Instant::now();
+    let ms = Duration::from_millis;
+    let mut d = Debouncer::new(settings());
+    assert_eq!(d.deadline(), None);
+    d.touch(t0);
+    assert_eq!(d.deadline(), Some(t0 + ms(100)));
+    d.touch(t0 + ms(50));
+    assert_eq!(d.deadline(), Some(t0 + ms(150)));
+    // A steady stream never gets quiet: the maximum wait bounds it.
+    d.touch(t0 + ms(950));
+    assert_eq!(d.deadline(), Some(t0 + ms(1000)));
+    assert_eq!(d.take(t0 + ms(1000)), Some(ms(1000)));
+    assert!(!d.pending());
+    assert_eq!(d.take(t0 + ms(1000)), None);
+}
+
+struct Harness {
+    events: mpsc::Sender<SourceEvent>,
+    status: watch::Receiver<Arc<Status>>,
+    cache: SnapshotCache,
+    shutdown: CancellationToken,
+}
+
+fn start(sources: &[&str]) -> Harness {
+    let rules = GroupRules::new(&[
+        ClusterSpec {
+            name: "east".into(),
+            selector: Selector {
+                namespaces: ["bookinfo".to_owned()].into(),
+                ..Selector::default()
+            },
+        },
+        ClusterSpec {
+            name: "west".into(),
+            selector: Selector {
+                labels: [("region".to_owned(), "west".to_owned())].into(),
+                ..Selector::default()
+            },
+        },
+    ]);
+    let store = Store::new(
+        KindTable::builtin(),
+        rules.clone(),
+        UnknownFields::Reject,
+        crate::app::semantic_check(),
+    );
+    let (writer, cache) = cache::new();
+    let (pipeline, status) = Pipeline::new(
+        store,
+        writer,
+        rules,
+        settings(),
+        sources.iter().map(|s| (*s).to_owned()),
+    );
+    let (events, rx) = mpsc::channel(64);
+    let shutdown = CancellationToken::new();
+    tokio::spawn(pipeline.run(rx, shutdown.clone()));
+    Harness {
+        events,
+        status,
+        cache,
+        shutdown,
+    }
+}
+
+fn file(name: &str, text: &str) -> SourceEvent {
+    let (source, unit): (Arc<str>, Arc<str>) = ("files".into(), name.into());
+    let entries = parse_file(&source, &unit, Path::new(name), text.as_bytes());
+    SourceEvent::Unit {
+        source,
+        unit,
+        entries,
+    }
+}
+
+fn synced() -> SourceEvent {
+    SourceEvent::Synced {
+        source: "files".into(),
+    }
+}
+
+fn vs(name: &str, ns: &str, host: &str, extra_meta: &str) -> String {
+    format!(
+        "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata:\n  name: {name}\n  namespace: {ns}\n{extra_meta}spec:\n  hosts: [{host}]\n  http:\n  - route:\n    - destination:\n        host: {host}\n"
+    )
+}
+
+fn version(cache: &SnapshotCache, group: &str, coll: &str) -> String {
+    cache
+        .snapshot(group)
+        .expect("published")
+        .collection(coll)
+        .version()
+        .to_owned()
+}
+
+fn resources(cache: &SnapshotCache, group: &str, coll: &str) -> Vec<String> {
+    cache
+        .snapshot(group)
+        .expect("published")
+        .collection(coll)
+        .keys()
+        .iter()
+        .map(|k| k.name.to_string())
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn first_snapshots_wait_for_every_source_then_come_at_once() {
+    let mut h = start(&["files", "other"]);
+    h.events
+        .send(file("a.yaml", &vs("a", "bookinfo", "a", "")))
+        .await
+        .unwrap();
+    h.events.send(synced()).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(!h.status.borrow().ready);
+    assert!(h.cache.groups().is_empty(), "nothing published before every source synced");
+    h.events
+        .send(SourceEvent::Synced {
+            source: "other".into(),
+        })
+        .await
+        .unwrap();
+    let s = h.status.wait_for(|s| s.ready).await.unwrap().clone();
+    assert_eq!(s.generation, 1);
+    let groups: Vec<String> = h.cache.groups().iter().map(ToString::to_string).collect();
+    assert_eq!(groups, ["default", "east", "west"]);
+    // Every collection of the kind table, in every group.
+    let snap = h.cache.snapshot("west").unwrap();
+    assert_eq!(snap.collections().count(), KindTable::builtin().iter().count());
+    assert!(snap.collection(VS).is_empty());
+    assert_eq!(resources(&h.cache, "east", VS), ["bookinfo/a"]);
+    h.shutdown.cancel();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_burst_coalesces_into_one_publication() {
+    let mut h = start(&["files"]);
+    h.events.send(synced()).await.unwrap();
+    h.status.wait_for(|s| s.ready).await.unwrap();
+    let v0 = version(&h.cache, "default", VS);
+    let mut watch = h.cache.watch("default", VS);
+    watch.borrow_and_update();
+
+    // Ten changes, 30ms apart: each inside the 100ms quiet period.
+    let started = Instant::now();
+    for i in 0..10 {
+        h.events
+            .send(file(&format!("{i}.yaml"), &vs(&format!("v{i}"), "x", "h", "")))
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    }
+    let s = h.status.wait_for(|s| s.generation == 2).await.unwrap().clone();
+    // Published 100ms after the last change.
+    assert_eq!(s.last_wait_ms, Some(370));
+    assert!(started.elapsed() >= Duration::from_millis(370));
+    watch.changed().await.unwrap();
+    assert_ne!(version(&h.cache, "default", VS), v0);
+    assert_eq!(resources(&h.cache, "default", VS).len(), 10);
+
+    // Nothing more comes.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert_eq!(h.status.borrow().generation, 2);
+    assert!(!watch.has_changed().unwrap());
+    h.shutdown.cancel();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_steady_stream_is_published_at_the_maximum_wait() {
+    let mut h = start(&["files"]);
+    h.events.send(synced()).await.unwrap();
+    h.status.wait_for(|s| s.ready).await.unwrap();
+    for i in 0..30 {
+        h.events
+            .send(file("a.yaml", &vs("a", "x", &format!("h{i}"), "")))
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // 1.5s of changes 50ms apart: the first build came at the max wait.
+    let s = h.status.wait_for(|s| s.generation >= 3).await.unwrap().clone();
+    assert!(s.generation >= 3);
+    h.shutdown.cancel();
+}
+
+#[tokio::test(start_paused = true)]
+async fn versions_change_only_for_groups_whose_content_changed() {
+    let mut h = start(&["files"]);
+    h.events
+        .send(file("a.yaml", &vs("a", "bookinfo", "a", "")))
+        .await
+        .unwrap();
+    h.events.send(synced()).await.unwrap();
+    h.status.wait_for(|s| s.ready).await.unwrap();
+    let east = version(&h.cache, "east", VS);
+    let west = version(&h.cache, "west", VS);
+    let east_dr = version(&h.cache, "east", DR);
+    let mut west_watch = h.cache.watch("west", VS);
+    west_watch.borrow_and_update();
+
+    // An object only west (and default) sees.
+    h.events
+        .send(file(
+            "b.yaml",
+            &vs("b", "other", "b", "  labels:\n    region: west\n"),
+        ))
+        .await
+        .unwrap();
+    h.status.wait_for(|s| s.generation == 2).await.unwrap();
+    assert_eq!(version(&h.cache, "east", VS), east);
+    assert_eq!(version(&h.cache, "east", DR), east_dr);
+    assert_ne!(version(&h.cache, "west", VS), west);
+    assert!(west_watch.has_changed().unwrap());
+    assert_eq!(resources(&h.cache, "west", VS), ["other/b"]);
+    assert_eq!(resources(&h.cache, "default", VS), ["bookinfo/a", "other/b"]);
+
+    // An annotation targets exactly the named clusters.
+    h.events
+        .send(file(
+            "b.yaml",
+            &vs("b", "other", "b", "  annotations:\n    meshhub.io/clusters: east\n"),
+        ))
+        .await
+        .unwrap();
+    h.status.wait_for(|s| s.generation == 3).await.unwrap();
+    assert_eq!(resources(&h.cache, "east", VS), ["bookinfo/a", "other/b"]);
+    assert!(resources(&h.cache, "west", VS).is_empty());
+    assert_eq!(resources(&h.cache, "default", VS), ["bookinfo/a"]);
+    h.shutdown.cancel();
+}
+
+#[tokio::test(start_paused = true)]
+async fn invalid_objects_are_reported_in_the_status() {
+    let mut h = start(&["files"]);
+    let text = format!(
+        "{}---\n{}",
+        vs("good", "x", "g", ""),
+        vs("bad", "x", "g", "").replace("hosts:", "hots:")
+    );
+    h.events.send(file("a.yaml", &text)).await.unwrap();
+    h.events.send(synced()).await.unwrap();
+    let s = h.status.wait_for(|s| s.ready).await.unwrap().clone();
+    assert_eq!(s.objects, 1);
+    assert_eq!(s.rejected.len(), 1);
+    assert_eq!(s.rejected[0].name.as_deref(), Some("x/bad"));
+    assert_eq!(resources(&h.cache, "default", VS), ["x/good"]);
+    assert_eq!(s.sources[0].units, 1);
+    h.shutdown.cancel();
+}

@@ -1,0 +1,179 @@
+use std::path::Path;
+
+use super::*;
+use crate::groups::{ClusterSpec, Selector};
+use crate::source::file::parse_file;
+
+fn store(policy: UnknownFields) -> Store {
+    let rules = GroupRules::new(&[ClusterSpec {
+        name: "east".into(),
+        selector: Selector {
+            namespaces: ["bookinfo".to_owned()].into(),
+            ..Selector::default()
+        },
+    }]);
+    Store::new(KindTable::builtin(), rules, policy, crate::app::semantic_check())
+}
+
+fn unit(source: &str, file: &str, text: &str) -> SourceEvent {
+    let (source, unit): (Arc<str>, Arc<str>) = (source.into(), file.into());
+    let entries = parse_file(&source, &unit, Path::new(file), text.as_bytes());
+    SourceEvent::Unit {
+        source,
+        unit,
+        entries,
+    }
+}
+
+fn vs(name: &str, ns: &str, host: &str) -> String {
+    format!(
+        "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  hosts: [{host}]\n  http:\n  - route:\n    - destination:\n        host: {host}\n"
+    )
+}
+
+fn names(r: &Resolved) -> Vec<String> {
+    r.objects.keys().map(|k| k.name.to_string()).collect()
+}
+
+#[test]
+fn broken_document_is_reported_and_the_others_flow() {
+    let mut s = store(UnknownFields::Reject);
+    let text = format!(
+        "{}---\nkind: [broken\n---\n{}",
+        vs("a", "bookinfo", "a"),
+        vs("b", "bookinfo", "b")
+    );
+    assert!(s.apply(unit("files", "x.yaml", &text)));
+    let r = s.resolve();
+    assert_eq!(names(&r), ["bookinfo/a", "bookinfo/b"]);
+    assert_eq!(r.rejected.len(), 1);
+    let bad = &r.rejected[0];
+    let origin = bad.origin.as_ref().unwrap();
+    assert_eq!(origin.unit.as_ref(), "x.yaml");
+    assert_eq!(origin.document, 2);
+    assert!(origin.line.is_some(), "{origin}");
+}
+
+#[test]
+fn invalid_objects_are_rejected_with_reasons() {
+    let mut s = store(UnknownFields::Reject);
+    let unknown_field = vs("a", "bookinfo", "a").replace("hosts:", "hots: [x]\n  hosts:");
+    let no_hosts = "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata:\n  name: empty\n  namespace: bookinfo\nspec:\n  http:\n  - route:\n    - destination:\n        host: a\n";
+    let unknown_kind = "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w\n";
+    let text = format!(
+        "{unknown_field}---\n{no_hosts}---\n{unknown_kind}---\n{}",
+        vs("ok", "bookinfo", "ok")
+    );
+    s.apply(unit("files", "x.yaml", &text));
+    let r = s.resolve();
+    assert_eq!(names(&r), ["bookinfo/ok"]);
+    let reasons: Vec<String> = r.rejected.iter().map(|x| x.reasons.join("; ")).collect();
+    assert_eq!(reasons.len(), 3, "{reasons:?}");
+    assert!(reasons[0].contains("VirtualService bookinfo/a: spec.hots: unknown field"), "{reasons:?}");
+    assert!(reasons[1].contains("VirtualService bookinfo/empty"), "{reasons:?}");
+    assert!(reasons[1].contains("hosts"), "{reasons:?}");
+    assert!(reasons[2].contains("unknown kind"), "{reasons:?}");
+}
+
+#[test]
+fn prune_policy_drops_unknown_fields_with_a_warning() {
+    let mut s = store(UnknownFields::Prune);
+    let text = vs("a", "bookinfo", "a")
+        .replace("hosts:", "hots: [x]\n  hosts:")
+        .replace("    - destination:", "    - destination:\n        colour: blue");
+    s.apply(unit("files", "x.yaml", &text));
+    let r = s.resolve();
+    assert_eq!(names(&r), ["bookinfo/a"], "{:?}", r.rejected);
+    let warnings: Vec<&str> = r.warnings.iter().map(|w| w.message.as_str()).collect();
+    assert_eq!(warnings.len(), 2, "{warnings:?}");
+    assert!(warnings.iter().any(|w| w.contains("spec.hots")));
+    assert!(warnings.iter().any(|w| w.contains("colour")));
+    // Pruned content is what is served: same as without the fields.
+    let mut clean = store(UnknownFields::Reject);
+    clean.apply(unit("files", "x.yaml", &vs("a", "bookinfo", "a")));
+    let c = clean.resolve();
+    assert_eq!(
+        r.objects.values().next().unwrap().resource.version,
+        c.objects.values().next().unwrap().resource.version
+    );
+}
+
+#[test]
+fn conflicts_have_a_deterministic_winner() {
+    let mut s = store(UnknownFields::Reject);
+    s.apply(unit("files", "b.yaml", &vs("a", "bookinfo", "from-b")));
+    s.apply(unit("files", "a.yaml", &vs("a", "bookinfo", "from-a")));
+    // A broken duplicate never competes.
+    s.apply(unit(
+        "files",
+        "0.yaml",
+        &vs("a", "bookinfo", "x").replace("hosts:", "nope: 1\n  hosts:"),
+    ));
+    let r = s.resolve();
+    assert_eq!(r.objects.len(), 1);
+    assert_eq!(r.conflicts.len(), 1);
+    let c = &r.conflicts[0];
+    assert_eq!(c.winner.unit.as_ref(), "a.yaml");
+    assert_eq!(c.ignored.len(), 1);
+    assert_eq!(c.ignored[0].unit.as_ref(), "b.yaml");
+    assert_eq!(r.rejected.len(), 1);
+
+    // Removing the winner promotes the other definition.
+    assert!(s.apply(SourceEvent::Unit {
+        source: "files".into(),
+        unit: "a.yaml".into(),
+        entries: vec![],
+    }));
+    let r = s.resolve();
+    assert!(r.conflicts.is_empty());
+    assert_eq!(r.objects.len(), 1);
+}
+
+#[test]
+fn unchanged_objects_keep_their_encoding_and_placement() {
+    let mut s = store(UnknownFields::Reject);
+    let first = format!("{}---\n{}", vs("a", "bookinfo", "a"), vs("b", "other", "b"));
+    s.apply(unit("files", "x.yaml", &first));
+    let before = s.resolve();
+    let a1 = before.objects.values().next().unwrap().clone();
+    assert_eq!(a1.groups.iter().map(|g| g.as_ref()).collect::<Vec<_>>(), ["default", "east"]);
+    let b = before.objects.values().nth(1).unwrap();
+    assert_eq!(b.groups.iter().map(|g| g.as_ref()).collect::<Vec<_>>(), ["default"]);
+
+    // Same text again: nothing changed.
+    assert!(!s.apply(unit("files", "x.yaml", &first)));
+    // Only b changes: a's outcome is reused, not re-encoded.
+    let second = format!("{}---\n{}", vs("a", "bookinfo", "a"), vs("b", "other", "b2"));
+    assert!(s.apply(unit("files", "x.yaml", &second)));
+    let after = s.resolve();
+    let a2 = after.objects.values().next().unwrap();
+    assert!(Arc::ptr_eq(&a1, a2));
+}
+
+#[test]
+fn annotation_naming_an_unknown_cluster_rejects_the_object() {
+    let mut s = store(UnknownFields::Reject);
+    let text = vs("a", "bookinfo", "a").replace(
+        "  namespace: bookinfo\n",
+        "  namespace: bookinfo\n  annotations:\n    meshhub.io/clusters: north\n",
+    );
+    s.apply(unit("files", "x.yaml", &text));
+    let r = s.resolve();
+    assert!(r.objects.is_empty());
+    assert!(r.rejected[0].reasons[0].contains("unknown cluster(s) north"), "{:?}", r.rejected);
+}
+
+#[test]
+fn prune_walks_lists_and_dotted_keys() {
+    let mut m: Map<String, Value> = serde_json::from_str(
+        r#"{"spec": {"a.b": {"c": [{"d": 1, "e": 2}]}}}"#,
+    )
+    .unwrap();
+    assert!(prune(&mut m, "spec.a.b.c[0].e"));
+    assert_eq!(
+        Value::Object(m.clone()),
+        serde_json::json!({"spec": {"a.b": {"c": [{"d": 1}]}}})
+    );
+    assert!(!prune(&mut m, "spec.a.b.c[3].d"));
+    assert!(!prune(&mut m, "spec.zz"));
+}

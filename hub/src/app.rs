@@ -104,14 +104,13 @@ impl Hub {
                 addr: config.grpc_addr,
                 source,
             })?;
-        let admin_listener =
-            TcpListener::bind(config.admin_addr)
-                .await
-                .map_err(|source| RunError::Bind {
-                    what: "admin",
-                    addr: config.admin_addr,
-                    source,
-                })?;
+        let admin_listener = TcpListener::bind(config.admin_addr)
+            .await
+            .map_err(|source| RunError::Bind {
+                what: "admin",
+                addr: config.admin_addr,
+                source,
+            })?;
         let grpc_addr = grpc.local_addr().unwrap_or(config.grpc_addr);
         let admin_addr = admin_listener.local_addr().unwrap_or(config.admin_addr);
 

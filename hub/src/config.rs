@@ -30,7 +30,11 @@ pub const DEFAULT_ADMIN_ADDR: &str = "127.0.0.1:9902";
 
 /// Command-line flags of `meshhub`.
 #[derive(Clone, Debug, Parser)]
-#[command(name = "meshhub", version, about = "Multi-cluster configuration hub for Istio (MCP)")]
+#[command(
+    name = "meshhub",
+    version,
+    about = "Multi-cluster configuration hub for Istio (MCP)"
+)]
 pub struct Args {
     /// gRPC listen address (MCP ResourceSource, ADS, grpc.health.v1).
     #[arg(long, env = "MESHHUB_GRPC_ADDR", default_value = DEFAULT_GRPC_ADDR)]
@@ -168,10 +172,11 @@ pub enum ConfigError {
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct FileConfig {
+    // `Option` so that an empty `clusters:` (null) means none.
     #[serde(default)]
-    sources: Vec<RawSource>,
+    sources: Option<Vec<RawSource>>,
     #[serde(default)]
-    clusters: Vec<RawCluster>,
+    clusters: Option<Vec<RawCluster>>,
     #[serde(default)]
     debounce: RawDebounce,
     #[serde(default)]
@@ -241,10 +246,12 @@ impl Config {
     pub fn from_yaml(args: &Args, path: &Path, text: &str) -> Result<Self, ConfigError> {
         let options = serde_saphyr::options! { with_snippet: false };
         let raw: Option<FileConfig> =
-            serde_saphyr::from_str_with_options(text, options).map_err(|e| ConfigError::Syntax {
-                path: path.to_owned(),
-                line: e.location().map(|l| l.line()),
-                message: e.to_string().lines().next().unwrap_or_default().to_owned(),
+            serde_saphyr::from_str_with_options(text, options).map_err(|e| {
+                ConfigError::Syntax {
+                    path: path.to_owned(),
+                    line: e.location().map(|l| l.line()),
+                    message: e.to_string().lines().next().unwrap_or_default().to_owned(),
+                }
             })?;
         let raw = raw.unwrap_or_default();
         let invalid = |setting: String, message: String| ConfigError::Invalid {
@@ -256,7 +263,7 @@ impl Config {
 
         let mut sources = Vec::new();
         let mut names = BTreeSet::new();
-        for (i, s) in raw.sources.into_iter().enumerate() {
+        for (i, s) in raw.sources.unwrap_or_default().into_iter().enumerate() {
             let Some(file) = s.file else {
                 return Err(invalid(
                     format!("sources[{i}]"),
@@ -278,7 +285,10 @@ impl Config {
                 .name
                 .unwrap_or_else(|| format!("file:{}", file.path.display()));
             if name.is_empty() {
-                return Err(invalid(format!("sources[{i}].name"), "must not be empty".to_owned()));
+                return Err(invalid(
+                    format!("sources[{i}].name"),
+                    "must not be empty".to_owned(),
+                ));
             }
             if !names.insert(name.clone()) {
                 return Err(invalid(
@@ -293,12 +303,15 @@ impl Config {
             }));
         }
         if sources.is_empty() {
-            return Err(invalid("sources".to_owned(), "at least one source is needed".to_owned()));
+            return Err(invalid(
+                "sources".to_owned(),
+                "at least one source is needed".to_owned(),
+            ));
         }
 
         let mut clusters = Vec::new();
         let mut seen = BTreeSet::new();
-        for (i, c) in raw.clusters.into_iter().enumerate() {
+        for (i, c) in raw.clusters.unwrap_or_default().into_iter().enumerate() {
             let setting = format!("clusters[{i}].name");
             if !is_dns1123_label(&c.name) {
                 return Err(invalid(
@@ -316,7 +329,10 @@ impl Config {
                 ));
             }
             if !seen.insert(c.name.clone()) {
-                return Err(invalid(setting, format!("duplicate cluster name {:?}", c.name)));
+                return Err(invalid(
+                    setting,
+                    format!("duplicate cluster name {:?}", c.name),
+                ));
             }
             for (j, ns) in c.namespaces.iter().enumerate() {
                 if !is_dns1123_label(ns) {
@@ -349,7 +365,10 @@ impl Config {
             max_wait: raw.debounce.max_wait.unwrap_or(defaults.max_wait),
         };
         if debounce.max_wait.is_zero() {
-            return Err(invalid("debounce.maxWait".to_owned(), "must be positive".to_owned()));
+            return Err(invalid(
+                "debounce.maxWait".to_owned(),
+                "must be positive".to_owned(),
+            ));
         }
         if debounce.quiet > debounce.max_wait {
             return Err(invalid(

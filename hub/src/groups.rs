@@ -216,7 +216,10 @@ mod tests {
     fn selectors_place_objects() {
         let r = rules();
         let o = obj("bookinfo", &[], &[]);
-        assert_eq!(names(&r.targets(&o, "bookinfo").unwrap()), ["default", "east"]);
+        assert_eq!(
+            names(&r.targets(&o, "bookinfo").unwrap()),
+            ["default", "east"]
+        );
         let o = obj("other", &[("region", "west")], &[]);
         assert_eq!(names(&r.targets(&o, "other").unwrap()), ["default", "west"]);
         let o = obj("bookinfo", &[("region", "west")], &[]);
@@ -234,7 +237,10 @@ mod tests {
         let o = obj("bookinfo", &[], &[(CLUSTERS_ANNOTATION, "west")]);
         assert_eq!(names(&r.targets(&o, "bookinfo").unwrap()), ["west"]);
         let o = obj("x", &[], &[(CLUSTERS_ANNOTATION, " west , default,east")]);
-        assert_eq!(names(&r.targets(&o, "x").unwrap()), ["default", "east", "west"]);
+        assert_eq!(
+            names(&r.targets(&o, "x").unwrap()),
+            ["default", "east", "west"]
+        );
         let o = obj("x", &[], &[(CLUSTERS_ANNOTATION, "west,north")]);
         let err = r.targets(&o, "x").unwrap_err();
         assert!(err.contains("unknown cluster(s) north"), "{err}");
@@ -262,7 +268,9 @@ mod tests {
         let r = rules();
         assert_eq!(r.group(&consumer("east", None)).unwrap().as_ref(), "east");
         assert_eq!(
-            r.group(&consumer("istiod-1", Some("west"))).unwrap().as_ref(),
+            r.group(&consumer("istiod-1", Some("west")))
+                .unwrap()
+                .as_ref(),
             "west"
         );
         assert_eq!(

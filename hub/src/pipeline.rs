@@ -187,7 +187,11 @@ impl Pipeline {
 
     /// Runs until `shutdown` (the sources' end doesn't stop it: the last
     /// snapshots keep being served).
-    pub async fn run(mut self, mut events: mpsc::Receiver<SourceEvent>, shutdown: CancellationToken) {
+    pub async fn run(
+        mut self,
+        mut events: mpsc::Receiver<SourceEvent>,
+        shutdown: CancellationToken,
+    ) {
         self.started = Instant::now();
         if self.all_synced() {
             self.publish(Instant::now());
@@ -267,7 +271,10 @@ impl Pipeline {
             .map(|g| {
                 (
                     g.clone(),
-                    collections.iter().map(|c| (c.clone(), Vec::new())).collect(),
+                    collections
+                        .iter()
+                        .map(|c| (c.clone(), Vec::new()))
+                        .collect(),
                 )
             })
             .collect();

@@ -289,7 +289,10 @@ impl Store {
                         ));
                         break None;
                     }
-                    warnings.push(format!("{} {name}: {path}: unknown field pruned", kind.kind()));
+                    warnings.push(format!(
+                        "{} {name}: {path}: unknown field pruned",
+                        kind.kind()
+                    ));
                 }
                 Err(e) => {
                     reasons.push(e.to_string());

@@ -24,8 +24,14 @@ fn flags_have_loopback_defaults() {
     assert_eq!(a.admin_addr.to_string(), "127.0.0.1:9902");
     assert_eq!(a.shutdown_grace, Duration::from_secs(10));
     assert!(a.config.is_none());
-    let a = Args::try_parse_from(["meshhub", "--grpc-addr", "0.0.0.0:15010", "--shutdown-grace", "1s"])
-        .unwrap();
+    let a = Args::try_parse_from([
+        "meshhub",
+        "--grpc-addr",
+        "0.0.0.0:15010",
+        "--shutdown-grace",
+        "1s",
+    ])
+    .unwrap();
     assert_eq!(a.grpc_addr.port(), 15010);
     assert_eq!(a.shutdown_grace, Duration::from_secs(1));
     let e = Args::try_parse_from(["meshhub", "--admin-addr", "nowhere"]).unwrap_err();
@@ -42,7 +48,7 @@ fn the_embedded_default_is_valid() {
     assert_eq!(c.unknown_fields, UnknownFields::Reject);
     let SourceSpec::File(f) = &c.sources[0];
     assert!(f.root.join("meshhub.yaml").is_file());
-    assert_eq!(f.exclude, [c.config_file.clone()]);
+    assert_eq!(f.exclude, std::slice::from_ref(&c.config_file));
 }
 
 #[test]
@@ -61,7 +67,9 @@ fn minimal_file_gets_defaults_and_typed_values() {
 
 #[test]
 fn unknown_fields_are_named_with_their_line() {
-    let e = err(&format!("{SOURCES}clusters:\n  - name: east\n    namespace: [a]\n"));
+    let e = err(&format!(
+        "{SOURCES}clusters:\n  - name: east\n    namespace: [a]\n"
+    ));
     assert!(e.contains("namespace"), "{e}");
     assert!(e.contains("meshhub.yaml:5"), "{e}");
     let e = err(&format!("{SOURCES}debounce:\n  quiet: 100ms\n  max: 1s\n"));
@@ -83,13 +91,23 @@ fn bad_values_name_the_setting() {
 
 #[test]
 fn clusters_are_checked() {
-    let e = err(&format!("{SOURCES}clusters:\n  - name: east\n  - name: east\n"));
-    assert!(e.contains("clusters[1].name: duplicate cluster name \"east\""), "{e}");
+    let e = err(&format!(
+        "{SOURCES}clusters:\n  - name: east\n  - name: east\n"
+    ));
+    assert!(
+        e.contains("clusters[1].name: duplicate cluster name \"east\""),
+        "{e}"
+    );
     let e = err(&format!("{SOURCES}clusters:\n  - name: default\n"));
-    assert!(e.contains("clusters[0].name") && e.contains("reserved"), "{e}");
+    assert!(
+        e.contains("clusters[0].name") && e.contains("reserved"),
+        "{e}"
+    );
     let e = err(&format!("{SOURCES}clusters:\n  - name: East_1\n"));
     assert!(e.contains("clusters[0].name"), "{e}");
-    let e = err(&format!("{SOURCES}clusters:\n  - name: east\n    namespaces: [\"Bad NS\"]\n"));
+    let e = err(&format!(
+        "{SOURCES}clusters:\n  - name: east\n    namespaces: [\"Bad NS\"]\n"
+    ));
     assert!(e.contains("clusters[0].namespaces[0]"), "{e}");
 }
 
@@ -98,10 +116,15 @@ fn sources_are_checked() {
     let e = err("clusters: []\n");
     assert!(e.contains("sources: at least one source"), "{e}");
     let e = err("sources:\n  - file: {path: missing}\n");
-    assert!(e.contains("sources[0].file.path") && e.contains("not a directory"), "{e}");
+    assert!(
+        e.contains("sources[0].file.path") && e.contains("not a directory"),
+        "{e}"
+    );
     let e = err("sources:\n  - name: x\n");
     assert!(e.contains("sources[0]"), "{e}");
-    let e = err("sources:\n  - {name: a, file: {path: objects}}\n  - {name: a, file: {path: objects}}\n");
+    let e = err(
+        "sources:\n  - {name: a, file: {path: objects}}\n  - {name: a, file: {path: objects}}\n",
+    );
     assert!(e.contains("sources[1].name: duplicate source name"), "{e}");
 }
 

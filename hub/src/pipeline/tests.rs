@@ -137,7 +137,10 @@ async fn first_snapshots_wait_for_every_source_then_come_at_once() {
     h.events.send(synced()).await.unwrap();
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert!(!h.status.borrow().ready);
-    assert!(h.cache.groups().is_empty(), "nothing published before every source synced");
+    assert!(
+        h.cache.groups().is_empty(),
+        "nothing published before every source synced"
+    );
     h.events
         .send(SourceEvent::Synced {
             source: "other".into(),
@@ -150,7 +153,10 @@ async fn first_snapshots_wait_for_every_source_then_come_at_once() {
     assert_eq!(groups, ["default", "east", "west"]);
     // Every collection of the kind table, in every group.
     let snap = h.cache.snapshot("west").unwrap();
-    assert_eq!(snap.collections().count(), KindTable::builtin().iter().count());
+    assert_eq!(
+        snap.collections().count(),
+        KindTable::builtin().iter().count()
+    );
     assert!(snap.collection(VS).is_empty());
     assert_eq!(resources(&h.cache, "east", VS), ["bookinfo/a"]);
     h.shutdown.cancel();
@@ -169,12 +175,20 @@ async fn a_burst_coalesces_into_one_publication() {
     let started = Instant::now();
     for i in 0..10 {
         h.events
-            .send(file(&format!("{i}.yaml"), &vs(&format!("v{i}"), "x", "h", "")))
+            .send(file(
+                &format!("{i}.yaml"),
+                &vs(&format!("v{i}"), "x", "h", ""),
+            ))
             .await
             .unwrap();
         tokio::time::sleep(Duration::from_millis(30)).await;
     }
-    let s = h.status.wait_for(|s| s.generation == 2).await.unwrap().clone();
+    let s = h
+        .status
+        .wait_for(|s| s.generation == 2)
+        .await
+        .unwrap()
+        .clone();
     // Published 100ms after the last change.
     assert_eq!(s.last_wait_ms, Some(370));
     assert!(started.elapsed() >= Duration::from_millis(370));
@@ -202,7 +216,12 @@ async fn a_steady_stream_is_published_at_the_maximum_wait() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     // 1.5s of changes 50ms apart: the first build came at the max wait.
-    let s = h.status.wait_for(|s| s.generation >= 3).await.unwrap().clone();
+    let s = h
+        .status
+        .wait_for(|s| s.generation >= 3)
+        .await
+        .unwrap()
+        .clone();
     assert!(s.generation >= 3);
     h.shutdown.cancel();
 }
@@ -236,13 +255,21 @@ async fn versions_change_only_for_groups_whose_content_changed() {
     assert_ne!(version(&h.cache, "west", VS), west);
     assert!(west_watch.has_changed().unwrap());
     assert_eq!(resources(&h.cache, "west", VS), ["other/b"]);
-    assert_eq!(resources(&h.cache, "default", VS), ["bookinfo/a", "other/b"]);
+    assert_eq!(
+        resources(&h.cache, "default", VS),
+        ["bookinfo/a", "other/b"]
+    );
 
     // An annotation targets exactly the named clusters.
     h.events
         .send(file(
             "b.yaml",
-            &vs("b", "other", "b", "  annotations:\n    meshhub.io/clusters: east\n"),
+            &vs(
+                "b",
+                "other",
+                "b",
+                "  annotations:\n    meshhub.io/clusters: east\n",
+            ),
         ))
         .await
         .unwrap();

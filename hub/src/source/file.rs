@@ -199,7 +199,8 @@ impl Source for FileSource {
         events: mpsc::Sender<SourceEvent>,
         shutdown: CancellationToken,
     ) -> BoxFuture<'static, Result<(), SourceError>> {
-        let span = info_span!("source", source.name = %self.name, source.root = %self.root.display());
+        let span =
+            info_span!("source", source.name = %self.name, source.root = %self.root.display());
         (*self).run_inner(events, shutdown).instrument(span).boxed()
     }
 }
@@ -272,7 +273,10 @@ fn scan(
                 seen.remove(&rel);
                 continue;
             }
-            Err(e) => ([0; 32], vec![unit_error(source, &unit, format!("can't read: {e}"))]),
+            Err(e) => (
+                [0; 32],
+                vec![unit_error(source, &unit, format!("can't read: {e}"))],
+            ),
         };
         debug!(file = %unit, entries = entries.len(), "file changed");
         known.insert(
@@ -346,9 +350,7 @@ fn walk(
         if !meta.is_file() || !object_file {
             continue;
         }
-        if !exclude.is_empty()
-            && std::fs::canonicalize(&path).is_ok_and(|c| exclude.contains(&c))
-        {
+        if !exclude.is_empty() && std::fs::canonicalize(&path).is_ok_and(|c| exclude.contains(&c)) {
             continue;
         }
         if let Ok(rel) = path.strip_prefix(root) {

@@ -12,7 +12,12 @@ fn store(policy: UnknownFields) -> Store {
             ..Selector::default()
         },
     }]);
-    Store::new(KindTable::builtin(), rules, policy, crate::app::semantic_check())
+    Store::new(
+        KindTable::builtin(),
+        rules,
+        policy,
+        crate::app::semantic_check(),
+    )
 }
 
 fn unit(source: &str, file: &str, text: &str) -> SourceEvent {
@@ -69,8 +74,14 @@ fn invalid_objects_are_rejected_with_reasons() {
     assert_eq!(names(&r), ["bookinfo/ok"]);
     let reasons: Vec<String> = r.rejected.iter().map(|x| x.reasons.join("; ")).collect();
     assert_eq!(reasons.len(), 3, "{reasons:?}");
-    assert!(reasons[0].contains("VirtualService bookinfo/a: spec.hots: unknown field"), "{reasons:?}");
-    assert!(reasons[1].contains("VirtualService bookinfo/empty"), "{reasons:?}");
+    assert!(
+        reasons[0].contains("VirtualService bookinfo/a: spec.hots: unknown field"),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons[1].contains("VirtualService bookinfo/empty"),
+        "{reasons:?}"
+    );
     assert!(reasons[1].contains("hosts"), "{reasons:?}");
     assert!(reasons[2].contains("unknown kind"), "{reasons:?}");
 }
@@ -80,7 +91,10 @@ fn prune_policy_drops_unknown_fields_with_a_warning() {
     let mut s = store(UnknownFields::Prune);
     let text = vs("a", "bookinfo", "a")
         .replace("hosts:", "hots: [x]\n  hosts:")
-        .replace("    - destination:", "    - destination:\n        colour: blue");
+        .replace(
+            "    - destination:",
+            "    - destination:\n        colour: blue",
+        );
     s.apply(unit("files", "x.yaml", &text));
     let r = s.resolve();
     assert_eq!(names(&r), ["bookinfo/a"], "{:?}", r.rejected);
@@ -136,14 +150,24 @@ fn unchanged_objects_keep_their_encoding_and_placement() {
     s.apply(unit("files", "x.yaml", &first));
     let before = s.resolve();
     let a1 = before.objects.values().next().unwrap().clone();
-    assert_eq!(a1.groups.iter().map(|g| g.as_ref()).collect::<Vec<_>>(), ["default", "east"]);
+    assert_eq!(
+        a1.groups.iter().map(|g| g.as_ref()).collect::<Vec<_>>(),
+        ["default", "east"]
+    );
     let b = before.objects.values().nth(1).unwrap();
-    assert_eq!(b.groups.iter().map(|g| g.as_ref()).collect::<Vec<_>>(), ["default"]);
+    assert_eq!(
+        b.groups.iter().map(|g| g.as_ref()).collect::<Vec<_>>(),
+        ["default"]
+    );
 
     // Same text again: nothing changed.
     assert!(!s.apply(unit("files", "x.yaml", &first)));
     // Only b changes: a's outcome is reused, not re-encoded.
-    let second = format!("{}---\n{}", vs("a", "bookinfo", "a"), vs("b", "other", "b2"));
+    let second = format!(
+        "{}---\n{}",
+        vs("a", "bookinfo", "a"),
+        vs("b", "other", "b2")
+    );
     assert!(s.apply(unit("files", "x.yaml", &second)));
     let after = s.resolve();
     let a2 = after.objects.values().next().unwrap();
@@ -160,15 +184,17 @@ fn annotation_naming_an_unknown_cluster_rejects_the_object() {
     s.apply(unit("files", "x.yaml", &text));
     let r = s.resolve();
     assert!(r.objects.is_empty());
-    assert!(r.rejected[0].reasons[0].contains("unknown cluster(s) north"), "{:?}", r.rejected);
+    assert!(
+        r.rejected[0].reasons[0].contains("unknown cluster(s) north"),
+        "{:?}",
+        r.rejected
+    );
 }
 
 #[test]
 fn prune_walks_lists_and_dotted_keys() {
-    let mut m: Map<String, Value> = serde_json::from_str(
-        r#"{"spec": {"a.b": {"c": [{"d": 1, "e": 2}]}}}"#,
-    )
-    .unwrap();
+    let mut m: Map<String, Value> =
+        serde_json::from_str(r#"{"spec": {"a.b": {"c": [{"d": 1, "e": 2}]}}}"#).unwrap();
     assert!(prune(&mut m, "spec.a.b.c[0].e"));
     assert_eq!(
         Value::Object(m.clone()),

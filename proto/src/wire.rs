@@ -211,8 +211,14 @@ impl Message for EncodedDiscoveryResponse {
 
 #[allow(clippy::all, missing_docs, unreachable_pub)]
 mod generated {
-    include!(concat!(env!("OUT_DIR"), "/wire/istio.mcp.v1alpha1.ResourceSource.rs"));
-    include!(concat!(env!("OUT_DIR"), "/wire/istio.mcp.v1alpha1.ResourceSink.rs"));
+    include!(concat!(
+        env!("OUT_DIR"),
+        "/wire/istio.mcp.v1alpha1.ResourceSource.rs"
+    ));
+    include!(concat!(
+        env!("OUT_DIR"),
+        "/wire/istio.mcp.v1alpha1.ResourceSink.rs"
+    ));
     include!(concat!(
         env!("OUT_DIR"),
         "/wire/envoy.service.discovery.v3.AggregatedDiscoveryService.rs"

@@ -16,7 +16,6 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use futures::StreamExt;
 use meshhub_proto::RpcStatus;
 use meshhub_proto::ads::DiscoveryRequest;
 use meshhub_proto::mcp::{RequestResources, SinkNode};
@@ -24,16 +23,11 @@ use meshhub_proto::wire::EncodedDiscoveryResponse;
 use meshhub_proto::wire::ads_server::{
     AggregatedDiscoveryService, AggregatedDiscoveryServiceServer,
 };
-use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
-use tracing::Instrument;
 
-use crate::group::Consumer;
-use crate::ledger::Role;
-use crate::source::drive::{Plumbing, drive};
-use crate::source::server::Shared;
-use crate::source::{IncrementalPolicy, SourceConfig, SourceStream};
+use crate::source::server::{Dialect, Shared, serve};
+use crate::source::{IncrementalPolicy, SourceConfig};
 
 /// The type URL istiod uses for mesh config.
 pub const MESH_CONFIG_TYPE_URL: &str = "core/v1alpha1/MeshConfig";
@@ -119,89 +113,27 @@ impl AggregatedDiscoveryService for AdsServer {
         request: Request<Streaming<DiscoveryRequest>>,
     ) -> Result<Response<Self::StreamAggregatedResourcesStream>, Status> {
         let addr = request.remote_addr();
-        let mut incoming = request.into_inner();
-        let (tx, rx) = mpsc::channel(16);
-        let s = self.shared.clone();
         let types = self.types.clone();
-        let config = self.config.clone();
-        let peer = addr.map_or_else(|| "unknown".to_owned(), |a| a.to_string());
-        let span = tracing::info_span!("mcp.ads.stream", peer.addr = %peer, node.id = tracing::field::Empty, group = tracing::field::Empty);
-        self.shared.tasks.spawn(
-            async move {
-                let record = s.ledger.register(Role::Source, peer, "");
-                let first = tokio::select! {
-                    () = s.shutdown.cancelled() => return,
-                    first = incoming.next() => match first {
-                        Some(Ok(first)) => first,
-                        Some(Err(status)) => {
-                            record.disconnected(Some(status.message().to_owned()));
-                            return;
-                        }
-                        None => return,
-                    },
-                };
-                let consumer = Consumer {
-                    node: sink_node(&first),
-                    addr,
-                    identities: Vec::new(),
-                };
-                let group = match s.groups.group(&consumer) {
-                    Ok(g) => g,
-                    Err(e) => {
-                        tracing::warn!(node.id = %consumer.node.id, error = %e, "consumer refused");
-                        record.identify(&consumer.node.id, "");
-                        record.disconnected(Some(e.to_string()));
-                        let _ = tx
-                            .send(Err(Status::failed_precondition(e.to_string())))
-                            .await;
-                        return;
-                    }
-                };
-                tracing::Span::current().record("node.id", consumer.node.id.as_str());
-                tracing::Span::current().record("group", &*group);
-                record.identify(&consumer.node.id, &group);
-                record.connected();
-                metrics::gauge!("meshhub_mcp_streams", "role" => "ads").increment(1.0);
-                tracing::info!("ADS stream opened");
-                let requests = incoming.filter_map(|r| async move {
-                    match r {
-                        Ok(req) => translate(req).map(Ok),
-                        Err(e) => Some(Err(e)),
-                    }
-                });
-                let mut machine = SourceStream::new(config);
-                let end = drive(
-                    Plumbing {
-                        cache: &s.cache,
-                        group,
-                        record: &record,
-                        shutdown: s.shutdown.clone(),
-                        collection_of: Arc::new(move |type_url| {
-                            types(type_url).unwrap_or_else(|| type_url.to_owned())
-                        }),
-                    },
-                    &mut machine,
-                    translate(first),
-                    Box::pin(requests),
-                    &tx,
-                    |r| EncodedDiscoveryResponse {
-                        version_info: r.system_version_info,
-                        resources: r.resources,
-                        type_url: r.collection,
-                        nonce: r.nonce,
-                    },
-                    || {},
-                )
-                .await;
-                metrics::gauge!("meshhub_mcp_streams", "role" => "ads").decrement(1.0);
-                tracing::info!(reason = ?end, "ADS stream closed");
-                record.disconnected(end.error());
-                if let Some(status) = end.status() {
-                    let _ = tx.send(Err(status)).await;
-                }
-            }
-            .instrument(span),
-        );
-        Ok(Response::new(ReceiverStream::new(rx)))
+        let dialect = Dialect {
+            protocol: "ads",
+            node: sink_node,
+            request: translate,
+            response: |r| EncodedDiscoveryResponse {
+                version_info: r.system_version_info,
+                resources: r.resources,
+                type_url: r.collection,
+                nonce: r.nonce,
+            },
+            config: self.config.clone(),
+            collection_of: Arc::new(move |type_url| {
+                types(type_url).unwrap_or_else(|| type_url.to_owned())
+            }),
+        };
+        Ok(Response::new(serve(
+            &self.shared,
+            addr,
+            request.into_inner(),
+            dialect,
+        )))
     }
 }

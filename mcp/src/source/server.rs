@@ -1,10 +1,11 @@
 //! The `istio.mcp.v1alpha1.ResourceSource` service: sinks (Pilot-like
 //! consumers, `meshhubctl`, sink agents in pull mode) dial in and subscribe.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use futures::StreamExt;
-use meshhub_proto::mcp::RequestResources;
+use meshhub_proto::mcp::{RequestResources, SinkNode};
 use meshhub_proto::wire::EncodedResources;
 use meshhub_proto::wire::source_server::{ResourceSource, ResourceSourceServer};
 use tokio::sync::mpsc;
@@ -70,76 +71,139 @@ impl ResourceSource for SourceServer {
         request: Request<Streaming<RequestResources>>,
     ) -> Result<Response<Self::EstablishResourceStreamStream>, Status> {
         let addr = request.remote_addr();
-        let mut incoming = request.into_inner();
-        let (tx, rx) = mpsc::channel(QUEUE);
-        let s = self.shared.clone();
-        let peer = addr.map_or_else(|| "unknown".to_owned(), |a| a.to_string());
-        let span = tracing::info_span!("mcp.source.stream", peer.addr = %peer, node.id = tracing::field::Empty, group = tracing::field::Empty);
-        self.shared.tasks.spawn(
-            async move {
-                let record = s.ledger.register(Role::Source, peer, "");
-                // The first request names the sink; it decides the group.
-                let first = tokio::select! {
-                    () = s.shutdown.cancelled() => return,
-                    first = incoming.next() => match first {
-                        Some(Ok(first)) => first,
-                        Some(Err(status)) => {
-                            record.disconnected(Some(status.message().to_owned()));
-                            return;
-                        }
-                        None => return,
-                    },
-                };
-                let node = first.sink_node.clone().unwrap_or_default();
-                let consumer = Consumer {
-                    node,
-                    addr,
-                    identities: Vec::new(),
-                };
-                let group = match s.groups.group(&consumer) {
-                    Ok(group) => group,
-                    Err(e) => {
-                        tracing::warn!(node.id = %consumer.node.id, error = %e, "consumer refused");
-                        record.identify(&consumer.node.id, "");
-                        record.disconnected(Some(e.to_string()));
-                        let _ = tx
-                            .send(Err(Status::failed_precondition(e.to_string())))
-                            .await;
+        let dialect = Dialect {
+            protocol: "mcp",
+            node: |req: &RequestResources| req.sink_node.clone().unwrap_or_default(),
+            request: Some,
+            response: |r| r,
+            config: self.shared.config.clone(),
+            collection_of: Arc::new(str::to_owned),
+        };
+        Ok(Response::new(serve(
+            &self.shared,
+            addr,
+            request.into_inner(),
+            dialect,
+        )))
+    }
+}
+
+/// How one kind of dial-in stream (MCP `ResourceSource` or ADS) is read and
+/// answered; everything else about serving it is shared.
+pub(crate) struct Dialect<In, Out> {
+    /// `mcp` or `ads`: span field and metric label.
+    pub protocol: &'static str,
+    /// Who the peer says it is (from its first message).
+    pub node: fn(&In) -> SinkNode,
+    /// The request as the source machine reads it; `None` to ignore it.
+    pub request: fn(In) -> Option<RequestResources>,
+    /// A response in the stream's own message type.
+    pub response: fn(EncodedResources) -> Out,
+    /// Protocol settings.
+    pub config: Arc<SourceConfig>,
+    /// Subscription key → cache collection.
+    pub collection_of: Arc<dyn Fn(&str) -> String + Send + Sync>,
+}
+
+/// Serves one dial-in stream in a task owned by `shared.tasks`: reads the
+/// first message, places the consumer in its group (refusing it with the
+/// reason if it has none), then drives the source machine until the peer
+/// leaves, the group is withdrawn or shutdown.
+pub(crate) fn serve<In, Out>(
+    shared: &Shared,
+    addr: Option<SocketAddr>,
+    incoming: Streaming<In>,
+    d: Dialect<In, Out>,
+) -> ReceiverStream<Result<Out, Status>>
+where
+    In: Send + 'static,
+    Out: Send + 'static,
+{
+    let (tx, rx) = mpsc::channel(QUEUE);
+    let s = shared.clone();
+    let peer = addr.map_or_else(|| "unknown".to_owned(), |a| a.to_string());
+    let span = tracing::info_span!(
+        "mcp.source.stream",
+        protocol = d.protocol,
+        peer.addr = %peer,
+        node.id = tracing::field::Empty,
+        group = tracing::field::Empty
+    );
+    let mut incoming = incoming;
+    shared.tasks.spawn(
+        async move {
+            let record = s.ledger.register(Role::Source, peer, "");
+            // The first message names the consumer; it decides the group.
+            // (Read before translation: an ADS peer may first ask for
+            // something we do not answer, with its node.)
+            let first = tokio::select! {
+                () = s.shutdown.cancelled() => return,
+                first = incoming.next() => match first {
+                    Some(Ok(first)) => first,
+                    Some(Err(status)) => {
+                        record.disconnected(Some(status.message().to_owned()));
                         return;
                     }
-                };
-                tracing::Span::current().record("node.id", consumer.node.id.as_str());
-                tracing::Span::current().record("group", &*group);
-                record.identify(&consumer.node.id, &group);
-                record.connected();
-                metrics::gauge!("meshhub_mcp_streams", "role" => "source").increment(1.0);
-                tracing::info!("stream opened");
-                let mut machine = SourceStream::new(s.config.clone());
-                let end = drive(
-                    Plumbing {
-                        cache: &s.cache,
-                        group,
-                        record: &record,
-                        shutdown: s.shutdown.clone(),
-                        collection_of: Arc::new(str::to_owned),
-                    },
-                    &mut machine,
-                    Some(first),
-                    incoming,
-                    &tx,
-                    |r| r,
-                    || {},
-                )
-                .await;
-                metrics::gauge!("meshhub_mcp_streams", "role" => "source").decrement(1.0);
-                tracing::info!(reason = ?end, "stream closed");
-                record.disconnected(end.error());
-                if let Some(status) = end.status() {
-                    let _ = tx.send(Err(status)).await;
+                    None => return,
+                },
+            };
+            let node = (d.node)(&first);
+            let first = (d.request)(first);
+            let request = d.request;
+            let requests = incoming.filter_map(move |r| async move {
+                match r {
+                    Ok(m) => request(m).map(Ok),
+                    Err(e) => Some(Err(e)),
                 }
+            });
+            let consumer = Consumer {
+                node,
+                addr,
+                identities: Vec::new(),
+            };
+            let group = match s.groups.group(&consumer) {
+                Ok(group) => group,
+                Err(e) => {
+                    tracing::warn!(node.id = %consumer.node.id, error = %e, "consumer refused");
+                    record.identify(&consumer.node.id, "");
+                    record.disconnected(Some(e.to_string()));
+                    let _ = tx
+                        .send(Err(Status::failed_precondition(e.to_string())))
+                        .await;
+                    return;
+                }
+            };
+            tracing::Span::current().record("node.id", consumer.node.id.as_str());
+            tracing::Span::current().record("group", &*group);
+            record.identify(&consumer.node.id, &group);
+            record.connected();
+            metrics::gauge!("meshhub_mcp_streams", "role" => d.protocol).increment(1.0);
+            tracing::info!("stream opened");
+            let mut machine = SourceStream::new(d.config);
+            let end = drive(
+                Plumbing {
+                    cache: &s.cache,
+                    group,
+                    record: &record,
+                    shutdown: s.shutdown.clone(),
+                    collection_of: d.collection_of,
+                },
+                &mut machine,
+                first,
+                Box::pin(requests),
+                &tx,
+                d.response,
+                || {},
+            )
+            .await;
+            metrics::gauge!("meshhub_mcp_streams", "role" => d.protocol).decrement(1.0);
+            tracing::info!(reason = ?end, "stream closed");
+            record.disconnected(end.error());
+            if let Some(status) = end.status() {
+                let _ = tx.send(Err(status)).await;
             }
-            .instrument(span),
-        );
-        Ok(Response::new(ReceiverStream::new(rx)))
-    }
+        }
+        .instrument(span),
+    );
+    ReceiverStream::new(rx)
 }

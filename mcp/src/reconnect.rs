@@ -8,6 +8,7 @@
 //! instead: each wait is uniform in `[0, schedule]`, never above the cap.
 //! That spreads the reconnects of many peers after a hub restart.
 
+use std::future::Future;
 use std::time::Duration;
 
 use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
@@ -93,6 +94,48 @@ impl Backoff {
     }
 }
 
+/// How one connection attempt ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Attempt {
+    /// It failed before the peer sent anything: back off further.
+    Failed,
+    /// The stream delivered at least one message before it ended: start
+    /// the backoff over.
+    Healthy,
+    /// Do not reconnect (shutdown).
+    Stop,
+}
+
+/// Runs `attempt` until it returns [`Attempt::Stop`] or `shutdown`, waiting
+/// `backoff.next_delay()` between attempts and resetting the backoff after
+/// a healthy one. `on_wait` sees each wait before it starts.
+pub async fn reconnect_loop<F, Fut>(
+    mut backoff: Backoff,
+    shutdown: &tokio_util::sync::CancellationToken,
+    mut attempt: F,
+    mut on_wait: impl FnMut(Duration),
+) where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Attempt>,
+{
+    loop {
+        match attempt().await {
+            Attempt::Stop => return,
+            Attempt::Healthy => backoff.reset(),
+            Attempt::Failed => {}
+        }
+        if shutdown.is_cancelled() {
+            return;
+        }
+        let delay = backoff.next_delay();
+        on_wait(delay);
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = tokio::time::sleep(delay) => {}
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -142,5 +185,120 @@ mod tests {
         assert_eq!(b.ceiling(), p.max);
         b.reset();
         assert_eq!(b.ceiling(), p.initial);
+    }
+}
+
+#[cfg(test)]
+mod paused_time {
+    use std::sync::{Arc, Mutex};
+
+    use tokio::time::Instant;
+    use tokio_util::sync::CancellationToken;
+
+    use super::*;
+
+    /// Drives the loop with a scripted sequence of outcomes and records when
+    /// each attempt started, on tokio's paused clock.
+    async fn run(script: Vec<Attempt>, seed: u64) -> (Vec<Duration>, Vec<Duration>) {
+        let policy = ReconnectPolicy::default();
+        let starts = Arc::new(Mutex::new(Vec::new()));
+        let waits = Arc::new(Mutex::new(Vec::new()));
+        let shutdown = CancellationToken::new();
+        let t0 = Instant::now();
+        let mut script = script.into_iter();
+        let (s, w) = (starts.clone(), waits.clone());
+        reconnect_loop(
+            Backoff::seeded(policy, seed),
+            &shutdown,
+            move || {
+                s.lock().unwrap().push(t0.elapsed());
+                let next = script.next().unwrap_or(Attempt::Stop);
+                async move { next }
+            },
+            move |d| w.lock().unwrap().push(d),
+        )
+        .await;
+        let starts = starts.lock().unwrap().clone();
+        let waits = waits.lock().unwrap().clone();
+        (starts, waits)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn waits_between_attempts_stay_within_the_exponential_ceilings() {
+        for seed in 0..20 {
+            let failures = vec![Attempt::Failed; 12];
+            let (starts, waits) = run(failures, seed).await;
+            assert_eq!(starts.len(), 13);
+            let mut ceilings = Backoff::seeded(ReconnectPolicy::default(), seed);
+            for (i, pair) in starts.windows(2).enumerate() {
+                let gap = pair[1] - pair[0];
+                // The paused clock advances by the wait, rounded up to
+                // tokio's 1 ms timer resolution.
+                assert!(
+                    gap >= waits[i] && gap - waits[i] < Duration::from_millis(1),
+                    "attempt {i}: {gap:?} vs {:?}",
+                    waits[i]
+                );
+                let ceiling = ceilings.ceiling();
+                assert!(
+                    waits[i] <= ceiling,
+                    "wait {i}: {:?} > {ceiling:?}",
+                    waits[i]
+                );
+                assert!(ceiling <= Duration::from_secs(30));
+            }
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_healthy_stream_resets_the_backoff() {
+        // Eight failures push the ceiling to the cap; then a healthy stream.
+        let mut script = vec![Attempt::Failed; 8];
+        script.push(Attempt::Healthy);
+        script.push(Attempt::Failed);
+        let (_, waits) = run(script, 7).await;
+        // The wait after the healthy stream is bounded by the first ceiling.
+        assert!(
+            waits[8] <= ReconnectPolicy::default().initial,
+            "{:?}",
+            waits[8]
+        );
+        // Without the reset it could have been up to 30 s: check the script
+        // really reached the cap (some wait before it exceeded 8 s).
+        assert!(
+            waits[..8].iter().any(|w| *w > Duration::from_secs(8)),
+            "{waits:?}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn shutdown_stops_a_pending_wait() {
+        let shutdown = CancellationToken::new();
+        let stop = shutdown.clone();
+        let attempts = Arc::new(Mutex::new(0));
+        let a = attempts.clone();
+        let task = tokio::spawn(async move {
+            reconnect_loop(
+                Backoff::seeded(
+                    ReconnectPolicy {
+                        initial: Duration::from_secs(60),
+                        max: Duration::from_secs(60),
+                        factor: 2.0,
+                    },
+                    1,
+                ),
+                &stop,
+                move || {
+                    *a.lock().unwrap() += 1;
+                    async { Attempt::Failed }
+                },
+                |_| {},
+            )
+            .await
+        });
+        tokio::task::yield_now().await;
+        shutdown.cancel();
+        task.await.unwrap();
+        assert_eq!(*attempts.lock().unwrap(), 1);
     }
 }

@@ -572,3 +572,29 @@ async fn ads_answers_the_requested_type_url_with_mcp_resources() {
     assert_ne!(r.version_info, vs.version_info);
     hub.shutdown.cancel();
 }
+
+#[tokio::test]
+async fn snapshots_published_while_unacked_coalesce_into_the_newest() {
+    let hub = start_hub().await;
+    hub.writer.set("default", snapshot(&[("ns/a", "1")], &[]));
+    let mut sink = RawSink::connect(hub.addr, "").await.unwrap();
+    let first = sink.recv().await;
+    assert_eq!(first.resources[0].metadata.as_ref().unwrap().version, "1");
+    // Two versions while the first is un-ACKed: neither is sent yet.
+    hub.writer.set("default", snapshot(&[("ns/a", "2")], &[]));
+    hub.writer.set("default", snapshot(&[("ns/a", "3")], &[]));
+    sink.send(VS, &first.nonce, None).await;
+    // The next message is the newest; version 2 was never sent.
+    let next = sink.recv().await;
+    assert_eq!(next.resources[0].metadata.as_ref().unwrap().version, "3");
+    sink.send(VS, &next.nonce, None).await;
+    eventually("one SYNCED VS after two responses", || {
+        hub.ledger.view().iter().any(|p| {
+            p.collections
+                .get(VS)
+                .is_some_and(|c| c.state == SyncState::Synced && c.acks == 2)
+        })
+    })
+    .await;
+    hub.shutdown.cancel();
+}

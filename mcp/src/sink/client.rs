@@ -14,7 +14,7 @@ use tracing::Instrument;
 
 use super::{SinkConfig, SinkStream, Updater};
 use crate::ledger::{Ledger, PeerRecord, Role};
-use crate::reconnect::{Backoff, ReconnectPolicy};
+use crate::reconnect::{Attempt, Backoff, ReconnectPolicy, reconnect_loop};
 use crate::source::drive::End;
 
 /// A source to subscribe to.
@@ -43,29 +43,31 @@ pub async fn run<U: Updater>(
     async move {
         let record = ledger.register(Role::Sink, target.name.clone(), "");
         record.identify(&target.config.node.id, "");
-        let mut backoff = Backoff::new(target.reconnect.clone());
-        loop {
-            match connect_once(&target, &*updater, &record, &shutdown).await {
-                Ok((End::Shutdown, _)) => return,
-                Ok((end, healthy)) => {
-                    tracing::warn!(reason = ?end, "stream from source ended");
-                    record.disconnected(end.error().or(Some("source closed the stream".into())));
-                    if healthy {
-                        backoff.reset();
+        let (t, u, r, stop) = (&target, &*updater, &record, &shutdown);
+        reconnect_loop(
+            Backoff::new(target.reconnect.clone()),
+            &shutdown,
+            move || async move {
+                match connect_once(t, u, r, stop).await {
+                    Ok((End::Shutdown, _)) => Attempt::Stop,
+                    Ok((end, healthy)) => {
+                        tracing::warn!(reason = ?end, "stream from source ended");
+                        r.disconnected(end.error().or(Some("source closed the stream".into())));
+                        if healthy { Attempt::Healthy } else { Attempt::Failed }
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot reach source");
+                        r.disconnected(Some(e));
+                        Attempt::Failed
                     }
                 }
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot reach source");
-                    record.disconnected(Some(e));
-                }
-            }
-            let delay = backoff.next_delay();
-            metrics::counter!("meshhub_mcp_reconnects_total", "role" => "sink", "peer" => target.name.clone()).increment(1);
-            tokio::select! {
-                () = shutdown.cancelled() => return,
-                () = tokio::time::sleep(delay) => {}
-            }
-        }
+            },
+            |delay| {
+                metrics::counter!("meshhub_mcp_reconnects_total", "role" => "sink", "peer" => t.name.clone()).increment(1);
+                tracing::debug!(?delay, "reconnecting after backoff");
+            },
+        )
+        .await;
     }
     .instrument(span)
     .await

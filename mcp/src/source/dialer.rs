@@ -16,7 +16,7 @@ use super::drive::{End, Plumbing, drive};
 use super::{SourceConfig, SourceStream, TRIGGER_COLLECTION};
 use crate::cache::{Group, SnapshotCache};
 use crate::ledger::{Ledger, Role};
-use crate::reconnect::{Backoff, ReconnectPolicy};
+use crate::reconnect::{Attempt, Backoff, ReconnectPolicy, reconnect_loop};
 
 /// One remote sink to push to.
 #[derive(Clone, Debug)]
@@ -46,32 +46,31 @@ pub async fn run(
     async move {
         let record = ledger.register(Role::Source, target.name.clone(), target.group.to_string());
         record.identify("", &target.group);
-        let mut backoff = Backoff::new(target.reconnect.clone());
-        loop {
-            let healthy = match dial_once(&target, &cache, &record, &shutdown).await {
-                Ok((End::Shutdown, _)) => return,
-                Ok((end, healthy)) => {
-                    tracing::warn!(reason = ?end, "stream to sink ended");
-                    record.disconnected(end.error().or(Some("sink closed the stream".into())));
-                    healthy
+        let (t, c, r, stop) = (&target, &cache, &record, &shutdown);
+        reconnect_loop(
+            Backoff::new(target.reconnect.clone()),
+            &shutdown,
+            move || async move {
+                match dial_once(t, c, r, stop).await {
+                    Ok((End::Shutdown, _)) => Attempt::Stop,
+                    Ok((end, healthy)) => {
+                        tracing::warn!(reason = ?end, "stream to sink ended");
+                        r.disconnected(end.error().or(Some("sink closed the stream".into())));
+                        if healthy { Attempt::Healthy } else { Attempt::Failed }
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot reach sink");
+                        r.disconnected(Some(e));
+                        Attempt::Failed
+                    }
                 }
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot reach sink");
-                    record.disconnected(Some(e));
-                    false
-                }
-            };
-            if healthy {
-                backoff.reset();
-            }
-            let delay = backoff.next_delay();
-            metrics::counter!("meshhub_mcp_reconnects_total", "role" => "source", "peer" => target.name.clone()).increment(1);
-            tracing::debug!(?delay, "reconnecting after backoff");
-            tokio::select! {
-                () = shutdown.cancelled() => return,
-                () = tokio::time::sleep(delay) => {}
-            }
-        }
+            },
+            |delay| {
+                metrics::counter!("meshhub_mcp_reconnects_total", "role" => "source", "peer" => t.name.clone()).increment(1);
+                tracing::debug!(?delay, "reconnecting after backoff");
+            },
+        )
+        .await;
     }
     .instrument(span)
     .await

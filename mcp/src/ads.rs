@@ -26,7 +26,7 @@ use meshhub_proto::wire::ads_server::{
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
-use crate::source::server::{Dialect, Shared, serve};
+use crate::source::server::{Dialect, Shared, peer_identities, serve};
 use crate::source::{IncrementalPolicy, SourceConfig};
 
 /// The type URL istiod uses for mesh config.
@@ -113,6 +113,7 @@ impl AggregatedDiscoveryService for AdsServer {
         request: Request<Streaming<DiscoveryRequest>>,
     ) -> Result<Response<Self::StreamAggregatedResourcesStream>, Status> {
         let addr = request.remote_addr();
+        let identities = peer_identities(&request);
         let types = self.types.clone();
         let dialect = Dialect {
             protocol: "ads",
@@ -132,6 +133,7 @@ impl AggregatedDiscoveryService for AdsServer {
         Ok(Response::new(serve(
             &self.shared,
             addr,
+            identities,
             request.into_inner(),
             dialect,
         )))

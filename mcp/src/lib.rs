@@ -18,3 +18,4 @@ pub mod reconnect;
 pub mod sink;
 pub mod snapshot;
 pub mod source;
+pub mod tls;

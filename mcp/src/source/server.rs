@@ -71,6 +71,7 @@ impl ResourceSource for SourceServer {
         request: Request<Streaming<RequestResources>>,
     ) -> Result<Response<Self::EstablishResourceStreamStream>, Status> {
         let addr = request.remote_addr();
+        let identities = peer_identities(&request);
         let dialect = Dialect {
             protocol: "mcp",
             node: |req: &RequestResources| req.sink_node.clone().unwrap_or_default(),
@@ -82,6 +83,7 @@ impl ResourceSource for SourceServer {
         Ok(Response::new(serve(
             &self.shared,
             addr,
+            identities,
             request.into_inner(),
             dialect,
         )))
@@ -112,6 +114,7 @@ pub(crate) struct Dialect<In, Out> {
 pub(crate) fn serve<In, Out>(
     shared: &Shared,
     addr: Option<SocketAddr>,
+    identities: Vec<String>,
     incoming: Streaming<In>,
     d: Dialect<In, Out>,
 ) -> ReceiverStream<Result<Out, Status>>
@@ -159,7 +162,7 @@ where
             let consumer = Consumer {
                 node,
                 addr,
-                identities: Vec::new(),
+                identities,
             };
             let group = match s.groups.group(&consumer) {
                 Ok(group) => group,
@@ -206,4 +209,12 @@ where
         .instrument(span),
     );
     ReceiverStream::new(rx)
+}
+
+/// The identities of the peer's verified client certificate, if it sent one.
+pub(crate) fn peer_identities<T>(request: &Request<T>) -> Vec<String> {
+    request
+        .peer_certs()
+        .map(|chain| crate::tls::identities(&chain))
+        .unwrap_or_default()
 }

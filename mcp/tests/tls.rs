@@ -1,0 +1,258 @@
+//! Mutual TLS with real certificates (generated with rcgen): the consumer's
+//! verified SPIFFE identity places it in its group; peers without a trusted
+//! certificate are refused.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use meshhub_mcp::cache::{self, Group};
+use meshhub_mcp::group::{Consumer, GroupError, GroupIndex};
+use meshhub_mcp::ledger::Ledger;
+use meshhub_mcp::snapshot::{CollectionSnapshot, EncodedResource, Snapshot};
+use meshhub_mcp::source::SourceConfig;
+use meshhub_mcp::source::server::{Shared, SourceServer};
+use meshhub_mcp::tls;
+use meshhub_proto::mcp::RequestResources;
+use meshhub_proto::mcp::resource_source_client::ResourceSourceClient;
+use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair, SanType};
+use tokio_stream::wrappers::TcpListenerStream;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tonic::transport::{Endpoint, Server};
+
+const VS: &str = "istio/networking/v1alpha3/virtualservices";
+const EAST_ID: &str = "spiffe://cluster.local/ns/istio-system/sa/meshhub-east";
+
+/// Places consumers by their verified SPIFFE identity only.
+struct ByIdentity;
+impl GroupIndex for ByIdentity {
+    fn group(&self, c: &Consumer) -> Result<Group, GroupError> {
+        if c.identities.iter().any(|i| i == EAST_ID) {
+            Ok("east".into())
+        } else {
+            Err(GroupError(format!(
+                "no known identity in {:?}",
+                c.identities
+            )))
+        }
+    }
+}
+
+struct Pki {
+    dir: tempfile::TempDir,
+}
+
+impl Pki {
+    /// A CA, a server certificate for 127.0.0.1/localhost, and a client
+    /// certificate for `EAST_ID`; plus a second, untrusted CA's client.
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, text: String| std::fs::write(dir.path().join(name), text).unwrap();
+        let ca = |cn: &str| {
+            let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+            params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+            params
+                .distinguished_name
+                .push(rcgen::DnType::CommonName, cn);
+            CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap()
+        };
+        let root = ca("meshhub test root");
+        write("ca.pem", root.pem());
+        let server_key = KeyPair::generate().unwrap();
+        let server = CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])
+            .unwrap()
+            .signed_by(&server_key, &root)
+            .unwrap();
+        write("server.pem", server.pem());
+        write("server-key.pem", server_key.serialize_pem());
+        let client = |issuer: &CertifiedIssuer<'_, KeyPair>, prefix: &str| {
+            let key = KeyPair::generate().unwrap();
+            let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+            params.subject_alt_names = vec![SanType::URI(EAST_ID.try_into().unwrap())];
+            let cert = params.signed_by(&key, issuer).unwrap();
+            write(&format!("{prefix}client.pem"), cert.pem());
+            write(&format!("{prefix}client-key.pem"), key.serialize_pem());
+        };
+        client(&root, "");
+        let rogue = ca("rogue root");
+        client(&rogue, "rogue-");
+        Self { dir }
+    }
+
+    fn path(&self, name: &str) -> std::path::PathBuf {
+        self.dir.path().join(name)
+    }
+}
+
+async fn start(pki: &Pki) -> (SocketAddr, CancellationToken) {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let (writer, reader) = cache::new();
+    let resource = EncodedResource {
+        name: "ns/east-only".into(),
+        version: "1".into(),
+        encoded: bytes::Bytes::new(),
+    };
+    writer.set(
+        "east",
+        Arc::new(
+            Snapshot::new().with_collection(VS, Arc::new(CollectionSnapshot::new(vec![resource]))),
+        ),
+    );
+    let shutdown = CancellationToken::new();
+    let service = SourceServer::new(Shared {
+        cache: reader,
+        groups: Arc::new(ByIdentity),
+        ledger: Ledger::new(),
+        config: Arc::new(SourceConfig::default()),
+        shutdown: shutdown.clone(),
+        tasks: TaskTracker::new(),
+    })
+    .into_service(1 << 20);
+    let tls = tls::server_config(
+        &pki.path("server.pem"),
+        &pki.path("server-key.pem"),
+        Some(&pki.path("ca.pem")),
+        // Optional at the handshake, so that the refusal of a peer without
+        // identity is the group index's, with a reason.
+        true,
+    )
+    .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let stop = shutdown.clone();
+    tokio::spawn(async move {
+        Server::builder()
+            .tls_config(tls)
+            .unwrap()
+            .add_service(service)
+            .serve_with_incoming_shutdown(TcpListenerStream::new(listener), stop.cancelled_owned())
+            .await
+            .unwrap();
+    });
+    (addr, shutdown)
+}
+
+/// Subscribes to VS and returns the first message or the error.
+async fn first_response(
+    addr: SocketAddr,
+    ca: &Path,
+    client: Option<(&Path, &Path)>,
+) -> Result<meshhub_proto::mcp::Resources, String> {
+    let tls = tls::client_config(ca, client, Some("localhost")).map_err(|e| e.to_string())?;
+    let channel = Endpoint::from_shared(format!("https://{addr}"))
+        .unwrap()
+        .tls_config(tls)
+        .map_err(|e| e.to_string())?
+        .connect_timeout(Duration::from_secs(5))
+        .connect()
+        .await
+        .map_err(|e| format!("connect: {e:?}"))?;
+    let mut client = ResourceSourceClient::new(channel);
+    let req = RequestResources {
+        collection: VS.into(),
+        ..Default::default()
+    };
+    let mut stream = client
+        .establish_resource_stream(tokio_stream::iter(vec![req]).chain(tokio_stream::pending()))
+        .await
+        .map_err(|s| s.to_string())?
+        .into_inner();
+    match tokio::time::timeout(Duration::from_secs(10), stream.message()).await {
+        Ok(Ok(Some(m))) => Ok(m),
+        Ok(Ok(None)) => Err("stream ended".into()),
+        Ok(Err(s)) => Err(format!("{:?}: {}", s.code(), s.message())),
+        Err(_) => Err("timeout".into()),
+    }
+}
+
+use tokio_stream::StreamExt as _;
+
+#[tokio::test]
+async fn verified_identity_selects_the_group() {
+    let pki = Pki::new();
+    let (addr, stop) = start(&pki).await;
+    let r = first_response(
+        addr,
+        &pki.path("ca.pem"),
+        Some((&pki.path("client.pem"), &pki.path("client-key.pem"))),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.resources.len(), 1, "the east group's content");
+    stop.cancel();
+}
+
+#[tokio::test]
+async fn peers_without_a_trusted_identity_are_refused() {
+    let pki = Pki::new();
+    let (addr, stop) = start(&pki).await;
+    // No client certificate: TLS is up, the group index refuses with a reason.
+    let err = first_response(addr, &pki.path("ca.pem"), None)
+        .await
+        .unwrap_err();
+    assert!(
+        err.contains("FailedPrecondition") && err.contains("no known identity"),
+        "{err}"
+    );
+    // A certificate from an untrusted CA: the handshake fails.
+    let err = first_response(
+        addr,
+        &pki.path("ca.pem"),
+        Some((
+            &pki.path("rogue-client.pem"),
+            &pki.path("rogue-client-key.pem"),
+        )),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        !err.contains("FailedPrecondition"),
+        "refused at the handshake: {err}"
+    );
+    stop.cancel();
+}
+
+#[tokio::test]
+async fn a_client_rejects_a_server_it_does_not_trust() {
+    let pki = Pki::new();
+    let other = Pki::new();
+    let (addr, stop) = start(&pki).await;
+    let err = first_response(
+        addr,
+        &other.path("ca.pem"),
+        Some((&pki.path("client.pem"), &pki.path("client-key.pem"))),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        err.contains("connect")
+            || err.to_lowercase().contains("certificate")
+            || err.contains("transport"),
+        "{err}"
+    );
+    stop.cancel();
+}
+
+#[test]
+fn bad_pem_files_get_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let junk = dir.path().join("junk.pem");
+    std::fs::write(&junk, "not a certificate").unwrap();
+    let e = tls::client_config(&junk, None, None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("junk.pem") && e.contains("CA certificate"),
+        "{e}"
+    );
+    let missing = dir.path().join("missing.pem");
+    let e = tls::server_config(&missing, &junk, None, false)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("cannot read") && e.contains("missing.pem"),
+        "{e}"
+    );
+}

@@ -1,0 +1,155 @@
+//! The hub side of a run: the real hub (`meshhub::app::Hub`, the same
+//! `start` the `meshhub` binary runs) over a generated configuration, in a
+//! process of its own so that its RSS is the hub's alone.
+//!
+//! Events: `listening` (after `Hub::start`, with the time `start` was
+//! called), `ready` (every source synced, first snapshot published: objects,
+//! rejections, encoded size), `published` (a watched collection changed
+//! version, with the time). Commands: `expected` (per collection version,
+//! digest, count, encoded bytes of the default group), `acks` (wait until
+//! `peers` streams ACKed `version` of `collection`; the ACK and send times
+//! from the ledger).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context as _, Result};
+use clap::Parser as _;
+use meshhub::app::Hub;
+use meshhub::config::{Args, Config};
+use meshhub_proto::mcp::Resource;
+use prost::Message as _;
+use serde_json::{Value, json};
+
+use crate::digest::{Digest, resource_hash};
+use crate::proc::{Commands, emit, now_ns, system_ns};
+
+/// The group every benchmark consumer lands in (no cluster configured).
+const GROUP: &str = "default";
+
+/// Runs the hub until stdin closes or says quit.
+pub async fn run(config: PathBuf) -> Result<()> {
+    let args = Args::parse_from(
+        [
+            "meshhub",
+            "--grpc-addr",
+            "127.0.0.1:0",
+            "--admin-addr",
+            "127.0.0.1:0",
+            "--shutdown-grace",
+            "2s",
+            "--config",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([config.display().to_string()]),
+    );
+    let config = Config::from_args(args).context("hub configuration")?;
+    let start_ns = now_ns();
+    let hub = Hub::start(config).await.context("starting the hub")?;
+    emit(&json!({"event": "listening", "grpc": hub.grpc_addr().to_string(), "start_ns": start_ns}));
+    hub.ready().await;
+    let ready_ns = now_ns();
+    let status = hub.status().borrow().clone();
+    let snapshot = hub
+        .cache()
+        .snapshot(GROUP)
+        .context("ready without a default snapshot")?;
+    let encoded: usize = snapshot.collections().map(|(_, c)| c.encoded_bytes()).sum();
+    emit(&json!({
+        "event": "ready",
+        "ready_ns": ready_ns,
+        "objects": status.objects,
+        "rejected": status.rejected.len(),
+        "conflicts": status.conflicts.len(),
+        "encoded_bytes": encoded,
+    }));
+    // One watcher per collection timestamps every publish.
+    for (name, _) in snapshot.collections() {
+        let mut rx = hub.cache().watch(GROUP, name);
+        rx.borrow_and_update();
+        let name = name.to_owned();
+        tokio::spawn(async move {
+            while rx.changed().await.is_ok() {
+                let at = now_ns();
+                let version = rx.borrow_and_update().version().map(str::to_owned);
+                emit(
+                    &json!({"event": "published", "collection": name, "version": version, "at_ns": at}),
+                );
+            }
+        });
+    }
+
+    let mut commands = Commands::stdin();
+    while let Some(cmd) = commands.next().await? {
+        match cmd["cmd"].as_str() {
+            Some("expected") => emit(&expected(&hub)?),
+            Some("acks") => emit(&acks(&hub, &cmd).await),
+            other => {
+                emit(&json!({"event": "error", "message": format!("unknown command {other:?}")}))
+            }
+        }
+    }
+    hub.shutdown().await;
+    Ok(())
+}
+
+/// What every consumer must hold: per collection of the default group.
+fn expected(hub: &Hub) -> Result<Value> {
+    let snapshot = hub.cache().snapshot(GROUP).context("no snapshot")?;
+    let mut out = serde_json::Map::new();
+    for (name, c) in snapshot.collections() {
+        let mut entries = Vec::with_capacity(c.len());
+        for bytes in c.resources().iter() {
+            let r = Resource::decode(bytes.clone()).context("published bytes do not decode")?;
+            entries.push(resource_hash(&r).1);
+        }
+        out.insert(
+            name.to_owned(),
+            json!({
+                "version": c.version(),
+                "digest": Digest::of(&entries).key(),
+                "count": c.len(),
+                "bytes": c.encoded_bytes(),
+            }),
+        );
+    }
+    Ok(json!({"event": "expected", "collections": out}))
+}
+
+/// Waits (bounded) until `peers` streams ACKed `version` of `collection`;
+/// returns the ACK times and the earliest send time of that version.
+async fn acks(hub: &Hub, cmd: &Value) -> Value {
+    let collection = cmd["collection"].as_str().unwrap_or_default();
+    let version = cmd["version"].as_str().unwrap_or_default();
+    let peers = cmd["peers"].as_u64().unwrap_or(0) as usize;
+    let timeout = Duration::from_millis(cmd["timeout_ms"].as_u64().unwrap_or(30_000));
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let view = hub.ledger().view();
+        let mut acked = Vec::new();
+        let mut first_sent: Option<u64> = None;
+        for p in view.iter().filter(|p| p.connected) {
+            let Some(c) = p.collections.get(collection) else {
+                continue;
+            };
+            if let Some(s) = c.sent.as_ref().filter(|s| s.version == version) {
+                let at = system_ns(s.at.0);
+                first_sent = Some(first_sent.map_or(at, |f| f.min(at)));
+            }
+            if let Some(a) = c.acked.as_ref().filter(|a| a.version == version) {
+                acked.push(system_ns(a.at.0));
+            }
+        }
+        let done = acked.len() >= peers;
+        if done || tokio::time::Instant::now() >= deadline {
+            return json!({
+                "event": "acks",
+                "complete": done,
+                "at_ns": acked,
+                "first_sent_ns": first_sent,
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -1,0 +1,609 @@
+//! The orchestrator: runs P1–P4, each with its own hub process and load
+//! generator process, checks every consumer's content against what the hub
+//! published (the oracle), and prints the table.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use anyhow::{Context as _, Result, bail, ensure};
+use serde_json::{Value, json};
+
+use crate::generate::Corpus;
+use crate::proc::{Child, now_ns, rss_bytes};
+
+/// Sizes of one run.
+#[derive(Clone, Debug)]
+pub struct Params {
+    /// P1: streams, connections, resources, changes.
+    pub p1: (usize, usize, usize, usize),
+    /// P2: streams, connections, resources.
+    pub p2: (usize, usize, usize),
+    /// P3: streams, connections, resources.
+    pub p3: (usize, usize, usize),
+    /// P4: resources.
+    pub p4: usize,
+}
+
+impl Params {
+    /// The sizes.
+    pub fn full() -> Self {
+        Self {
+            p1: (1000, 10, 10_000, 5),
+            p2: (10_000, 100, 1_000),
+            p3: (100, 10, 10_000),
+            p4: 100_000,
+        }
+    }
+
+    /// Small sizes that prove the harness works (CI, debug builds).
+    pub fn quick() -> Self {
+        Self {
+            p1: (20, 2, 200, 2),
+            p2: (100, 4, 100),
+            p3: (8, 2, 200),
+            p4: 2_000,
+        }
+    }
+}
+
+/// One row of the table.
+struct Row {
+    figure: String,
+    measured: String,
+    target: String,
+    met: Option<bool>,
+}
+
+/// Everything measured.
+#[derive(Default)]
+pub struct Results {
+    rows: Vec<Row>,
+    /// Raw figures, for docs and tests.
+    pub figures: BTreeMap<String, f64>,
+    /// Oracle checks passed (streams × collections × rounds).
+    pub oracle_checks: u64,
+}
+
+impl Results {
+    fn row(&mut self, figure: String, measured: String, target: &str, met: Option<bool>) {
+        self.rows.push(Row {
+            figure,
+            measured,
+            target: target.to_owned(),
+            met,
+        });
+    }
+
+    /// The table, as Markdown.
+    pub fn table(&self) -> String {
+        let mut s =
+            String::from("| figure | measured | target | met |\n| --- | --- | --- | --- |\n");
+        for r in &self.rows {
+            let met = match r.met {
+                Some(true) => "yes",
+                Some(false) => "NO",
+                None => "—",
+            };
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} |",
+                r.figure, r.measured, r.target, met
+            );
+        }
+        s
+    }
+}
+
+const LONG: Duration = Duration::from_secs(300);
+
+/// Runs the selected scenarios.
+pub async fn run(params: &Params, only: &[String]) -> Result<Results> {
+    let mut results = Results::default();
+    let want = |p: &str| only.is_empty() || only.iter().any(|o| o.eq_ignore_ascii_case(p));
+    if want("p1") {
+        p1(params, &mut results).await.context("P1")?;
+    }
+    if want("p2") {
+        p2(params, &mut results).await.context("P2")?;
+    }
+    if want("p3") {
+        p3(params, &mut results).await.context("P3")?;
+    }
+    if want("p4") {
+        p4(params, &mut results).await.context("P4")?;
+    }
+    Ok(results)
+}
+
+/// A hub process over a corpus, up and ready.
+struct Server {
+    child: Child,
+    grpc: String,
+    start_ns: u64,
+    ready: Value,
+}
+
+impl Server {
+    async fn start(corpus: &Corpus) -> Result<Self> {
+        let mut child = Child::spawn(
+            "hub",
+            &[
+                "server".into(),
+                "--config".into(),
+                corpus.config().display().to_string(),
+            ],
+        )?;
+        let listening = child.expect("listening", Duration::from_secs(60)).await?;
+        let grpc = listening["grpc"]
+            .as_str()
+            .context("grpc address")?
+            .to_owned();
+        let start_ns = listening["start_ns"].as_u64().unwrap_or_default();
+        Ok(Self {
+            child,
+            grpc,
+            start_ns,
+            ready: Value::Null,
+        })
+    }
+
+    async fn ready(&mut self, resources: usize) -> Result<()> {
+        self.ready = self.child.expect("ready", LONG).await?;
+        let objects = self.ready["objects"].as_u64().unwrap_or_default() as usize;
+        ensure!(
+            objects == resources && self.ready["rejected"] == 0,
+            "the hub serves {objects} objects ({} rejected), expected {resources}",
+            self.ready["rejected"]
+        );
+        Ok(())
+    }
+
+    fn rss(&self) -> Result<u64> {
+        rss_bytes(self.child.pid()?)
+    }
+
+    async fn expected(&mut self) -> Result<Value> {
+        self.child.send(&json!({"cmd": "expected"})).await?;
+        let e = self.child.expect("expected", LONG).await?;
+        Ok(e["collections"].clone())
+    }
+}
+
+fn spawn_load(grpc: &str, conns: usize, corpus: &Corpus, incremental: bool) -> Result<Child> {
+    let mut args = vec![
+        "load".to_owned(),
+        "--addr".into(),
+        grpc.to_owned(),
+        "--conns".into(),
+        conns.to_string(),
+        "--collections".into(),
+        corpus.collections.join(","),
+    ];
+    if incremental {
+        args.push("--incremental".into());
+    }
+    Child::spawn("load", &args)
+}
+
+async fn load_cmd(load: &mut Child, cmd: Value) -> Result<Value> {
+    load.send(&cmd).await?;
+    let r = load.expect("report", LONG).await?;
+    ensure!(
+        r["complete"] == true,
+        "consumers did not all sync: {}",
+        summarize(&r)
+    );
+    Ok(r)
+}
+
+fn summarize(report: &Value) -> String {
+    let mut s = format!("{} streams", report["streams"]);
+    if let Some(cs) = report["collections"].as_object() {
+        for (c, v) in cs {
+            let _ = write!(s, "; {c}: {}", v["states"]);
+        }
+    }
+    let _ = write!(s, "; failures: {}", report["failures"]);
+    s
+}
+
+/// The oracle: every stream holds, of every collection, exactly the
+/// version and content digest the hub published.
+fn check_oracle(report: &Value, expected: &Value, results: &mut Results) -> Result<()> {
+    let streams = report["streams"].as_u64().unwrap_or_default();
+    let collections = report["collections"]
+        .as_object()
+        .context("no collections")?;
+    for (c, v) in collections {
+        let e = &expected[c];
+        let want = format!(
+            "{}|{}",
+            e["version"].as_str().context("collection not published")?,
+            e["digest"].as_str().unwrap_or_default()
+        );
+        let states = v["states"].as_object().context("no states")?;
+        if states.len() != 1 || states.get(&want).and_then(Value::as_u64) != Some(streams) {
+            bail!(
+                "oracle: collection {c}: expected all {streams} streams at {want}, found {states:?}"
+            );
+        }
+        results.oracle_checks += streams;
+    }
+    Ok(())
+}
+
+fn sample_ns(report: &Value, collection: &str) -> Vec<u64> {
+    report["collections"][collection]["recv_ns"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_u64).collect())
+        .unwrap_or_default()
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+fn ms(ns: i128) -> f64 {
+    ns as f64 / 1e6
+}
+
+fn mib(b: f64) -> f64 {
+    b / (1024.0 * 1024.0)
+}
+
+async fn p1(params: &Params, results: &mut Results) -> Result<()> {
+    let (n, conns, r, changes) = params.p1;
+    let dir = tempfile::tempdir()?;
+    let mut corpus = Corpus::generate(dir.path(), r, 10)?;
+    let mut server = Server::start(&corpus).await?;
+    server.ready(r).await?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let rss0 = server.rss()?;
+    let mut load = spawn_load(&server.grpc, conns, &corpus, true)?;
+    let t = now_ns();
+    let report = load_cmd(
+        &mut load,
+        json!({"cmd": "open", "streams": n, "timeout_ms": 240_000}),
+    )
+    .await?;
+    let sync_s = (now_ns() - t) as f64 / 1e9;
+    let expected = server.expected().await?;
+    check_oracle(&report, &expected, results)?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let rss1 = server.rss()?;
+
+    let mut acked = Vec::new();
+    let mut received = Vec::new();
+    let mut debounce = Vec::new();
+    let mut waits = Vec::new();
+    for k in 0..changes {
+        let idx = (k * 7919 + 13) % r;
+        let collection = corpus.collection_of(idx);
+        let t_write = now_ns();
+        corpus.change_one(idx)?;
+        let published = server
+            .child
+            .expect("published", Duration::from_secs(30))
+            .await?;
+        ensure!(
+            published["collection"] == collection.as_str(),
+            "a change of one {collection} object published {}",
+            published["collection"]
+        );
+        let version = published["version"].as_str().context("version")?.to_owned();
+        let report = load_cmd(
+            &mut load,
+            json!({"cmd": "wait", "versions": {collection.as_str(): version.as_str()}, "times": true, "timeout_ms": 60_000}),
+        )
+        .await?;
+        server
+            .child
+            .send(&json!({"cmd": "acks", "collection": collection, "version": version, "peers": n, "timeout_ms": 60_000}))
+            .await?;
+        let acks = server.child.expect("acks", LONG).await?;
+        ensure!(acks["complete"] == true, "not every stream ACKed {version}");
+        let expected = server.expected().await?;
+        check_oracle(&report, &expected, results)?;
+        // Publish: the watcher's timestamp, or the first stream's send if
+        // that ran first (see docs/performance.md).
+        let publish = published["at_ns"]
+            .as_u64()
+            .unwrap_or(u64::MAX)
+            .min(acks["first_sent_ns"].as_u64().unwrap_or(u64::MAX));
+        for a in acks["at_ns"].as_array().into_iter().flatten() {
+            acked.push(ms(a.as_u64().unwrap_or_default() as i128 - publish as i128));
+        }
+        for t in sample_ns(&report, &collection) {
+            received.push(ms(t as i128 - publish as i128));
+        }
+        debounce.push(ms(publish as i128 - t_write as i128));
+        waits.push(publish);
+    }
+    load.finish().await;
+    server.child.finish().await;
+
+    acked.sort_by(f64::total_cmp);
+    received.sort_by(f64::total_cmp);
+    debounce.sort_by(f64::total_cmp);
+    let (p50, p99, max) = (
+        percentile(&acked, 50.0),
+        percentile(&acked, 99.0),
+        percentile(&acked, 100.0),
+    );
+    let f = &mut results.figures;
+    f.insert("p1.ack_p50_ms".into(), p50);
+    f.insert("p1.ack_p99_ms".into(), p99);
+    f.insert("p1.ack_max_ms".into(), max);
+    f.insert("p1.recv_p50_ms".into(), percentile(&received, 50.0));
+    f.insert("p1.recv_p99_ms".into(), percentile(&received, 99.0));
+    f.insert(
+        "p1.write_to_publish_p50_ms".into(),
+        percentile(&debounce, 50.0),
+    );
+    f.insert("p1.initial_sync_s".into(), sync_s);
+    let per_stream_r = (rss1 as f64 - rss0 as f64) / n as f64;
+    f.insert("p1.rss_per_stream_bytes".into(), per_stream_r);
+    results.row(
+        format!("P1 change fan-out, ACKed by all (N={n}, R={r}, {conns} conns, {changes} changes)"),
+        format!("p50 {p50:.1} ms, p99 {p99:.1} ms, max {max:.1} ms"),
+        "p99 ≤ 50 ms",
+        Some(p99 <= 50.0),
+    );
+    results.row(
+        "P1 … received by all (consumer clock)".into(),
+        format!(
+            "p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+            percentile(&received, 50.0),
+            percentile(&received, 99.0),
+            percentile(&received, 100.0)
+        ),
+        "(breakdown)",
+        None,
+    );
+    results.row(
+        "P1 debounce: file write → publish (excluded above)".into(),
+        format!(
+            "p50 {:.0} ms, max {:.0} ms (quiet 100 ms)",
+            percentile(&debounce, 50.0),
+            percentile(&debounce, 100.0)
+        ),
+        "(reported)",
+        None,
+    );
+    results.row(
+        format!("P1 initial full sync of {n} streams; RSS per stream at R={r}"),
+        format!("{sync_s:.1} s; {:.1} KiB", per_stream_r / 1024.0),
+        "(reported)",
+        None,
+    );
+    Ok(())
+}
+
+async fn p2(params: &Params, results: &mut Results) -> Result<()> {
+    let (n, conns, r) = params.p2;
+    let dir = tempfile::tempdir()?;
+    let corpus = Corpus::generate(dir.path(), r, 10)?;
+    let mut server = Server::start(&corpus).await?;
+    server.ready(r).await?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let rss0 = server.rss()?;
+    let mut load = spawn_load(&server.grpc, conns, &corpus, true)?;
+    load_cmd(
+        &mut load,
+        json!({"cmd": "open", "streams": conns, "timeout_ms": 120_000}),
+    )
+    .await?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let rss1 = server.rss()?;
+    let report = load_cmd(
+        &mut load,
+        json!({"cmd": "open", "streams": n, "timeout_ms": 240_000}),
+    )
+    .await?;
+    let expected = server.expected().await?;
+    check_oracle(&report, &expected, results)?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let rss2 = server.rss()?;
+    load.finish().await;
+    server.child.finish().await;
+
+    let per_stream = (rss2 as f64 - rss1 as f64) / (n - conns).max(1) as f64;
+    let per_conn = (rss1 as f64 - rss0 as f64) / conns as f64 - per_stream;
+    let overall = (rss2 as f64 - rss0 as f64) / n as f64;
+    let f = &mut results.figures;
+    f.insert("p2.rss0_bytes".into(), rss0 as f64);
+    f.insert("p2.rss_bytes".into(), rss2 as f64);
+    f.insert("p2.per_stream_bytes".into(), per_stream);
+    f.insert("p2.per_conn_bytes".into(), per_conn);
+    f.insert("p2.overall_per_stream_bytes".into(), overall);
+    results.row(
+        format!("P2 hub RSS per idle synced stream (N={n} over {conns} conns, R={r})"),
+        format!(
+            "{:.1} KiB/stream; +{:.1} KiB/connection; RSS {:.0} → {:.0} MiB (all-in {:.1} KiB/stream)",
+            per_stream / 1024.0,
+            per_conn / 1024.0,
+            mib(rss0 as f64),
+            mib(rss2 as f64),
+            overall / 1024.0
+        ),
+        "≤ 32 KiB",
+        Some(per_stream <= 32.0 * 1024.0),
+    );
+    Ok(())
+}
+
+async fn p3(params: &Params, results: &mut Results) -> Result<()> {
+    let (n, conns, r) = params.p3;
+    let dir = tempfile::tempdir()?;
+    let mut corpus = Corpus::generate(dir.path(), r, 10)?;
+    let mut server = Server::start(&corpus).await?;
+    server.ready(r).await?;
+    let mut load = spawn_load(&server.grpc, conns, &corpus, false)?;
+    let report = load_cmd(
+        &mut load,
+        json!({"cmd": "open", "streams": n, "timeout_ms": 240_000}),
+    )
+    .await?;
+    let expected = server.expected().await?;
+    check_oracle(&report, &expected, results)?;
+    load.send(&json!({"cmd": "reset_bytes"})).await?;
+    load.expect("reset", Duration::from_secs(10)).await?;
+
+    corpus.change_all()?;
+    let mut versions = serde_json::Map::new();
+    let mut publish = u64::MAX;
+    while versions.len() < corpus.collections.len() {
+        let p = server
+            .child
+            .expect("published", Duration::from_secs(60))
+            .await?;
+        let c = p["collection"].as_str().unwrap_or_default().to_owned();
+        publish = publish.min(p["at_ns"].as_u64().unwrap_or(u64::MAX));
+        versions.insert(c, p["version"].clone());
+    }
+    let report = load_cmd(
+        &mut load,
+        json!({"cmd": "wait", "versions": versions, "timeout_ms": 240_000}),
+    )
+    .await?;
+    let expected = server.expected().await?;
+    check_oracle(&report, &expected, results)?;
+    let last = corpus
+        .collections
+        .iter()
+        .filter_map(|c| report["collections"][c]["last_recv_ns"].as_u64())
+        .max()
+        .context("no receipt")?;
+    let bytes = report["bytes"].as_u64().unwrap_or_default();
+    let expected_bytes: u64 = expected
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(_, e)| e["bytes"].as_u64().unwrap_or_default())
+        .sum::<u64>()
+        * n as u64;
+    ensure!(
+        bytes >= expected_bytes,
+        "consumers received {bytes} bytes, less than the {expected_bytes} bytes published to them"
+    );
+    let grpc_s = (last - publish) as f64 / 1e9;
+    let grpc_rate = bytes as f64 / grpc_s;
+    load.finish().await;
+    server.child.finish().await;
+
+    // The machine's limit, same connections, same bytes.
+    let mut reader = Child::spawn(
+        "raw reader",
+        &["raw-reader".into(), "--conns".into(), conns.to_string()],
+    )?;
+    let l = reader.expect("listening", Duration::from_secs(10)).await?;
+    let addr = l["addr"].as_str().context("raw addr")?.to_owned();
+    let mut writer = Child::spawn(
+        "raw writer",
+        &[
+            "raw-writer".into(),
+            "--addr".into(),
+            addr,
+            "--conns".into(),
+            conns.to_string(),
+            "--bytes-per-conn".into(),
+            (bytes / conns as u64).max(1).to_string(),
+        ],
+    )?;
+    let done = reader.expect("done", LONG).await?;
+    writer.expect("done", LONG).await?;
+    writer.finish().await;
+    reader.finish().await;
+    let raw_s = (done["last_ns"].as_u64().unwrap_or_default() as f64
+        - done["first_ns"].as_u64().unwrap_or_default() as f64)
+        / 1e9;
+    let raw_rate = done["bytes"].as_u64().unwrap_or_default() as f64 / raw_s;
+    let ratio = grpc_rate / raw_rate;
+    let f = &mut results.figures;
+    f.insert("p3.bytes".into(), bytes as f64);
+    f.insert("p3.grpc_mib_s".into(), mib(grpc_rate));
+    f.insert("p3.raw_mib_s".into(), mib(raw_rate));
+    f.insert("p3.ratio".into(), ratio);
+    results.row(
+        format!("P3 full-state fan-out vs raw loopback TCP (N={n}, R={r}, {conns} conns)"),
+        format!(
+            "{:.0} % ({:.0} MiB/s of {:.0} MiB/s; {:.0} MiB in {:.2} s)",
+            ratio * 100.0,
+            mib(grpc_rate),
+            mib(raw_rate),
+            mib(bytes as f64),
+            grpc_s
+        ),
+        "≥ 50 %",
+        Some(ratio >= 0.5),
+    );
+    Ok(())
+}
+
+async fn p4(params: &Params, results: &mut Results) -> Result<()> {
+    let r = params.p4;
+    let dir = tempfile::tempdir()?;
+    let corpus = Corpus::generate(dir.path(), r, 100)?;
+    let yaml = corpus.yaml_bytes();
+    let mut server = Server::start(&corpus).await?;
+    let mut load = spawn_load(&server.grpc, 1, &corpus, false)?;
+    load.send(&json!({"cmd": "open", "streams": 1, "timeout_ms": 240_000}))
+        .await?;
+    server.ready(r).await?;
+    let report = load.expect("report", LONG).await?;
+    ensure!(
+        report["complete"] == true,
+        "no full snapshot: {}",
+        summarize(&report)
+    );
+    let expected = server.expected().await?;
+    check_oracle(&report, &expected, results)?;
+    let first = corpus
+        .collections
+        .iter()
+        .filter_map(|c| report["collections"][c]["last_recv_ns"].as_u64())
+        .max()
+        .context("no receipt")?;
+    let secs = (first - server.start_ns) as f64 / 1e9;
+    let ready_s =
+        (server.ready["ready_ns"].as_u64().unwrap_or_default() - server.start_ns) as f64 / 1e9;
+    let rss_served = server.rss()?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let rss = server.rss()?;
+    let encoded = server.ready["encoded_bytes"].as_u64().unwrap_or(1) as f64;
+    let ratio = rss as f64 / encoded;
+    load.finish().await;
+    server.child.finish().await;
+    let f = &mut results.figures;
+    f.insert("p4.first_snapshot_s".into(), secs);
+    f.insert("p4.ready_s".into(), ready_s);
+    f.insert("p4.rss_bytes".into(), rss as f64);
+    f.insert("p4.encoded_bytes".into(), encoded);
+    f.insert("p4.rss_ratio".into(), ratio);
+    results.row(
+        format!("P4 ingest R={r} from files → first full snapshot at a consumer"),
+        format!(
+            "{secs:.2} s (hub ready after {ready_s:.2} s; {:.0} MiB YAML)",
+            mib(yaml as f64)
+        ),
+        "≤ 2 s",
+        Some(secs <= 2.0),
+    );
+    results.row(
+        "P4 hub RSS / total encoded size".into(),
+        format!(
+            "{ratio:.1}× ({:.0} MiB / {:.1} MiB; {:.0} MiB right after serving)",
+            mib(rss as f64),
+            mib(encoded),
+            mib(rss_served as f64)
+        ),
+        "≤ 3×",
+        Some(ratio <= 3.0),
+    );
+    Ok(())
+}

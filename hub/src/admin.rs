@@ -22,8 +22,10 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
+use crate::clusters::{Agents, RemoteView, is_dialer, remote_views};
 use crate::groups::GroupRules;
 use crate::pipeline::Status;
+use crate::reload::ReloadStatus;
 
 /// How often the Prometheus recorder drains its histograms.
 pub const UPKEEP_INTERVAL: Duration = Duration::from_secs(5);
@@ -64,8 +66,12 @@ pub struct AdminState {
     pub status: watch::Receiver<Arc<Status>>,
     /// The published snapshots.
     pub cache: SnapshotCache,
-    /// The grouping rules (every group, published or not).
-    pub rules: GroupRules,
+    /// The grouping rules (every group, published or not), as reloaded.
+    pub rules: watch::Receiver<GroupRules>,
+    /// The configured sink agents, as reloaded.
+    pub agents: watch::Receiver<Agents>,
+    /// Configuration reloads.
+    pub reload: watch::Receiver<Arc<ReloadStatus>>,
     /// The engine's ACK/NACK ledger.
     pub ledger: Ledger,
     /// Prometheus rendering.
@@ -162,15 +168,22 @@ pub struct StatusView {
     pub pipeline: Status,
     /// Every group.
     pub groups: Vec<GroupView>,
-    /// Every peer of the engine.
+    /// Configuration reloads: the file, the last refused configuration.
+    pub config: ReloadStatus,
+    /// One row per remote cluster (configured with an agent): its dialer's
+    /// connection and per-collection sync state.
+    pub remotes: Vec<RemoteView>,
+    /// The consumers that dialed in (connected, then recently gone).
+    pub consumers: Vec<PeerStatus>,
+    /// Every peer of the engine (dialers and consumers).
     pub ledger: Vec<PeerStatus>,
 }
 
 /// The status document of `s`.
 pub fn status_view(s: &AdminState) -> StatusView {
     let pipeline = (**s.status.borrow()).clone();
-    let groups = s
-        .rules
+    let rules = s.rules.borrow().clone();
+    let groups = rules
         .groups()
         .into_iter()
         .map(|g| {
@@ -197,10 +210,15 @@ pub fn status_view(s: &AdminState) -> StatusView {
             }
         })
         .collect();
+    let ledger = s.ledger.view();
+    let agents = s.agents.borrow().clone();
     StatusView {
         pipeline,
         groups,
-        ledger: s.ledger.view(),
+        config: (**s.reload.borrow()).clone(),
+        remotes: remote_views(&agents, &ledger),
+        consumers: ledger.iter().filter(|p| !is_dialer(p)).cloned().collect(),
+        ledger,
     }
 }
 

@@ -27,9 +27,11 @@ use tonic_health::ServingStatus;
 use tracing::{Instrument as _, error, info, info_span, warn};
 
 use crate::admin::{self, AdminState};
+use crate::clusters::{self, DialerDeps};
 use crate::config::{Config, SourceSpec};
-use crate::groups::GroupRules;
+use crate::groups::{GroupRules, LiveRules};
 use crate::pipeline::{Pipeline, Status};
+use crate::reload::{ReloadStatus, Reloader, Trigger};
 use crate::source::Source;
 use crate::source::file::FileSource;
 use crate::store::{SemanticCheck, Store};
@@ -73,6 +75,8 @@ pub struct Hub {
     cache: SnapshotCache,
     status: watch::Receiver<Arc<Status>>,
     ledger: Ledger,
+    reload: mpsc::Sender<Trigger>,
+    reload_status: watch::Receiver<Arc<ReloadStatus>>,
     shutdown: CancellationToken,
     tasks: TaskTracker,
     grace: Duration,
@@ -94,6 +98,11 @@ impl Hub {
         let tasks = TaskTracker::new();
         let kinds = KindTable::builtin();
         let rules = GroupRules::new(&config.clusters);
+        // The reloader is the single writer of the clusters configuration;
+        // the pipeline, the gRPC services, the dialers and the admin port
+        // follow these.
+        let (rules_tx, rules_rx) = watch::channel(rules.clone());
+        let (agents_tx, agents_rx) = watch::channel(Arc::new(config.agents.clone()));
         let ledger = Ledger::new();
         let metrics = admin::prometheus();
 
@@ -136,6 +145,7 @@ impl Hub {
             config.debounce,
             sources.iter().map(|s| s.name().to_owned()),
         );
+        let pipeline = pipeline.follow_rules(rules_rx.clone());
         let (events_tx, events_rx) = mpsc::channel(EVENT_QUEUE);
         tasks.spawn(
             pipeline
@@ -158,7 +168,7 @@ impl Hub {
         // gRPC: ResourceSource, ADS and health.
         let shared = Shared {
             cache: cache.clone(),
-            groups: Arc::new(rules.clone()) as Arc<dyn GroupIndex>,
+            groups: Arc::new(LiveRules(rules_rx.clone())) as Arc<dyn GroupIndex>,
             ledger: ledger.clone(),
             config: Arc::new(SourceConfig::default()),
             shutdown: shutdown.clone(),
@@ -217,11 +227,37 @@ impl Hub {
             );
         }
 
+        // Remote clusters: one dialer per agent.
+        tasks.spawn(
+            clusters::run(
+                agents_rx.clone(),
+                DialerDeps {
+                    cache: cache.clone(),
+                    ledger: ledger.clone(),
+                    tasks: tasks.clone(),
+                    max_message_bytes: MAX_MESSAGE_BYTES,
+                },
+                shutdown.clone(),
+            )
+            .instrument(info_span!("clusters")),
+        );
+
+        // Reloads of the clusters configuration.
+        let (reloader, reload_status) = Reloader::new(config.clone(), rules_tx, agents_tx);
+        let (reload_tx, reload_rx) = mpsc::channel(4);
+        tasks.spawn(
+            reloader
+                .run(reload_rx, shutdown.clone())
+                .instrument(info_span!("reload", config = %config.config_file.display())),
+        );
+
         // Admin HTTP and the metrics upkeep.
         let admin_state = AdminState {
             status: status.clone(),
             cache: cache.clone(),
-            rules,
+            rules: rules_rx,
+            agents: agents_rx,
+            reload: reload_status.clone(),
             ledger: ledger.clone(),
             metrics: metrics.clone(),
         };
@@ -245,6 +281,8 @@ impl Hub {
             cache,
             status,
             ledger,
+            reload: reload_tx,
+            reload_status,
             shutdown,
             tasks,
             grace: config.shutdown_grace,
@@ -276,6 +314,17 @@ impl Hub {
         &self.ledger
     }
 
+    /// Re-reads the configuration file and applies its clusters (what
+    /// SIGHUP does). Returns at once; see [`Hub::reload_status`].
+    pub async fn reload(&self) {
+        let _ = self.reload.send(Trigger::Forced).await;
+    }
+
+    /// The state of configuration reloads.
+    pub fn reload_status(&self) -> watch::Receiver<Arc<ReloadStatus>> {
+        self.reload_status.clone()
+    }
+
     /// Waits until the hub is ready (every source synced, first snapshots
     /// published).
     pub async fn ready(&self) {
@@ -303,25 +352,35 @@ impl Hub {
 }
 
 /// Runs the hub until SIGINT or SIGTERM, then shuts down gracefully.
+/// SIGHUP reloads the configuration file.
 pub async fn run(config: Config) -> Result<(), RunError> {
     let hub = Hub::start(config).await?;
-    wait_for_signal().await?;
+    wait_for_signal(&hub).await?;
     info!("shutting down");
     hub.shutdown().await;
     Ok(())
 }
 
-async fn wait_for_signal() -> Result<(), RunError> {
+async fn wait_for_signal(hub: &Hub) -> Result<(), RunError> {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
         let mut term = signal(SignalKind::terminate()).map_err(RunError::Signal)?;
-        tokio::select! {
-            r = tokio::signal::ctrl_c() => r.map_err(RunError::Signal)?,
-            _ = term.recv() => {},
+        let mut hup = signal(SignalKind::hangup()).map_err(RunError::Signal)?;
+        loop {
+            tokio::select! {
+                r = tokio::signal::ctrl_c() => return r.map_err(RunError::Signal),
+                _ = term.recv() => return Ok(()),
+                _ = hup.recv() => {
+                    info!("SIGHUP: reloading the configuration");
+                    hub.reload().await;
+                }
+            }
         }
     }
     #[cfg(not(unix))]
-    tokio::signal::ctrl_c().await.map_err(RunError::Signal)?;
-    Ok(())
+    {
+        let _ = hub;
+        tokio::signal::ctrl_c().await.map_err(RunError::Signal)
+    }
 }

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Parser;
+use meshhub_mcp::reconnect::ReconnectPolicy;
 use serde::Deserialize;
 
 use crate::groups::{ClusterSpec, DEFAULT_GROUP, Selector};
@@ -69,6 +70,9 @@ pub struct Config {
     pub sources: Vec<SourceSpec>,
     /// The clusters (snapshot groups besides the default group).
     pub clusters: Vec<ClusterSpec>,
+    /// The sink agents the hub dials, one per cluster that has `agent:`
+    /// (in configuration order).
+    pub agents: Vec<AgentSpec>,
     /// Debounce of changes before snapshots are built.
     pub debounce: Debounce,
     /// What to do with fields the schema does not know.
@@ -101,6 +105,23 @@ pub struct FileSourceSpec {
     /// Files never read as objects (the configuration file itself, when it
     /// lies inside the tree).
     pub exclude: Vec<PathBuf>,
+}
+
+/// Default time to establish a connection to a sink agent.
+pub const DEFAULT_AGENT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A sink agent the hub dials to push one cluster's group (`clusters[].agent`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct AgentSpec {
+    /// The cluster (and group) pushed.
+    pub cluster: String,
+    /// The agent's `ResourceSink` address, `http://host:port` (h2c). TLS
+    /// (`https://` with a `tls:` block) is not supported yet.
+    pub address: String,
+    /// How long a connection attempt may take.
+    pub connect_timeout: Duration,
+    /// Backoff between attempts (full jitter; reset after a healthy stream).
+    pub reconnect: ReconnectPolicy,
 }
 
 /// Debounce settings: a change is published once no further change arrived
@@ -206,6 +227,29 @@ struct RawCluster {
     namespaces: Vec<String>,
     #[serde(default)]
     labels: BTreeMap<String, String>,
+    #[serde(default)]
+    agent: Option<RawAgent>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawAgent {
+    address: String,
+    #[serde(default, deserialize_with = "duration")]
+    connect_timeout: Option<Duration>,
+    #[serde(default)]
+    reconnect: RawReconnect,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawReconnect {
+    #[serde(default, deserialize_with = "duration")]
+    initial: Option<Duration>,
+    #[serde(default, deserialize_with = "duration")]
+    max: Option<Duration>,
+    #[serde(default)]
+    factor: Option<f32>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -239,6 +283,29 @@ impl Config {
             source,
         })?;
         Self::from_yaml(&args, &path, &text)
+    }
+
+    /// Reads the configuration file again, keeping the flags (addresses,
+    /// grace period) of `self`.
+    pub fn reload(&self) -> Result<Self, ConfigError> {
+        let text =
+            std::fs::read_to_string(&self.config_file).map_err(|source| ConfigError::Read {
+                path: self.config_file.clone(),
+                source,
+            })?;
+        self.reparse(&text)
+    }
+
+    /// Parses a new text of the configuration file, keeping the flags of
+    /// `self`: what a reload applies.
+    pub fn reparse(&self, text: &str) -> Result<Self, ConfigError> {
+        let args = Args {
+            grpc_addr: self.grpc_addr,
+            admin_addr: self.admin_addr,
+            config: Some(self.config_file.clone()),
+            shutdown_grace: self.shutdown_grace,
+        };
+        Self::from_yaml(&args, &self.config_file, text)
     }
 
     /// Builds the configuration from flags and the text of the YAML file at
@@ -310,6 +377,7 @@ impl Config {
         }
 
         let mut clusters = Vec::new();
+        let mut agents = Vec::new();
         let mut seen = BTreeSet::new();
         for (i, c) in raw.clusters.unwrap_or_default().into_iter().enumerate() {
             let setting = format!("clusters[{i}].name");
@@ -350,6 +418,11 @@ impl Config {
                     ));
                 }
             }
+            if let Some(a) = c.agent {
+                agents.push(agent_spec(&c.name, a, |field, message| {
+                    invalid(format!("clusters[{i}].agent.{field}"), message)
+                })?);
+            }
             clusters.push(ClusterSpec {
                 name: c.name,
                 selector: Selector {
@@ -388,10 +461,80 @@ impl Config {
             config_file: path.to_owned(),
             sources,
             clusters,
+            agents,
             debounce,
             unknown_fields: raw.unknown_fields,
         })
     }
+}
+
+/// Checks one `clusters[].agent` block. `invalid(field, message)` makes the
+/// error naming the field.
+fn agent_spec(
+    cluster: &str,
+    raw: RawAgent,
+    invalid: impl Fn(&str, String) -> ConfigError,
+) -> Result<AgentSpec, ConfigError> {
+    let address = raw.address.trim().to_owned();
+    let uri: http::Uri = address
+        .parse()
+        .map_err(|e| invalid("address", format!("{address:?}: {e}")))?;
+    match uri.scheme_str() {
+        Some("http") => {}
+        Some("https") => {
+            return Err(invalid(
+                "address",
+                format!("{address:?}: TLS to sink agents is not supported yet; use http://"),
+            ));
+        }
+        _ => {
+            return Err(invalid(
+                "address",
+                format!("{address:?}: must be http://host:port"),
+            ));
+        }
+    }
+    if uri.port_u16().is_none() {
+        return Err(invalid(
+            "address",
+            format!("{address:?}: needs a port (the agent's sink port, 9911 by default)"),
+        ));
+    }
+    let connect_timeout = raw.connect_timeout.unwrap_or(DEFAULT_AGENT_CONNECT_TIMEOUT);
+    if connect_timeout.is_zero() {
+        return Err(invalid("connectTimeout", "must be positive".to_owned()));
+    }
+    let defaults = ReconnectPolicy::default();
+    let reconnect = ReconnectPolicy {
+        initial: raw.reconnect.initial.unwrap_or(defaults.initial),
+        max: raw.reconnect.max.unwrap_or(defaults.max),
+        factor: raw.reconnect.factor.unwrap_or(defaults.factor),
+    };
+    if reconnect.initial.is_zero() {
+        return Err(invalid("reconnect.initial", "must be positive".to_owned()));
+    }
+    if reconnect.max < reconnect.initial {
+        return Err(invalid(
+            "reconnect.max",
+            format!(
+                "{} is shorter than reconnect.initial {}",
+                humantime::format_duration(reconnect.max),
+                humantime::format_duration(reconnect.initial)
+            ),
+        ));
+    }
+    if !(reconnect.factor.is_finite() && reconnect.factor >= 1.0) {
+        return Err(invalid(
+            "reconnect.factor",
+            format!("{} must be a number >= 1", reconnect.factor),
+        ));
+    }
+    Ok(AgentSpec {
+        cluster: cluster.to_owned(),
+        address,
+        connect_timeout,
+        reconnect,
+    })
 }
 
 /// RFC 1123 label: what Kubernetes allows as a namespace name.

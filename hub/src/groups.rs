@@ -24,6 +24,7 @@ use std::sync::Arc;
 use meshhub_mcp::cache::Group;
 use meshhub_mcp::group::{Consumer, GroupError, GroupIndex};
 use meshhub_proto::object::Object;
+use tokio::sync::watch;
 
 /// Name of the group of consumers that name no cluster.
 pub const DEFAULT_GROUP: &str = "default";
@@ -164,6 +165,18 @@ impl GroupIndex for GroupRules {
             .iter()
             .find(|(g, _)| g.as_ref() == node.id)
             .map_or_else(|| self.default.clone(), |(g, _)| g.clone()))
+    }
+}
+
+/// The current rules, following configuration reloads: what the gRPC
+/// services place new consumers with. A stream keeps the group it was
+/// placed in; a group that disappears is withdrawn and its streams end.
+#[derive(Clone, Debug)]
+pub struct LiveRules(pub watch::Receiver<GroupRules>);
+
+impl GroupIndex for LiveRules {
+    fn group(&self, consumer: &Consumer) -> Result<Group, GroupError> {
+        self.0.borrow().group(consumer)
     }
 }
 

@@ -4,14 +4,17 @@
 //! The data path: [`source`] (files, ...) → [`pipeline`] (the single writer
 //! of the [`store`] and of the snapshot cache: debounce, per-group snapshots
 //! by the rules of [`groups`]) → the engine's gRPC services, wired by
-//! [`app`]. [`admin`] serves health, readiness, metrics and status;
+//! [`app`]. [`clusters`] dials the sink agents of remote clusters;
+//! [`reload`] follows the configuration file. [`admin`] serves health, readiness, metrics and status;
 //! [`config`] parses and checks flags and the YAML file at the edge.
 
 pub mod admin;
 pub mod app;
+pub mod clusters;
 pub mod config;
 pub mod groups;
 pub mod pipeline;
+pub mod reload;
 pub mod source;
 pub mod store;
 pub mod validate;

@@ -14,7 +14,7 @@
 //! only when its content for that group does, because it is a digest of the
 //! names and versions it holds.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -139,6 +139,7 @@ pub struct Pipeline {
     published: HashMap<Group, Arc<Snapshot>>,
     generation: u64,
     started: Instant,
+    rule_updates: Option<watch::Receiver<GroupRules>>,
 }
 
 impl std::fmt::Debug for Pipeline {
@@ -176,9 +177,20 @@ impl Pipeline {
             published: HashMap::new(),
             generation: 0,
             started: Instant::now(),
+            rule_updates: None,
         };
         p.update_status();
         (p, rx)
+    }
+
+    /// Follows grouping rules from `updates` (configuration reloads): on
+    /// every change the objects are placed again, groups that disappeared
+    /// are withdrawn from the cache (their streams end) and the snapshots
+    /// are rebuilt at once. The current value is taken as already applied.
+    pub fn follow_rules(mut self, mut updates: watch::Receiver<GroupRules>) -> Self {
+        updates.borrow_and_update();
+        self.rule_updates = Some(updates);
+        self
     }
 
     fn all_synced(&self) -> bool {
@@ -197,6 +209,7 @@ impl Pipeline {
             self.publish(Instant::now());
         }
         let mut open = true;
+        let mut rule_updates = self.rule_updates.take();
         loop {
             let deadline = if self.generation > 0 {
                 self.debouncer.deadline()
@@ -209,9 +222,23 @@ impl Pipeline {
                     None => std::future::pending().await,
                 }
             };
+            let rules_changed = async {
+                match rule_updates.as_mut() {
+                    Some(rx) => rx.changed().await.is_ok(),
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 biased;
                 _ = shutdown.cancelled() => break,
+                ok = rules_changed => match (ok, rule_updates.as_mut()) {
+                    (true, Some(rx)) => {
+                        let rules = rx.borrow_and_update().clone();
+                        self.set_rules(rules);
+                    }
+                    // The configuration owner is gone: keep the last rules.
+                    _ => rule_updates = None,
+                },
                 _ = due => self.publish(Instant::now()),
                 ev = events.recv(), if open => match ev {
                     Some(ev) => self.on_event(ev),
@@ -249,6 +276,25 @@ impl Pipeline {
                     self.debouncer.touch(now);
                 }
             }
+        }
+    }
+
+    /// New grouping rules: place every object again, withdraw the groups
+    /// that are gone, rebuild.
+    fn set_rules(&mut self, rules: GroupRules) {
+        let kept: BTreeSet<Group> = rules.groups().into_iter().collect();
+        for group in self.rules.groups() {
+            if !kept.contains(&group) {
+                self.writer.remove(&group);
+                self.published.remove(&group);
+                info!(cluster = %group, "group withdrawn (cluster removed from the configuration)");
+            }
+        }
+        self.store.set_rules(rules.clone());
+        self.rules = rules;
+        if self.generation > 0 {
+            // A reload is deliberate: no reason to wait for quiet.
+            self.publish(Instant::now());
         }
     }
 

@@ -202,6 +202,33 @@ impl Store {
         changed
     }
 
+    /// Replaces the grouping rules (a configuration reload) and places every
+    /// held object again. Objects are re-checked as a whole, because
+    /// placement can also reject (an annotation naming a cluster that no
+    /// longer exists) or accept (one that now does); reloads are rare, and
+    /// the re-encoded bytes are identical, so versions don't move.
+    pub fn set_rules(&mut self, rules: GroupRules) {
+        self.rules = rules;
+        let units = std::mem::take(&mut self.units);
+        self.units = units
+            .into_iter()
+            .map(|(key, stored)| {
+                let stored = stored
+                    .into_iter()
+                    .map(|s| match s.object {
+                        Some(obj) => Stored {
+                            outcome: self.check(&obj),
+                            origin: s.origin,
+                            object: Some(obj),
+                        },
+                        None => s,
+                    })
+                    .collect();
+                (key, stored)
+            })
+            .collect();
+    }
+
     /// Removes everything a source delivered (it was removed).
     pub fn remove_source(&mut self, source: &str) -> bool {
         let before = self.units.len();

@@ -1,8 +1,10 @@
 //! meshhubctl: an MCP consumer for people. `watch` subscribes to a
 //! `ResourceSource` (the hub, or a sink agent re-serving) as a Pilot-like
-//! sink and prints every change as Kubernetes objects.
+//! sink and prints every change as Kubernetes objects. `status` reads the
+//! hub's admin `/status` and shows, per remote cluster and per consumer,
+//! the connection and what was sent, ACKed and NACKed.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::Write as _;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
@@ -34,6 +36,31 @@ struct Cli {
 enum Command {
     /// Subscribe to collections and print every change.
     Watch(WatchArgs),
+    /// Show every remote cluster and consumer of a hub: connected or not,
+    /// and per collection the sent and ACKed version and the sync state.
+    Status(StatusArgs),
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum StatusOutput {
+    Table,
+    Json,
+}
+
+#[derive(clap::Args, Debug)]
+struct StatusArgs {
+    /// The hub's admin address.
+    #[arg(long, env = "MESHHUB_ADMIN", default_value = "http://127.0.0.1:9902")]
+    admin: String,
+    /// Output format.
+    #[arg(long, short = 'o', value_enum, default_value = "table")]
+    output: StatusOutput,
+    /// Also list consumers that disconnected (the hub keeps the newest 256).
+    #[arg(long)]
+    all: bool,
+    /// Give up after this long (e.g. 5s).
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    timeout: Duration,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -245,6 +272,7 @@ async fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Watch(args) => watch(args).await,
+        Command::Status(args) => status::run(args).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -252,5 +280,342 @@ async fn main() -> ExitCode {
             eprintln!("meshhubctl: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+mod status {
+    //! `meshhubctl status`: a plain HTTP GET of the admin `/status`,
+    //! reduced to one row per remote cluster and per consumer.
+
+    use http_body_util::BodyExt as _;
+    use hyper_util::client::legacy::Client;
+    use hyper_util::rt::TokioExecutor;
+    use serde::{Deserialize, Serialize};
+
+    use super::{BTreeMap, StatusArgs, StatusOutput};
+
+    /// The parts of `/status` this command reads.
+    #[derive(Debug, Deserialize)]
+    struct Doc {
+        #[serde(default)]
+        remotes: Vec<Peer>,
+        #[serde(default)]
+        consumers: Vec<Peer>,
+    }
+
+    #[derive(Debug, Deserialize)]
+    struct Peer {
+        /// Remote clusters.
+        #[serde(default)]
+        cluster: Option<String>,
+        #[serde(default)]
+        address: Option<String>,
+        /// Consumers.
+        #[serde(default)]
+        peer: Option<String>,
+        #[serde(default)]
+        node_id: Option<String>,
+        #[serde(default)]
+        group: Option<String>,
+        connected: bool,
+        connected_since: Option<String>,
+        disconnected_at: Option<String>,
+        last_error: Option<String>,
+        #[serde(default)]
+        collections: BTreeMap<String, Collection>,
+    }
+
+    #[derive(Debug, Deserialize)]
+    struct Collection {
+        sent: Option<Versioned>,
+        acked: Option<Versioned>,
+        nacked: Option<Nack>,
+        blocked: Option<Nack>,
+        state: String,
+    }
+
+    #[derive(Debug, Deserialize)]
+    struct Versioned {
+        version: String,
+    }
+
+    #[derive(Debug, Deserialize)]
+    struct Nack {
+        version: String,
+        message: String,
+    }
+
+    /// What `-o json` prints.
+    #[derive(Debug, Serialize)]
+    struct Report {
+        clusters: Vec<Row>,
+        consumers: Vec<Row>,
+    }
+
+    #[derive(Debug, Serialize)]
+    struct Row {
+        name: String,
+        /// Agent address (clusters) or socket address (consumers).
+        address: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        node_id: Option<String>,
+        group: String,
+        connected: bool,
+        connected_since: Option<String>,
+        disconnected_at: Option<String>,
+        last_error: Option<String>,
+        collections: BTreeMap<String, CollectionRow>,
+    }
+
+    #[derive(Debug, Serialize)]
+    struct CollectionRow {
+        state: String,
+        sent: Option<String>,
+        acked: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        nacked: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+    }
+
+    fn row(p: Peer, cluster: bool) -> Row {
+        let collections = p
+            .collections
+            .into_iter()
+            .map(|(name, c)| {
+                let problem = match c.state.as_str() {
+                    "NACKED" => c.nacked,
+                    "BLOCKED" => c.blocked,
+                    _ => None,
+                };
+                (
+                    name,
+                    CollectionRow {
+                        state: c.state,
+                        sent: c.sent.map(|v| v.version),
+                        acked: c.acked.map(|v| v.version),
+                        nacked: problem.as_ref().map(|n| n.version.clone()),
+                        message: problem.map(|n| n.message),
+                    },
+                )
+            })
+            .collect();
+        let name = if cluster { p.cluster } else { p.peer };
+        let name = name.unwrap_or_default();
+        Row {
+            address: if cluster {
+                p.address.unwrap_or_default()
+            } else {
+                name.clone()
+            },
+            group: p.group.unwrap_or_else(|| name.clone()),
+            name,
+            node_id: (!cluster).then(|| p.node_id.unwrap_or_default()),
+            connected: p.connected,
+            connected_since: p.connected_since,
+            disconnected_at: p.disconnected_at,
+            last_error: p.last_error,
+            collections,
+        }
+    }
+
+    /// `GET <admin>/status`, as text.
+    async fn fetch(args: &StatusArgs) -> Result<String, String> {
+        let base = args.admin.trim_end_matches('/');
+        let base = if base.contains("://") {
+            base.to_owned()
+        } else {
+            format!("http://{base}")
+        };
+        let uri: http::Uri = format!("{base}/status")
+            .parse()
+            .map_err(|e| format!("--admin {:?}: {e}", args.admin))?;
+        let client = Client::builder(TokioExecutor::new()).build_http::<String>();
+        let unreachable = |e: &dyn std::error::Error| {
+            let mut m = e.to_string();
+            let mut cur = e.source();
+            while let Some(c) = cur {
+                m.push_str(": ");
+                m.push_str(&c.to_string());
+                cur = c.source();
+            }
+            format!("cannot reach the hub's admin port at {base}: {m}")
+        };
+        let get = async {
+            let response = client.get(uri).await.map_err(|e| unreachable(&e))?;
+            let status = response.status();
+            let body = response
+                .into_body()
+                .collect()
+                .await
+                .map_err(|e| unreachable(&e))?
+                .to_bytes();
+            let text = String::from_utf8_lossy(&body).into_owned();
+            if !status.is_success() {
+                return Err(format!("{base}/status answered {status}: {}", text.trim()));
+            }
+            Ok(text)
+        };
+        tokio::time::timeout(args.timeout, get)
+            .await
+            .map_err(|_| format!("no answer from {base}/status within {:?}", args.timeout))?
+    }
+
+    pub(super) async fn run(args: StatusArgs) -> Result<(), String> {
+        let text = fetch(&args).await?;
+        let doc: Doc = serde_json::from_str(&text)
+            .map_err(|e| format!("{}: not a meshhub /status document: {e}", args.admin))?;
+        let report = Report {
+            clusters: doc.remotes.into_iter().map(|p| row(p, true)).collect(),
+            consumers: doc
+                .consumers
+                .into_iter()
+                .filter(|p| args.all || p.connected)
+                .map(|p| row(p, false))
+                .collect(),
+        };
+        let out = match args.output {
+            StatusOutput::Json => serde_json::to_string_pretty(&report)
+                .map(|mut s| {
+                    s.push('\n');
+                    s
+                })
+                .map_err(|e| e.to_string())?,
+            StatusOutput::Table => table(&report),
+        };
+        print!("{out}");
+        Ok(())
+    }
+
+    fn dash(s: &Option<String>) -> String {
+        s.clone().unwrap_or_else(|| "-".to_owned())
+    }
+
+    /// Versions are digests; the table shows a prefix (`-o json` has them
+    /// whole).
+    fn short(v: &Option<String>) -> String {
+        match v {
+            Some(v) if v.chars().count() > 12 => v.chars().take(12).collect(),
+            Some(v) if !v.is_empty() => v.clone(),
+            _ => "-".to_owned(),
+        }
+    }
+
+    fn since(r: &Row) -> String {
+        if r.connected {
+            dash(&r.connected_since)
+        } else {
+            dash(&r.disconnected_at)
+        }
+    }
+
+    fn table(report: &Report) -> String {
+        let mut out = String::new();
+        let yes_no = |b: bool| if b { "yes" } else { "no" }.to_owned();
+        let mut peers = vec![vec![
+            "CLUSTER".to_owned(),
+            "AGENT".to_owned(),
+            "CONNECTED".to_owned(),
+            "SINCE".to_owned(),
+            "LAST ERROR".to_owned(),
+        ]];
+        for r in &report.clusters {
+            peers.push(vec![
+                r.name.clone(),
+                r.address.clone(),
+                yes_no(r.connected),
+                since(r),
+                dash(&r.last_error),
+            ]);
+        }
+        if report.clusters.is_empty() {
+            out.push_str("no remote clusters (no cluster has an agent)\n");
+        } else {
+            out.push_str(&render(&peers));
+        }
+        out.push('\n');
+        let mut consumers = vec![vec![
+            "CONSUMER".to_owned(),
+            "NODE".to_owned(),
+            "GROUP".to_owned(),
+            "CONNECTED".to_owned(),
+            "SINCE".to_owned(),
+            "LAST ERROR".to_owned(),
+        ]];
+        for r in &report.consumers {
+            consumers.push(vec![
+                r.name.clone(),
+                r.node_id
+                    .clone()
+                    .filter(|n| !n.is_empty())
+                    .unwrap_or("-".to_owned()),
+                r.group.clone(),
+                yes_no(r.connected),
+                since(r),
+                dash(&r.last_error),
+            ]);
+        }
+        if report.consumers.is_empty() {
+            out.push_str("no consumers connected\n");
+        } else {
+            out.push_str(&render(&consumers));
+        }
+        let mut colls = vec![vec![
+            "PEER".to_owned(),
+            "COLLECTION".to_owned(),
+            "STATE".to_owned(),
+            "SENT".to_owned(),
+            "ACKED".to_owned(),
+            "MESSAGE".to_owned(),
+        ]];
+        for r in report.clusters.iter().chain(&report.consumers) {
+            for (name, c) in &r.collections {
+                colls.push(vec![
+                    r.name.clone(),
+                    name.clone(),
+                    c.state.replace('_', " "),
+                    short(&c.sent),
+                    short(&c.acked),
+                    c.message
+                        .as_ref()
+                        .map(|m| m.replace('\n', " "))
+                        .unwrap_or_else(|| "-".to_owned()),
+                ]);
+            }
+        }
+        if colls.len() > 1 {
+            out.push('\n');
+            out.push_str(&render(&colls));
+        }
+        out
+    }
+
+    /// Left-aligned columns separated by two spaces; the last column is
+    /// not padded.
+    fn render(rows: &[Vec<String>]) -> String {
+        let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
+        let widths: Vec<usize> = (0..cols)
+            .map(|i| {
+                rows.iter()
+                    .filter_map(|r| r.get(i))
+                    .map(|c| c.chars().count())
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect();
+        let mut out = String::new();
+        for r in rows {
+            let mut line = String::new();
+            for (i, cell) in r.iter().enumerate() {
+                if i + 1 == r.len() {
+                    line.push_str(cell);
+                } else {
+                    line.push_str(&format!("{cell:<w$}  ", w = widths[i]));
+                }
+            }
+            out.push_str(line.trim_end());
+            out.push('\n');
+        }
+        out
     }
 }

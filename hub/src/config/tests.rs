@@ -134,3 +134,63 @@ fn a_missing_file_is_named() {
     let e = Config::from_args(a).unwrap_err().to_string();
     assert!(e.contains("/nonexistent/meshhub.yaml"), "{e}");
 }
+
+#[test]
+fn cluster_agents_get_defaults_and_typed_values() {
+    let c = parse(&format!(
+        "{SOURCES}clusters:\n  - name: east\n    agent: {{address: \"http://10.0.0.1:9911\"}}\n  - name: west\n    agent:\n      address: http://agent.west:9911\n      connectTimeout: 2s\n      reconnect: {{initial: 100ms, max: 5s, factor: 3}}\n  - name: local\n"
+    ))
+    .unwrap();
+    assert_eq!(c.clusters.len(), 3);
+    assert_eq!(c.agents.len(), 2, "local has no agent");
+    let east = &c.agents[0];
+    assert_eq!(east.cluster, "east");
+    assert_eq!(east.address, "http://10.0.0.1:9911");
+    assert_eq!(east.connect_timeout, DEFAULT_AGENT_CONNECT_TIMEOUT);
+    assert_eq!(east.reconnect, ReconnectPolicy::default());
+    let west = &c.agents[1];
+    assert_eq!(west.connect_timeout, Duration::from_secs(2));
+    assert_eq!(west.reconnect.initial, Duration::from_millis(100));
+    assert_eq!(west.reconnect.max, Duration::from_secs(5));
+    assert_eq!(west.reconnect.factor, 3.0);
+}
+
+#[test]
+fn bad_agent_settings_are_named() {
+    let agent = |block: &str| {
+        err(&format!(
+            "{SOURCES}clusters:\n  - name: east\n    agent: {block}\n"
+        ))
+    };
+    let e = agent("{address: \"https://a:9911\"}");
+    assert!(
+        e.contains("clusters[0].agent.address") && e.contains("TLS"),
+        "{e}"
+    );
+    let e = agent("{address: \"a:9911\"}");
+    assert!(e.contains("clusters[0].agent.address"), "{e}");
+    let e = agent("{address: \"http://a\"}");
+    assert!(e.contains("needs a port"), "{e}");
+    let e = agent("{address: \"http://a:1\", connectTimeout: 0s}");
+    assert!(e.contains("agent.connectTimeout"), "{e}");
+    let e = agent("{address: \"http://a:1\", reconnect: {initial: 2s, max: 1s}}");
+    assert!(e.contains("agent.reconnect.max"), "{e}");
+    let e = agent("{address: \"http://a:1\", reconnect: {factor: 0.5}}");
+    assert!(e.contains("agent.reconnect.factor"), "{e}");
+    let e = agent("{address: \"http://a:1\", tls: {}}");
+    assert!(e.contains("tls"), "{e}");
+}
+
+#[test]
+fn reparse_keeps_the_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("objects")).unwrap();
+    let path = dir.path().join("meshhub.yaml");
+    let c = Config::from_yaml(&args(), &path, SOURCES).unwrap();
+    let again = c
+        .reparse(&format!("{SOURCES}clusters:\n  - name: east\n"))
+        .unwrap();
+    assert_eq!(again.grpc_addr, c.grpc_addr);
+    assert_eq!(again.config_file, c.config_file);
+    assert_eq!(again.clusters.len(), 1);
+}

@@ -298,3 +298,86 @@ async fn invalid_objects_are_reported_in_the_status() {
     assert_eq!(s.sources[0].units, 1);
     h.shutdown.cancel();
 }
+
+#[tokio::test(start_paused = true)]
+async fn rule_updates_replace_groups_and_rebuild_at_once() {
+    let east = |namespaces: &[&str]| ClusterSpec {
+        name: "east".into(),
+        selector: Selector {
+            namespaces: namespaces.iter().map(|n| (*n).to_owned()).collect(),
+            ..Selector::default()
+        },
+    };
+    let rules = GroupRules::new(&[east(&["bookinfo"])]);
+    let store = Store::new(
+        KindTable::builtin(),
+        rules.clone(),
+        UnknownFields::Reject,
+        crate::app::semantic_check(),
+    );
+    let (writer, cache) = cache::new();
+    let (rules_tx, rules_rx) = watch::channel(rules.clone());
+    let (pipeline, mut status) =
+        Pipeline::new(store, writer, rules, settings(), ["files".to_owned()]);
+    let pipeline = pipeline.follow_rules(rules_rx);
+    let (events, rx) = mpsc::channel(64);
+    let shutdown = CancellationToken::new();
+    tokio::spawn(pipeline.run(rx, shutdown.clone()));
+
+    events
+        .send(file("a.yaml", &vs("a", "bookinfo", "a", "")))
+        .await
+        .unwrap();
+    events
+        .send(file(
+            "b.yaml",
+            &vs(
+                "b",
+                "other",
+                "b",
+                "  annotations: {meshhub.io/clusters: north}\n",
+            ),
+        ))
+        .await
+        .unwrap();
+    events.send(synced()).await.unwrap();
+    status.wait_for(|s| s.ready).await.unwrap();
+    assert_eq!(resources(&cache, "east", VS), ["bookinfo/a"]);
+    assert_eq!(status.borrow().rejected.len(), 1, "north is no cluster yet");
+    let mut east_watch = cache.watch("east", VS);
+    east_watch.borrow_and_update();
+
+    // A changed selector: east now selects `other` only; `north` appears,
+    // which makes b valid. Published without waiting for the debouncer.
+    let north = ClusterSpec {
+        name: "north".into(),
+        selector: Selector::default(),
+    };
+    rules_tx
+        .send(GroupRules::new(&[east(&["other"]), north.clone()]))
+        .unwrap();
+    let s = status
+        .wait_for(|s| s.generation == 2)
+        .await
+        .unwrap()
+        .clone();
+    assert!(s.rejected.is_empty(), "{:?}", s.rejected);
+    assert_eq!(s.last_wait_ms, None, "nothing was debounced");
+    assert!(resources(&cache, "east", VS).is_empty());
+    // north selects everything; b names it.
+    assert_eq!(resources(&cache, "north", VS), ["bookinfo/a", "other/b"]);
+    assert!(east_watch.has_changed().unwrap());
+    east_watch.borrow_and_update();
+
+    // Removing east withdraws its group: its watches end.
+    rules_tx.send(GroupRules::new(&[north])).unwrap();
+    status.wait_for(|s| s.generation == 3).await.unwrap();
+    assert!(east_watch.has_changed().is_err(), "the sender is gone");
+    assert!(matches!(
+        *east_watch.borrow(),
+        meshhub_mcp::cache::CollectionState::Withdrawn
+    ));
+    let groups: Vec<String> = cache.groups().iter().map(ToString::to_string).collect();
+    assert_eq!(groups, ["default", "north"]);
+    shutdown.cancel();
+}

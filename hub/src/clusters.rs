@@ -1,0 +1,226 @@
+//! Remote clusters: the hub dials the `ResourceSink` of a sink agent for
+//! every cluster configured with `agent:` and pushes that cluster's group to
+//! it, one dialer task per cluster.
+//!
+//! [`run`] is the single owner of the dialers. It follows the configured
+//! agents (a `watch` fed by configuration reloads) and changes only what
+//! changed: a new cluster gets a dialer, a removed one loses it, a changed
+//! agent setting restarts that cluster's dialer and no other. Each dialer
+//! reconnects with exponential backoff and full jitter and records every
+//! stream, ACK and NACK in the engine's ledger, where [`remote_views`] finds
+//! them for the status page.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use meshhub_mcp::cache::{Group, SnapshotCache};
+use meshhub_mcp::ledger::{At, CollectionStatus, Ledger, PeerStatus, Role};
+use meshhub_mcp::source::SourceConfig;
+use meshhub_mcp::source::dialer::{self, SinkTarget};
+use serde::Serialize;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tonic::transport::Endpoint;
+use tracing::{Instrument as _, error, info, info_span};
+
+use crate::config::AgentSpec;
+
+/// HTTP/2 keepalive ping interval on agent connections: a silent network
+/// partition is noticed within interval + timeout, not at the next send.
+const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(30);
+/// How long a keepalive ping may go unanswered.
+const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The configured agents, as the reloader publishes them.
+pub type Agents = Arc<Vec<AgentSpec>>;
+
+/// Why an agent can't be dialed (the address was checked by the
+/// configuration; tonic may still refuse it).
+#[derive(Debug, thiserror::Error)]
+#[error("cluster {cluster}: agent address {address:?}")]
+pub struct EndpointError {
+    /// The cluster.
+    pub cluster: String,
+    /// The address.
+    pub address: String,
+    /// Why.
+    #[source]
+    pub source: tonic::transport::Error,
+}
+
+/// The gRPC endpoint for an agent.
+pub fn endpoint(spec: &AgentSpec) -> Result<Endpoint, EndpointError> {
+    Endpoint::from_shared(spec.address.clone())
+        .map(|e| {
+            e.connect_timeout(spec.connect_timeout)
+                .tcp_nodelay(true)
+                .http2_keep_alive_interval(KEEPALIVE_INTERVAL)
+                .keep_alive_timeout(KEEPALIVE_TIMEOUT)
+                .keep_alive_while_idle(true)
+        })
+        .map_err(|source| EndpointError {
+            cluster: spec.cluster.clone(),
+            address: spec.address.clone(),
+            source,
+        })
+}
+
+/// What a dialer task needs besides its agent.
+#[derive(Clone)]
+pub struct DialerDeps {
+    /// Where the groups are read.
+    pub cache: SnapshotCache,
+    /// Where streams are recorded.
+    pub ledger: Ledger,
+    /// Owns the dialer tasks.
+    pub tasks: TaskTracker,
+    /// gRPC message limit both ways.
+    pub max_message_bytes: usize,
+}
+
+struct Running {
+    spec: AgentSpec,
+    stop: CancellationToken,
+}
+
+/// Keeps one dialer per configured agent until `shutdown`, following
+/// `agents`. The current value is started at once.
+pub async fn run(
+    mut agents: watch::Receiver<Agents>,
+    deps: DialerDeps,
+    shutdown: CancellationToken,
+) {
+    let mut running: BTreeMap<String, Running> = BTreeMap::new();
+    loop {
+        let wanted = agents.borrow_and_update().clone();
+        reconcile(&mut running, &wanted, &deps, &shutdown);
+        tokio::select! {
+            () = shutdown.cancelled() => break,
+            r = agents.changed() => if r.is_err() {
+                // The reloader is gone: keep the dialers as they are.
+                shutdown.cancelled().await;
+                break;
+            },
+        }
+    }
+    // Dialers hold child tokens of `shutdown`: they end with it.
+}
+
+/// Starts, stops and restarts dialers so that exactly `wanted` run.
+fn reconcile(
+    running: &mut BTreeMap<String, Running>,
+    wanted: &[AgentSpec],
+    deps: &DialerDeps,
+    shutdown: &CancellationToken,
+) {
+    let wanted: BTreeMap<&str, &AgentSpec> =
+        wanted.iter().map(|a| (a.cluster.as_str(), a)).collect();
+    running.retain(|cluster, r| {
+        let keep = wanted.get(cluster.as_str()) == Some(&&r.spec);
+        if !keep {
+            r.stop.cancel();
+            if wanted.contains_key(cluster.as_str()) {
+                info!(%cluster, "agent settings changed; restarting its dialer");
+            } else {
+                info!(%cluster, "cluster has no agent any more; dialer stopped");
+            }
+        }
+        keep
+    });
+    for (cluster, spec) in wanted {
+        if running.contains_key(cluster) {
+            continue;
+        }
+        let endpoint = match endpoint(spec) {
+            Ok(e) => e,
+            Err(e) => {
+                error!(error = %e, cause = %e.source, "can't dial this agent");
+                continue;
+            }
+        };
+        let stop = shutdown.child_token();
+        let target = SinkTarget {
+            name: cluster.to_owned(),
+            group: Group::from(cluster),
+            endpoint,
+            reconnect: spec.reconnect.clone(),
+            config: Arc::new(SourceConfig::default()),
+            max_message_bytes: deps.max_message_bytes,
+        };
+        info!(%cluster, agent.address = %spec.address, "dialing the cluster's sink agent");
+        deps.tasks.spawn(
+            dialer::run(
+                target,
+                deps.cache.clone(),
+                deps.ledger.clone(),
+                stop.clone(),
+            )
+            .instrument(info_span!("cluster", cluster = %cluster)),
+        );
+        running.insert(
+            cluster.to_owned(),
+            Running {
+                spec: (*spec).clone(),
+                stop,
+            },
+        );
+    }
+}
+
+/// One remote cluster on the status page.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RemoteView {
+    /// The cluster (and group).
+    pub cluster: String,
+    /// The agent's address.
+    pub address: String,
+    /// Whether a stream to the agent is up.
+    pub connected: bool,
+    /// When the current (or last) stream came up.
+    pub connected_since: Option<At>,
+    /// When it went down.
+    pub disconnected_at: Option<At>,
+    /// Why the last stream ended or the last dial failed.
+    pub last_error: Option<String>,
+    /// Streams opened so far by the current dialer.
+    pub streams: u64,
+    /// Per collection: sent and ACKed versions, the NACK, the state.
+    pub collections: BTreeMap<String, CollectionStatus>,
+}
+
+/// Whether a ledger entry is a dialer's: a dialer records its cluster as
+/// both peer and group, while a dialed-in consumer's peer is its socket
+/// address (which a cluster name, an RFC 1123 label, can't be).
+pub fn is_dialer(p: &PeerStatus) -> bool {
+    p.role == Role::Source && p.peer == p.group
+}
+
+/// One row per configured agent, with its dialer's ledger entry (the live
+/// one, or the newest retained one). `ledger` is [`Ledger::view`]: live
+/// peers first.
+pub fn remote_views(agents: &[AgentSpec], ledger: &[PeerStatus]) -> Vec<RemoteView> {
+    agents
+        .iter()
+        .map(|a| {
+            let p = ledger
+                .iter()
+                .find(|p| is_dialer(p) && p.peer == a.cluster && p.connected)
+                .or_else(|| ledger.iter().find(|p| is_dialer(p) && p.peer == a.cluster));
+            RemoteView {
+                cluster: a.cluster.clone(),
+                address: a.address.clone(),
+                connected: p.is_some_and(|p| p.connected),
+                connected_since: p.and_then(|p| p.connected_since),
+                disconnected_at: p.and_then(|p| p.disconnected_at),
+                last_error: p.and_then(|p| p.last_error.clone()),
+                streams: p.map_or(0, |p| p.streams),
+                collections: p.map(|p| p.collections.clone()).unwrap_or_default(),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;

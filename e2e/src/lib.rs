@@ -1,1 +1,444 @@
-//! End-to-end tests live in tests/.
+//! Process-level end-to-end harness: builds the real binaries (`meshhub`,
+//! `meshhubctl`, `meshhub-sink-agent`) once, starts them on 127.0.0.1 with
+//! temporary directories, reads the addresses they bound from their JSON
+//! start logs (so every port is chosen by the kernel, no guessing), and
+//! kills every process it started when its guard drops.
+//!
+//! Synchronisation is by polling with a deadline ([`eventually`]), never by
+//! sleeping for a guessed time. The tests are in `tests/`.
+
+use std::io::{Read as _, Write as _};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// How long any single wait may take before the test fails.
+pub const DEADLINE: Duration = Duration::from_secs(30);
+/// The virtual services collection.
+pub const VS: &str = "istio/networking/v1alpha3/virtualservices";
+
+/// Where the binaries are: `target/<profile>/`, built once per test
+/// process with the cargo that runs the tests.
+pub fn bin_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        // Tests run from target/<profile>/deps/<test>-<hash>.
+        let exe = std::env::current_exe().expect("current exe");
+        let dir = exe
+            .parent()
+            .and_then(Path::parent)
+            .expect("target/<profile>")
+            .to_owned();
+        let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let mut cmd = Command::new(env!("CARGO"));
+        cmd.current_dir(&workspace).args([
+            "build",
+            "--bins",
+            "-p",
+            "meshhub",
+            "-p",
+            "meshhub-sink-agent",
+        ]);
+        if dir.file_name().is_some_and(|n| n == "release") {
+            cmd.arg("--release");
+        }
+        let status = cmd.status().expect("cargo build runs");
+        assert!(status.success(), "cargo build of the binaries failed");
+        for bin in ["meshhub", "meshhubctl", "meshhub-sink-agent"] {
+            assert!(
+                dir.join(bin).is_file(),
+                "{} missing after the build",
+                dir.join(bin).display()
+            );
+        }
+        dir
+    })
+}
+
+/// Polls `check` every 20 ms until it returns `Some`, or panics naming
+/// `what` after [`DEADLINE`].
+pub fn eventually<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A started process: killed (SIGKILL) and reaped when dropped. Its stdout
+/// and stderr go to files beside each other in the test's directory.
+#[derive(Debug)]
+pub struct Proc {
+    name: String,
+    child: Option<Child>,
+    stdout: PathBuf,
+    stderr: PathBuf,
+}
+
+impl Proc {
+    /// Starts `bin` (a file of [`bin_dir`]) with `args`; logs under `logs`
+    /// as `<name>.out` / `<name>.err` (appended, so restarts keep history).
+    pub fn spawn(name: &str, bin: &str, args: &[String], logs: &Path) -> Self {
+        let stdout = logs.join(format!("{name}.out"));
+        let stderr = logs.join(format!("{name}.err"));
+        let open = |p: &Path| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .expect("log file")
+        };
+        let child = Command::new(bin_dir().join(bin))
+            .args(args)
+            .env("MESHHUB_LOG_FORMAT", "json")
+            .env("MESHHUB_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(open(&stdout))
+            .stderr(open(&stderr))
+            .spawn()
+            .unwrap_or_else(|e| panic!("can't start {bin}: {e}"));
+        Self {
+            name: name.to_owned(),
+            child: Some(child),
+            stdout,
+            stderr,
+        }
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map_or(0, Child::id)
+    }
+
+    /// Everything it wrote to stdout so far.
+    pub fn stdout(&self) -> String {
+        std::fs::read_to_string(&self.stdout).unwrap_or_default()
+    }
+
+    /// Everything it wrote to stderr so far.
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+
+    /// The fields of the first JSON log line (stdout or stderr) whose
+    /// message is `message`, from the `skip`-th such line on.
+    pub fn log_fields(&self, message: &str, skip: usize) -> Option<Value> {
+        let text = format!("{}\n{}", self.stdout(), self.stderr());
+        text.lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|v| v["fields"]["message"] == message)
+            .nth(skip)
+            .map(|v| v["fields"].clone())
+    }
+
+    /// Waits for the `skip`-th log line `message` (panicking if the process
+    /// exits first) and returns its fields.
+    pub fn wait_log(&mut self, message: &str, skip: usize) -> Value {
+        eventually(&format!("{}: log {message:?}", self.name), || {
+            if let Some(f) = self.log_fields(message, skip) {
+                return Some(f);
+            }
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
+                panic!(
+                    "{} exited ({status}) before logging {message:?}\nstdout:\n{}\nstderr:\n{}",
+                    self.name,
+                    self.stdout(),
+                    self.stderr()
+                );
+            }
+            None
+        })
+    }
+
+    /// SIGKILL and reap: a crash.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Sends a signal (`HUP`, `TERM`) with `kill(1)`.
+    pub fn signal(&self, sig: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{sig}"))
+            .arg(self.pid().to_string())
+            .status()
+            .expect("kill(1) runs");
+        assert!(status.success(), "kill -{sig} {}", self.pid());
+    }
+
+    /// Waits for the process to exit by itself; its exit status.
+    pub fn wait_exit(&mut self) -> std::process::ExitStatus {
+        let name = self.name.clone();
+        let child = self.child.as_mut().expect("running");
+        let status = eventually(&format!("{name} to exit"), || {
+            child.try_wait().ok().flatten()
+        });
+        self.child = None;
+        status
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn addr(fields: &Value, key: &str) -> SocketAddr {
+    fields[key]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no address {key} in {fields}"))
+}
+
+/// A running hub.
+#[derive(Debug)]
+pub struct HubProc {
+    /// The process.
+    pub proc: Proc,
+    /// Its gRPC address.
+    pub grpc: SocketAddr,
+    /// Its admin address.
+    pub admin: SocketAddr,
+}
+
+impl HubProc {
+    /// Starts `meshhub --config <config>` on kernel-chosen ports and waits
+    /// until it is ready.
+    pub fn start(name: &str, config: &Path, logs: &Path) -> Self {
+        let args = [
+            "--config",
+            &config.display().to_string(),
+            "--grpc-addr",
+            "127.0.0.1:0",
+            "--admin-addr",
+            "127.0.0.1:0",
+            "--shutdown-grace",
+            "2s",
+        ]
+        .map(str::to_owned);
+        let mut proc = Proc::spawn(name, "meshhub", &args, logs);
+        let runs = count_lines(&proc, "meshhub started");
+        let fields = proc.wait_log("meshhub started", runs);
+        let hub = Self {
+            grpc: addr(&fields, "grpc.addr"),
+            admin: addr(&fields, "admin.addr"),
+            proc,
+        };
+        eventually("hub ready", || {
+            http_get(hub.admin, "/readyz")
+                .filter(|(code, _)| *code == 200)
+                .map(drop)
+        });
+        hub
+    }
+
+    /// `GET /status`, parsed.
+    pub fn status(&self) -> Value {
+        let (code, body) = eventually("hub /status", || http_get(self.admin, "/status"));
+        assert_eq!(code, 200, "{body}");
+        serde_json::from_str(&body).expect("status JSON")
+    }
+}
+
+fn count_lines(proc: &Proc, message: &str) -> usize {
+    (0..)
+        .take_while(|i| proc.log_fields(message, *i).is_some())
+        .count()
+}
+
+/// A running sink agent (push mode).
+#[derive(Debug)]
+pub struct AgentProc {
+    /// The process.
+    pub proc: Proc,
+    /// The cluster it serves.
+    pub cluster: String,
+    /// Its data directory.
+    pub data: PathBuf,
+    /// Where the hub pushes (`ResourceSink`).
+    pub sink: SocketAddr,
+    /// Where local consumers dial (`ResourceSource`, ADS).
+    pub grpc: SocketAddr,
+    /// Its admin address.
+    pub admin: SocketAddr,
+    /// When the process was started.
+    pub started: Instant,
+}
+
+impl AgentProc {
+    /// Starts an agent for `cluster` with its data under `dir`; `ports`
+    /// (sink, grpc, admin) are reused on a restart, kernel-chosen otherwise.
+    pub fn start(
+        cluster: &str,
+        dir: &Path,
+        logs: &Path,
+        ports: Option<(SocketAddr, SocketAddr, SocketAddr)>,
+    ) -> Self {
+        let data = dir.join(format!("agent-{cluster}"));
+        let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let (sink, grpc, admin) = ports.unwrap_or((any, any, any));
+        let args = [
+            "--cluster".to_owned(),
+            cluster.to_owned(),
+            "--data-dir".to_owned(),
+            data.display().to_string(),
+            "--sink-addr".to_owned(),
+            sink.to_string(),
+            "--grpc-addr".to_owned(),
+            grpc.to_string(),
+            "--admin-addr".to_owned(),
+            admin.to_string(),
+            "--shutdown-grace".to_owned(),
+            "2s".to_owned(),
+        ];
+        let name = format!("agent-{cluster}");
+        let started = Instant::now();
+        let mut proc = Proc::spawn(&name, "meshhub-sink-agent", &args, logs);
+        let runs = count_lines(&proc, "meshhub-sink-agent started");
+        let fields = proc.wait_log("meshhub-sink-agent started", runs);
+        Self {
+            cluster: cluster.to_owned(),
+            data,
+            sink: addr(&fields, "sink.addr"),
+            grpc: addr(&fields, "grpc.addr"),
+            admin: addr(&fields, "admin.addr"),
+            started,
+            proc,
+        }
+    }
+
+    /// Kills it (SIGKILL) and starts it again on the same ports and data.
+    pub fn crash_and_restart(&mut self, dir: &Path, logs: &Path) {
+        self.proc.kill();
+        let ports = (self.sink, self.grpc, self.admin);
+        *self = Self::start(&self.cluster.clone(), dir, logs, Some(ports));
+    }
+
+    /// `GET /status`, parsed.
+    pub fn status(&self) -> Value {
+        let (code, body) = eventually("agent /status", || http_get(self.admin, "/status"));
+        assert_eq!(code, 200, "{body}");
+        serde_json::from_str(&body).expect("status JSON")
+    }
+
+    /// The version the agent serves locally for `collection`.
+    pub fn served_version(&self, collection: &str) -> Option<String> {
+        self.status()["store"]["collections"][collection]["served_version"]
+            .as_str()
+            .map(str::to_owned)
+    }
+}
+
+/// `meshhubctl <args>` to completion (bounded by [`DEADLINE`]): status,
+/// stdout, stderr.
+pub fn meshhubctl(args: &[&str]) -> (std::process::ExitStatus, String, String) {
+    let mut child = Command::new(bin_dir().join("meshhubctl"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("meshhubctl starts");
+    let mut out = child.stdout.take().expect("stdout");
+    let mut err = child.stderr.take().expect("stderr");
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let mut stdout = String::new();
+    let _ = out.read_to_string(&mut stdout);
+    let status = eventually("meshhubctl to exit", || child.try_wait().ok().flatten());
+    let stderr = reader.join().unwrap_or_default();
+    (status, stdout, stderr)
+}
+
+/// A minimal HTTP/1.1 GET on loopback: `(status code, body)`, or `None`
+/// when the port does not answer.
+pub fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).ok()?;
+    let (head, body) = raw.split_once("\r\n\r\n")?;
+    let code = head.split_whitespace().nth(1)?.parse().ok()?;
+    Some((code, body.to_owned()))
+}
+
+/// A VirtualService in `bookinfo` routing to `host`, with extra metadata
+/// lines (`labels`, `annotations`).
+pub fn vs(name: &str, host: &str, extra_meta: &str) -> String {
+    format!(
+        "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata:\n  name: {name}\n  namespace: bookinfo\n{extra_meta}spec:\n  hosts: [{host}]\n  http:\n  - route:\n    - destination:\n        host: {host}\n"
+    )
+}
+
+/// Writes `text` to `path` atomically (temp file + rename), as editors do.
+pub fn write_file(path: &Path, text: &str) {
+    let tmp = path.with_extension("tmp~");
+    std::fs::write(&tmp, text).expect("write");
+    std::fs::rename(&tmp, path).expect("rename");
+}
+
+/// The hub's configuration for two clusters whose agents listen at
+/// `east` and `west`: both get namespace `bookinfo`; objects may name one
+/// with `meshhub.io/clusters`. Reconnects are quick (100 ms → 1 s) so that
+/// restarts converge fast.
+pub fn hub_config(objects: &Path, east: SocketAddr, west: SocketAddr) -> String {
+    let cluster = |name: &str, addr: SocketAddr| {
+        format!(
+            "  - name: {name}\n    namespaces: [bookinfo]\n    agent:\n      address: http://{addr}\n      connectTimeout: 1s\n      reconnect: {{initial: 100ms, max: 1s}}\n"
+        )
+    };
+    format!(
+        "sources:\n  - name: files\n    file: {{path: {}}}\nclusters:\n{}{}debounce:\n  quiet: 20ms\n  maxWait: 200ms\n",
+        objects.display(),
+        cluster("east", east),
+        cluster("west", west)
+    )
+}
+
+/// The hub's remote row for `cluster` from `/status`.
+pub fn remote<'a>(status: &'a Value, cluster: &str) -> &'a Value {
+    status["remotes"]
+        .as_array()
+        .and_then(|r| r.iter().find(|r| r["cluster"] == cluster))
+        .unwrap_or_else(|| panic!("no remote {cluster} in {}", status["remotes"]))
+}
+
+/// The version the hub's group `cluster` has of `collection`.
+pub fn group_version(status: &Value, cluster: &str, collection: &str) -> Option<String> {
+    status["groups"]
+        .as_array()?
+        .iter()
+        .find(|g| g["name"] == cluster)?["collections"][collection]["version"]
+        .as_str()
+        .map(str::to_owned)
+}
+
+/// Whether the hub's dialer of `cluster` has its current version of
+/// `collection` ACKed (SYNCED, and the ACKed version is the group's).
+pub fn synced(status: &Value, cluster: &str, collection: &str) -> bool {
+    let c = &remote(status, cluster)["collections"][collection];
+    c["state"] == "SYNCED"
+        && group_version(status, cluster, collection).as_deref() == c["acked"]["version"].as_str()
+}

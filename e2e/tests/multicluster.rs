@@ -1,0 +1,441 @@
+//! The real binaries as processes on loopback: one `meshhub` dialing two
+//! `meshhub-sink-agent`s (clusters `east` and `west`), `meshhubctl watch`
+//! consumers on the agents' re-serve ports, `meshhubctl status` on the hub.
+//! Every test bounds its waits ([`eventually`]) and kills its processes
+//! when it ends (the guards' `Drop`), pass or fail.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
+
+use meshhub_e2e::*;
+use serde_json::Value;
+
+/// A hub, two agents, and the files behind them.
+struct Mesh {
+    dir: tempfile::TempDir,
+    logs: PathBuf,
+    objects: PathBuf,
+    config: PathBuf,
+    east: AgentProc,
+    west: AgentProc,
+    hub: Option<HubProc>,
+}
+
+impl Mesh {
+    /// Starts both agents, then the hub dialing them, with `files` as the
+    /// hub's objects; waits until both agents ACKed every virtual service.
+    fn start(files: &[(&str, String)]) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let logs = dir.path().join("logs");
+        let objects = dir.path().join("objects");
+        let etc = dir.path().join("etc");
+        for d in [&logs, &objects, &etc] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        for (name, text) in files {
+            std::fs::write(objects.join(name), text).unwrap();
+        }
+        let east = AgentProc::start("east", dir.path(), &logs, None);
+        let west = AgentProc::start("west", dir.path(), &logs, None);
+        let config = etc.join("meshhub.yaml");
+        std::fs::write(&config, hub_config(&objects, east.sink, west.sink)).unwrap();
+        let mut mesh = Self {
+            dir,
+            logs,
+            objects,
+            config,
+            east,
+            west,
+            hub: None,
+        };
+        mesh.start_hub();
+        mesh.wait_synced(VS);
+        mesh
+    }
+
+    fn start_hub(&mut self) {
+        self.hub = Some(HubProc::start("hub", &self.config, &self.logs));
+    }
+
+    fn hub(&self) -> &HubProc {
+        self.hub.as_ref().expect("hub running")
+    }
+
+    /// Waits until both agents ACKed the hub's current version of
+    /// `collection`; returns that status document.
+    fn wait_synced(&self, collection: &str) -> Value {
+        eventually(&format!("both agents ACK {collection}"), || {
+            let s = self.hub().status();
+            (synced(&s, "east", collection) && synced(&s, "west", collection)).then_some(s)
+        })
+    }
+
+    /// Starts `meshhubctl watch` on `agent`'s re-serve port for the
+    /// virtual services, printing JSON.
+    fn consumer(&self, agent: &AgentProc) -> Proc {
+        let args = [
+            "watch",
+            "--server",
+            &format!("http://{}", agent.grpc),
+            "--cluster",
+            &agent.cluster,
+            "-c",
+            VS,
+            "-o",
+            "json",
+        ]
+        .map(str::to_owned);
+        Proc::spawn(
+            &format!("watch-{}", agent.cluster),
+            "meshhubctl",
+            &args,
+            &self.logs,
+        )
+    }
+
+    fn write(&self, name: &str, text: &str) {
+        write_file(&self.objects.join(name), text);
+    }
+}
+
+impl Drop for Mesh {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            // Leave the evidence where it can be read.
+            let keep = std::env::temp_dir().join(format!(
+                "meshhub-e2e-{}",
+                SystemTime::now()
+                    .duration_since(SystemTime::UNIX_EPOCH)
+                    .unwrap_or_default()
+                    .as_millis()
+            ));
+            let _ = std::fs::rename(self.dir.path(), &keep);
+            eprintln!(
+                "e2e: processes' logs kept in {}",
+                keep.join("logs").display()
+            );
+        }
+    }
+}
+
+/// `meshhubctl watch --once` on an agent: the virtual services it serves.
+fn served_once(agent: &AgentProc) -> String {
+    let (status, out, err) = meshhubctl(&[
+        "watch",
+        "--server",
+        &format!("http://{}", agent.grpc),
+        "-c",
+        VS,
+        "-o",
+        "json",
+        "--once",
+        "--connect-timeout",
+        "5s",
+    ]);
+    assert!(status.success(), "watch --once on {}: {err}", agent.cluster);
+    out
+}
+
+fn at(v: &Value) -> SystemTime {
+    humantime::parse_rfc3339(v.as_str().expect("a time")).expect("RFC 3339")
+}
+
+#[test]
+fn a_file_change_reaches_both_clusters_and_a_targeted_object_only_its_own() {
+    let mesh = Mesh::start(&[("reviews.yaml", vs("reviews", "reviews-v0", ""))]);
+    let east = mesh.consumer(&mesh.east);
+    let west = mesh.consumer(&mesh.west);
+    for c in [&east, &west] {
+        eventually("consumers get the first state", || {
+            c.stdout().contains("reviews-v0").then_some(())
+        });
+    }
+
+    // File change → both agents ACK, from the hub's ledger timestamps.
+    let mut samples = Vec::new();
+    for i in 1..=5 {
+        let before = group_version(&mesh.hub().status(), "east", VS);
+        let written = SystemTime::now();
+        mesh.write("reviews.yaml", &vs("reviews", &format!("reviews-v{i}"), ""));
+        let s = eventually("both ACK the change", || {
+            let s = mesh.hub().status();
+            (group_version(&s, "east", VS) != before
+                && synced(&s, "east", VS)
+                && synced(&s, "west", VS))
+            .then_some(s)
+        });
+        let acked = ["east", "west"]
+            .map(|c| at(&remote(&s, c)["collections"][VS]["acked"]["at"]))
+            .into_iter()
+            .max()
+            .unwrap();
+        samples.push(acked.duration_since(written).unwrap_or_default());
+    }
+    samples.sort();
+    eprintln!(
+        "e2e: file change -> both agents ACK: {:?} (median {:?}, max {:?}; debounce quiet 20ms)",
+        samples,
+        samples[samples.len() / 2],
+        samples[samples.len() - 1]
+    );
+    for c in [&east, &west] {
+        eventually("consumers get the last change", || {
+            c.stdout().contains("reviews-v5").then_some(())
+        });
+    }
+
+    // An object that names west reaches west only.
+    let east_version = group_version(&mesh.hub().status(), "east", VS);
+    mesh.write(
+        "only-west.yaml",
+        &vs(
+            "only-west",
+            "only-west",
+            "  annotations: {meshhub.io/clusters: west}\n",
+        ),
+    );
+    eventually("west's consumer gets only-west", || {
+        west.stdout().contains("only-west").then_some(())
+    });
+    let s = mesh.wait_synced(VS);
+    assert_eq!(
+        group_version(&s, "east", VS),
+        east_version,
+        "east unchanged"
+    );
+    assert_eq!(mesh.east.served_version(VS), east_version);
+    assert!(!east.stdout().contains("only-west"), "{}", east.stdout());
+    assert!(!served_once(&mesh.east).contains("only-west"));
+
+    // SIGHUP re-reads the configuration (unchanged here).
+    mesh.hub().proc.signal("HUP");
+    eventually("the reload", || {
+        (mesh.hub().status()["config"]["reloads"].as_u64() >= Some(1)).then_some(())
+    });
+    assert!(mesh.hub().status()["config"]["last_error"].is_null());
+}
+
+#[test]
+fn a_crashed_agent_serves_its_persisted_state_at_once_then_converges() {
+    let mut mesh = Mesh::start(&[("reviews.yaml", vs("reviews", "reviews-v1", ""))]);
+
+    // With the hub down, crash east and start it again: local consumers get
+    // the persisted state without any hub.
+    mesh.hub.as_mut().unwrap().proc.kill();
+    mesh.hub = None;
+    let dir = mesh.dir.path().to_owned();
+    mesh.east.crash_and_restart(&dir, &mesh.logs);
+    let out = served_once(&mesh.east);
+    let served_after = mesh.east.started.elapsed();
+    assert!(out.contains("reviews-v1"), "{out}");
+    eprintln!(
+        "e2e: agent restart (hub down) -> a consumer has the persisted state: {served_after:?}"
+    );
+    assert!(served_after < Duration::from_secs(10), "{served_after:?}");
+
+    // A change while the hub was down; the hub comes back: both converge.
+    mesh.write("reviews.yaml", &vs("reviews", "reviews-v2", ""));
+    mesh.start_hub();
+    let s = mesh.wait_synced(VS);
+    assert_eq!(mesh.east.served_version(VS), group_version(&s, "east", VS));
+    assert!(served_once(&mesh.east).contains("reviews-v2"));
+
+    // With the hub up: crash west, change meanwhile, restart it. The hub's
+    // dialer reconnects (backoff 100ms → 1s) and west converges.
+    mesh.west.proc.kill();
+    eventually("the hub sees west down", || {
+        (remote(&mesh.hub().status(), "west")["connected"] == false).then_some(())
+    });
+    let before = group_version(&mesh.hub().status(), "east", VS);
+    mesh.write("reviews.yaml", &vs("reviews", "reviews-v3", ""));
+    eventually("east ACKs v3 while west is down", || {
+        let s = mesh.hub().status();
+        (group_version(&s, "east", VS) != before && synced(&s, "east", VS)).then_some(())
+    });
+    let started = Instant::now();
+    mesh.west.crash_and_restart(&dir, &mesh.logs);
+    assert!(
+        served_once(&mesh.west).contains("reviews-v2"),
+        "west serves its persisted (older) state before the hub reconnects"
+    );
+    let s = mesh.wait_synced(VS);
+    eprintln!(
+        "e2e: agent restart (hub up) -> ACK of the newer version: {:?}",
+        started.elapsed()
+    );
+    let w = remote(&s, "west");
+    assert!(w["streams"].as_u64() >= Some(2), "{w}");
+    assert!(w["connected"] == true);
+    assert_eq!(mesh.west.served_version(VS), group_version(&s, "west", VS));
+    assert!(served_once(&mesh.west).contains("reviews-v3"));
+}
+
+#[test]
+fn the_hub_restarted_agents_keep_serving_and_converge_with_nothing_lost() {
+    let mut mesh = Mesh::start(&[
+        ("reviews.yaml", vs("reviews", "reviews-v1", "")),
+        ("ratings.yaml", vs("ratings", "ratings", "")),
+    ]);
+    let consumers = [mesh.consumer(&mesh.east), mesh.consumer(&mesh.west)];
+    for c in &consumers {
+        eventually("consumers get the first state", || {
+            c.stdout().contains("ratings").then_some(())
+        });
+    }
+
+    mesh.hub.as_mut().unwrap().proc.kill();
+    mesh.hub = None;
+    // The agents keep serving.
+    for agent in [&mesh.east, &mesh.west] {
+        assert_eq!(
+            http_get(agent.admin, "/readyz").map(|r| r.0),
+            Some(200),
+            "{} ready without its hub",
+            agent.cluster
+        );
+        let out = served_once(agent);
+        assert!(
+            out.contains("reviews-v1") && out.contains("ratings"),
+            "{out}"
+        );
+    }
+
+    // While the hub is down: a change, a deletion, an addition.
+    mesh.write("reviews.yaml", &vs("reviews", "reviews-v2", ""));
+    std::fs::remove_file(mesh.objects.join("ratings.yaml")).unwrap();
+    mesh.write("details.yaml", &vs("details", "details", ""));
+    mesh.start_hub();
+    let s = mesh.wait_synced(VS);
+
+    // Nothing lost: every collection each agent serves is the hub's.
+    for agent in [&mesh.east, &mesh.west] {
+        let a = agent.status();
+        let groups = s["groups"].as_array().unwrap();
+        let g = groups
+            .iter()
+            .find(|g| g["name"] == agent.cluster.as_str())
+            .unwrap();
+        let collections = g["collections"].as_object().unwrap();
+        for (name, c) in collections {
+            eventually(&format!("{} {name} converged", agent.cluster), || {
+                let a = agent.status();
+                (a["store"]["collections"][name]["served_version"] == c["version"]).then_some(())
+            });
+        }
+        assert!(a["ready"] == true);
+        let out = served_once(agent);
+        assert!(
+            out.contains("reviews-v2") && out.contains("details") && !out.contains("ratings"),
+            "{out}"
+        );
+    }
+    // The long-running consumers followed without ever losing their stream.
+    for c in &consumers {
+        eventually("consumers see the new state", || {
+            let out = c.stdout();
+            let last = out.rsplit("# collection").next().unwrap_or_default();
+            (last.contains("reviews-v2") && last.contains("details") && !last.contains("ratings"))
+                .then_some(())
+        });
+        assert!(!c.stderr().contains("stream ended"), "{}", c.stderr());
+    }
+}
+
+#[test]
+fn an_agent_that_cannot_persist_nacks_visibly_is_not_resent_and_takes_the_fix() {
+    let mesh = Mesh::start(&[("reviews.yaml", vs("reviews", "reviews-v1", ""))]);
+    let admin = format!("http://{}", mesh.hub().admin);
+
+    // East's volume refuses the write of the virtual services (a directory
+    // where its temp file goes): the agent NACKs rather than ACK something
+    // that would not survive a restart.
+    let blocker = collection_file(&mesh.east.data, VS).with_extension("pb.tmp");
+    std::fs::create_dir(&blocker).unwrap();
+    mesh.write("reviews.yaml", &vs("reviews", "reviews-v2", ""));
+    let s = eventually("east NACKs", || {
+        let s = mesh.hub().status();
+        (remote(&s, "east")["collections"][VS]["state"] == "NACKED" && synced(&s, "west", VS))
+            .then_some(s)
+    });
+    let east = &remote(&s, "east")["collections"][VS];
+    let nacked_version = east["nacked"]["version"].as_str().unwrap().to_owned();
+    let nonce = east["sent"]["nonce"].clone();
+    assert_eq!(east["sent"]["version"], nacked_version.as_str());
+    assert!(
+        east["nacked"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("can't persist"),
+        "{east}"
+    );
+
+    // meshhubctl status shows it, table and JSON.
+    let (ok, table, err) = meshhubctl(&["status", "--admin", &admin]);
+    assert!(ok.success(), "{err}");
+    eprintln!("e2e: meshhubctl status during the NACK:\n{table}");
+    let row = |table: &str, peer: &str| {
+        table
+            .lines()
+            .find(|l| l.starts_with(peer) && l.contains(VS))
+            .unwrap_or_else(|| panic!("no {peer} {VS} row in\n{table}"))
+            .to_owned()
+    };
+    let east_row = row(&table, "east");
+    assert!(
+        east_row.contains("NACKED") && east_row.contains("can't persist"),
+        "{east_row}"
+    );
+    assert!(row(&table, "west").contains("SYNCED"));
+    let (ok, json, _) = meshhubctl(&["status", "--admin", &admin, "-o", "json"]);
+    assert!(ok.success());
+    let json: Value = serde_json::from_str(&json).unwrap();
+    let east_json = json["clusters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "east")
+        .unwrap();
+    assert_eq!(east_json["collections"][VS]["state"], "NACKED");
+    assert_eq!(
+        east_json["collections"][VS]["nacked"],
+        nacked_version.as_str()
+    );
+
+    // The agent keeps serving its last good state.
+    assert!(served_once(&mesh.east).contains("reviews-v1"));
+
+    // The hub goes on publishing (a destination rule for both) but does not
+    // resend the NACKed version: nothing more was sent for the virtual
+    // services on that stream.
+    mesh.write(
+        "dr.yaml",
+        "apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: reviews, namespace: bookinfo}\nspec: {host: reviews}\n",
+    );
+    let dr = "istio/networking/v1alpha3/destinationrules";
+    let s = mesh.wait_synced(dr);
+    let east = &remote(&s, "east")["collections"][VS];
+    assert_eq!(east["state"], "NACKED");
+    assert_eq!(
+        east["sent"]["nonce"], nonce,
+        "the NACKed version was not resent"
+    );
+    assert_eq!(east["nacks"], 1);
+
+    // The volume is repaired and a corrected version comes: ACKed.
+    std::fs::remove_dir(&blocker).unwrap();
+    mesh.write("reviews.yaml", &vs("reviews", "reviews-v3", ""));
+    let s = mesh.wait_synced(VS);
+    let e = remote(&s, "east");
+    assert_eq!(e["streams"], 1, "one stream throughout");
+    assert_eq!(e["collections"][VS]["nacks"], 1);
+    assert_eq!(e["collections"][VS]["acks"], 2, "v1 and v3; v2 never again");
+    assert!(served_once(&mesh.east).contains("reviews-v3"));
+    let (_, table, _) = meshhubctl(&["status", "--admin", &admin]);
+    assert!(row(&table, "east").contains("SYNCED"), "{table}");
+}
+
+/// The agent's file for `collection` (its on-disk format v1).
+fn collection_file(data: &Path, collection: &str) -> PathBuf {
+    data.join("v1/collections")
+        .join(format!("{}.pb", collection.replace('/', "%2F")))
+}

@@ -40,6 +40,9 @@ enum Command {
         /// Only these scenarios (p1, p2, p3, p4), comma-separated.
         #[arg(long, value_delimiter = ',')]
         only: Vec<String>,
+        /// Size overrides, e.g. `--size p2.resources=40` (repeatable).
+        #[arg(long)]
+        size: Vec<String>,
     },
     /// (internal) The hub process.
     Server {
@@ -91,7 +94,7 @@ async fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let result = match cli.command {
-        Command::All { quick, only } => all(quick, &only).await,
+        Command::All { quick, only, size } => all(quick, &only, &size).await,
         Command::Server { config } => server::run(config).await,
         Command::Load {
             addr,
@@ -117,12 +120,15 @@ async fn main() -> ExitCode {
     }
 }
 
-async fn all(quick: bool, only: &[String]) -> anyhow::Result<()> {
-    let params = if quick {
+async fn all(quick: bool, only: &[String], sizes: &[String]) -> anyhow::Result<()> {
+    let mut params = if quick {
         suite::Params::quick()
     } else {
         suite::Params::full()
     };
+    for s in sizes {
+        params.set(s)?;
+    }
     let started = std::time::Instant::now();
     eprintln!("meshhub-bench: running {params:?}");
     let results = suite::run(&params, only).await?;

@@ -52,6 +52,19 @@ pub fn rss_bytes(pid: u32) -> Result<u64> {
     Ok(kb * 1024)
 }
 
+/// CPU time (user + system) a process has used so far, in seconds, from
+/// `/proc/<pid>/stat` (clock ticks of 1/100 s, Linux's `USER_HZ`).
+pub fn cpu_secs(pid: u32) -> Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .with_context(|| format!("reading /proc/{pid}/stat"))?;
+    // Fields after the command name, which may contain spaces.
+    let rest = stat.rsplit_once(')').context("malformed stat")?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = fields.get(11).context("no utime")?.parse::<u64>()?
+        + fields.get(12).context("no stime")?.parse::<u64>()?;
+    Ok(ticks as f64 / 100.0)
+}
+
 /// A child process of the harness.
 pub struct Child {
     name: String,
@@ -85,6 +98,11 @@ impl Child {
     /// The child's process id.
     pub fn pid(&self) -> Result<u32> {
         self.child.id().context("child already exited")
+    }
+
+    /// CPU seconds the child used so far.
+    pub fn cpu(&self) -> f64 {
+        self.pid().and_then(cpu_secs).unwrap_or(f64::NAN)
     }
 
     /// Sends one command line.

@@ -36,6 +36,32 @@ impl Params {
         }
     }
 
+    /// Overrides one size: `p1.streams`, `p1.conns`, `p1.resources`,
+    /// `p1.changes`, `p2.streams`, `p2.conns`, `p2.resources`,
+    /// `p3.streams`, `p3.conns`, `p3.resources`, `p4.resources`.
+    pub fn set(&mut self, setting: &str) -> Result<()> {
+        let (key, value) = setting
+            .split_once('=')
+            .with_context(|| format!("size {setting:?} is not key=value"))?;
+        let v: usize = value.parse().with_context(|| format!("size {setting:?}"))?;
+        ensure!(v > 0, "size {setting:?} must be positive");
+        match key {
+            "p1.streams" => self.p1.0 = v,
+            "p1.conns" => self.p1.1 = v,
+            "p1.resources" => self.p1.2 = v,
+            "p1.changes" => self.p1.3 = v,
+            "p2.streams" => self.p2.0 = v,
+            "p2.conns" => self.p2.1 = v,
+            "p2.resources" => self.p2.2 = v,
+            "p3.streams" => self.p3.0 = v,
+            "p3.conns" => self.p3.1 = v,
+            "p3.resources" => self.p3.2 = v,
+            "p4.resources" => self.p4 = v,
+            _ => bail!("unknown size {key:?}"),
+        }
+        Ok(())
+    }
+
     /// Small sizes that prove the harness works (CI, debug builds).
     pub fn quick() -> Self {
         Self {
@@ -280,10 +306,12 @@ async fn p1(params: &Params, results: &mut Results) -> Result<()> {
     let mut acked = Vec::new();
     let mut received = Vec::new();
     let mut debounce = Vec::new();
-    let mut waits = Vec::new();
+    let mut hub_cpu = 0.0;
+    let mut load_cpu = 0.0;
     for k in 0..changes {
         let idx = (k * 7919 + 13) % r;
         let collection = corpus.collection_of(idx);
+        let (hub0, load0) = (server.child.cpu(), load.cpu());
         let t_write = now_ns();
         corpus.change_one(idx)?;
         let published = server
@@ -307,6 +335,8 @@ async fn p1(params: &Params, results: &mut Results) -> Result<()> {
             .await?;
         let acks = server.child.expect("acks", LONG).await?;
         ensure!(acks["complete"] == true, "not every stream ACKed {version}");
+        hub_cpu += server.child.cpu() - hub0;
+        load_cpu += load.cpu() - load0;
         let expected = server.expected().await?;
         check_oracle(&report, &expected, results)?;
         // Publish: the watcher's timestamp, or the first stream's send if
@@ -322,7 +352,6 @@ async fn p1(params: &Params, results: &mut Results) -> Result<()> {
             received.push(ms(t as i128 - publish as i128));
         }
         debounce.push(ms(publish as i128 - t_write as i128));
-        waits.push(publish);
     }
     load.finish().await;
     server.child.finish().await;
@@ -347,6 +376,9 @@ async fn p1(params: &Params, results: &mut Results) -> Result<()> {
     );
     f.insert("p1.initial_sync_s".into(), sync_s);
     let per_stream_r = (rss1 as f64 - rss0 as f64) / n as f64;
+    let (hub_cpu, load_cpu) = (hub_cpu / changes as f64, load_cpu / changes as f64);
+    f.insert("p1.hub_cpu_per_change_s".into(), hub_cpu);
+    f.insert("p1.load_cpu_per_change_s".into(), load_cpu);
     f.insert("p1.rss_per_stream_bytes".into(), per_stream_r);
     results.row(
         format!("P1 change fan-out, ACKed by all (N={n}, R={r}, {conns} conns, {changes} changes)"),
@@ -363,6 +395,12 @@ async fn p1(params: &Params, results: &mut Results) -> Result<()> {
             percentile(&received, 100.0)
         ),
         "(breakdown)",
+        None,
+    );
+    results.row(
+        "P1 CPU per change round (write → all ACKed): hub, load generator".into(),
+        format!("hub {:.2} s, load {:.2} s", hub_cpu, load_cpu),
+        "(profile)",
         None,
     );
     results.row(
@@ -466,11 +504,13 @@ async fn p3(params: &Params, results: &mut Results) -> Result<()> {
         publish = publish.min(p["at_ns"].as_u64().unwrap_or(u64::MAX));
         versions.insert(c, p["version"].clone());
     }
+    let (hub0, load0) = (server.child.cpu(), load.cpu());
     let report = load_cmd(
         &mut load,
         json!({"cmd": "wait", "versions": versions, "timeout_ms": 240_000}),
     )
     .await?;
+    let (hub_cpu, load_cpu) = (server.child.cpu() - hub0, load.cpu() - load0);
     let expected = server.expected().await?;
     check_oracle(&report, &expected, results)?;
     let last = corpus
@@ -529,6 +569,8 @@ async fn p3(params: &Params, results: &mut Results) -> Result<()> {
     f.insert("p3.grpc_mib_s".into(), mib(grpc_rate));
     f.insert("p3.raw_mib_s".into(), mib(raw_rate));
     f.insert("p3.ratio".into(), ratio);
+    f.insert("p3.hub_cpu_s".into(), hub_cpu);
+    f.insert("p3.load_cpu_s".into(), load_cpu);
     results.row(
         format!("P3 full-state fan-out vs raw loopback TCP (N={n}, R={r}, {conns} conns)"),
         format!(
@@ -541,6 +583,12 @@ async fn p3(params: &Params, results: &mut Results) -> Result<()> {
         ),
         "≥ 50 %",
         Some(ratio >= 0.5),
+    );
+    results.row(
+        "P3 CPU from publish seen to all received: hub, load generator".into(),
+        format!("hub {hub_cpu:.2} s, load {load_cpu:.2} s (wall {grpc_s:.2} s, 2 cores)"),
+        "(profile)",
+        None,
     );
     Ok(())
 }
@@ -573,6 +621,7 @@ async fn p4(params: &Params, results: &mut Results) -> Result<()> {
     let ready_s =
         (server.ready["ready_ns"].as_u64().unwrap_or_default() - server.start_ns) as f64 / 1e9;
     let rss_served = server.rss()?;
+    let hub_cpu = server.child.cpu();
     tokio::time::sleep(Duration::from_secs(1)).await;
     let rss = server.rss()?;
     let encoded = server.ready["encoded_bytes"].as_u64().unwrap_or(1) as f64;
@@ -585,10 +634,11 @@ async fn p4(params: &Params, results: &mut Results) -> Result<()> {
     f.insert("p4.rss_bytes".into(), rss as f64);
     f.insert("p4.encoded_bytes".into(), encoded);
     f.insert("p4.rss_ratio".into(), ratio);
+    f.insert("p4.hub_cpu_s".into(), hub_cpu);
     results.row(
         format!("P4 ingest R={r} from files → first full snapshot at a consumer"),
         format!(
-            "{secs:.2} s (hub ready after {ready_s:.2} s; {:.0} MiB YAML)",
+            "{secs:.2} s (hub ready after {ready_s:.2} s, {hub_cpu:.1} s CPU; {:.0} MiB YAML)",
             mib(yaml as f64)
         ),
         "≤ 2 s",

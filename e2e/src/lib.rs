@@ -21,11 +21,21 @@ pub const DEADLINE: Duration = Duration::from_secs(30);
 /// The virtual services collection.
 pub const VS: &str = "istio/networking/v1alpha3/virtualservices";
 
-/// Where the binaries are: `target/<profile>/`, built once per test
-/// process with the cargo that runs the tests.
+/// Where the binaries are: `MESHHUB_E2E_BIN_DIR` if set (prebuilt, e.g.
+/// release binaries), else `target/<profile>/` beside the test executable.
+/// There they are used as they are when they are newer than every source
+/// file of the crates they are built from (`cargo test --workspace` has just
+/// built them, with the same features as the rest of the run); otherwise
+/// they are built once per test process with the cargo running the tests.
+/// (Building unconditionally would flip dependency features between the
+/// test build and a plain `cargo build` and recompile half the tree on every
+/// run.)
 pub fn bin_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
+        if let Some(dir) = std::env::var_os("MESHHUB_E2E_BIN_DIR") {
+            return PathBuf::from(dir);
+        }
         // Tests run from target/<profile>/deps/<test>-<hash>.
         let exe = std::env::current_exe().expect("current exe");
         let dir = exe
@@ -34,21 +44,23 @@ pub fn bin_dir() -> &'static Path {
             .expect("target/<profile>")
             .to_owned();
         let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-        let mut cmd = Command::new(env!("CARGO"));
-        cmd.current_dir(&workspace).args([
-            "build",
-            "--bins",
-            "-p",
-            "meshhub",
-            "-p",
-            "meshhub-sink-agent",
-        ]);
-        if dir.file_name().is_some_and(|n| n == "release") {
-            cmd.arg("--release");
+        if !binaries_fresh(&dir, &workspace) {
+            let mut cmd = Command::new(env!("CARGO"));
+            cmd.current_dir(&workspace).args([
+                "build",
+                "--bins",
+                "-p",
+                "meshhub",
+                "-p",
+                "meshhub-sink-agent",
+            ]);
+            if dir.file_name().is_some_and(|n| n == "release") {
+                cmd.arg("--release");
+            }
+            let status = cmd.status().expect("cargo build runs");
+            assert!(status.success(), "cargo build of the binaries failed");
         }
-        let status = cmd.status().expect("cargo build runs");
-        assert!(status.success(), "cargo build of the binaries failed");
-        for bin in ["meshhub", "meshhubctl", "meshhub-sink-agent"] {
+        for bin in BINARIES {
             assert!(
                 dir.join(bin).is_file(),
                 "{} missing after the build",
@@ -57,6 +69,41 @@ pub fn bin_dir() -> &'static Path {
         }
         dir
     })
+}
+
+const BINARIES: [&str; 3] = ["meshhub", "meshhubctl", "meshhub-sink-agent"];
+
+/// Whether every binary in `dir` is newer than every input it is built
+/// from (the crates' sources, manifests, build scripts, schemas, the lock).
+fn binaries_fresh(dir: &Path, workspace: &Path) -> bool {
+    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    let Some(oldest_bin) = BINARIES
+        .iter()
+        .map(|b| modified(&dir.join(b)))
+        .collect::<Option<Vec<_>>>()
+        .and_then(|v| v.into_iter().min())
+    else {
+        return false;
+    };
+    let mut newest_input = None;
+    let mut stack: Vec<PathBuf> = ["hub", "sink-agent", "mcp", "proto"]
+        .iter()
+        .map(|c| workspace.join(c))
+        .chain([workspace.join("Cargo.lock"), workspace.join("Cargo.toml")])
+        .collect();
+    while let Some(p) = stack.pop() {
+        if p.is_dir() {
+            if p.file_name().is_some_and(|n| n == "target") {
+                continue;
+            }
+            if let Ok(entries) = std::fs::read_dir(&p) {
+                stack.extend(entries.flatten().map(|e| e.path()));
+            }
+        } else if let Some(m) = modified(&p) {
+            newest_input = newest_input.max(Some(m));
+        }
+    }
+    newest_input.is_some_and(|n| oldest_bin > n)
 }
 
 /// Polls `check` every 20 ms until it returns `Some`, or panics naming

@@ -19,3 +19,4 @@ pub mod sink;
 pub mod snapshot;
 pub mod source;
 pub mod tls;
+pub mod transport;

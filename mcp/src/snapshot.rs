@@ -6,8 +6,9 @@
 //! a collection snapshot per collection. Both are shared behind [`Arc`] by
 //! every stream that serves them; nothing is re-encoded per stream.
 
+use std::cmp::Ordering;
 use std::collections::BTreeMap;
-use std::sync::{Arc, LazyLock};
+use std::sync::{Arc, LazyLock, Mutex, Weak};
 
 use bytes::Bytes;
 use meshhub_proto::wire::SharedResources;
@@ -33,15 +34,79 @@ pub struct ResourceKey {
     pub version: Arc<str>,
 }
 
+/// What changed between what a sink holds and a newer snapshot.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Delta {
+    /// Resources added or changed (encoded), in name order.
+    pub changed: SharedResources,
+    /// Names removed, in name order.
+    pub removed: Vec<String>,
+}
+
+impl Delta {
+    /// The delta from `held` (sorted by name) to `to`: one merge of two
+    /// sorted lists, no hashing.
+    pub fn between(held: &[ResourceKey], to: &CollectionSnapshot) -> Self {
+        let mut changed = Vec::new();
+        let mut removed = Vec::new();
+        let (mut i, mut j) = (0, 0);
+        let new = to.keys();
+        while i < held.len() || j < new.len() {
+            let order = match (held.get(i), new.get(j)) {
+                (Some(h), Some(n)) => h.name.cmp(&n.name),
+                (Some(_), None) => Ordering::Less,
+                (None, _) => Ordering::Greater,
+            };
+            match order {
+                Ordering::Less => {
+                    removed.push(held[i].name.to_string());
+                    i += 1;
+                }
+                Ordering::Greater => {
+                    changed.push(to.resources[j].clone());
+                    j += 1;
+                }
+                Ordering::Equal => {
+                    if held[i].version != new[j].version {
+                        changed.push(to.resources[j].clone());
+                    }
+                    i += 1;
+                    j += 1;
+                }
+            }
+        }
+        Self {
+            changed: Arc::new(changed),
+            removed,
+        }
+    }
+}
+
+/// The last delta computed into a snapshot, and from which snapshot.
+type DeltaMemo = Option<(Weak<CollectionSnapshot>, Arc<Delta>)>;
+
 /// One collection's resources at one version.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub struct CollectionSnapshot {
     version: String,
     /// Encoded resources, sorted by name: the full state, shared as is.
     resources: SharedResources,
     /// Name and version of `resources[i]`, same order.
     keys: Vec<ResourceKey>,
+    /// Streams moving from the same older snapshot to this one share one
+    /// computed delta (after a change, that is nearly every stream).
+    memo: Mutex<DeltaMemo>,
 }
+
+impl PartialEq for CollectionSnapshot {
+    fn eq(&self, other: &Self) -> bool {
+        self.version == other.version
+            && self.keys == other.keys
+            && self.resources == other.resources
+    }
+}
+
+impl Eq for CollectionSnapshot {}
 
 /// The version of an empty collection (also what an unknown collection gets).
 pub static EMPTY: LazyLock<Arc<CollectionSnapshot>> =
@@ -91,7 +156,22 @@ impl CollectionSnapshot {
             version,
             resources: Arc::new(encoded),
             keys,
+            memo: Mutex::new(None),
         }
+    }
+
+    /// The delta from `base` (what a sink holds) to this snapshot, computed
+    /// once per base and shared by every stream that asks for it.
+    pub fn delta_from(&self, base: &Arc<CollectionSnapshot>) -> Arc<Delta> {
+        let mut memo = self.memo.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((from, delta)) = memo.as_ref()
+            && from.upgrade().is_some_and(|f| Arc::ptr_eq(&f, base))
+        {
+            return delta.clone();
+        }
+        let delta = Arc::new(Delta::between(base.keys(), self));
+        *memo = Some((Arc::downgrade(base), delta.clone()));
+        delta
     }
 
     /// The collection version.
@@ -207,6 +287,31 @@ mod tests {
         assert_eq!(c.len(), 1);
         assert_eq!(c.keys()[0].version.as_ref(), "2");
         assert_eq!(c.resources()[0], Bytes::from("ns/a@2"));
+    }
+
+    #[test]
+    fn delta_merges_sorted_lists_and_is_shared() {
+        let base = Arc::new(CollectionSnapshot::new(vec![
+            res("a", "1"),
+            res("b", "1"),
+            res("c", "1"),
+        ]));
+        let next = CollectionSnapshot::new(vec![res("a", "1"), res("b", "2"), res("d", "1")]);
+        let d = next.delta_from(&base);
+        assert_eq!(*d.changed, vec![Bytes::from("b@2"), Bytes::from("d@1")]);
+        assert_eq!(d.removed, ["c"]);
+        // A second stream from the same base gets the same computation.
+        assert!(Arc::ptr_eq(&d, &next.delta_from(&base)));
+        // Another base is computed anew.
+        let other = Arc::new(CollectionSnapshot::new(vec![res("d", "1")]));
+        let d2 = next.delta_from(&other);
+        assert_eq!(*d2.changed, vec![Bytes::from("a@1"), Bytes::from("b@2")]);
+        assert!(d2.removed.is_empty());
+        // Empty on both sides.
+        assert_eq!(
+            Delta::between(&[], &CollectionSnapshot::new(vec![])),
+            Delta::default()
+        );
     }
 
     #[test]

@@ -27,14 +27,14 @@ pub mod dialer;
 pub mod drive;
 pub mod server;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use meshhub_proto::mcp::RequestResources;
 use meshhub_proto::wire::EncodedResources;
 use prost::Message;
 
-use crate::snapshot::CollectionSnapshot;
+use crate::snapshot::{CollectionSnapshot, Delta, ResourceKey};
 
 /// The collection a dialing source sends first to open the stream
 /// (reference §2.2); the sink NACKs it with `UNIMPLEMENTED`.
@@ -175,12 +175,24 @@ struct Pending {
     snapshot: Arc<CollectionSnapshot>,
 }
 
+/// What a sink holds of one collection.
+#[derive(Clone, Debug)]
+enum Held {
+    /// Not known: the next response is full state.
+    Unknown,
+    /// Exactly this snapshot: the last one it ACKed. Shared with the cache
+    /// and every other stream, so knowing it costs nothing per stream.
+    Snapshot(Arc<CollectionSnapshot>),
+    /// What it declared in `initial_resource_versions`, sorted by name.
+    Declared(Vec<ResourceKey>),
+}
+
 #[derive(Debug)]
 struct Subscription {
     /// The sink asked for deltas and the policy allows them.
     incremental: bool,
-    /// What the sink holds (name → version), when known.
-    held: Option<HashMap<Arc<str>, Arc<str>>>,
+    /// What the sink holds.
+    held: Held,
     /// The last version the sink answered (ACK or NACK) or that could not
     /// be sent: never sent again.
     answered: Option<String>,
@@ -236,14 +248,20 @@ impl SourceStream {
         if req.response_nonce.is_empty() || !known {
             // A new subscription, or the sink starting over on this one.
             let incremental = req.incremental && self.config.incremental.allows(collection);
-            let held = incremental.then(|| {
-                (!req.initial_resource_versions.is_empty()).then(|| {
-                    req.initial_resource_versions
-                        .iter()
-                        .map(|(k, v)| (Arc::from(k.as_str()), Arc::from(v.as_str())))
-                        .collect::<HashMap<_, _>>()
-                })
-            });
+            let held = if incremental && !req.initial_resource_versions.is_empty() {
+                let mut keys: Vec<ResourceKey> = req
+                    .initial_resource_versions
+                    .iter()
+                    .map(|(k, v)| ResourceKey {
+                        name: Arc::from(k.as_str()),
+                        version: Arc::from(v.as_str()),
+                    })
+                    .collect();
+                keys.sort_by(|a, b| a.name.cmp(&b.name));
+                Held::Declared(keys)
+            } else {
+                Held::Unknown
+            };
             let latest = self.subscriptions.remove(collection).and_then(|s| s.latest);
             step.events.push(Event::Subscribed {
                 collection: collection.to_owned(),
@@ -257,7 +275,7 @@ impl SourceStream {
                 collection.to_owned(),
                 Subscription {
                     incremental,
-                    held: held.flatten(),
+                    held,
                     answered: None,
                     pending: None,
                     latest,
@@ -287,14 +305,9 @@ impl SourceStream {
         let version = pending.snapshot.version().to_owned();
         match nack {
             None => {
-                sub.held = Some(
-                    pending
-                        .snapshot
-                        .keys()
-                        .iter()
-                        .map(|k| (k.name.clone(), k.version.clone()))
-                        .collect(),
-                );
+                // After an ACK the sink holds exactly what it was sent
+                // (a full state, or a delta that brought it there).
+                sub.held = Held::Snapshot(pending.snapshot.clone());
                 step.events.push(Event::Acked {
                     collection: collection.to_owned(),
                     version: version.clone(),
@@ -344,27 +357,18 @@ impl SourceStream {
             collection: collection.to_owned(),
             ..Default::default()
         };
-        match (&sub.held, sub.incremental) {
-            (Some(held), true) => {
+        let delta = match (&sub.held, sub.incremental) {
+            (_, false) | (Held::Unknown, true) => None,
+            (Held::Snapshot(base), true) => Some(latest.delta_from(base)),
+            (Held::Declared(keys), true) => Some(Arc::new(Delta::between(keys, &latest))),
+        };
+        match delta {
+            Some(delta) => {
                 response.incremental = true;
-                let mut changed = Vec::new();
-                let mut present = HashSet::with_capacity(latest.len());
-                for (key, bytes) in latest.keys().iter().zip(latest.resources().iter()) {
-                    present.insert(key.name.clone());
-                    if held.get(&key.name) != Some(&key.version) {
-                        changed.push(bytes.clone());
-                    }
-                }
-                let mut removed: Vec<String> = held
-                    .keys()
-                    .filter(|n| !present.contains(*n))
-                    .map(|n| n.to_string())
-                    .collect();
-                removed.sort();
-                response.resources = Arc::new(changed);
-                response.removed_resources = removed;
+                response.resources = delta.changed.clone();
+                response.removed_resources = delta.removed.clone();
             }
-            _ => response.resources = latest.resources().clone(),
+            None => response.resources = latest.resources().clone(),
         }
         let bytes = response.encoded_len();
         if bytes > self.config.max_response_bytes {

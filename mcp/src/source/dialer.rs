@@ -84,9 +84,10 @@ async fn dial_once(
     record: &crate::ledger::PeerRecord,
     shutdown: &CancellationToken,
 ) -> Result<(End, bool), String> {
+    let endpoint = crate::transport::tune(target.endpoint.clone());
     let channel = tokio::select! {
         () = shutdown.cancelled() => return Ok((End::Shutdown, false)),
-        c = target.endpoint.connect() => c.map_err(|e| format!("connect: {e}"))?,
+        c = endpoint.connect() => c.map_err(|e| format!("connect: {e}"))?,
     };
     let mut client = ResourceSinkClient::new(channel)
         .max_decoding_message_size(target.max_message_bytes)

@@ -200,9 +200,9 @@ fn lock(s: &Mutex<StreamState>) -> std::sync::MutexGuard<'_, StreamState> {
 
 /// One HTTP/2 connection; every stream cloned from it shares it.
 async fn connect(addr: SocketAddr) -> Result<Channel> {
-    let endpoint = Endpoint::from_shared(format!("http://{addr}"))?
-        .connect_timeout(Duration::from_secs(5))
-        .tcp_nodelay(true);
+    // The same windows and keepalives as meshhub's own clients.
+    let endpoint = meshhub_mcp::transport::tune(Endpoint::from_shared(format!("http://{addr}"))?)
+        .connect_timeout(Duration::from_secs(5));
     // The hub may still be binding or starting (P4): retry briefly.
     let mut last = None;
     for _ in 0..500 {

@@ -207,7 +207,7 @@ impl Hub {
                     .await;
             });
         }
-        let router = tonic::transport::Server::builder()
+        let router = meshhub_mcp::transport::server()
             .add_service(health_service)
             .add_service(SourceServer::new(shared.clone()).into_service(MAX_MESSAGE_BYTES))
             .add_service(AdsServer::new(shared, types).into_service(MAX_MESSAGE_BYTES));

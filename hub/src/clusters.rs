@@ -12,7 +12,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use meshhub_mcp::cache::{Group, SnapshotCache};
 use meshhub_mcp::ledger::{At, CollectionStatus, Ledger, PeerStatus, Role};
@@ -26,12 +25,6 @@ use tonic::transport::Endpoint;
 use tracing::{Instrument as _, error, info, info_span};
 
 use crate::config::AgentSpec;
-
-/// HTTP/2 keepalive ping interval on agent connections: a silent network
-/// partition is noticed within interval + timeout, not at the next send.
-const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(30);
-/// How long a keepalive ping may go unanswered.
-const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The configured agents, as the reloader publishes them.
 pub type Agents = Arc<Vec<AgentSpec>>;
@@ -53,13 +46,9 @@ pub struct EndpointError {
 /// The gRPC endpoint for an agent.
 pub fn endpoint(spec: &AgentSpec) -> Result<Endpoint, EndpointError> {
     Endpoint::from_shared(spec.address.clone())
-        .map(|e| {
-            e.connect_timeout(spec.connect_timeout)
-                .tcp_nodelay(true)
-                .http2_keep_alive_interval(KEEPALIVE_INTERVAL)
-                .keep_alive_timeout(KEEPALIVE_TIMEOUT)
-                .keep_alive_while_idle(true)
-        })
+        // meshhub's windows and keepalives (a silent partition is noticed
+        // within interval + timeout, not at the next send).
+        .map(|e| meshhub_mcp::transport::tune(e).connect_timeout(spec.connect_timeout))
         .map_err(|source| EndpointError {
             cluster: spec.cluster.clone(),
             address: spec.address.clone(),

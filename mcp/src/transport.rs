@@ -41,5 +41,6 @@ pub fn tune(endpoint: Endpoint) -> Endpoint {
         .initial_connection_window_size(CONNECTION_WINDOW)
         .http2_keep_alive_interval(KEEPALIVE_INTERVAL)
         .keep_alive_timeout(KEEPALIVE_TIMEOUT)
+        .keep_alive_while_idle(true)
         .tcp_nodelay(true)
 }

@@ -30,7 +30,7 @@ use tokio::sync::watch;
 use tokio_stream::wrappers::TcpListenerStream;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tonic::transport::{Endpoint, Server};
+use tonic::transport::Endpoint;
 use tonic_health::ServingStatus;
 use tracing::{Instrument as _, error, info, info_span, warn};
 
@@ -175,7 +175,7 @@ impl Agent {
         health
             .set_service_status("", ServingStatus::NotServing)
             .await;
-        let router = Server::builder()
+        let router = meshhub_mcp::transport::server()
             .add_service(health_service)
             .add_service(SourceServer::new(shared.clone()).into_service(config.max_message_bytes))
             .add_service(AdsServer::new(shared, types).into_service(config.max_message_bytes));
@@ -224,7 +224,7 @@ impl Agent {
                     tasks.clone(),
                 )
                 .into_service(config.max_message_bytes);
-                let router = Server::builder().add_service(service);
+                let router = meshhub_mcp::transport::server().add_service(service);
                 let span = info_span!("sink", listen.addr = %sink_addr.map_or_else(String::new, |a| a.to_string()));
                 tasks.spawn(serve_grpc(router, listener, shutdown.clone()).instrument(span));
             }

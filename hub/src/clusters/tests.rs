@@ -1,3 +1,5 @@
+use std::time::Duration;
+
 use meshhub_mcp::reconnect::ReconnectPolicy;
 
 use super::*;

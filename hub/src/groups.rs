@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use meshhub_mcp::cache::Group;
 use meshhub_mcp::group::{Consumer, GroupError, GroupIndex};
-use meshhub_proto::object::Object;
+use meshhub_proto::object::ObjectMeta;
 use tokio::sync::watch;
 
 /// Name of the group of consumers that name no cluster.
@@ -106,8 +106,8 @@ impl GroupRules {
 
     /// The groups that receive `obj` (whose effective namespace is
     /// `namespace`), sorted; or why the object can't be placed.
-    pub fn targets(&self, obj: &Object, namespace: &str) -> Result<Vec<Group>, String> {
-        if let Some(list) = obj.metadata.annotations.get(CLUSTERS_ANNOTATION) {
+    pub fn targets(&self, meta: &ObjectMeta, namespace: &str) -> Result<Vec<Group>, String> {
+        if let Some(list) = meta.annotations.get(CLUSTERS_ANNOTATION) {
             let mut out = Vec::new();
             let mut unknown = Vec::new();
             for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
@@ -139,7 +139,7 @@ impl GroupRules {
         let mut out: Vec<Group> = self
             .clusters
             .iter()
-            .filter(|(_, s)| s.matches(namespace, &obj.metadata.labels))
+            .filter(|(_, s)| s.matches(namespace, &meta.labels))
             .map(|(g, _)| g.clone())
             .collect();
         out.push(self.default.clone());
@@ -204,6 +204,8 @@ mod tests {
         ])
     }
 
+    use meshhub_proto::object::Object;
+
     fn obj(ns: &str, labels: &[(&str, &str)], annotations: &[(&str, &str)]) -> Object {
         let mut o: Object = serde_json::from_value(serde_json::json!({
             "apiVersion": "networking.istio.io/v1", "kind": "VirtualService",
@@ -230,35 +232,44 @@ mod tests {
         let r = rules();
         let o = obj("bookinfo", &[], &[]);
         assert_eq!(
-            names(&r.targets(&o, "bookinfo").unwrap()),
+            names(&r.targets(&o.metadata, "bookinfo").unwrap()),
             ["default", "east"]
         );
         let o = obj("other", &[("region", "west")], &[]);
-        assert_eq!(names(&r.targets(&o, "other").unwrap()), ["default", "west"]);
+        assert_eq!(
+            names(&r.targets(&o.metadata, "other").unwrap()),
+            ["default", "west"]
+        );
         let o = obj("bookinfo", &[("region", "west")], &[]);
         assert_eq!(
-            names(&r.targets(&o, "bookinfo").unwrap()),
+            names(&r.targets(&o.metadata, "bookinfo").unwrap()),
             ["default", "east", "west"]
         );
         let o = obj("other", &[("region", "east")], &[]);
-        assert_eq!(names(&r.targets(&o, "other").unwrap()), ["default"]);
+        assert_eq!(
+            names(&r.targets(&o.metadata, "other").unwrap()),
+            ["default"]
+        );
     }
 
     #[test]
     fn annotation_overrides_selectors_and_rejects_unknown_names() {
         let r = rules();
         let o = obj("bookinfo", &[], &[(CLUSTERS_ANNOTATION, "west")]);
-        assert_eq!(names(&r.targets(&o, "bookinfo").unwrap()), ["west"]);
+        assert_eq!(
+            names(&r.targets(&o.metadata, "bookinfo").unwrap()),
+            ["west"]
+        );
         let o = obj("x", &[], &[(CLUSTERS_ANNOTATION, " west , default,east")]);
         assert_eq!(
-            names(&r.targets(&o, "x").unwrap()),
+            names(&r.targets(&o.metadata, "x").unwrap()),
             ["default", "east", "west"]
         );
         let o = obj("x", &[], &[(CLUSTERS_ANNOTATION, "west,north")]);
-        let err = r.targets(&o, "x").unwrap_err();
+        let err = r.targets(&o.metadata, "x").unwrap_err();
         assert!(err.contains("unknown cluster(s) north"), "{err}");
         let o = obj("x", &[], &[(CLUSTERS_ANNOTATION, " , ")]);
-        assert!(r.targets(&o, "x").is_err());
+        assert!(r.targets(&o.metadata, "x").is_err());
     }
 
     fn consumer(id: &str, cluster: Option<&str>) -> Consumer {

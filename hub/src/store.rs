@@ -18,14 +18,14 @@
 //!
 //! The store is plain data owned by the pipeline task (its single writer).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::Arc;
 
 use meshhub_mcp::cache::Group;
 use meshhub_mcp::snapshot::EncodedResource;
 use meshhub_proto::kinds::KindTable;
-use meshhub_proto::object::Object;
+use meshhub_proto::object::{Object, ObjectMeta};
 use meshhub_proto::transcode::{self, TranscodeError};
 use prost::Message as _;
 use serde::Serialize;
@@ -127,11 +127,45 @@ pub struct Resolved {
     pub warnings: Vec<Warning>,
 }
 
+/// What is known of an object independently of the grouping rules: its
+/// transcoding and checks, and the metadata placement needs. The parsed
+/// object itself is not kept: once encoded, its JSON tree is dead weight.
+#[derive(Debug, PartialEq)]
+struct Evaluated {
+    kind: Arc<str>,
+    /// The MCP collection (empty when the kind is unknown).
+    collection: Arc<str>,
+    name: String,
+    meta: ObjectMeta,
+    /// The encoded resource and warnings, or every reason it is invalid.
+    result: Result<(EncodedResource, Vec<String>), Vec<String>>,
+}
+
 #[derive(Clone, Debug)]
 struct Stored {
     origin: Origin,
-    object: Option<Object>,
+    /// `None` when the entry could not be read at all.
+    evaluated: Option<Arc<Evaluated>>,
     outcome: Outcome,
+}
+
+impl Stored {
+    /// Same origin and same evaluation (bytes, placement input, reasons).
+    fn same_as(&self, other: &Stored) -> bool {
+        self.origin == other.origin
+            && match (&self.evaluated, &other.evaluated) {
+                (Some(a), Some(b)) => a == b,
+                (None, None) => outcome_reasons(&self.outcome) == outcome_reasons(&other.outcome),
+                _ => false,
+            }
+    }
+}
+
+fn outcome_reasons(o: &Outcome) -> Option<&[String]> {
+    match o {
+        Outcome::Rejected(r) => Some(&r.reasons),
+        Outcome::Accepted(_) => None,
+    }
 }
 
 /// The store (owned by the pipeline).
@@ -189,15 +223,39 @@ impl Store {
         if entries.is_empty() {
             return !old.is_empty();
         }
+        // An object unchanged in a changed file keeps its previous Arcs, so
+        // everything downstream sees the same value.
+        let previous: HashMap<(&str, &str), &Stored> = old
+            .iter()
+            .filter_map(|s| {
+                s.evaluated
+                    .as_ref()
+                    .map(|e| ((&*e.collection, e.name.as_str()), s))
+            })
+            .collect();
         let new: Vec<Stored> = entries
             .into_iter()
-            .map(|e| self.evaluate(e, &old))
+            .map(|e| {
+                let stored = self.evaluate(e);
+                match (
+                    &stored.evaluated,
+                    stored
+                        .evaluated
+                        .as_ref()
+                        .and_then(|e| previous.get(&(&*e.collection, e.name.as_str()))),
+                ) {
+                    (Some(now), Some(prev)) if prev.evaluated.as_deref() == Some(&**now) => {
+                        Stored {
+                            origin: stored.origin,
+                            evaluated: prev.evaluated.clone(),
+                            outcome: prev.outcome.clone(),
+                        }
+                    }
+                    _ => stored,
+                }
+            })
             .collect();
-        let changed = old.len() != new.len()
-            || old
-                .iter()
-                .zip(&new)
-                .any(|(a, b)| a.origin != b.origin || a.object != b.object);
+        let changed = old.len() != new.len() || old.iter().zip(&new).any(|(a, b)| !a.same_as(b));
         self.units.insert(key, new);
         changed
     }
@@ -205,8 +263,8 @@ impl Store {
     /// Replaces the grouping rules (a configuration reload) and places every
     /// held object again. Objects are re-checked as a whole, because
     /// placement can also reject (an annotation naming a cluster that no
-    /// longer exists) or accept (one that now does); reloads are rare, and
-    /// the re-encoded bytes are identical, so versions don't move.
+    /// longer exists) or accept (one that now does). Only placement runs
+    /// again: the encoded bytes, and so the versions, don't move.
     pub fn set_rules(&mut self, rules: GroupRules) {
         self.rules = rules;
         let units = std::mem::take(&mut self.units);
@@ -215,11 +273,11 @@ impl Store {
             .map(|(key, stored)| {
                 let stored = stored
                     .into_iter()
-                    .map(|s| match s.object {
-                        Some(obj) => Stored {
-                            outcome: self.check(&obj),
+                    .map(|s| match s.evaluated {
+                        Some(e) => Stored {
+                            outcome: self.place(&e),
                             origin: s.origin,
-                            object: Some(obj),
+                            evaluated: Some(e),
                         },
                         None => s,
                     })
@@ -244,63 +302,55 @@ impl Store {
             .count()
     }
 
-    fn evaluate(&self, entry: Entry, old: &[Stored]) -> Stored {
-        let obj = match entry.parsed {
-            Ok(obj) => obj,
-            Err(reason) => {
-                return Stored {
+    fn evaluate(&self, entry: Entry) -> Stored {
+        match entry.parsed {
+            Ok(obj) => {
+                let evaluated = Arc::new(self.check(obj));
+                Stored {
                     origin: entry.origin,
-                    object: None,
-                    outcome: Outcome::Rejected(Arc::new(Rejected {
-                        origin: None,
-                        kind: None,
-                        name: None,
-                        reasons: vec![reason],
-                    })),
-                };
+                    outcome: self.place(&evaluated),
+                    evaluated: Some(evaluated),
+                }
             }
-        };
-        // An unchanged object keeps its outcome (and its encoded bytes).
-        if let Some(prev) = old.iter().find(|s| s.object.as_ref() == Some(&obj)) {
-            return Stored {
+            Err(reason) => Stored {
                 origin: entry.origin,
-                object: Some(obj),
-                outcome: prev.outcome.clone(),
-            };
-        }
-        let outcome = self.check(&obj);
-        Stored {
-            origin: entry.origin,
-            object: Some(obj),
-            outcome,
+                evaluated: None,
+                outcome: Outcome::Rejected(Arc::new(Rejected {
+                    origin: None,
+                    kind: None,
+                    name: None,
+                    reasons: vec![reason],
+                })),
+            },
         }
     }
 
-    /// Transcodes, checks and places one object.
-    fn check(&self, obj: &Object) -> Outcome {
+    /// Transcodes and checks one object (everything that does not depend on
+    /// the grouping rules). Consumes it: only what placement needs is kept.
+    fn check(&self, obj: Object) -> Evaluated {
         let loose = match obj.metadata.namespace.as_deref() {
             Some(ns) if !ns.is_empty() => format!("{ns}/{}", obj.metadata.name),
             _ => obj.metadata.name.clone(),
         };
-        let reject = |kind: &str, name: String, reasons: Vec<String>| {
-            Outcome::Rejected(Arc::new(Rejected {
-                origin: None,
-                kind: Some(kind.to_owned()),
-                name: Some(name),
-                reasons,
-            }))
-        };
-        let kind = match transcode::kind_of(&self.kinds, obj) {
+        let invalid =
+            |kind: &str, name: String, meta: ObjectMeta, reasons: Vec<String>| Evaluated {
+                kind: Arc::from(kind),
+                collection: Arc::from(""),
+                name,
+                meta,
+                result: Err(reasons),
+            };
+        let kind = match transcode::kind_of(&self.kinds, &obj) {
             Ok(k) => k,
-            Err(e) => return reject(&obj.kind, loose, vec![e.to_string()]),
+            Err(e) => return invalid(&obj.kind, loose, obj.metadata, vec![e.to_string()]),
         };
-        let name = match transcode::resource_name(kind, obj) {
+        let name = match transcode::resource_name(kind, &obj) {
             Ok(n) => n,
-            Err(e) => return reject(&obj.kind, loose, vec![e.to_string()]),
+            Err(e) => return invalid(&obj.kind, loose, obj.metadata, vec![e.to_string()]),
         };
         let mut reasons = Vec::new();
         let mut warnings = Vec::new();
-        let mut working = std::borrow::Cow::Borrowed(obj);
+        let mut working = obj;
         let resource = loop {
             match transcode::object_to_resource(kind, &working) {
                 Ok(r) => break Some(r),
@@ -309,7 +359,7 @@ impl Store {
                         && reason == "unknown field"
                         && warnings.len() < MAX_PRUNED_FIELDS =>
                 {
-                    if !prune(&mut working.to_mut().content, &path) {
+                    if !prune(&mut working.content, &path) {
                         reasons.push(format!(
                             "{} {name}: {path}: unknown field (could not be pruned)",
                             kind.kind()
@@ -327,39 +377,65 @@ impl Store {
                 }
             }
         };
-        let current: &Object = &working;
-        reasons.extend((self.semantic)(current));
-        let namespace = transcode::split_name(&name).0.unwrap_or("");
-        let groups = match self.rules.targets(current, namespace) {
-            Ok(g) => g,
-            Err(e) => {
-                reasons.push(format!("{} {name}: {e}", kind.kind()));
-                Vec::new()
+        reasons.extend((self.semantic)(&working));
+        let result = match resource {
+            Some(r) if reasons.is_empty() => {
+                let version = r
+                    .metadata
+                    .as_ref()
+                    .map(|m| m.version.clone())
+                    .unwrap_or_default();
+                Ok((
+                    EncodedResource {
+                        name: Arc::from(name.as_str()),
+                        version: Arc::from(version.as_str()),
+                        encoded: r.encode_to_vec().into(),
+                    },
+                    warnings,
+                ))
             }
+            _ => Err(reasons),
         };
-        let resource = match resource {
-            Some(r) if reasons.is_empty() => r,
-            _ => return reject(kind.kind(), name, reasons),
-        };
-        let version = resource
-            .metadata
-            .as_ref()
-            .map(|m| m.version.clone())
-            .unwrap_or_default();
-        Outcome::Accepted(Arc::new(Accepted {
-            key: ObjectKey {
-                collection: Arc::from(kind.collection()),
-                name: Arc::from(name.as_str()),
-            },
+        Evaluated {
             kind: Arc::from(kind.kind()),
-            resource: EncodedResource {
-                name: Arc::from(name.as_str()),
-                version: Arc::from(version.as_str()),
-                encoded: resource.encode_to_vec().into(),
-            },
-            groups,
-            warnings,
-        }))
+            collection: Arc::from(kind.collection()),
+            name,
+            meta: working.metadata,
+            result,
+        }
+    }
+
+    /// Places an evaluated object into groups under the current rules.
+    fn place(&self, e: &Evaluated) -> Outcome {
+        let reject = |reasons: Vec<String>| {
+            Outcome::Rejected(Arc::new(Rejected {
+                origin: None,
+                kind: Some(e.kind.to_string()),
+                name: Some(e.name.clone()),
+                reasons,
+            }))
+        };
+        let namespace = transcode::split_name(&e.name).0.unwrap_or("");
+        let groups = self.rules.targets(&e.meta, namespace);
+        match (&e.result, groups) {
+            (Ok((resource, warnings)), Ok(groups)) => Outcome::Accepted(Arc::new(Accepted {
+                key: ObjectKey {
+                    collection: e.collection.clone(),
+                    name: Arc::from(e.name.as_str()),
+                },
+                kind: e.kind.clone(),
+                resource: resource.clone(),
+                groups,
+                warnings: warnings.clone(),
+            })),
+            (result, groups) => {
+                let mut reasons = result.as_ref().err().cloned().unwrap_or_default();
+                if let Err(g) = groups {
+                    reasons.push(format!("{} {}: {g}", e.kind, e.name));
+                }
+                reject(reasons)
+            }
+        }
     }
 
     /// What to serve, the conflicts and the rejected entries.

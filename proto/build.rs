@@ -30,8 +30,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .btree_map(".istio.mcp.v1alpha1.Metadata")
         .compile_fds(mcp)?;
 
-    // Services whose outgoing messages are pre-encoded (see `wire.rs`): same
-    // gRPC paths as the generated ones, other Rust types.
+    // The dial-out client sends pre-encoded messages (see `wire.rs`): same
+    // gRPC path as the generated client, another Rust type. (The servers
+    // write responses with meshhub-mcp's chunked body instead.)
     let codec = "tonic_prost::ProstCodec";
     let stream = |name: &str, route: &str, input: &str, output: &str| {
         tonic_build::manual::Method::builder()
@@ -44,16 +45,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .server_streaming()
             .build()
     };
-    let source = tonic_build::manual::Service::builder()
-        .name("ResourceSource")
-        .package("istio.mcp.v1alpha1")
-        .method(stream(
-            "establish_resource_stream",
-            "EstablishResourceStream",
-            "crate::mcp::RequestResources",
-            "crate::wire::EncodedResources",
-        ))
-        .build();
     let sink = tonic_build::manual::Service::builder()
         .name("ResourceSink")
         .package("istio.mcp.v1alpha1")
@@ -64,23 +55,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "crate::mcp::RequestResources",
         ))
         .build();
-    let ads = tonic_build::manual::Service::builder()
-        .name("AggregatedDiscoveryService")
-        .package("envoy.service.discovery.v3")
-        .method(stream(
-            "stream_aggregated_resources",
-            "StreamAggregatedResources",
-            "crate::ads::DiscoveryRequest",
-            "crate::wire::EncodedDiscoveryResponse",
-        ))
-        .build();
     let wire_out = out.join("wire");
     fs::create_dir_all(&wire_out)?;
-    // Servers for the services we serve, clients for the one we dial.
-    tonic_build::manual::Builder::new()
-        .build_client(false)
-        .out_dir(&wire_out)
-        .compile(&[source, ads]);
     tonic_build::manual::Builder::new()
         .build_server(false)
         .out_dir(&wire_out)

@@ -20,13 +20,10 @@ use meshhub_proto::RpcStatus;
 use meshhub_proto::ads::DiscoveryRequest;
 use meshhub_proto::mcp::{RequestResources, SinkNode};
 use meshhub_proto::wire::EncodedDiscoveryResponse;
-use meshhub_proto::wire::ads_server::{
-    AggregatedDiscoveryService, AggregatedDiscoveryServiceServer,
-};
-use tokio_stream::wrappers::ReceiverStream;
-use tonic::{Request, Response, Status, Streaming};
+use tonic::{Request, Streaming};
 
 use crate::source::server::{Dialect, Shared, peer_identities, serve};
+use crate::source::service::{AdsService, StreamMethod};
 use crate::source::{IncrementalPolicy, SourceConfig};
 
 /// The type URL istiod uses for mesh config.
@@ -57,11 +54,39 @@ impl AdsServer {
         }
     }
 
-    /// The tonic service, with the given message size limit.
-    pub fn into_service(self, max_message_bytes: usize) -> AggregatedDiscoveryServiceServer<Self> {
-        AggregatedDiscoveryServiceServer::new(self)
-            .max_decoding_message_size(max_message_bytes)
-            .max_encoding_message_size(max_message_bytes)
+    /// The gRPC service, with the given message size limit both ways.
+    /// Responses are written from the shared resource bytes.
+    pub fn into_service(self, max_message_bytes: usize) -> AdsService {
+        let Self {
+            shared,
+            types,
+            config,
+        } = self;
+        AdsService(StreamMethod::new(
+            "/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources",
+            Arc::new(move |request: Request<Streaming<DiscoveryRequest>>| {
+                let addr = request.remote_addr();
+                let identities = peer_identities(&request);
+                let types = types.clone();
+                let dialect = Dialect {
+                    protocol: "ads",
+                    node: sink_node,
+                    request: translate,
+                    response: |r| EncodedDiscoveryResponse {
+                        version_info: r.system_version_info,
+                        resources: r.resources,
+                        type_url: r.collection,
+                        nonce: r.nonce,
+                    },
+                    config: config.clone(),
+                    collection_of: Arc::new(move |type_url| {
+                        types(type_url).unwrap_or_else(|| type_url.to_owned())
+                    }),
+                };
+                serve(&shared, addr, identities, request.into_inner(), dialect)
+            }),
+            max_message_bytes,
+        ))
     }
 }
 
@@ -102,40 +127,4 @@ fn translate(req: DiscoveryRequest) -> Option<RequestResources> {
         }),
         incremental: false,
     })
-}
-
-#[tonic::async_trait]
-impl AggregatedDiscoveryService for AdsServer {
-    type StreamAggregatedResourcesStream = ReceiverStream<Result<EncodedDiscoveryResponse, Status>>;
-
-    async fn stream_aggregated_resources(
-        &self,
-        request: Request<Streaming<DiscoveryRequest>>,
-    ) -> Result<Response<Self::StreamAggregatedResourcesStream>, Status> {
-        let addr = request.remote_addr();
-        let identities = peer_identities(&request);
-        let types = self.types.clone();
-        let dialect = Dialect {
-            protocol: "ads",
-            node: sink_node,
-            request: translate,
-            response: |r| EncodedDiscoveryResponse {
-                version_info: r.system_version_info,
-                resources: r.resources,
-                type_url: r.collection,
-                nonce: r.nonce,
-            },
-            config: self.config.clone(),
-            collection_of: Arc::new(move |type_url| {
-                types(type_url).unwrap_or_else(|| type_url.to_owned())
-            }),
-        };
-        Ok(Response::new(serve(
-            &self.shared,
-            addr,
-            identities,
-            request.into_inner(),
-            dialect,
-        )))
-    }
 }

@@ -23,9 +23,11 @@
 //! * a response larger than the peer accepts is not sent: the collection is
 //!   parked at that version and reported, the other collections go on.
 
+pub mod body;
 pub mod dialer;
 pub mod drive;
 pub mod server;
+pub mod service;
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;

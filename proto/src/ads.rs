@@ -2,7 +2,7 @@
 //!
 //! The request and response types come from the `envoy-types` crate, which
 //! carries Envoy's own definitions (`envoy.service.discovery.v3`). We serve
-//! the service through [`crate::wire::ads_server`] so that responses carry
+//! the service from `meshhub-mcp` (`ads.rs`) so that responses carry
 //! pre-encoded resources; tests and `meshhubctl` use the generated client
 //! re-exported here, which decodes with Envoy's real schema.
 

@@ -11,9 +11,10 @@
 //!   framed on the fly as `google.protobuf.Any{type_url:
 //!   "type.googleapis.com/istio.mcp.v1alpha1.Resource", value}` (MCP-over-xDS).
 //!
-//! The services in [`source_server`], [`sink_client`] and [`ads_server`]
-//! carry the same gRPC paths as the generated ones in [`crate::mcp`]; only
-//! the Rust type of the outgoing message differs.
+//! [`sink_client`] carries the same gRPC path as the generated client in
+//! [`crate::mcp`]; only the Rust type of the outgoing message differs. The
+//! servers (in `meshhub-mcp`) write these messages with a chunked body that
+//! sends the shared bytes without a per-stream copy.
 
 use std::sync::Arc;
 
@@ -213,26 +214,12 @@ impl Message for EncodedDiscoveryResponse {
 mod generated {
     include!(concat!(
         env!("OUT_DIR"),
-        "/wire/istio.mcp.v1alpha1.ResourceSource.rs"
-    ));
-    include!(concat!(
-        env!("OUT_DIR"),
         "/wire/istio.mcp.v1alpha1.ResourceSink.rs"
-    ));
-    include!(concat!(
-        env!("OUT_DIR"),
-        "/wire/envoy.service.discovery.v3.AggregatedDiscoveryService.rs"
     ));
 }
 
-/// `ResourceSource` server sending [`EncodedResources`].
-pub use generated::resource_source_server as source_server;
-
 /// `ResourceSink` client sending [`EncodedResources`] (the hub's dial-out).
 pub use generated::resource_sink_client as sink_client;
-
-/// Envoy ADS server sending [`EncodedDiscoveryResponse`].
-pub use generated::aggregated_discovery_service_server as ads_server;
 
 #[cfg(test)]
 mod tests;

@@ -7,15 +7,15 @@ use std::sync::Arc;
 use futures::StreamExt;
 use meshhub_proto::mcp::{RequestResources, SinkNode};
 use meshhub_proto::wire::EncodedResources;
-use meshhub_proto::wire::source_server::{ResourceSource, ResourceSourceServer};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tonic::{Request, Response, Status, Streaming};
+use tonic::{Request, Status, Streaming};
 use tracing::Instrument;
 
 use super::drive::{Plumbing, drive};
+use super::service::{ResourceSourceService, StreamMethod};
 use super::{SourceConfig, SourceStream};
 use crate::cache::SnapshotCache;
 use crate::group::{Consumer, GroupIndex};
@@ -54,39 +54,27 @@ impl SourceServer {
         Self { shared }
     }
 
-    /// The tonic service, with the given message size limits.
-    pub fn into_service(self, max_message_bytes: usize) -> ResourceSourceServer<Self> {
-        ResourceSourceServer::new(self)
-            .max_decoding_message_size(max_message_bytes)
-            .max_encoding_message_size(max_message_bytes)
-    }
-}
-
-#[tonic::async_trait]
-impl ResourceSource for SourceServer {
-    type EstablishResourceStreamStream = ReceiverStream<Result<EncodedResources, Status>>;
-
-    async fn establish_resource_stream(
-        &self,
-        request: Request<Streaming<RequestResources>>,
-    ) -> Result<Response<Self::EstablishResourceStreamStream>, Status> {
-        let addr = request.remote_addr();
-        let identities = peer_identities(&request);
-        let dialect = Dialect {
-            protocol: "mcp",
-            node: |req: &RequestResources| req.sink_node.clone().unwrap_or_default(),
-            request: Some,
-            response: |r| r,
-            config: self.shared.config.clone(),
-            collection_of: Arc::new(str::to_owned),
-        };
-        Ok(Response::new(serve(
-            &self.shared,
-            addr,
-            identities,
-            request.into_inner(),
-            dialect,
-        )))
+    /// The gRPC service, with the given message size limit both ways.
+    /// Responses are written from the shared resource bytes (see `body.rs`).
+    pub fn into_service(self, max_message_bytes: usize) -> ResourceSourceService {
+        let shared = self.shared;
+        ResourceSourceService(StreamMethod::new(
+            "/istio.mcp.v1alpha1.ResourceSource/EstablishResourceStream",
+            Arc::new(move |request: Request<Streaming<RequestResources>>| {
+                let addr = request.remote_addr();
+                let identities = peer_identities(&request);
+                let dialect = Dialect {
+                    protocol: "mcp",
+                    node: |req: &RequestResources| req.sink_node.clone().unwrap_or_default(),
+                    request: Some,
+                    response: |r: EncodedResources| r,
+                    config: shared.config.clone(),
+                    collection_of: Arc::new(str::to_owned),
+                };
+                serve(&shared, addr, identities, request.into_inner(), dialect)
+            }),
+            max_message_bytes,
+        ))
     }
 }
 

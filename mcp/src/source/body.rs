@@ -1,0 +1,263 @@
+//! A gRPC response body that never holds a whole response in one buffer.
+//!
+//! tonic's codec writes each message into one per-stream buffer that grows
+//! to the largest message and keeps that memory for the life of the stream:
+//! with full-state MCP responses of megabytes, every idle stream would hold
+//! megabytes. This body instead walks a response lazily, when HTTP/2 asks
+//! for data (so flow control paces it): small fields and resource prefixes
+//! are copied into chunks of at most [`CHUNK`] bytes, and large resources
+//! are handed to HTTP/2 as the shared [`Bytes`] themselves, with no copy.
+//! Nothing per stream outlives the chunk being written.
+//!
+//! The bytes on the wire are exactly the message's protobuf encoding behind
+//! the 5-byte gRPC message prefix (tests compare them with prost's).
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::{BufMut, Bytes, BytesMut};
+use futures::Stream;
+use http::HeaderMap;
+use http_body::Frame;
+use meshhub_proto::wire::{EncodedDiscoveryResponse, EncodedResources, MCP_RESOURCE_TYPE_URL};
+use prost::Message;
+use prost::encoding::{self, WireType, encode_key, encode_varint, encoded_len_varint, key_len};
+use tonic::Status;
+
+/// Largest chunk built by copying.
+pub const CHUNK: usize = 32 * 1024;
+/// Resources at least this large are sent as they are, not copied.
+pub const ZERO_COPY_MIN: usize = 2 * 1024;
+
+/// A response message laid out as head fields, resources, tail fields.
+pub trait Layout: Send + Unpin + 'static {
+    /// The encoded length of the message.
+    fn message_len(&self) -> usize;
+    /// Fields before the resources.
+    fn head(&self, buf: &mut BytesMut);
+    /// Number of resources.
+    fn resource_count(&self) -> usize;
+    /// The prefix written before resource `i` (its tag and length, and any
+    /// wrapper).
+    fn resource_prefix(&self, i: usize, buf: &mut BytesMut);
+    /// Resource `i`'s encoded bytes.
+    fn resource(&self, i: usize) -> &Bytes;
+    /// Fields after the resources.
+    fn tail(&self, buf: &mut BytesMut);
+}
+
+fn put_str(tag: u32, s: &str, buf: &mut BytesMut) {
+    if !s.is_empty() {
+        encode_key(tag, WireType::LengthDelimited, buf);
+        encode_varint(s.len() as u64, buf);
+        buf.put_slice(s.as_bytes());
+    }
+}
+
+impl Layout for EncodedResources {
+    fn message_len(&self) -> usize {
+        self.encoded_len()
+    }
+    fn head(&self, buf: &mut BytesMut) {
+        put_str(1, &self.system_version_info, buf);
+        put_str(2, &self.collection, buf);
+    }
+    fn resource_count(&self) -> usize {
+        self.resources.len()
+    }
+    fn resource_prefix(&self, i: usize, buf: &mut BytesMut) {
+        encode_key(3, WireType::LengthDelimited, buf);
+        encode_varint(self.resources[i].len() as u64, buf);
+    }
+    fn resource(&self, i: usize) -> &Bytes {
+        &self.resources[i]
+    }
+    fn tail(&self, buf: &mut BytesMut) {
+        encoding::string::encode_repeated(4, &self.removed_resources, buf);
+        put_str(5, &self.nonce, buf);
+        if self.incremental {
+            encoding::bool::encode(6, &self.incremental, buf);
+        }
+    }
+}
+
+impl Layout for EncodedDiscoveryResponse {
+    fn message_len(&self) -> usize {
+        self.encoded_len()
+    }
+    fn head(&self, buf: &mut BytesMut) {
+        put_str(1, &self.version_info, buf);
+    }
+    fn resource_count(&self) -> usize {
+        self.resources.len()
+    }
+    fn resource_prefix(&self, i: usize, buf: &mut BytesMut) {
+        // Any{type_url = MCP_RESOURCE_TYPE_URL, value = resource}
+        let r = &self.resources[i];
+        let url = MCP_RESOURCE_TYPE_URL.len();
+        let any = key_len(1)
+            + encoded_len_varint(url as u64)
+            + url
+            + key_len(2)
+            + encoded_len_varint(r.len() as u64)
+            + r.len();
+        encode_key(2, WireType::LengthDelimited, buf);
+        encode_varint(any as u64, buf);
+        encode_key(1, WireType::LengthDelimited, buf);
+        encode_varint(url as u64, buf);
+        buf.put_slice(MCP_RESOURCE_TYPE_URL.as_bytes());
+        encode_key(2, WireType::LengthDelimited, buf);
+        encode_varint(r.len() as u64, buf);
+    }
+    fn resource(&self, i: usize) -> &Bytes {
+        &self.resources[i]
+    }
+    fn tail(&self, buf: &mut BytesMut) {
+        put_str(4, &self.type_url, buf);
+        put_str(5, &self.nonce, buf);
+    }
+}
+
+/// Where the body is within the current message.
+enum Stage {
+    /// Next: the gRPC prefix and head.
+    Start,
+    /// Next: resource `i` (its prefix, then its bytes).
+    Resource(usize),
+    /// Next: the bytes of resource `i`, sent on their own.
+    Shared(usize),
+    /// Next: the tail.
+    Tail,
+}
+
+/// The response body of one stream.
+pub struct ResponseBody<M, S> {
+    messages: S,
+    current: Option<(M, Stage)>,
+    max_message_bytes: usize,
+    /// Trailers to send once the messages end.
+    finished: Option<Status>,
+    done: bool,
+}
+
+impl<M: Layout, S> ResponseBody<M, S>
+where
+    S: Stream<Item = Result<M, Status>> + Unpin + Send + 'static,
+{
+    /// A body sending `messages`; a message larger than `max_message_bytes`
+    /// ends the stream with `RESOURCE_EXHAUSTED`.
+    pub fn new(messages: S, max_message_bytes: usize) -> Self {
+        Self {
+            messages,
+            current: None,
+            max_message_bytes,
+            finished: None,
+            done: false,
+        }
+    }
+
+    /// Copies pieces of the current message into `buf` until it is full,
+    /// the message ends, or a large resource must go on its own.
+    fn fill(&mut self, buf: &mut BytesMut) {
+        while let Some((msg, stage)) = self.current.as_mut() {
+            match *stage {
+                Stage::Start => {
+                    buf.put_u8(0); // not compressed
+                    buf.put_u32(msg.message_len() as u32);
+                    msg.head(buf);
+                    *stage = Stage::Resource(0);
+                }
+                Stage::Resource(i) if i < msg.resource_count() => {
+                    msg.resource_prefix(i, buf);
+                    if msg.resource(i).len() >= ZERO_COPY_MIN {
+                        *stage = Stage::Shared(i);
+                        return;
+                    }
+                    buf.put_slice(msg.resource(i));
+                    *stage = Stage::Resource(i + 1);
+                }
+                Stage::Resource(_) => *stage = Stage::Tail,
+                Stage::Shared(_) => return,
+                Stage::Tail => {
+                    msg.tail(buf);
+                    self.current = None;
+                    return;
+                }
+            }
+            if buf.len() >= CHUNK {
+                return;
+            }
+        }
+    }
+}
+
+impl<M: Layout, S> http_body::Body for ResponseBody<M, S>
+where
+    S: Stream<Item = Result<M, Status>> + Unpin + Send + 'static,
+{
+    type Data = Bytes;
+    type Error = Status;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
+        let this = &mut *self;
+        loop {
+            if this.done {
+                return Poll::Ready(None);
+            }
+            if let Some((msg, stage)) = this.current.as_mut() {
+                if let Stage::Shared(i) = *stage {
+                    // A large resource goes out as the shared bytes.
+                    let r = msg.resource(i).clone();
+                    *stage = Stage::Resource(i + 1);
+                    return Poll::Ready(Some(Ok(Frame::data(r))));
+                }
+                let mut buf = BytesMut::with_capacity(CHUNK + 256);
+                this.fill(&mut buf);
+                if !buf.is_empty() {
+                    return Poll::Ready(Some(Ok(Frame::data(buf.freeze()))));
+                }
+                continue;
+            }
+            if let Some(status) = this.finished.take() {
+                this.done = true;
+                return Poll::Ready(Some(Ok(Frame::trailers(trailers(&status)))));
+            }
+            match Pin::new(&mut this.messages).poll_next(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Some(Ok(msg))) => {
+                    let len = msg.message_len();
+                    if len > this.max_message_bytes || len > u32::MAX as usize {
+                        this.finished = Some(Status::resource_exhausted(format!(
+                            "response of {len} bytes exceeds the limit of {}",
+                            this.max_message_bytes
+                        )));
+                        continue;
+                    }
+                    this.current = Some((msg, Stage::Start));
+                }
+                Poll::Ready(Some(Err(status))) => this.finished = Some(status),
+                Poll::Ready(None) => this.finished = Some(Status::ok("")),
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.done
+    }
+}
+
+/// The gRPC trailers for a status.
+fn trailers(status: &Status) -> HeaderMap {
+    let mut map = HeaderMap::new();
+    if let Err(e) = status.add_header(&mut map) {
+        tracing::warn!(error = %e, "cannot render gRPC status trailers");
+        map.insert(Status::GRPC_STATUS, (tonic::Code::Internal as i32).into());
+    }
+    map
+}
+
+#[cfg(test)]
+mod tests;

@@ -39,7 +39,7 @@ use crate::store::{SemanticCheck, Store};
 /// Largest gRPC message accepted or sent.
 const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 /// Capacity of the channel from the sources to the pipeline.
-const EVENT_QUEUE: usize = 1024;
+const EVENT_QUEUE: usize = 64;
 
 /// Why the hub could not start.
 #[derive(Debug, thiserror::Error)]

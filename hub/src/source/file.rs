@@ -116,12 +116,18 @@ impl FileSource {
             all: true,
             paths: HashSet::new(),
         };
-        let (changes, next) = self.rescan(&root, &exclude, known, force).await;
-        known = next;
+        let gone = || {
+            if shutdown.is_cancelled() {
+                Ok(())
+            } else {
+                Err(SourceError::PipelineGone(self.name.to_string()))
+            }
+        };
+        known = match self.rescan(&root, &exclude, known, force, &events).await {
+            Some(next) => next,
+            None => return gone(),
+        };
         info!(files = known.len(), "initial scan done");
-        for ev in changes {
-            send(ev).await?;
-        }
         send(SourceEvent::Synced {
             source: self.name.clone(),
         })
@@ -149,11 +155,10 @@ impl FileSource {
                     },
                 }
             }
-            let (changes, next) = self.rescan(&root, &exclude, known, force).await;
-            known = next;
-            for ev in changes {
-                send(ev).await?;
-            }
+            known = match self.rescan(&root, &exclude, known, force, &events).await {
+                Some(next) => next,
+                None => return gone(),
+            };
         }
     }
 
@@ -165,25 +170,34 @@ impl FileSource {
         }
     }
 
-    /// Walks the tree off the async threads; returns the units to send and
-    /// the new file states.
+    /// Walks the tree off the async threads, sending each changed unit to
+    /// the pipeline as soon as it is parsed (so parsing and transcoding
+    /// overlap, and at most a queue's worth of parsed files is alive at
+    /// once); returns the new file states, or `None` if the pipeline is gone.
     async fn rescan(
         &self,
         root: &Path,
         exclude: &Arc<HashSet<PathBuf>>,
         known: Known,
         force: Force,
-    ) -> (Vec<SourceEvent>, Known) {
+        events: &mpsc::Sender<SourceEvent>,
+    ) -> Option<Known> {
         let name = self.name.clone();
         let root = root.to_owned();
         let exclude = exclude.clone();
         let fallback = known.clone();
-        match tokio::task::spawn_blocking(move || scan(&name, &root, &exclude, known, &force)).await
-        {
+        let tx = events.clone();
+        let scanned = tokio::task::spawn_blocking(move || {
+            scan(&name, &root, &exclude, known, &force, &mut |ev| {
+                tx.blocking_send(ev).is_ok()
+            })
+        })
+        .await;
+        match scanned {
             Ok(out) => out,
             Err(e) => {
                 warn!(error = %e, "rescan failed");
-                (Vec::new(), fallback)
+                Some(fallback)
             }
         }
     }
@@ -229,17 +243,18 @@ fn note(root: &Path, ev: notify::Result<notify::Event>, force: &mut Force) {
     }
 }
 
-/// Walks the tree: the units that changed, and the new file states.
+/// Walks the tree, emitting every unit that changed; returns the new file
+/// states, or `None` as soon as `emit` says the receiver is gone.
 fn scan(
     source: &Arc<str>,
     root: &Path,
     exclude: &HashSet<PathBuf>,
     mut known: Known,
     force: &Force,
-) -> (Vec<SourceEvent>, Known) {
+    emit: &mut dyn FnMut(SourceEvent) -> bool,
+) -> Option<Known> {
     let mut found = Vec::new();
     walk(root, root, exclude, &mut found);
-    let mut events = Vec::new();
     let mut seen = HashSet::new();
     for (rel, meta) in found {
         seen.insert(rel.clone());
@@ -287,11 +302,13 @@ fn scan(
                 hash,
             },
         );
-        events.push(SourceEvent::Unit {
+        if !emit(SourceEvent::Unit {
             source: source.clone(),
             unit,
             entries,
-        });
+        }) {
+            return None;
+        }
     }
     let gone: Vec<PathBuf> = known
         .keys()
@@ -301,13 +318,15 @@ fn scan(
     for rel in gone {
         known.remove(&rel);
         debug!(file = %rel.display(), "file removed");
-        events.push(SourceEvent::Unit {
+        if !emit(SourceEvent::Unit {
             source: source.clone(),
             unit: Arc::from(unit_name(&rel).as_str()),
             entries: Vec::new(),
-        });
+        }) {
+            return None;
+        }
     }
-    (events, known)
+    Some(known)
 }
 
 /// Collects the object files below `dir` with their metadata.

@@ -85,6 +85,10 @@ enum Command {
     },
 }
 
+/// The hub's allocator, so that the hub process measured runs as `meshhub` does.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();

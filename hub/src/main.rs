@@ -6,6 +6,12 @@ use clap::Parser as _;
 use meshhub::config::{Args, Config};
 use tracing_subscriber::EnvFilter;
 
+/// mimalloc returns freed memory to the system promptly; with glibc's
+/// malloc the buffers of a large initial sync stay resident (see
+/// docs/performance.md, P2 and P4).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let args = Args::parse();
     init_tracing();

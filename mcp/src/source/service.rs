@@ -12,12 +12,15 @@ use meshhub_proto::ads::DiscoveryRequest;
 use meshhub_proto::mcp::RequestResources;
 use meshhub_proto::wire::{EncodedDiscoveryResponse, EncodedResources};
 use tokio_stream::wrappers::ReceiverStream;
-use tonic::codec::{Codec, Streaming};
+use tonic::codec::{BufferSettings, Streaming};
 use tonic::server::NamedService;
 use tonic::{Request, Status};
 use tonic_prost::ProstCodec;
 
 use super::body::{Layout, ResponseBody};
+
+/// Initial decode buffer of a request stream.
+const REQUEST_BUFFER: usize = 512;
 
 /// Turns a decoded request stream into the stream of responses.
 type Handler<In, Out> =
@@ -75,9 +78,12 @@ where
             .into_http();
         }
         let (parts, body) = req.into_parts();
-        let mut codec = ProstCodec::<Out, In>::default();
-        let decoded =
-            Streaming::new_request(codec.decoder(), body, None, Some(self.max_message_bytes));
+        // Requests are small (a collection name and a nonce); tonic's default
+        // 8 KiB decode buffer per stream would be much of an idle stream's
+        // memory. It grows if a request needs more.
+        let decoder =
+            ProstCodec::<Out, In>::raw_decoder(BufferSettings::new(REQUEST_BUFFER, 32 * 1024));
+        let decoded = Streaming::new_request(decoder, body, None, Some(self.max_message_bytes));
         let request = Request::from_http(http::Request::from_parts(parts, decoded));
         let responses = (self.handler)(request);
         let body = ResponseBody::new(responses, self.max_message_bytes);

@@ -14,8 +14,8 @@ use tracing::Instrument;
 
 use super::{SinkConfig, SinkStream, Updater};
 use crate::ledger::{Ledger, PeerRecord, Role};
-use crate::reconnect::{Attempt, Backoff, ReconnectPolicy, reconnect_loop};
-use crate::source::drive::End;
+use crate::reconnect::{Backoff, ReconnectPolicy, reconnect_loop};
+use crate::source::drive::{End, settle};
 
 /// A source to subscribe to.
 #[derive(Clone, Debug)]
@@ -47,21 +47,7 @@ pub async fn run<U: Updater>(
         reconnect_loop(
             Backoff::new(target.reconnect.clone()),
             &shutdown,
-            move || async move {
-                match connect_once(t, u, r, stop).await {
-                    Ok((End::Shutdown, _)) => Attempt::Stop,
-                    Ok((end, healthy)) => {
-                        tracing::warn!(reason = ?end, "stream from source ended");
-                        r.disconnected(end.error().or(Some("source closed the stream".into())));
-                        if healthy { Attempt::Healthy } else { Attempt::Failed }
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "cannot reach source");
-                        r.disconnected(Some(e));
-                        Attempt::Failed
-                    }
-                }
-            },
+            move || async move { settle(connect_once(t, u, r, stop).await, r, "source") },
             |delay| {
                 metrics::counter!("meshhub_mcp_reconnects_total", "role" => "sink", "peer" => t.name.clone()).increment(1);
                 tracing::debug!(?delay, "reconnecting after backoff");

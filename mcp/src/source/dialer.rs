@@ -12,11 +12,11 @@ use tokio_util::sync::CancellationToken;
 use tonic::transport::Endpoint;
 use tracing::Instrument;
 
-use super::drive::{End, Plumbing, drive};
+use super::drive::{End, Plumbing, drive, settle};
 use super::{SourceConfig, SourceStream, TRIGGER_COLLECTION};
 use crate::cache::{Group, SnapshotCache};
 use crate::ledger::{Ledger, Role};
-use crate::reconnect::{Attempt, Backoff, ReconnectPolicy, reconnect_loop};
+use crate::reconnect::{Backoff, ReconnectPolicy, reconnect_loop};
 
 /// One remote sink to push to.
 #[derive(Clone, Debug)]
@@ -50,21 +50,7 @@ pub async fn run(
         reconnect_loop(
             Backoff::new(target.reconnect.clone()),
             &shutdown,
-            move || async move {
-                match dial_once(t, c, r, stop).await {
-                    Ok((End::Shutdown, _)) => Attempt::Stop,
-                    Ok((end, healthy)) => {
-                        tracing::warn!(reason = ?end, "stream to sink ended");
-                        r.disconnected(end.error().or(Some("sink closed the stream".into())));
-                        if healthy { Attempt::Healthy } else { Attempt::Failed }
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "cannot reach sink");
-                        r.disconnected(Some(e));
-                        Attempt::Failed
-                    }
-                }
-            },
+            move || async move { settle(dial_once(t, c, r, stop).await, r, "sink") },
             |delay| {
                 metrics::counter!("meshhub_mcp_reconnects_total", "role" => "source", "peer" => t.name.clone()).increment(1);
                 tracing::debug!(?delay, "reconnecting after backoff");

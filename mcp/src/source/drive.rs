@@ -59,6 +59,34 @@ impl End {
     }
 }
 
+/// How a dialer's connection attempt ended, recorded and turned into the
+/// reconnect loop's verdict. `peer` names the other side in logs
+/// ("sink", "source").
+pub fn settle(
+    outcome: Result<(End, bool), String>,
+    record: &PeerRecord,
+    peer: &str,
+) -> crate::reconnect::Attempt {
+    use crate::reconnect::Attempt;
+    match outcome {
+        Ok((End::Shutdown, _)) => Attempt::Stop,
+        Ok((end, healthy)) => {
+            tracing::warn!(reason = ?end, "stream with {peer} ended");
+            record.disconnected(end.error().or(Some(format!("{peer} closed the stream"))));
+            if healthy {
+                Attempt::Healthy
+            } else {
+                Attempt::Failed
+            }
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot reach {peer}");
+            record.disconnected(Some(e));
+            Attempt::Failed
+        }
+    }
+}
+
 /// What a stream is plugged into.
 pub struct Plumbing<'a> {
     /// Where collection updates come from.

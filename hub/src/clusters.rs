@@ -40,20 +40,30 @@ pub struct EndpointError {
     pub address: String,
     /// Why.
     #[source]
-    pub source: tonic::transport::Error,
+    pub source: Box<dyn std::error::Error + Send + Sync>,
 }
 
 /// The gRPC endpoint for an agent.
 pub fn endpoint(spec: &AgentSpec) -> Result<Endpoint, EndpointError> {
-    Endpoint::from_shared(spec.address.clone())
-        // meshhub's windows and keepalives (a silent partition is noticed
-        // within interval + timeout, not at the next send).
+    let error = |source: Box<dyn std::error::Error + Send + Sync>| EndpointError {
+        cluster: spec.cluster.clone(),
+        address: spec.address.clone(),
+        source,
+    };
+    // meshhub's windows and keepalives (a silent partition is noticed
+    // within interval + timeout, not at the next send).
+    let endpoint = Endpoint::from_shared(spec.address.clone())
         .map(|e| meshhub_mcp::transport::tune(e).connect_timeout(spec.connect_timeout))
-        .map_err(|source| EndpointError {
-            cluster: spec.cluster.clone(),
-            address: spec.address.clone(),
-            source,
-        })
+        .map_err(|e| error(e.into()))?;
+    match &spec.tls {
+        // The files are read each time the dialer (re)starts, so rotated
+        // certificates are picked up by a reload.
+        Some(tls) => {
+            let config = tls.client_config().map_err(|e| error(e.into()))?;
+            endpoint.tls_config(config).map_err(|e| error(e.into()))
+        }
+        None => Ok(endpoint),
+    }
 }
 
 /// What a dialer task needs besides its agent.

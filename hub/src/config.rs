@@ -115,13 +115,42 @@ pub const DEFAULT_AGENT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 pub struct AgentSpec {
     /// The cluster (and group) pushed.
     pub cluster: String,
-    /// The agent's `ResourceSink` address, `http://host:port` (h2c). TLS
-    /// (`https://` with a `tls:` block) is not supported yet.
+    /// The agent's `ResourceSink` address: `http://host:port` (h2c), or
+    /// `https://host:port` with a `tls` block.
     pub address: String,
+    /// TLS to the agent (required with `https://`).
+    pub tls: Option<AgentTls>,
     /// How long a connection attempt may take.
     pub connect_timeout: Duration,
     /// Backoff between attempts (full jitter; reset after a healthy stream).
     pub reconnect: ReconnectPolicy,
+}
+
+/// TLS settings of the connection to an agent (`clusters[].agent.tls`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AgentTls {
+    /// PEM roots that verify the agent's certificate.
+    pub ca: PathBuf,
+    /// Our client certificate chain (mutual TLS), with `key`.
+    pub cert: Option<PathBuf>,
+    /// Our client private key, with `cert`.
+    pub key: Option<PathBuf>,
+    /// The name to verify in the agent's certificate (default: the host of
+    /// the address).
+    pub server_name: Option<String>,
+}
+
+impl AgentTls {
+    /// The tonic client configuration (reads the files).
+    pub fn client_config(
+        &self,
+    ) -> Result<tonic::transport::ClientTlsConfig, meshhub_mcp::tls::TlsError> {
+        let client = match (&self.cert, &self.key) {
+            (Some(c), Some(k)) => Some((c.as_path(), k.as_path())),
+            _ => None,
+        };
+        meshhub_mcp::tls::client_config(&self.ca, client, self.server_name.as_deref())
+    }
 }
 
 /// Debounce settings: a change is published once no further change arrived
@@ -235,10 +264,24 @@ struct RawCluster {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct RawAgent {
     address: String,
+    #[serde(default)]
+    tls: Option<RawAgentTls>,
     #[serde(default, deserialize_with = "duration")]
     connect_timeout: Option<Duration>,
     #[serde(default)]
     reconnect: RawReconnect,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawAgentTls {
+    ca: PathBuf,
+    #[serde(default)]
+    cert: Option<PathBuf>,
+    #[serde(default)]
+    key: Option<PathBuf>,
+    #[serde(default)]
+    server_name: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -419,7 +462,7 @@ impl Config {
                 }
             }
             if let Some(a) = c.agent {
-                agents.push(agent_spec(&c.name, a, |field, message| {
+                agents.push(agent_spec(&c.name, a, base, |field, message| {
                     invalid(format!("clusters[{i}].agent.{field}"), message)
                 })?);
             }
@@ -473,26 +516,50 @@ impl Config {
 fn agent_spec(
     cluster: &str,
     raw: RawAgent,
+    base: &Path,
     invalid: impl Fn(&str, String) -> ConfigError,
 ) -> Result<AgentSpec, ConfigError> {
     let address = raw.address.trim().to_owned();
     let uri: http::Uri = address
         .parse()
         .map_err(|e| invalid("address", format!("{address:?}: {e}")))?;
-    match uri.scheme_str() {
-        Some("http") => {}
-        Some("https") => {
+    let tls = raw.tls.map(|t| AgentTls {
+        ca: base.join(t.ca),
+        cert: t.cert.map(|c| base.join(c)),
+        key: t.key.map(|k| base.join(k)),
+        server_name: t.server_name,
+    });
+    match (uri.scheme_str(), &tls) {
+        (Some("http"), None) | (Some("https"), Some(_)) => {}
+        (Some("https"), None) => {
+            return Err(invalid(
+                "tls",
+                format!(
+                    "{address:?} is https://: give tls.ca (and tls.cert/tls.key for mutual TLS)"
+                ),
+            ));
+        }
+        (Some("http"), Some(_)) => {
             return Err(invalid(
                 "address",
-                format!("{address:?}: TLS to sink agents is not supported yet; use http://"),
+                format!("{address:?}: a tls block needs an https:// address"),
             ));
         }
         _ => {
             return Err(invalid(
                 "address",
-                format!("{address:?}: must be http://host:port"),
+                format!("{address:?}: must be http://host:port or https://host:port"),
             ));
         }
+    }
+    if let Some(t) = &tls {
+        if t.cert.is_some() != t.key.is_some() {
+            return Err(invalid("tls", "cert and key go together".to_owned()));
+        }
+        // Read the files now: a typo is a configuration error, not a
+        // dialer that fails forever.
+        t.client_config()
+            .map_err(|e| invalid("tls", e.to_string()))?;
     }
     if uri.port_u16().is_none() {
         return Err(invalid(
@@ -532,6 +599,7 @@ fn agent_spec(
     Ok(AgentSpec {
         cluster: cluster.to_owned(),
         address,
+        tls,
         connect_timeout,
         reconnect,
     })

@@ -19,7 +19,7 @@ use meshhub_mcp::sink::{ApplyError, Change, SinkCollection, SinkConfig, Updater}
 use meshhub_proto::kinds::KindTable;
 use meshhub_proto::mcp::SinkNode;
 use meshhub_sink_agent::app::Agent;
-use meshhub_sink_agent::config::{Config as AgentConfig, Mode};
+use meshhub_sink_agent::config::{Config as AgentConfig, Mode, SinkTls};
 use tokio_stream::wrappers::TcpListenerStream;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -95,11 +95,16 @@ async fn start_hub(config: &Path) -> Hub {
 }
 
 async fn start_agent(cluster: &str, data: &Path) -> Agent {
+    start_agent_with(cluster, data, None).await
+}
+
+async fn start_agent_with(cluster: &str, data: &Path, tls: Option<SinkTls>) -> Agent {
     Agent::start(AgentConfig {
         cluster: cluster.into(),
         data_dir: data.to_owned(),
         mode: Mode::Push {
             listen: "127.0.0.1:0".parse().unwrap(),
+            tls,
         },
         grpc_addr: "127.0.0.1:0".parse().unwrap(),
         admin_addr: "127.0.0.1:0".parse().unwrap(),
@@ -471,4 +476,133 @@ async fn meshhubctl_status_fails_clearly_when_the_admin_port_is_unreachable() {
         "{err}"
     );
     assert!(out.stdout.is_empty());
+}
+
+/// A CA, an agent certificate for localhost/127.0.0.1 and a hub client
+/// certificate, as PEM files in `dir`.
+fn pki(dir: &Path) {
+    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+    let write = |name: &str, text: String| std::fs::write(dir.join(name), text).unwrap();
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate().unwrap()).unwrap();
+    write("ca.pem", ca.pem());
+    for (name, sans) in [
+        (
+            "agent",
+            vec!["localhost".to_owned(), "127.0.0.1".to_owned()],
+        ),
+        ("hub", vec!["meshhub.istio-system.svc".to_owned()]),
+    ] {
+        let key = KeyPair::generate().unwrap();
+        let cert = CertificateParams::new(sans)
+            .unwrap()
+            .signed_by(&key, &ca)
+            .unwrap();
+        write(&format!("{name}.pem"), cert.pem());
+        write(&format!("{name}-key.pem"), key.serialize_pem());
+    }
+}
+
+#[tokio::test]
+async fn the_hub_pushes_to_an_agent_over_mutual_tls() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let (dir, config) = tree();
+    let pki_dir = dir.path().join("pki");
+    std::fs::create_dir_all(&pki_dir).unwrap();
+    pki(&pki_dir);
+    std::fs::write(
+        dir.path().join("objects/vs.yaml"),
+        vs("reviews", "bookinfo", "reviews", ""),
+    )
+    .unwrap();
+    let agent = start_agent_with(
+        "east",
+        &dir.path().join("east-data"),
+        Some(SinkTls {
+            cert: pki_dir.join("agent.pem"),
+            key: pki_dir.join("agent-key.pem"),
+            client_ca: Some(pki_dir.join("ca.pem")),
+        }),
+    )
+    .await;
+    let port = agent.sink_addr().expect("push mode").port();
+    // Paths in the hub's file are relative to it (etc/).
+    let cluster = format!(
+        "  - name: east\n    agent:\n      address: https://localhost:{port}\n      connectTimeout: 2s\n      reconnect: {{initial: 50ms, max: 500ms}}\n      tls: {{ca: ../pki/ca.pem, cert: ../pki/hub.pem, key: ../pki/hub-key.pem}}\n"
+    );
+    write_config(&config, &cluster);
+    let hub = start_hub(&config).await;
+    eventually(
+        "the agent to hold the virtual service over mTLS",
+        || async { held(&agent, "east") == ["bookinfo/reviews"] },
+    )
+    .await;
+    eventually("the hub's ledger to show east SYNCED", || async {
+        dialer(&hub, "east").and_then(|p| vs_state(&p)) == Some(SyncState::Synced)
+    })
+    .await;
+    hub.shutdown().await;
+    agent.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_agent_requiring_mutual_tls_refuses_a_hub_without_a_certificate() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let (dir, config) = tree();
+    let pki_dir = dir.path().join("pki");
+    std::fs::create_dir_all(&pki_dir).unwrap();
+    pki(&pki_dir);
+    std::fs::write(
+        dir.path().join("objects/vs.yaml"),
+        vs("reviews", "bookinfo", "reviews", ""),
+    )
+    .unwrap();
+    let agent = start_agent_with(
+        "east",
+        &dir.path().join("east-data"),
+        Some(SinkTls {
+            cert: pki_dir.join("agent.pem"),
+            key: pki_dir.join("agent-key.pem"),
+            client_ca: Some(pki_dir.join("ca.pem")),
+        }),
+    )
+    .await;
+    let port = agent.sink_addr().expect("push mode").port();
+    let cluster = format!(
+        "  - name: east\n    agent:\n      address: https://localhost:{port}\n      connectTimeout: 2s\n      reconnect: {{initial: 50ms, max: 500ms}}\n      tls: {{ca: ../pki/ca.pem}}\n"
+    );
+    write_config(&config, &cluster);
+    let hub = start_hub(&config).await;
+    eventually("the refused connection in the hub's ledger", || async {
+        hub.ledger()
+            .view()
+            .iter()
+            .any(|p| is_dialer(p) && p.peer == "east" && !p.connected && p.last_error.is_some())
+    })
+    .await;
+    assert!(held(&agent, "east").is_empty(), "nothing reached the agent");
+    hub.shutdown().await;
+    agent.shutdown().await;
+}
+
+#[test]
+fn agent_tls_settings_are_checked_before_serving() {
+    let (dir, config) = tree();
+    let https_without_tls = "  - name: east\n    agent:\n      address: https://localhost:9911\n";
+    write_config(&config, https_without_tls);
+    let args = |path: &Path| Args::parse_from(["meshhub", "--config", path.to_str().unwrap()]);
+    let err = Config::from_args(args(&config)).unwrap_err().to_string();
+    assert!(
+        err.contains("clusters[0].agent.tls") && err.contains("tls.ca"),
+        "{err}"
+    );
+    let missing_ca = "  - name: east\n    agent:\n      address: https://localhost:9911\n      tls: {ca: ../nowhere.pem}\n";
+    write_config(&config, missing_ca);
+    let err = Config::from_args(args(&config)).unwrap_err().to_string();
+    assert!(
+        err.contains("clusters[0].agent.tls") && err.contains("nowhere.pem"),
+        "{err}"
+    );
+    drop(dir);
 }

@@ -67,6 +67,13 @@ pub enum RunError {
         #[source]
         source: tonic::transport::Error,
     },
+    /// The sink port's TLS files can't be read (checked in config; they may
+    /// have changed since).
+    #[error("sink TLS")]
+    Tls(#[source] meshhub_mcp::tls::TlsError),
+    /// tonic refused the TLS configuration.
+    #[error("sink TLS setup")]
+    TlsSetup(#[source] tonic::transport::Error),
     /// Waiting for a signal failed.
     #[error("can't wait for shutdown signals")]
     Signal(#[source] std::io::Error),
@@ -117,7 +124,7 @@ impl Agent {
 
         // Bind everything first: a taken port fails before anything runs.
         let sink_listener = match &config.mode {
-            Mode::Push { listen } => Some(bind("sink", *listen).await?),
+            Mode::Push { listen, .. } => Some(bind("sink", *listen).await?),
             Mode::Pull { .. } => None,
         };
         let grpc = bind("grpc", config.grpc_addr).await?;
@@ -214,7 +221,7 @@ impl Agent {
                 .collect(),
         });
         match &config.mode {
-            Mode::Push { .. } => {
+            Mode::Push { tls, .. } => {
                 let listener = sink_listener.unwrap_or_else(|| unreachable!("bound for push"));
                 let service = SinkServer::new(
                     store.clone(),
@@ -224,7 +231,12 @@ impl Agent {
                     tasks.clone(),
                 )
                 .into_service(config.max_message_bytes);
-                let router = meshhub_mcp::transport::server().add_service(service);
+                let mut server = meshhub_mcp::transport::server();
+                if let Some(tls) = tls {
+                    let config = tls.server_config().map_err(RunError::Tls)?;
+                    server = server.tls_config(config).map_err(RunError::TlsSetup)?;
+                }
+                let router = server.add_service(service);
                 let span = info_span!("sink", listen.addr = %sink_addr.map_or_else(String::new, |a| a.to_string()));
                 tasks.spawn(serve_grpc(router, listener, shutdown.clone()).instrument(span));
             }

@@ -86,6 +86,39 @@ pub struct Args {
     /// How long shutdown waits for streams and tasks (`10s`).
     #[arg(long, env = "MESHHUB_AGENT_SHUTDOWN_GRACE")]
     pub shutdown_grace: Option<String>,
+
+    /// Push mode: PEM certificate chain for TLS on the sink port.
+    #[arg(long, env = "MESHHUB_AGENT_SINK_TLS_CERT")]
+    pub sink_tls_cert: Option<PathBuf>,
+
+    /// Push mode: PEM private key for TLS on the sink port.
+    #[arg(long, env = "MESHHUB_AGENT_SINK_TLS_KEY")]
+    pub sink_tls_key: Option<PathBuf>,
+
+    /// Push mode: PEM roots that verify the hub's client certificate; with
+    /// it, the hub must present one (mutual TLS).
+    #[arg(long, env = "MESHHUB_AGENT_SINK_TLS_CLIENT_CA")]
+    pub sink_tls_client_ca: Option<PathBuf>,
+}
+
+/// TLS on the sink port (push mode).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SinkTls {
+    /// Certificate chain.
+    pub cert: PathBuf,
+    /// Private key.
+    pub key: PathBuf,
+    /// Roots for client certificates (mutual TLS when set).
+    pub client_ca: Option<PathBuf>,
+}
+
+impl SinkTls {
+    /// The tonic server configuration (reads the files).
+    pub fn server_config(
+        &self,
+    ) -> Result<tonic::transport::ServerTlsConfig, meshhub_mcp::tls::TlsError> {
+        meshhub_mcp::tls::server_config(&self.cert, &self.key, self.client_ca.as_deref(), false)
+    }
 }
 
 /// How the agent gets its configuration.
@@ -95,6 +128,8 @@ pub enum Mode {
     Push {
         /// Listen address.
         listen: SocketAddr,
+        /// TLS on that port.
+        tls: Option<SinkTls>,
     },
     /// Dial the hub's `ResourceSource` at this URL and subscribe as a sink.
     Pull {
@@ -185,6 +220,9 @@ struct FileConfig {
     max_message_size: Option<SizeValue>,
     incremental: Option<bool>,
     shutdown_grace: Option<String>,
+    sink_tls_cert: Option<PathBuf>,
+    sink_tls_key: Option<PathBuf>,
+    sink_tls_client_ca: Option<PathBuf>,
 }
 
 /// A size in the file: a plain number of bytes or a string with a unit.
@@ -257,6 +295,9 @@ impl Config {
         let mode = args.mode.or(raw.mode).unwrap_or_else(|| "push".to_owned());
         let sink_addr = args.sink_addr.or(raw.sink_addr);
         let hub_url = args.hub_url.or(raw.hub_url);
+        let tls_cert = args.sink_tls_cert.or(raw.sink_tls_cert);
+        let tls_key = args.sink_tls_key.or(raw.sink_tls_key);
+        let tls_client_ca = args.sink_tls_client_ca.or(raw.sink_tls_client_ca);
         let mode = match mode.as_str() {
             "push" => {
                 if let Some(url) = &hub_url {
@@ -265,8 +306,30 @@ impl Config {
                         format!("{url:?} is only used in pull mode (mode is push)"),
                     ));
                 }
+                let tls = match (tls_cert, tls_key, tls_client_ca) {
+                    (None, None, None) => None,
+                    (Some(cert), Some(key), client_ca) => {
+                        let tls = SinkTls {
+                            cert,
+                            key,
+                            client_ca,
+                        };
+                        // Read the files now: a bad path is a config error.
+                        tls.server_config()
+                            .map_err(|e| invalid("sinkTlsCert", e.to_string()))?;
+                        Some(tls)
+                    }
+                    _ => {
+                        return Err(invalid(
+                            "sinkTlsCert",
+                            "sinkTlsCert and sinkTlsKey go together (sinkTlsClientCa needs both)"
+                                .to_owned(),
+                        ));
+                    }
+                };
                 Mode::Push {
                     listen: parse_addr("sinkAddr", sink_addr.as_deref(), DEFAULT_SINK_ADDR)?,
+                    tls,
                 }
             }
             "pull" => {
@@ -274,6 +337,12 @@ impl Config {
                     return Err(invalid(
                         "sinkAddr",
                         "is only used in push mode (mode is pull)".to_owned(),
+                    ));
+                }
+                if tls_cert.is_some() || tls_key.is_some() || tls_client_ca.is_some() {
+                    return Err(invalid(
+                        "sinkTlsCert",
+                        "sink TLS settings are only used in push mode (mode is pull)".to_owned(),
                     ));
                 }
                 let url = hub_url.ok_or(ConfigError::Missing {

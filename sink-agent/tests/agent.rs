@@ -143,6 +143,7 @@ fn config(data: &Path, mode: Mode) -> Config {
 fn push() -> Mode {
     Mode::Push {
         listen: "127.0.0.1:0".parse().unwrap(),
+        tls: None,
     }
 }
 

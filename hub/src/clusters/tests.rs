@@ -8,6 +8,7 @@ fn agent(cluster: &str) -> AgentSpec {
     AgentSpec {
         cluster: cluster.into(),
         address: format!("http://{cluster}.example:9911"),
+        tls: None,
         connect_timeout: Duration::from_secs(5),
         reconnect: ReconnectPolicy::default(),
     }

@@ -23,7 +23,8 @@ fn defaults_are_push_on_loopback_with_every_builtin_collection() {
     assert_eq!(
         c.mode,
         Mode::Push {
-            listen: DEFAULT_SINK_ADDR.parse().unwrap()
+            listen: DEFAULT_SINK_ADDR.parse().unwrap(),
+            tls: None,
         }
     );
     assert_eq!(c.grpc_addr, DEFAULT_GRPC_ADDR.parse().unwrap());

@@ -162,9 +162,15 @@ fn bad_agent_settings_are_named() {
             "{SOURCES}clusters:\n  - name: east\n    agent: {block}\n"
         ))
     };
+    // https needs a tls block; a tls block needs https.
     let e = agent("{address: \"https://a:9911\"}");
     assert!(
-        e.contains("clusters[0].agent.address") && e.contains("TLS"),
+        e.contains("clusters[0].agent.tls") && e.contains("tls.ca"),
+        "{e}"
+    );
+    let e = agent("{address: \"http://a:9911\", tls: {ca: ca.pem}}");
+    assert!(
+        e.contains("clusters[0].agent.address") && e.contains("https://"),
         "{e}"
     );
     let e = agent("{address: \"a:9911\"}");
@@ -177,8 +183,8 @@ fn bad_agent_settings_are_named() {
     assert!(e.contains("agent.reconnect.max"), "{e}");
     let e = agent("{address: \"http://a:1\", reconnect: {factor: 0.5}}");
     assert!(e.contains("agent.reconnect.factor"), "{e}");
-    let e = agent("{address: \"http://a:1\", tls: {}}");
-    assert!(e.contains("tls"), "{e}");
+    let e = agent("{address: \"https://a:1\", tls: {}}");
+    assert!(e.contains("missing field `ca`") && e.contains(":5"), "{e}");
 }
 
 #[test]

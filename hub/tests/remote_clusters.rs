@@ -504,8 +504,10 @@ fn pki(dir: &Path) {
     }
 }
 
-#[tokio::test]
-async fn the_hub_pushes_to_an_agent_over_mutual_tls() {
+/// An agent whose sink port requires mutual TLS (certificates from
+/// [`pki`]), and a hub dialing it over https with the given `tls:` block
+/// (paths relative to the hub's config in etc/). One virtual service to push.
+async fn mtls_mesh(hub_tls: &str) -> (tempfile::TempDir, Agent, Hub) {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let (dir, config) = tree();
     let pki_dir = dir.path().join("pki");
@@ -527,12 +529,18 @@ async fn the_hub_pushes_to_an_agent_over_mutual_tls() {
     )
     .await;
     let port = agent.sink_addr().expect("push mode").port();
-    // Paths in the hub's file are relative to it (etc/).
     let cluster = format!(
-        "  - name: east\n    agent:\n      address: https://localhost:{port}\n      connectTimeout: 2s\n      reconnect: {{initial: 50ms, max: 500ms}}\n      tls: {{ca: ../pki/ca.pem, cert: ../pki/hub.pem, key: ../pki/hub-key.pem}}\n"
+        "  - name: east\n    agent:\n      address: https://localhost:{port}\n      connectTimeout: 2s\n      reconnect: {{initial: 50ms, max: 500ms}}\n      tls: {hub_tls}\n"
     );
     write_config(&config, &cluster);
     let hub = start_hub(&config).await;
+    (dir, agent, hub)
+}
+
+#[tokio::test]
+async fn the_hub_pushes_to_an_agent_over_mutual_tls() {
+    let (_dir, agent, hub) =
+        mtls_mesh("{ca: ../pki/ca.pem, cert: ../pki/hub.pem, key: ../pki/hub-key.pem}").await;
     eventually(
         "the agent to hold the virtual service over mTLS",
         || async { held(&agent, "east") == ["bookinfo/reviews"] },
@@ -548,32 +556,7 @@ async fn the_hub_pushes_to_an_agent_over_mutual_tls() {
 
 #[tokio::test]
 async fn an_agent_requiring_mutual_tls_refuses_a_hub_without_a_certificate() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let (dir, config) = tree();
-    let pki_dir = dir.path().join("pki");
-    std::fs::create_dir_all(&pki_dir).unwrap();
-    pki(&pki_dir);
-    std::fs::write(
-        dir.path().join("objects/vs.yaml"),
-        vs("reviews", "bookinfo", "reviews", ""),
-    )
-    .unwrap();
-    let agent = start_agent_with(
-        "east",
-        &dir.path().join("east-data"),
-        Some(SinkTls {
-            cert: pki_dir.join("agent.pem"),
-            key: pki_dir.join("agent-key.pem"),
-            client_ca: Some(pki_dir.join("ca.pem")),
-        }),
-    )
-    .await;
-    let port = agent.sink_addr().expect("push mode").port();
-    let cluster = format!(
-        "  - name: east\n    agent:\n      address: https://localhost:{port}\n      connectTimeout: 2s\n      reconnect: {{initial: 50ms, max: 500ms}}\n      tls: {{ca: ../pki/ca.pem}}\n"
-    );
-    write_config(&config, &cluster);
-    let hub = start_hub(&config).await;
+    let (_dir, agent, hub) = mtls_mesh("{ca: ../pki/ca.pem}").await;
     eventually("the refused connection in the hub's ledger", || async {
         hub.ledger()
             .view()

@@ -16,6 +16,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+pub mod kube;
+
 /// How long any single wait may take before the test fails.
 pub const DEADLINE: Duration = Duration::from_secs(30);
 /// The virtual services collection.
@@ -133,6 +135,24 @@ impl Proc {
     /// Starts `bin` (a file of [`bin_dir`]) with `args`; logs under `logs`
     /// as `<name>.out` / `<name>.err` (appended, so restarts keep history).
     pub fn spawn(name: &str, bin: &str, args: &[String], logs: &Path) -> Self {
+        Self::spawn_program(
+            name,
+            &bin_dir().join(bin),
+            args,
+            &[("MESHHUB_LOG_FORMAT", "json"), ("MESHHUB_LOG", "info")],
+            logs,
+        )
+    }
+
+    /// Starts any `program` with `args` and extra environment `env`; logs
+    /// as [`Proc::spawn`] does.
+    pub fn spawn_program(
+        name: &str,
+        program: &Path,
+        args: &[String],
+        env: &[(&str, &str)],
+        logs: &Path,
+    ) -> Self {
         let stdout = logs.join(format!("{name}.out"));
         let stderr = logs.join(format!("{name}.err"));
         let open = |p: &Path| {
@@ -142,15 +162,14 @@ impl Proc {
                 .open(p)
                 .expect("log file")
         };
-        let child = Command::new(bin_dir().join(bin))
+        let child = Command::new(program)
             .args(args)
-            .env("MESHHUB_LOG_FORMAT", "json")
-            .env("MESHHUB_LOG", "info")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(open(&stdout))
             .stderr(open(&stderr))
             .spawn()
-            .unwrap_or_else(|e| panic!("can't start {bin}: {e}"));
+            .unwrap_or_else(|e| panic!("can't start {}: {e}", program.display()));
         Self {
             name: name.to_owned(),
             child: Some(child),
@@ -206,6 +225,13 @@ impl Proc {
             }
             None
         })
+    }
+
+    /// Whether it has exited (and how), without waiting.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child
+            .as_mut()
+            .and_then(|c| c.try_wait().ok().flatten())
     }
 
     /// SIGKILL and reap: a crash.

@@ -16,7 +16,6 @@ use meshhub_mcp::group::GroupIndex;
 use meshhub_mcp::ledger::Ledger;
 use meshhub_mcp::source::SourceConfig;
 use meshhub_mcp::source::server::{Shared, SourceServer};
-use meshhub_proto::kinds::KindTable;
 use meshhub_proto::object::Object;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
@@ -33,7 +32,9 @@ use crate::groups::{GroupRules, LiveRules};
 use crate::pipeline::{Pipeline, Status};
 use crate::reload::{ReloadStatus, Reloader, Trigger};
 use crate::source::Source;
+use crate::source::SourceError;
 use crate::source::file::FileSource;
+use crate::source::kube::KubeSource;
 use crate::store::{SemanticCheck, Store};
 
 /// Largest gRPC message accepted or sent.
@@ -55,6 +56,9 @@ pub enum RunError {
         #[source]
         source: std::io::Error,
     },
+    /// A source can't be set up (a Kubernetes source's kubeconfig).
+    #[error(transparent)]
+    Source(#[from] SourceError),
     /// Waiting for a signal failed.
     #[error("can't wait for shutdown signals")]
     Signal(#[source] std::io::Error),
@@ -96,7 +100,7 @@ impl Hub {
     pub async fn start(config: Config) -> Result<Self, RunError> {
         let shutdown = CancellationToken::new();
         let tasks = TaskTracker::new();
-        let kinds = KindTable::builtin();
+        let kinds = config.kinds.clone();
         let rules = GroupRules::new(&config.clusters);
         // The reloader is the single writer of the clusters configuration;
         // the pipeline, the gRPC services, the dialers and the admin port
@@ -131,13 +135,13 @@ impl Hub {
             config.unknown_fields,
             semantic_check(),
         );
-        let sources: Vec<Box<dyn Source>> = config
-            .sources
-            .iter()
-            .map(|s| match s {
-                SourceSpec::File(f) => Box::new(FileSource::new(f)) as Box<dyn Source>,
-            })
-            .collect();
+        let mut sources: Vec<Box<dyn Source>> = Vec::new();
+        for s in &config.sources {
+            sources.push(match s {
+                SourceSpec::File(f) => Box::new(FileSource::new(f)),
+                SourceSpec::Kubernetes(k) => Box::new(KubeSource::new(k, &kinds).await?),
+            });
+        }
         let (pipeline, status) = Pipeline::new(
             store,
             writer,

@@ -77,6 +77,9 @@ pub struct Config {
     pub debounce: Debounce,
     /// What to do with fields the schema does not know.
     pub unknown_fields: UnknownFields,
+    /// Every kind the hub serves: Istio's, plus the `extraKinds` of every
+    /// Kubernetes source.
+    pub kinds: meshhub_proto::kinds::KindTable,
 }
 
 /// One source of objects.
@@ -84,6 +87,8 @@ pub struct Config {
 pub enum SourceSpec {
     /// A watched directory tree of YAML and JSON files.
     File(FileSourceSpec),
+    /// A Kubernetes API server, watched.
+    Kubernetes(KubeSourceSpec),
 }
 
 impl SourceSpec {
@@ -91,8 +96,84 @@ impl SourceSpec {
     pub fn name(&self) -> &str {
         match self {
             Self::File(f) => &f.name,
+            Self::Kubernetes(k) => &k.name,
         }
     }
+}
+
+/// Default interval of the Kubernetes source's API discovery (besides the
+/// immediate one when a CustomResourceDefinition changes).
+pub const DEFAULT_DISCOVERY_INTERVAL: Duration = Duration::from_secs(60);
+
+/// A watched Kubernetes API server (`sources[].kubernetes`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KubeSourceSpec {
+    /// The source's name (`kubernetes`, or `kubernetes:<context>`, unless
+    /// configured).
+    pub name: String,
+    /// The kubeconfig file; without it, `KUBECONFIG`, `~/.kube/config` or
+    /// the in-cluster service account, in that order.
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context (default: its current context).
+    pub context: Option<String>,
+    /// Namespaces watched (empty: every namespace).
+    pub namespaces: Vec<String>,
+    /// Kinds watched besides Istio's (carried with `google.protobuf.Struct`
+    /// bodies).
+    pub extra_kinds: Vec<ExtraKind>,
+    /// How often the served kinds are discovered again.
+    pub discovery_interval: Duration,
+}
+
+/// A Kubernetes kind outside the kind table (`extraKinds[]`): carried as a
+/// schema-less `google.protobuf.Struct` in collection
+/// `k8s/<group|core>/<version>/<plural>`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExtraKind {
+    /// API group (empty for the core group).
+    pub group: String,
+    /// API version.
+    pub version: String,
+    /// Kind.
+    pub kind: String,
+    /// Resource (plural) name.
+    pub plural: String,
+    /// Whether objects live in namespaces.
+    pub namespaced: bool,
+}
+
+impl ExtraKind {
+    /// The kind-table entry.
+    pub fn to_kind(&self) -> Result<meshhub_proto::kinds::Kind, meshhub_proto::kinds::KindError> {
+        meshhub_proto::kinds::Kind::schemaless(
+            self.group.clone(),
+            self.version.clone(),
+            self.kind.clone(),
+            self.plural.clone(),
+            self.namespaced,
+        )
+    }
+}
+
+/// Kubernetes' guess of a kind's resource name, for `extraKinds` without
+/// `plural` (`ConfigMap` → `configmaps`, `NetworkPolicy` →
+/// `networkpolicies`, `Ingress` → `ingresses`).
+pub fn guess_plural(kind: &str) -> String {
+    let lower = kind.to_ascii_lowercase();
+    if let Some(stem) = lower.strip_suffix('y')
+        && !stem.ends_with(['a', 'e', 'i', 'o', 'u'])
+        && !stem.is_empty()
+    {
+        return format!("{stem}ies");
+    }
+    if lower.ends_with('s')
+        || lower.ends_with('x')
+        || lower.ends_with("ch")
+        || lower.ends_with("sh")
+    {
+        return format!("{lower}es");
+    }
+    format!("{lower}s")
 }
 
 /// A watched directory tree.
@@ -240,6 +321,36 @@ struct RawSource {
     name: Option<String>,
     #[serde(default)]
     file: Option<RawFileSource>,
+    #[serde(default)]
+    kubernetes: Option<RawKubeSource>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawKubeSource {
+    #[serde(default)]
+    kubeconfig: Option<PathBuf>,
+    #[serde(default)]
+    context: Option<String>,
+    #[serde(default)]
+    namespaces: Vec<String>,
+    #[serde(default)]
+    extra_kinds: Vec<RawExtraKind>,
+    #[serde(default, deserialize_with = "duration")]
+    discovery_interval: Option<Duration>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawExtraKind {
+    #[serde(default)]
+    group: String,
+    version: String,
+    kind: String,
+    #[serde(default)]
+    plural: Option<String>,
+    #[serde(default)]
+    cluster_scoped: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -373,27 +484,62 @@ impl Config {
 
         let mut sources = Vec::new();
         let mut names = BTreeSet::new();
+        let mut kinds = meshhub_proto::kinds::KindTable::builtin();
         for (i, s) in raw.sources.unwrap_or_default().into_iter().enumerate() {
-            let Some(file) = s.file else {
-                return Err(invalid(
-                    format!("sources[{i}]"),
-                    "a source needs `file: {path: <dir>}`".to_owned(),
-                ));
+            let spec = match (s.file, s.kubernetes) {
+                (Some(file), None) => {
+                    let root = if file.path.is_absolute() {
+                        file.path.clone()
+                    } else {
+                        base.join(&file.path)
+                    };
+                    if !root.is_dir() {
+                        return Err(invalid(
+                            format!("sources[{i}].file.path"),
+                            format!("{} is not a directory", root.display()),
+                        ));
+                    }
+                    SourceSpec::File(FileSourceSpec {
+                        name: s
+                            .name
+                            .unwrap_or_else(|| format!("file:{}", file.path.display())),
+                        root,
+                        exclude: vec![path.to_owned()],
+                    })
+                }
+                (None, Some(k)) => {
+                    let spec = kube_source_spec(s.name, k, base, &|field, message| {
+                        invalid(format!("sources[{i}].kubernetes.{field}"), message)
+                    })?;
+                    for (j, extra) in spec.extra_kinds.iter().enumerate() {
+                        let kind = extra.to_kind().map_err(|e| {
+                            invalid(
+                                format!("sources[{i}].kubernetes.extraKinds[{j}]"),
+                                e.to_string(),
+                            )
+                        })?;
+                        // The same extra kind in two sources is one kind.
+                        if kinds.by_collection(kind.collection()).is_some() {
+                            continue;
+                        }
+                        kinds = kinds.with_kind(kind).map_err(|e| {
+                            invalid(
+                                format!("sources[{i}].kubernetes.extraKinds[{j}]"),
+                                e.to_string(),
+                            )
+                        })?;
+                    }
+                    SourceSpec::Kubernetes(spec)
+                }
+                _ => {
+                    return Err(invalid(
+                        format!("sources[{i}]"),
+                        "a source needs exactly one of `file: {path: <dir>}` or `kubernetes: {...}`"
+                            .to_owned(),
+                    ));
+                }
             };
-            let root = if file.path.is_absolute() {
-                file.path.clone()
-            } else {
-                base.join(&file.path)
-            };
-            if !root.is_dir() {
-                return Err(invalid(
-                    format!("sources[{i}].file.path"),
-                    format!("{} is not a directory", root.display()),
-                ));
-            }
-            let name = s
-                .name
-                .unwrap_or_else(|| format!("file:{}", file.path.display()));
+            let name = spec.name().to_owned();
             if name.is_empty() {
                 return Err(invalid(
                     format!("sources[{i}].name"),
@@ -406,11 +552,7 @@ impl Config {
                     format!("duplicate source name {name:?}"),
                 ));
             }
-            sources.push(SourceSpec::File(FileSourceSpec {
-                name,
-                root,
-                exclude: vec![path.to_owned()],
-            }));
+            sources.push(spec);
         }
         if sources.is_empty() {
             return Err(invalid(
@@ -507,8 +649,89 @@ impl Config {
             agents,
             debounce,
             unknown_fields: raw.unknown_fields,
+            kinds,
         })
     }
+}
+
+/// Checks one `sources[].kubernetes` block. `invalid(field, message)` makes
+/// the error naming the field.
+fn kube_source_spec(
+    name: Option<String>,
+    raw: RawKubeSource,
+    base: &Path,
+    invalid: &dyn Fn(&str, String) -> ConfigError,
+) -> Result<KubeSourceSpec, ConfigError> {
+    let kubeconfig = raw
+        .kubeconfig
+        .map(|k| if k.is_absolute() { k } else { base.join(k) });
+    if let Some(k) = &kubeconfig
+        && !k.is_file()
+    {
+        return Err(invalid(
+            "kubeconfig",
+            format!("{} is not a file", k.display()),
+        ));
+    }
+    if let Some(c) = &raw.context
+        && c.trim().is_empty()
+    {
+        return Err(invalid("context", "must not be empty".to_owned()));
+    }
+    let mut namespaces = Vec::new();
+    for (j, ns) in raw.namespaces.into_iter().enumerate() {
+        if !is_dns1123_label(&ns) {
+            return Err(invalid(
+                &format!("namespaces[{j}]"),
+                format!("{ns:?} is not a valid namespace name"),
+            ));
+        }
+        if !namespaces.contains(&ns) {
+            namespaces.push(ns);
+        }
+    }
+    let mut extra_kinds = Vec::new();
+    for (j, k) in raw.extra_kinds.into_iter().enumerate() {
+        let plural = k.plural.unwrap_or_else(|| guess_plural(&k.kind));
+        let extra = ExtraKind {
+            group: k.group.trim().to_owned(),
+            version: k.version.trim().to_owned(),
+            kind: k.kind.trim().to_owned(),
+            plural,
+            namespaced: !k.cluster_scoped,
+        };
+        if extra.group.ends_with("istio.io") {
+            // Istio's kinds have schemas in the kind table; a Struct twin
+            // would clash with them (and lose their validation).
+            return Err(invalid(
+                &format!("extraKinds[{j}].group"),
+                format!(
+                    "{:?}: Istio's kinds are watched already; extraKinds is for other kinds",
+                    extra.group
+                ),
+            ));
+        }
+        extra_kinds.push(extra);
+    }
+    let discovery_interval = raw.discovery_interval.unwrap_or(DEFAULT_DISCOVERY_INTERVAL);
+    if discovery_interval < Duration::from_secs(1) {
+        return Err(invalid(
+            "discoveryInterval",
+            "must be at least 1s".to_owned(),
+        ));
+    }
+    let name = name.unwrap_or_else(|| match &raw.context {
+        Some(c) => format!("kubernetes:{c}"),
+        None => "kubernetes".to_owned(),
+    });
+    Ok(KubeSourceSpec {
+        name,
+        kubeconfig,
+        context: raw.context,
+        namespaces,
+        extra_kinds,
+        discovery_interval,
+    })
 }
 
 /// Checks one `clusters[].agent` block. `invalid(field, message)` makes the

@@ -100,8 +100,19 @@ pub struct SourceStatus {
     pub name: String,
     /// Whether it has delivered its initial state.
     pub synced: bool,
-    /// Units (files) it currently defines.
+    /// Units (files, Kubernetes objects) it currently defines.
     pub units: usize,
+    /// What currently keeps it from seeing every change (a watch failing,
+    /// a kind it may not list), as the source last reported; empty when
+    /// healthy.
+    pub problems: Vec<String>,
+}
+
+/// What the pipeline knows of one source.
+#[derive(Clone, Debug, Default)]
+struct SourceState {
+    synced: bool,
+    problems: Vec<String>,
 }
 
 /// The pipeline's state, for readiness and the status page. Replaced as a
@@ -134,7 +145,7 @@ pub struct Pipeline {
     writer: SnapshotWriter,
     rules: GroupRules,
     debouncer: Debouncer,
-    sources: BTreeMap<Arc<str>, bool>,
+    sources: BTreeMap<Arc<str>, SourceState>,
     status: watch::Sender<Arc<Status>>,
     published: HashMap<Group, Arc<Snapshot>>,
     generation: u64,
@@ -162,9 +173,9 @@ impl Pipeline {
         debounce: Debounce,
         sources: impl IntoIterator<Item = String>,
     ) -> (Self, watch::Receiver<Arc<Status>>) {
-        let sources: BTreeMap<Arc<str>, bool> = sources
+        let sources: BTreeMap<Arc<str>, SourceState> = sources
             .into_iter()
-            .map(|s| (Arc::from(s.as_str()), false))
+            .map(|s| (Arc::from(s.as_str()), SourceState::default()))
             .collect();
         let (status, rx) = watch::channel(Arc::new(Status::default()));
         let mut p = Self {
@@ -194,7 +205,7 @@ impl Pipeline {
     }
 
     fn all_synced(&self) -> bool {
-        self.sources.values().all(|s| *s)
+        self.sources.values().all(|s| s.synced)
     }
 
     /// Runs until `shutdown` (the sources' end doesn't stop it: the last
@@ -258,7 +269,7 @@ impl Pipeline {
             SourceEvent::Synced { source } => {
                 info!(source.name = %source, "source synced");
                 if let Some(s) = self.sources.get_mut(&source) {
-                    *s = true;
+                    s.synced = true;
                 }
                 if self.generation == 0 && self.all_synced() {
                     self.debouncer.touch(self.started);
@@ -266,6 +277,12 @@ impl Pipeline {
                 } else {
                     self.update_status();
                 }
+            }
+            SourceEvent::Health { source, problems } => {
+                if let Some(s) = self.sources.get_mut(&source) {
+                    s.problems = problems;
+                }
+                self.update_status();
             }
             ev @ SourceEvent::Unit { .. } => {
                 if let SourceEvent::Unit { source, .. } = &ev {
@@ -405,10 +422,11 @@ impl Pipeline {
             sources: self
                 .sources
                 .iter()
-                .map(|(name, synced)| SourceStatus {
+                .map(|(name, state)| SourceStatus {
                     name: name.to_string(),
-                    synced: *synced,
+                    synced: state.synced,
                     units: self.store.unit_count(name),
+                    problems: state.problems.clone(),
                 })
                 .collect(),
             generation: self.generation,

@@ -9,6 +9,7 @@
 //! so that they are reported next to the objects that did parse.
 
 pub mod file;
+pub mod kube;
 
 use std::fmt;
 use std::sync::Arc;
@@ -74,6 +75,14 @@ pub enum SourceEvent {
         /// The source's name.
         source: Arc<str>,
     },
+    /// What currently keeps the source from seeing every change (replaces
+    /// what it reported before; empty: healthy again). Shown on `/status`.
+    Health {
+        /// The source's name.
+        source: Arc<str>,
+        /// One line per problem.
+        problems: Vec<String>,
+    },
 }
 
 /// Why a source stopped.
@@ -89,6 +98,16 @@ pub enum SourceError {
         /// Why.
         #[source]
         source: notify::Error,
+    },
+    /// The Kubernetes client could not be configured (kubeconfig,
+    /// in-cluster settings).
+    #[error("source {source_name}: can't configure the Kubernetes client")]
+    KubeConfig {
+        /// The source.
+        source_name: String,
+        /// Why.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// The pipeline is gone (shutting down).
     #[error("source {0}: the pipeline stopped")]

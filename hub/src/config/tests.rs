@@ -46,7 +46,9 @@ fn the_embedded_default_is_valid() {
     assert_eq!(names, ["east", "west"]);
     assert_eq!(c.debounce, Debounce::default());
     assert_eq!(c.unknown_fields, UnknownFields::Reject);
-    let SourceSpec::File(f) = &c.sources[0];
+    let SourceSpec::File(f) = &c.sources[0] else {
+        panic!("the embedded default is a file source")
+    };
     assert!(f.root.join("meshhub.yaml").is_file());
     assert_eq!(f.exclude, std::slice::from_ref(&c.config_file));
 }
@@ -199,4 +201,72 @@ fn reparse_keeps_the_flags() {
     assert_eq!(again.grpc_addr, c.grpc_addr);
     assert_eq!(again.config_file, c.config_file);
     assert_eq!(again.clusters.len(), 1);
+}
+
+#[test]
+fn kubernetes_sources_are_checked_and_get_defaults() {
+    let c = parse("sources:\n  - kubernetes: {}\n").unwrap();
+    let SourceSpec::Kubernetes(k) = &c.sources[0] else {
+        panic!("a kubernetes source")
+    };
+    assert_eq!(k.name, "kubernetes");
+    assert_eq!(k.kubeconfig, None);
+    assert!(k.namespaces.is_empty());
+    assert_eq!(k.discovery_interval, DEFAULT_DISCOVERY_INTERVAL);
+    assert_eq!(
+        c.kinds.iter().count(),
+        meshhub_proto::kinds::KindTable::builtin().iter().count()
+    );
+
+    let c = parse(
+        "sources:\n  - kubernetes:\n      context: west\n      namespaces: [bookinfo, bookinfo]\n      discoveryInterval: 10s\n      extraKinds:\n        - {version: v1, kind: ConfigMap}\n        - {group: networking.k8s.io, version: v1, kind: NetworkPolicy}\n        - {group: example.com, version: v1, kind: Widget, plural: widgetz, clusterScoped: true}\n",
+    )
+    .unwrap();
+    let SourceSpec::Kubernetes(k) = &c.sources[0] else {
+        panic!("a kubernetes source")
+    };
+    assert_eq!(k.name, "kubernetes:west");
+    assert_eq!(k.namespaces, ["bookinfo"]);
+    assert_eq!(k.discovery_interval, Duration::from_secs(10));
+    let plurals: Vec<&str> = k.extra_kinds.iter().map(|e| e.plural.as_str()).collect();
+    assert_eq!(plurals, ["configmaps", "networkpolicies", "widgetz"]);
+    assert!(!k.extra_kinds[2].namespaced);
+    for collection in [
+        "k8s/core/v1/configmaps",
+        "k8s/networking.k8s.io/v1/networkpolicies",
+        "k8s/example.com/v1/widgetz",
+    ] {
+        assert!(c.kinds.by_collection(collection).is_some(), "{collection}");
+    }
+}
+
+#[test]
+fn kubernetes_source_errors_name_the_setting() {
+    let e = err("sources:\n  - kubernetes: {kubeconfig: /nonexistent/kubeconfig}\n");
+    assert!(e.contains("sources[0].kubernetes.kubeconfig"), "{e}");
+    let e = err("sources:\n  - kubernetes: {namespaces: [Bad_NS]}\n");
+    assert!(e.contains("sources[0].kubernetes.namespaces[0]"), "{e}");
+    let e = err("sources:\n  - kubernetes: {discoveryInterval: 10ms}\n");
+    assert!(e.contains("discoveryInterval"), "{e}");
+    let e = err(
+        "sources:\n  - kubernetes: {extraKinds: [{group: networking.istio.io, version: v1, kind: VirtualService}]}\n",
+    );
+    assert!(e.contains("extraKinds[0].group"), "{e}");
+    let e = err("sources:\n  - file: {path: objects}\n    kubernetes: {}\n");
+    assert!(e.contains("exactly one of"), "{e}");
+    let e = err("sources:\n  - kubernetes: {}\n  - kubernetes: {}\n");
+    assert!(e.contains("duplicate source name"), "{e}");
+}
+
+#[test]
+fn plurals_are_guessed_like_kubernetes_does() {
+    for (kind, plural) in [
+        ("ConfigMap", "configmaps"),
+        ("Ingress", "ingresses"),
+        ("NetworkPolicy", "networkpolicies"),
+        ("Gateway", "gateways"),
+        ("Endpoints", "endpointses"),
+    ] {
+        assert_eq!(guess_plural(kind), plural, "{kind}");
+    }
 }

@@ -1,0 +1,522 @@
+//! Real Kubernetes control planes on loopback, without Docker: one etcd
+//! (Debian's) and one `kube-apiserver` per cluster, built from the
+//! `k8s.io/kubernetes` Go module by `e2e/peers/kube.sh` and cached outside
+//! the repository. Every cluster has its own `--etcd-prefix` on the shared
+//! etcd, so clusters are isolated (a CRD created in one is absent from the
+//! others) while costing one etcd.
+//!
+//! Certificates are generated per control plane (rcgen): a CA, a serving
+//! certificate for `127.0.0.1`/`localhost` signed by it, and an ECDSA
+//! service-account signing key. Clients authenticate with a static admin
+//! token (`system:masters`); authorization is RBAC, as in real clusters,
+//! so tests can also act as a ServiceAccount with a token from the
+//! TokenRequest API.
+//!
+//! Everything started here is killed when the [`ControlPlanes`] guard drops.
+
+use std::collections::BTreeMap;
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::core::GroupVersionKind;
+use kube::discovery::{self, Scope};
+
+use crate::Proc;
+
+/// How long a control plane may take to become ready.
+pub const START_DEADLINE: Duration = Duration::from_secs(90);
+/// The field manager tests write with (never meshhub's own).
+pub const TEST_MANAGER: &str = "meshhub-e2e";
+
+/// The admin token every cluster accepts.
+const ADMIN_TOKEN: &str = "meshhub-e2e-admin-token";
+
+/// Where the Istio CRDs are (the shared fixtures beside the repository).
+pub fn istio_crds_file() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/istio/crds/crd-all.gen.yaml")
+}
+
+/// The directory holding `kube-apiserver`: `MESHHUB_KUBE_BIN_DIR` if set,
+/// else what `e2e/peers/kube.sh` prints (it builds the binary on first use,
+/// about 5 minutes on 2 cores, and reuses its cache afterwards; it also
+/// installs Debian's etcd when missing). Runs once per test process.
+pub fn kube_bin_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        if let Some(dir) = std::env::var_os("MESHHUB_KUBE_BIN_DIR") {
+            return PathBuf::from(dir);
+        }
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("peers/kube.sh");
+        let out = Command::new("bash")
+            .arg(&script)
+            .stderr(std::process::Stdio::inherit())
+            .output()
+            .unwrap_or_else(|e| panic!("can't run {}: {e}", script.display()));
+        assert!(
+            out.status.success(),
+            "{} failed ({}): the Kubernetes tests need kube-apiserver and etcd; see README.md",
+            script.display(),
+            out.status
+        );
+        let dir = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+        assert!(
+            Path::new(&dir).join("kube-apiserver").is_file(),
+            "{} printed {dir:?}, which holds no kube-apiserver",
+            script.display()
+        );
+        PathBuf::from(dir)
+    })
+}
+
+/// The etcd binary: `MESHHUB_ETCD` if set, else `etcd` on the PATH or
+/// Debian's `/usr/bin/etcd`.
+pub fn etcd_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("MESHHUB_ETCD") {
+        return PathBuf::from(p);
+    }
+    kube_bin_dir(); // installs etcd when missing
+    let found = std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .map(|d| d.join("etcd"))
+            .find(|p| p.is_file())
+    });
+    found.unwrap_or_else(|| PathBuf::from("/usr/bin/etcd"))
+}
+
+/// A port the kernel considers free now (closed again at once).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port on 127.0.0.1")
+}
+
+/// One cluster: a kube-apiserver on its own etcd prefix.
+#[derive(Debug)]
+pub struct Cluster {
+    /// Its name (also its etcd prefix).
+    pub name: String,
+    /// The HTTPS address it serves on.
+    pub addr: SocketAddr,
+    /// An admin kubeconfig (CA file, server, token).
+    pub kubeconfig: PathBuf,
+    dir: PathBuf,
+    proc: Option<Proc>,
+}
+
+/// A set of clusters on one etcd. Dropping it kills every process.
+#[derive(Debug)]
+pub struct ControlPlanes {
+    dir: tempfile::TempDir,
+    logs: PathBuf,
+    etcd_url: String,
+    clusters: BTreeMap<String, Cluster>,
+    // Declared last: killed after the API servers.
+    _etcd: Proc,
+}
+
+impl ControlPlanes {
+    /// Starts etcd and one API server per name, waits until each answers
+    /// `/readyz`, and installs the Istio CRDs in each.
+    pub async fn start(names: &[&str]) -> Self {
+        let planes = Self::start_bare(names).await;
+        for name in names {
+            planes.install_istio_crds(name, &[]).await;
+        }
+        planes
+    }
+
+    /// Like [`ControlPlanes::start`] without installing any CRD.
+    pub async fn start_bare(names: &[&str]) -> Self {
+        let apiserver = kube_bin_dir().join("kube-apiserver");
+        let etcd = etcd_bin();
+        let dir = tempfile::tempdir().expect("temp dir");
+        let logs = dir.path().join("logs");
+        std::fs::create_dir_all(&logs).expect("logs dir");
+
+        // etcd's data on tmpfs when there is one: its fsyncs are most of a
+        // control plane's start time on a slow disk.
+        let shm = Path::new("/dev/shm");
+        let etcd_data = if shm.is_dir() {
+            tempfile::tempdir_in(shm)
+                .map(tempfile::TempDir::keep)
+                .unwrap_or_else(|_| dir.path().join("etcd"))
+        } else {
+            dir.path().join("etcd")
+        };
+        let (client, peer) = (free_port(), free_port());
+        let etcd_url = format!("http://127.0.0.1:{client}");
+        let peer_url = format!("http://127.0.0.1:{peer}");
+        let args: Vec<String> = [
+            "--name",
+            "e2e",
+            "--data-dir",
+            &etcd_data.display().to_string(),
+            "--listen-client-urls",
+            &etcd_url,
+            "--advertise-client-urls",
+            &etcd_url,
+            "--listen-peer-urls",
+            &peer_url,
+            "--initial-advertise-peer-urls",
+            &peer_url,
+            "--initial-cluster",
+            &format!("e2e={peer_url}"),
+            "--log-level",
+            "warn",
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        let etcd = Proc::spawn_program("etcd", &etcd, &args, &[], &logs);
+
+        let mut planes = Self {
+            clusters: BTreeMap::new(),
+            etcd_url,
+            logs,
+            _etcd: etcd,
+            dir,
+        };
+        for name in names {
+            let cdir = planes.dir.path().join(name);
+            std::fs::create_dir_all(&cdir).expect("cluster dir");
+            let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+            write_pki(&cdir);
+            let kubeconfig = cdir.join("kubeconfig");
+            std::fs::write(&kubeconfig, kubeconfig_text(name, addr, &cdir, ADMIN_TOKEN))
+                .expect("kubeconfig");
+            planes.clusters.insert(
+                (*name).to_owned(),
+                Cluster {
+                    name: (*name).to_owned(),
+                    addr,
+                    kubeconfig,
+                    dir: cdir,
+                    proc: None,
+                },
+            );
+        }
+        let started = Instant::now();
+        for name in names {
+            planes.spawn_apiserver(name, &apiserver);
+        }
+        for name in names {
+            planes.wait_ready(name).await;
+        }
+        eprintln!(
+            "e2e: {} kube-apiserver(s) ready in {:.1}s",
+            names.len(),
+            started.elapsed().as_secs_f64()
+        );
+        planes
+    }
+
+    fn spawn_apiserver(&mut self, name: &str, apiserver: &Path) {
+        let etcd_url = self.etcd_url.clone();
+        let logs = self.logs.clone();
+        let c = self.clusters.get_mut(name).expect("known cluster");
+        let d = |f: &str| c.dir.join(f).display().to_string();
+        let args: Vec<String> = vec![
+            format!("--etcd-servers={etcd_url}"),
+            format!("--etcd-prefix=/{name}"),
+            "--bind-address=127.0.0.1".to_owned(),
+            format!("--advertise-address=127.0.0.1"),
+            format!("--secure-port={}", c.addr.port()),
+            format!("--cert-dir={}", d("certs")),
+            format!("--tls-cert-file={}", d("serving.crt")),
+            format!("--tls-private-key-file={}", d("serving.key")),
+            format!("--client-ca-file={}", d("ca.crt")),
+            format!("--token-auth-file={}", d("tokens.csv")),
+            "--authorization-mode=RBAC".to_owned(),
+            "--service-account-issuer=https://kubernetes.default.svc".to_owned(),
+            format!("--service-account-key-file={}", d("sa.pub")),
+            format!("--service-account-signing-key-file={}", d("sa.key")),
+            "--service-cluster-ip-range=10.96.0.0/16".to_owned(),
+            // Nothing here runs pods: skip what would wait for nodes.
+            "--enable-priority-and-fairness=false".to_owned(),
+            "--profiling=false".to_owned(),
+            "--v=1".to_owned(),
+        ];
+        c.proc = Some(Proc::spawn_program(
+            &format!("kube-apiserver-{name}"),
+            apiserver,
+            &args,
+            &[],
+            &logs,
+        ));
+    }
+
+    async fn wait_ready(&mut self, name: &str) {
+        let client = self.client(name).await;
+        let deadline = Instant::now() + START_DEADLINE;
+        loop {
+            let req = http::Request::get("/readyz").body(Vec::new()).unwrap();
+            match client.request_text(req).await {
+                Ok(body) if body.trim() == "ok" => return,
+                _ => {}
+            }
+            let c = self.clusters.get_mut(name).expect("known cluster");
+            if let Some(status) = c.proc.as_mut().and_then(Proc::exited) {
+                panic!(
+                    "kube-apiserver {name} exited ({status}) before it was ready:\n{}",
+                    tail(&c.proc.as_ref().unwrap().stderr(), 40)
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "kube-apiserver {name} not ready after {START_DEADLINE:?}:\n{}",
+                tail(&c.proc.as_ref().unwrap().stderr(), 40)
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The cluster called `name`.
+    pub fn cluster(&self, name: &str) -> &Cluster {
+        self.clusters
+            .get(name)
+            .unwrap_or_else(|| panic!("no cluster {name}"))
+    }
+
+    /// An admin client of cluster `name`, built from its kubeconfig.
+    pub async fn client(&self, name: &str) -> kube::Client {
+        client_from_kubeconfig(&self.cluster(name).kubeconfig).await
+    }
+
+    /// The directory where every process writes its logs.
+    pub fn logs(&self) -> &Path {
+        &self.logs
+    }
+
+    /// Stops cluster `name`'s API server (SIGKILL). Its data stays in etcd.
+    pub fn stop(&mut self, name: &str) {
+        let c = self.clusters.get_mut(name).expect("known cluster");
+        if let Some(mut p) = c.proc.take() {
+            p.kill();
+        }
+    }
+
+    /// Starts cluster `name`'s API server again, on the same port and etcd
+    /// prefix, and waits until it is ready.
+    pub async fn restart(&mut self, name: &str) {
+        self.stop(name);
+        let apiserver = kube_bin_dir().join("kube-apiserver");
+        self.spawn_apiserver(name, &apiserver);
+        self.wait_ready(name).await;
+    }
+
+    /// Installs the Istio CRDs of the shared fixtures into cluster `name`
+    /// (server-side apply, so it is idempotent), except the kinds named in
+    /// `except` (`Gateway`), and waits until each is established.
+    pub async fn install_istio_crds(&self, name: &str, except: &[&str]) {
+        let client = self.client(name).await;
+        let api: Api<CustomResourceDefinition> = Api::all(client);
+        let text = std::fs::read_to_string(istio_crds_file()).unwrap_or_else(|e| {
+            panic!(
+                "{}: {e} (the shared fixtures must be beside the repository)",
+                istio_crds_file().display()
+            )
+        });
+        let mut names = Vec::new();
+        for doc in meshhub_proto::transcode::parse_yaml(&text) {
+            let obj = doc.expect("the CRD fixtures parse");
+            let value = serde_json::to_value(&obj).expect("CRD as JSON");
+            let crd: CustomResourceDefinition =
+                serde_json::from_value(value).expect("a CustomResourceDefinition");
+            if except.contains(&crd.spec.names.kind.as_str()) {
+                continue;
+            }
+            let crd_name = obj.metadata.name.clone();
+            api.patch(
+                &crd_name,
+                &PatchParams::apply(TEST_MANAGER).force(),
+                &Patch::Apply(&crd),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{name}: CRD {crd_name}: {e}"));
+            names.push(crd_name);
+        }
+        for crd_name in names {
+            let established = kube::runtime::wait::await_condition(
+                api.clone(),
+                &crd_name,
+                kube::runtime::conditions::is_crd_established(),
+            );
+            tokio::time::timeout(START_DEADLINE, established)
+                .await
+                .unwrap_or_else(|_| panic!("{name}: CRD {crd_name} not established"))
+                .unwrap_or_else(|e| panic!("{name}: CRD {crd_name}: {e}"));
+        }
+    }
+
+    /// Creates namespace `ns` in cluster `name` (no-op if it exists).
+    pub async fn namespace(&self, name: &str, ns: &str) {
+        let api: Api<Namespace> = Api::all(self.client(name).await);
+        let obj = serde_json::json!({
+            "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}
+        });
+        api.patch(
+            ns,
+            &PatchParams::apply(TEST_MANAGER).force(),
+            &Patch::Apply(&obj),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{name}: namespace {ns}: {e}"));
+    }
+}
+
+/// An admin-capable client from a kubeconfig file.
+pub async fn client_from_kubeconfig(path: &Path) -> kube::Client {
+    let kubeconfig = Kubeconfig::read_from(path)
+        .unwrap_or_else(|e| panic!("kubeconfig {}: {e}", path.display()));
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("kubeconfig {}: {e}", path.display()));
+    kube::Client::try_from(config).expect("kube client")
+}
+
+/// The API of an object's kind (found by discovery), namespaced when the
+/// kind is.
+pub async fn api_for(client: &kube::Client, obj: &DynamicObject) -> Api<DynamicObject> {
+    let types = obj.types.as_ref().expect("apiVersion and kind");
+    let gvk = GroupVersionKind::try_from(types).expect("a GVK");
+    let (resource, caps) = discovery::pinned_kind(client, &gvk)
+        .await
+        .unwrap_or_else(|e| panic!("discovery of {gvk:?}: {e}"));
+    match (caps.scope, obj.metadata.namespace.as_deref()) {
+        (Scope::Namespaced, Some(ns)) => Api::namespaced_with(client.clone(), ns, &resource),
+        (Scope::Namespaced, None) => Api::default_namespaced_with(client.clone(), &resource),
+        (Scope::Cluster, _) => Api::all_with(client.clone(), &resource),
+    }
+}
+
+/// Applies every object of a YAML text (server-side apply as
+/// [`TEST_MANAGER`], forcing), like `kubectl apply --server-side`.
+pub async fn apply_yaml(client: &kube::Client, text: &str) {
+    for doc in meshhub_proto::transcode::parse_yaml(text) {
+        let obj = doc.expect("test YAML parses");
+        let value = serde_json::to_value(&obj).expect("object as JSON");
+        let dynamic: DynamicObject = serde_json::from_value(value).expect("a Kubernetes object");
+        let api = api_for(client, &dynamic).await;
+        let name = obj.metadata.name.clone();
+        api.patch(
+            &name,
+            &PatchParams::apply(TEST_MANAGER).force(),
+            &Patch::Apply(&dynamic),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("apply {} {name}: {e}", obj.kind));
+    }
+}
+
+/// Deletes one object (`group/version`, kind, namespace, name); true if it
+/// existed.
+pub async fn delete(
+    client: &kube::Client,
+    api_version: &str,
+    kind: &str,
+    ns: &str,
+    name: &str,
+) -> bool {
+    let dynamic: DynamicObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": api_version, "kind": kind, "metadata": {"name": name, "namespace": ns}
+    }))
+    .expect("object");
+    let api = api_for(client, &dynamic).await;
+    match api.delete(name, &Default::default()).await {
+        Ok(_) => true,
+        Err(kube::Error::Api(s)) if s.code == 404 => false,
+        Err(e) => panic!("delete {kind} {ns}/{name}: {e}"),
+    }
+}
+
+/// Gets one object, or `None` when it does not exist.
+pub async fn get(
+    client: &kube::Client,
+    api_version: &str,
+    kind: &str,
+    ns: &str,
+    name: &str,
+) -> Option<DynamicObject> {
+    let dynamic: DynamicObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": api_version, "kind": kind, "metadata": {"name": name, "namespace": ns}
+    }))
+    .expect("object");
+    let api = api_for(client, &dynamic).await;
+    match api.get_opt(name).await {
+        Ok(o) => o,
+        Err(e) => panic!("get {kind} {ns}/{name}: {e}"),
+    }
+}
+
+/// The last `n` lines of `text`.
+fn tail(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// Writes a cluster's PKI into `dir`: `ca.crt`, `serving.crt`/`.key`
+/// (for 127.0.0.1 and localhost), `sa.key`/`sa.pub` (service-account
+/// signing key pair, ECDSA P-256) and `tokens.csv`.
+fn write_pki(dir: &Path) {
+    use rcgen::{
+        BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair,
+        KeyUsagePurpose,
+    };
+    let mut ca = CertificateParams::new(Vec::<String>::new()).expect("CA params");
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    ca.distinguished_name
+        .push(DnType::CommonName, "meshhub-e2e-ca");
+    let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate().expect("CA key"))
+        .expect("CA certificate");
+
+    let key = KeyPair::generate().expect("serving key");
+    let mut params = CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])
+        .expect("serving params");
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "kube-apiserver");
+    let cert = params.signed_by(&key, &ca).expect("serving certificate");
+
+    let sa = KeyPair::generate().expect("service-account key");
+    std::fs::write(dir.join("ca.crt"), ca.pem()).unwrap();
+    std::fs::write(dir.join("serving.crt"), cert.pem()).unwrap();
+    std::fs::write(dir.join("serving.key"), key.serialize_pem()).unwrap();
+    std::fs::write(dir.join("sa.key"), sa.serialize_pem()).unwrap();
+    std::fs::write(dir.join("sa.pub"), sa.public_key_pem()).unwrap();
+    std::fs::write(
+        dir.join("tokens.csv"),
+        format!("{ADMIN_TOKEN},admin,admin,system:masters\n"),
+    )
+    .unwrap();
+}
+
+/// A kubeconfig for `addr` trusting the cluster's CA, with `token`.
+pub fn kubeconfig_text(name: &str, addr: SocketAddr, dir: &Path, token: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: {name}\n  cluster:\n    server: https://{addr}\n    certificate-authority: {ca}\nusers:\n- name: {name}-user\n  user:\n    token: {token}\ncontexts:\n- name: {name}\n  context:\n    cluster: {name}\n    user: {name}-user\ncurrent-context: {name}\n",
+        ca = dir.join("ca.crt").display(),
+    )
+}
+
+impl Cluster {
+    /// A kubeconfig for this cluster with another bearer token (a
+    /// ServiceAccount's), written beside the admin one as `<file>`.
+    pub fn kubeconfig_with_token(&self, file: &str, token: &str) -> PathBuf {
+        let path = self.dir.join(file);
+        std::fs::write(
+            &path,
+            kubeconfig_text(&self.name, self.addr, &self.dir, token),
+        )
+        .expect("kubeconfig");
+        path
+    }
+}

@@ -1,0 +1,787 @@
+//! The Kubernetes source: watches a Kubernetes API server for every kind of
+//! the kind table it serves (Istio's CRDs, plus `extraKinds`) and delivers
+//! each object as its own unit.
+//!
+//! * **Discovery** decides what is watched: a kind is watched in the first
+//!   of its versions that the API server serves. Discovery runs at start,
+//!   whenever a CustomResourceDefinition changes (a metadata watch on CRDs,
+//!   so a CRD installed after start is picked up at once), and every
+//!   `discoveryInterval` (the safety net when CRDs may not be watched). A
+//!   kind that stops being served is unwatched and its objects removed.
+//! * **Watches** are kube-runtime watchers (initial list, then watch; a new
+//!   list after `410 Gone`; exponential backoff with jitter on errors), one
+//!   per kind and configured namespace (or one per kind across namespaces).
+//! * **Units**: `<group|core>/<Kind>/<namespace>/<name>`; the object's
+//!   `resourceVersion` becomes the MCP resource version, its
+//!   `creationTimestamp` the create time; `status` and
+//!   `kubectl.kubernetes.io/last-applied-configuration` are not carried. A
+//!   re-list sends only what changed and removes what disappeared.
+//! * **Readiness**: [`SourceEvent::Synced`] once every watch delivered its
+//!   initial list. A kind the source may not list (`403`) counts as synced
+//!   (waiting would not help) and is reported as a problem.
+//! * **Problems** (a failing watch, a forbidden kind, failing discovery)
+//!   are logged once per failure state and reported to the pipeline
+//!   ([`SourceEvent::Health`]) for `/status`; while a watch is failing, the
+//!   API is probed every few seconds so that its recovery is seen even when
+//!   no object changes.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use futures::stream::{BoxStream, SelectAll};
+use futures::{FutureExt as _, StreamExt as _};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, PartialObjectMeta};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::runtime::WatchStreamExt as _;
+use kube::runtime::watcher::{self, Event};
+use meshhub_proto::kinds::{Kind, KindTable};
+use meshhub_proto::object::{Object, ObjectMeta};
+use serde_json::{Map, Value};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use super::{Entry, Origin, Source, SourceError, SourceEvent};
+use crate::config::{ExtraKind, KubeSourceSpec};
+
+/// Annotation `kubectl apply` (client-side) writes: a copy of the object,
+/// never carried.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+/// How often failing watches are probed for recovery.
+const PROBE_INTERVAL: Duration = Duration::from_secs(2);
+/// How long CRD changes are gathered before discovery runs again.
+const CRD_SETTLE: Duration = Duration::from_millis(300);
+
+/// A watched Kubernetes API server.
+pub struct KubeSource {
+    name: Arc<str>,
+    client: kube::Client,
+    /// What is watched: the builtin kinds and this source's extra kinds.
+    kinds: Vec<Kind>,
+    namespaces: Vec<String>,
+    discovery_interval: Duration,
+}
+
+impl std::fmt::Debug for KubeSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KubeSource")
+            .field("name", &self.name)
+            .field("namespaces", &self.namespaces)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The client configuration of a source: its kubeconfig (and context), or
+/// `KUBECONFIG`/`~/.kube/config`/in-cluster when none is given.
+pub async fn client_config(spec: &KubeSourceSpec) -> Result<kube::Config, SourceError> {
+    let fail = |e: Box<dyn std::error::Error + Send + Sync>| SourceError::KubeConfig {
+        source_name: spec.name.clone(),
+        source: e,
+    };
+    let options = KubeConfigOptions {
+        context: spec.context.clone(),
+        ..Default::default()
+    };
+    match &spec.kubeconfig {
+        Some(path) => {
+            let kubeconfig = Kubeconfig::read_from(path).map_err(|e| fail(Box::new(e)))?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+                .await
+                .map_err(|e| fail(Box::new(e)))
+        }
+        None if spec.context.is_some() => kube::Config::from_kubeconfig(&options)
+            .await
+            .map_err(|e| fail(Box::new(e))),
+        None => kube::Config::infer().await.map_err(|e| fail(Box::new(e))),
+    }
+}
+
+impl KubeSource {
+    /// A source as configured, watching the builtin kinds of `kinds` and
+    /// its own extra kinds. Fails when the client can't be configured (a
+    /// broken kubeconfig, an unknown context): a configuration error.
+    pub async fn new(spec: &KubeSourceSpec, kinds: &KindTable) -> Result<Self, SourceError> {
+        let config = client_config(spec).await?;
+        let client = kube::Client::try_from(config).map_err(|e| SourceError::KubeConfig {
+            source_name: spec.name.clone(),
+            source: Box::new(e),
+        })?;
+        Ok(Self::with_client(spec, kinds, client))
+    }
+
+    /// A source over an existing client (tests).
+    pub fn with_client(spec: &KubeSourceSpec, kinds: &KindTable, client: kube::Client) -> Self {
+        let extra: BTreeSet<String> = spec
+            .extra_kinds
+            .iter()
+            .filter_map(|k: &ExtraKind| k.to_kind().ok())
+            .map(|k| k.collection().to_owned())
+            .collect();
+        let kinds = kinds
+            .iter()
+            .filter(|k| !k.is_schemaless() || extra.contains(k.collection()))
+            .cloned()
+            .collect();
+        Self {
+            name: Arc::from(spec.name.as_str()),
+            client,
+            kinds,
+            namespaces: spec.namespaces.clone(),
+            discovery_interval: spec.discovery_interval,
+        }
+    }
+}
+
+impl Source for KubeSource {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn run(
+        self: Box<Self>,
+        events: mpsc::Sender<SourceEvent>,
+        shutdown: CancellationToken,
+    ) -> BoxFuture<'static, Result<(), SourceError>> {
+        let span = tracing::info_span!("source.kubernetes", source.name = %self.name);
+        tracing::Instrument::instrument(Runner::new(*self, events, shutdown).run(), span).boxed()
+    }
+}
+
+/// A kind as the API server serves it.
+#[derive(Clone, Debug)]
+struct Served {
+    kind: Kind,
+    resource: ApiResource,
+    namespaced: bool,
+}
+
+/// One watch: a kind in one namespace (or all).
+struct Watch {
+    served: Served,
+    namespace: Option<String>,
+    stop: CancellationToken,
+    /// The initial list is delivered.
+    synced: bool,
+    /// Objects of the list being received (between `Init` and `InitDone`).
+    listing: Option<BTreeMap<Arc<str>, DynamicObject>>,
+    /// Units delivered, with the resourceVersion delivered.
+    known: HashMap<Arc<str>, Option<String>>,
+    /// The current failure, if any.
+    problem: Option<String>,
+}
+
+type Tagged = (u64, Result<Event<DynamicObject>, watcher::Error>);
+
+struct Runner {
+    source: KubeSource,
+    events: mpsc::Sender<SourceEvent>,
+    shutdown: CancellationToken,
+    watches: BTreeMap<u64, Watch>,
+    next_id: u64,
+    streams: SelectAll<BoxStream<'static, Tagged>>,
+    synced_sent: bool,
+    discovery_problem: Option<String>,
+    crd_problem: Option<String>,
+    reported: Vec<String>,
+}
+
+/// The pipeline is gone.
+struct Gone;
+
+impl Runner {
+    fn new(
+        source: KubeSource,
+        events: mpsc::Sender<SourceEvent>,
+        shutdown: CancellationToken,
+    ) -> Self {
+        Self {
+            source,
+            events,
+            shutdown,
+            watches: BTreeMap::new(),
+            next_id: 0,
+            streams: SelectAll::new(),
+            synced_sent: false,
+            discovery_problem: None,
+            crd_problem: None,
+            reported: Vec::new(),
+        }
+    }
+
+    async fn run(mut self) -> Result<(), SourceError> {
+        match self.run_inner().await {
+            Ok(()) => Ok(()),
+            Err(Gone) if self.shutdown.is_cancelled() => Ok(()),
+            Err(Gone) => Err(SourceError::PipelineGone(self.source.name.to_string())),
+        }
+    }
+
+    async fn run_inner(&mut self) -> Result<(), Gone> {
+        // CRD changes trigger discovery at once. Only metadata: Istio's CRDs
+        // weigh about a megabyte.
+        let crds: Api<PartialObjectMeta<CustomResourceDefinition>> =
+            Api::all(self.source.client.clone());
+        let mut crd_events = watcher::watcher(crds, watcher::Config::default())
+            .default_backoff()
+            .boxed();
+        let mut crds_listed = false;
+        let mut rediscover_at: Option<tokio::time::Instant> = None;
+
+        let mut discovery = tokio::time::interval(self.source.discovery_interval);
+        discovery.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut probe = tokio::time::interval(PROBE_INTERVAL);
+        probe.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // Failed discovery is retried with backoff, sooner than the interval.
+        let mut retry = discovery_backoff();
+        let mut retry_at: Option<tokio::time::Instant> = None;
+
+        loop {
+            let rediscover = async {
+                match rediscover_at.or(retry_at) {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = self.shutdown.cancelled() => return Ok(()),
+                _ = discovery.tick() => {
+                    if self.discover().await? {
+                        retry = discovery_backoff();
+                        retry_at = None;
+                    } else {
+                        retry_at = Some(tokio::time::Instant::now() + retry.next().unwrap_or(Duration::from_secs(30)));
+                    }
+                }
+                _ = rediscover => {
+                    rediscover_at = None;
+                    retry_at = None;
+                    if self.discover().await? {
+                        retry = discovery_backoff();
+                    } else {
+                        retry_at = Some(tokio::time::Instant::now() + retry.next().unwrap_or(Duration::from_secs(30)));
+                    }
+                }
+                Some(ev) = crd_events.next() => match ev {
+                    Ok(Event::InitDone) => {
+                        crds_listed = true;
+                        self.set_crd_problem(None).await?;
+                    }
+                    Ok(Event::Apply(_) | Event::Delete(_)) if crds_listed => {
+                        self.set_crd_problem(None).await?;
+                        rediscover_at.get_or_insert(tokio::time::Instant::now() + CRD_SETTLE);
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        let message = format!(
+                            "can't watch CustomResourceDefinitions ({}); new CRDs are found every {}",
+                            error_text(&e),
+                            humantime::format_duration(self.source.discovery_interval)
+                        );
+                        self.set_crd_problem(Some(message)).await?;
+                    }
+                },
+                Some((id, ev)) = self.streams.next() => self.on_watch_event(id, ev).await?,
+                _ = probe.tick(), if self.watches.values().any(|w| w.problem.is_some()) => {
+                    self.probe().await?;
+                }
+            }
+        }
+    }
+
+    /// Discovers the served kinds and adjusts the watches. Returns whether
+    /// discovery succeeded.
+    async fn discover(&mut self) -> Result<bool, Gone> {
+        let served = match discover(&self.source.client, &self.source.kinds).await {
+            Ok(s) => s,
+            Err(e) => {
+                let message = format!("API discovery failed: {}", kube_error_text(&e));
+                if self.discovery_problem.as_deref() != Some(&message) {
+                    warn!(error = %message, "API discovery failed; retrying");
+                }
+                self.discovery_problem = Some(message);
+                self.report().await?;
+                return Ok(false);
+            }
+        };
+        if self.discovery_problem.take().is_some() {
+            info!("API discovery recovered");
+        }
+        let wanted: BTreeMap<String, Served> = served
+            .into_iter()
+            .map(|s| (s.kind.collection().to_owned(), s))
+            .collect();
+        // Unwatch what is no longer served (or served in another version).
+        let stale: Vec<u64> = self
+            .watches
+            .iter()
+            .filter(|(_, w)| {
+                wanted
+                    .get(w.served.kind.collection())
+                    .is_none_or(|s| s.resource.api_version != w.served.resource.api_version)
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for id in stale {
+            let w = self.watches.remove(&id).expect("listed");
+            w.stop.cancel();
+            info!(kind = %w.served.kind.kind(), api.version = %w.served.resource.api_version, "kind no longer served; unwatched");
+            for unit in w.known.keys() {
+                self.send(SourceEvent::Unit {
+                    source: self.source.name.clone(),
+                    unit: unit.clone(),
+                    entries: Vec::new(),
+                })
+                .await?;
+            }
+        }
+        // Watch what is newly served.
+        let watched: BTreeSet<String> = self
+            .watches
+            .values()
+            .map(|w| w.served.kind.collection().to_owned())
+            .collect();
+        for (collection, s) in wanted {
+            if watched.contains(&collection) {
+                continue;
+            }
+            let namespaces: Vec<Option<String>> =
+                if s.namespaced && !self.source.namespaces.is_empty() {
+                    self.source.namespaces.iter().cloned().map(Some).collect()
+                } else {
+                    vec![None]
+                };
+            for ns in namespaces {
+                self.start_watch(s.clone(), ns);
+            }
+            info!(kind = %s.kind.kind(), api.version = %s.resource.api_version, "watching");
+        }
+        self.report().await?;
+        self.maybe_synced().await?;
+        Ok(true)
+    }
+
+    fn start_watch(&mut self, served: Served, namespace: Option<String>) {
+        let id = self.next_id;
+        self.next_id += 1;
+        let client = self.source.client.clone();
+        let api: Api<DynamicObject> = match &namespace {
+            Some(ns) => Api::namespaced_with(client, ns, &served.resource),
+            None => Api::all_with(client, &served.resource),
+        };
+        let stop = CancellationToken::new();
+        let stream = watcher::watcher(api, watcher::Config::default())
+            .default_backoff()
+            .take_until(stop.clone().cancelled_owned())
+            .map(move |ev| (id, ev))
+            .boxed();
+        self.streams.push(stream);
+        self.watches.insert(
+            id,
+            Watch {
+                served,
+                namespace,
+                stop,
+                synced: false,
+                listing: None,
+                known: HashMap::new(),
+                problem: None,
+            },
+        );
+    }
+
+    async fn on_watch_event(
+        &mut self,
+        id: u64,
+        ev: Result<Event<DynamicObject>, watcher::Error>,
+    ) -> Result<(), Gone> {
+        let source = self.source.name.clone();
+        let Some(w) = self.watches.get_mut(&id) else {
+            return Ok(()); // an unwatched kind's last words
+        };
+        let ev = match ev {
+            Ok(ev) => ev,
+            Err(e) => {
+                let forbidden = is_forbidden(&e);
+                let message = format!(
+                    "{} {}: {}",
+                    w.served.kind.kind(),
+                    w.namespace
+                        .as_deref()
+                        .map_or("(all namespaces)".to_owned(), |n| format!("in {n}")),
+                    error_text(&e)
+                );
+                if w.problem.as_deref() != Some(&message) {
+                    warn!(kind = %w.served.kind.kind(), namespace = ?w.namespace, error = %message, "watch failing; retrying with backoff");
+                    w.problem = Some(message);
+                    // Not allowed to list: waiting for it would keep the
+                    // hub unready forever. Report it and go on.
+                    if forbidden && !w.synced {
+                        w.synced = true;
+                    }
+                    self.report().await?;
+                    self.maybe_synced().await?;
+                } else {
+                    debug!(error = %message, "watch still failing");
+                }
+                return Ok(());
+            }
+        };
+        if w.problem.take().is_some() {
+            info!(kind = %w.served.kind.kind(), namespace = ?w.namespace, "watch recovered");
+            self.report().await?;
+        }
+        let w = self.watches.get_mut(&id).expect("present");
+        let mut out = Vec::new();
+        match ev {
+            Event::Init => w.listing = Some(BTreeMap::new()),
+            Event::InitApply(obj) => {
+                let unit = unit_name(&w.served, &obj);
+                match w.listing.as_mut() {
+                    Some(listing) => {
+                        listing.insert(unit, obj);
+                    }
+                    None => out.push(apply(&source, &w.served, &mut w.known, unit, obj)),
+                }
+            }
+            Event::InitDone => {
+                let listed = w.listing.take().unwrap_or_default();
+                let gone: Vec<Arc<str>> = w
+                    .known
+                    .keys()
+                    .filter(|u| !listed.contains_key(*u))
+                    .cloned()
+                    .collect();
+                for unit in gone {
+                    w.known.remove(&unit);
+                    out.push(SourceEvent::Unit {
+                        source: source.clone(),
+                        unit,
+                        entries: Vec::new(),
+                    });
+                }
+                for (unit, obj) in listed {
+                    let rv = obj.metadata.resource_version.clone();
+                    if w.known
+                        .get(&unit)
+                        .is_some_and(|known| *known == rv && rv.is_some())
+                    {
+                        continue; // unchanged since delivered
+                    }
+                    out.push(apply(&source, &w.served, &mut w.known, unit, obj));
+                }
+                if !w.synced {
+                    w.synced = true;
+                    debug!(kind = %w.served.kind.kind(), namespace = ?w.namespace, objects = w.known.len(), "initial list delivered");
+                }
+            }
+            Event::Apply(obj) => {
+                let unit = unit_name(&w.served, &obj);
+                out.push(apply(&source, &w.served, &mut w.known, unit, obj));
+            }
+            Event::Delete(obj) => {
+                let unit = unit_name(&w.served, &obj);
+                w.known.remove(&unit);
+                out.push(SourceEvent::Unit {
+                    source: source.clone(),
+                    unit,
+                    entries: Vec::new(),
+                });
+            }
+        }
+        for ev in out {
+            self.send(ev).await?;
+        }
+        self.maybe_synced().await
+    }
+
+    /// While a watch is failing, checks whether its API answers again (a
+    /// resumed watch says nothing until an object changes).
+    async fn probe(&mut self) -> Result<(), Gone> {
+        let mut recovered = Vec::new();
+        for (id, w) in &self.watches {
+            if w.problem.is_none() {
+                continue;
+            }
+            let client = self.source.client.clone();
+            let api: Api<DynamicObject> = match &w.namespace {
+                Some(ns) => Api::namespaced_with(client, ns, &w.served.resource),
+                None => Api::all_with(client, &w.served.resource),
+            };
+            if api
+                .list_metadata(&ListParams::default().limit(1))
+                .await
+                .is_ok()
+            {
+                recovered.push(*id);
+            }
+        }
+        if recovered.is_empty() {
+            return Ok(());
+        }
+        for id in recovered {
+            if let Some(w) = self.watches.get_mut(&id) {
+                w.problem = None;
+                info!(kind = %w.served.kind.kind(), namespace = ?w.namespace, "API answers again; watch resuming");
+            }
+        }
+        self.report().await
+    }
+
+    async fn set_crd_problem(&mut self, problem: Option<String>) -> Result<(), Gone> {
+        if self.crd_problem == problem {
+            return Ok(());
+        }
+        match &problem {
+            Some(p) => warn!(error = %p, "CRD watch failing"),
+            None if self.crd_problem.is_some() => info!("CRD watch recovered"),
+            None => {}
+        }
+        self.crd_problem = problem;
+        self.report().await
+    }
+
+    /// Sends [`SourceEvent::Synced`] once, when every watch delivered its
+    /// initial list (and discovery ran at least once).
+    async fn maybe_synced(&mut self) -> Result<(), Gone> {
+        if self.synced_sent || self.discovery_problem.is_some() && self.watches.is_empty() {
+            return Ok(());
+        }
+        if self.watches.values().all(|w| w.synced) {
+            self.synced_sent = true;
+            let objects: usize = self.watches.values().map(|w| w.known.len()).sum();
+            info!(
+                watches = self.watches.len(),
+                objects, "initial lists delivered"
+            );
+            self.send(SourceEvent::Synced {
+                source: self.source.name.clone(),
+            })
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// Sends the current problems when they changed.
+    async fn report(&mut self) -> Result<(), Gone> {
+        let problems: Vec<String> = self
+            .discovery_problem
+            .iter()
+            .chain(self.crd_problem.iter())
+            .chain(self.watches.values().filter_map(|w| w.problem.as_ref()))
+            .cloned()
+            .collect();
+        if problems == self.reported {
+            return Ok(());
+        }
+        self.reported = problems.clone();
+        self.send(SourceEvent::Health {
+            source: self.source.name.clone(),
+            problems,
+        })
+        .await
+    }
+
+    async fn send(&mut self, ev: SourceEvent) -> Result<(), Gone> {
+        self.events.send(ev).await.map_err(|_| Gone)
+    }
+}
+
+/// Delays between failed discoveries: exponential with jitter, 0.5 s to
+/// 30 s.
+fn discovery_backoff() -> impl Iterator<Item = Duration> + Send {
+    use backon::BackoffBuilder as _;
+    backon::ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(500))
+        .with_max_delay(Duration::from_secs(30))
+        .with_jitter()
+        .without_max_times()
+        .build()
+}
+
+/// The unit event of one object (and notes what was delivered).
+fn apply(
+    source: &Arc<str>,
+    served: &Served,
+    known: &mut HashMap<Arc<str>, Option<String>>,
+    unit: Arc<str>,
+    obj: DynamicObject,
+) -> SourceEvent {
+    known.insert(unit.clone(), obj.metadata.resource_version.clone());
+    SourceEvent::Unit {
+        source: source.clone(),
+        unit: unit.clone(),
+        entries: vec![Entry {
+            origin: Origin {
+                source: source.clone(),
+                unit,
+                document: 0,
+                line: None,
+            },
+            parsed: Ok(to_object(&served.resource, obj)),
+        }],
+    }
+}
+
+/// `<group|core>/<Kind>/<namespace>/<name>` (no namespace part for
+/// cluster-scoped objects).
+fn unit_name(served: &Served, obj: &DynamicObject) -> Arc<str> {
+    let group = if served.resource.group.is_empty() {
+        "core"
+    } else {
+        &served.resource.group
+    };
+    let name = obj.metadata.name.as_deref().unwrap_or_default();
+    match obj.metadata.namespace.as_deref() {
+        Some(ns) if served.namespaced => {
+            Arc::from(format!("{group}/{}/{ns}/{name}", served.resource.kind))
+        }
+        _ => Arc::from(format!("{group}/{}/{name}", served.resource.kind)),
+    }
+}
+
+/// The object as meshhub carries it: without `status`, managed fields and
+/// `kubectl apply`'s copy of itself.
+pub fn to_object(resource: &ApiResource, obj: DynamicObject) -> Object {
+    let mut content = match obj.data {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    };
+    content.remove("status");
+    let m = obj.metadata;
+    let mut annotations = m.annotations.unwrap_or_default();
+    annotations.remove(LAST_APPLIED);
+    Object {
+        api_version: resource.api_version.clone(),
+        kind: resource.kind.clone(),
+        metadata: ObjectMeta {
+            name: m.name.unwrap_or_default(),
+            namespace: m.namespace,
+            labels: m.labels.unwrap_or_default(),
+            annotations,
+            resource_version: m.resource_version,
+            creation_timestamp: m.creation_timestamp.map(|t| t.0.to_string()),
+        },
+        content,
+    }
+}
+
+/// Which of `kinds` the API server serves, each in the first of its
+/// versions that is served.
+async fn discover(client: &kube::Client, kinds: &[Kind]) -> Result<Vec<Served>, kube::Error> {
+    let groups = client.list_api_groups().await?;
+    let served_versions: HashMap<&str, BTreeSet<&str>> = groups
+        .groups
+        .iter()
+        .map(|g| {
+            (
+                g.name.as_str(),
+                g.versions.iter().map(|v| v.version.as_str()).collect(),
+            )
+        })
+        .collect();
+    let mut lists: HashMap<
+        String,
+        Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList>,
+    > = HashMap::new();
+    let mut out = Vec::new();
+    for kind in kinds {
+        for version in kind.versions() {
+            let group_version = if kind.group().is_empty() {
+                version.clone()
+            } else {
+                if !served_versions
+                    .get(kind.group())
+                    .is_some_and(|v| v.contains(version.as_str()))
+                {
+                    continue;
+                }
+                format!("{}/{version}", kind.group())
+            };
+            if !lists.contains_key(&group_version) {
+                let list = if kind.group().is_empty() {
+                    client.list_core_api_resources(version).await
+                } else {
+                    client.list_api_group_resources(&group_version).await
+                };
+                let list = match list {
+                    Ok(l) => Some(l),
+                    // Served a moment ago, gone now (a CRD being removed).
+                    Err(kube::Error::Api(s)) if s.code == 404 => None,
+                    Err(e) => return Err(e),
+                };
+                lists.insert(group_version.clone(), list);
+            }
+            let Some(Some(list)) = lists.get(&group_version) else {
+                continue;
+            };
+            let Some(r) = list
+                .resources
+                .iter()
+                .find(|r| r.name == kind.plural() && r.kind == kind.kind())
+            else {
+                continue;
+            };
+            out.push(Served {
+                kind: kind.clone(),
+                resource: ApiResource {
+                    group: kind.group().to_owned(),
+                    version: version.clone(),
+                    api_version: group_version.clone(),
+                    kind: kind.kind().to_owned(),
+                    plural: kind.plural().to_owned(),
+                },
+                namespaced: r.namespaced,
+            });
+            break;
+        }
+    }
+    Ok(out)
+}
+
+fn is_forbidden(e: &watcher::Error) -> bool {
+    match e {
+        watcher::Error::InitialListFailed(kube::Error::Api(s))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(s))
+        | watcher::Error::WatchFailed(kube::Error::Api(s)) => s.code == 403,
+        _ => false,
+    }
+}
+
+/// A watcher error as one line, with the API server's message.
+fn error_text(e: &watcher::Error) -> String {
+    match e {
+        watcher::Error::InitialListFailed(k) => format!("list failed: {}", kube_error_text(k)),
+        watcher::Error::WatchStartFailed(k) => {
+            format!("watch failed to start: {}", kube_error_text(k))
+        }
+        watcher::Error::WatchFailed(k) => format!("watch failed: {}", kube_error_text(k)),
+        watcher::Error::WatchError(s) => format!("watch error: {} ({})", s.message, s.code),
+        watcher::Error::NoResourceVersion => e.to_string(),
+    }
+}
+
+/// A kube client error as one line with its causes.
+pub fn kube_error_text(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => format!("{} ({} {})", s.message, s.code, s.reason),
+        other => {
+            let mut text = other.to_string();
+            let mut cause = std::error::Error::source(other);
+            while let Some(c) = cause {
+                let c_text = c.to_string();
+                if !text.contains(&c_text) {
+                    text.push_str(": ");
+                    text.push_str(&c_text);
+                }
+                cause = c.source();
+            }
+            text
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

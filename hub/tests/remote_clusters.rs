@@ -115,6 +115,7 @@ async fn start_agent_with(cluster: &str, data: &Path, tls: Option<SinkTls>) -> A
         max_message_bytes: 64 * 1024 * 1024,
         incremental: false,
         shutdown_grace: Duration::from_secs(5),
+        apply: None,
     })
     .await
     .unwrap()

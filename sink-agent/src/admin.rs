@@ -19,6 +19,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
+use crate::apply::ApplyStatus;
 use crate::store::StoreStatus;
 
 /// How often the Prometheus recorder drains its histograms.
@@ -64,6 +65,9 @@ pub struct AdminState {
     pub ready: watch::Receiver<bool>,
     /// The store's status, once the store is open.
     pub store: Arc<OnceLock<watch::Receiver<Arc<StoreStatus>>>>,
+    /// The applier's status: unset until configured, `None` when applying
+    /// is off.
+    pub apply: Arc<OnceLock<Option<watch::Receiver<Arc<ApplyStatus>>>>>,
     /// The engine's ACK/NACK ledger.
     pub ledger: Ledger,
     /// Prometheus rendering.
@@ -134,6 +138,8 @@ pub struct StatusView {
     pub ready: bool,
     /// What the store holds (absent while it opens).
     pub store: Option<StoreStatus>,
+    /// Applying to Kubernetes (absent when off).
+    pub apply: Option<ApplyStatus>,
     /// Every stream: the hub's (sink role) and local consumers' (source).
     pub ledger: Vec<PeerStatus>,
 }
@@ -145,6 +151,11 @@ pub fn status_view(s: &AdminState) -> StatusView {
         mode: s.mode,
         ready: *s.ready.borrow(),
         store: s.store.get().map(|rx| (**rx.borrow()).clone()),
+        apply: s
+            .apply
+            .get()
+            .and_then(Option::as_ref)
+            .map(|rx| (**rx.borrow()).clone()),
         ledger: s.ledger.view(),
     }
 }

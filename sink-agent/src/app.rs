@@ -35,6 +35,7 @@ use tonic_health::ServingStatus;
 use tracing::{Instrument as _, error, info, info_span, warn};
 
 use crate::admin::{self, AdminState};
+use crate::apply::{Applier, ApplierError, ApplyStatus};
 use crate::config::{Config, Mode};
 use crate::store::{Store, StoreConfig, StoreError, StoreStatus};
 
@@ -74,6 +75,9 @@ pub enum RunError {
     /// tonic refused the TLS configuration.
     #[error("sink TLS setup")]
     TlsSetup(#[source] tonic::transport::Error),
+    /// The applier's Kubernetes client can't be configured.
+    #[error("apply")]
+    Applier(#[source] ApplierError),
     /// Waiting for a signal failed.
     #[error("can't wait for shutdown signals")]
     Signal(#[source] std::io::Error),
@@ -137,11 +141,14 @@ impl Agent {
         let (ready_tx, ready_rx) = watch::channel(false);
         let store_status: Arc<OnceLock<watch::Receiver<Arc<StoreStatus>>>> =
             Arc::new(OnceLock::new());
+        let apply_status: Arc<OnceLock<Option<watch::Receiver<Arc<ApplyStatus>>>>> =
+            Arc::new(OnceLock::new());
         let admin_state = AdminState {
             cluster: config.cluster.clone(),
             mode,
             ready: ready_rx.clone(),
             store: store_status.clone(),
+            apply: apply_status.clone(),
             ledger: ledger.clone(),
             metrics: metrics.clone(),
         };
@@ -191,6 +198,18 @@ impl Agent {
                 .instrument(info_span!("grpc", listen.addr = %grpc_addr)),
         );
 
+        // The applier (opt-in) before the store: the store reconciles the
+        // API with what it loaded.
+        let applier = match &config.apply {
+            Some(apply) => Some(
+                Applier::start(apply.clone(), &tasks, shutdown.clone())
+                    .await
+                    .map_err(RunError::Applier)?,
+            ),
+            None => None,
+        };
+        let _ = apply_status.set(applier.as_ref().map(Applier::status));
+
         // The store: load, publish, then accept changes.
         let store = Arc::new(
             Store::open(
@@ -199,6 +218,7 @@ impl Agent {
                     group: group.clone(),
                     collections: config.collections.clone(),
                     kinds: kinds.clone(),
+                    applier,
                 },
                 writer,
             )
@@ -284,6 +304,7 @@ impl Agent {
             admin.addr = %admin_addr,
             data.dir = %config.data_dir.display(),
             collections = config.collections.len(),
+            apply = config.apply.is_some(),
             "meshhub-sink-agent started"
         );
         Ok(Self {

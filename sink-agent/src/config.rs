@@ -99,7 +99,40 @@ pub struct Args {
     /// it, the hub must present one (mutual TLS).
     #[arg(long, env = "MESHHUB_AGENT_SINK_TLS_CLIENT_CA")]
     pub sink_tls_client_ca: Option<PathBuf>,
+
+    /// Apply every ACKed object to this cluster's Kubernetes API
+    /// (server-side apply, field manager `meshhub`) [default: false].
+    #[arg(long, env = "MESHHUB_AGENT_APPLY", num_args = 0..=1, default_missing_value = "true")]
+    pub apply: Option<String>,
+
+    /// Applying: the kubeconfig [default: KUBECONFIG, ~/.kube/config or
+    /// in-cluster].
+    #[arg(long, env = "MESHHUB_AGENT_APPLY_KUBECONFIG")]
+    pub apply_kubeconfig: Option<PathBuf>,
+
+    /// Applying: the kubeconfig context [default: its current context].
+    #[arg(long, env = "MESHHUB_AGENT_APPLY_CONTEXT")]
+    pub apply_context: Option<String>,
+
+    /// Applying: take over same-named objects meshhub does not manage
+    /// (`true`/`false`) [default: false: report them as conflicts].
+    #[arg(long, env = "MESHHUB_AGENT_APPLY_FORCE")]
+    pub apply_force: Option<String>,
+
+    /// Applying: the value of the `meshhub.io/source-cluster` annotation
+    /// [default: primary].
+    #[arg(long, env = "MESHHUB_AGENT_APPLY_SOURCE_CLUSTER")]
+    pub apply_source_cluster: Option<String>,
+
+    /// Applying: interval of full reconciles (`5m`) [default: 5m].
+    #[arg(long, env = "MESHHUB_AGENT_APPLY_RESYNC")]
+    pub apply_resync: Option<String>,
 }
+
+/// Default `meshhub.io/source-cluster` annotation value.
+pub const DEFAULT_SOURCE_CLUSTER: &str = "primary";
+/// Default interval of the applier's full reconciles.
+pub const DEFAULT_APPLY_RESYNC: Duration = Duration::from_secs(300);
 
 /// TLS on the sink port (push mode).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -159,6 +192,8 @@ pub struct Config {
     pub incremental: bool,
     /// Shutdown grace period.
     pub shutdown_grace: Duration,
+    /// Applying to this cluster's Kubernetes API, when enabled.
+    pub apply: Option<crate::apply::ApplyConfig>,
 }
 
 /// Why the configuration is unusable. Every variant names the setting.
@@ -223,6 +258,31 @@ struct FileConfig {
     sink_tls_cert: Option<PathBuf>,
     sink_tls_key: Option<PathBuf>,
     sink_tls_client_ca: Option<PathBuf>,
+    apply: Option<RawApply>,
+}
+
+/// `apply:` in the file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawApply {
+    enabled: Option<bool>,
+    kubeconfig: Option<PathBuf>,
+    context: Option<String>,
+    force: Option<bool>,
+    source_cluster: Option<String>,
+    resync: Option<String>,
+}
+
+/// A boolean flag value.
+fn parse_bool(setting: &str, s: &str) -> Result<bool, ConfigError> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" | "on" => Ok(true),
+        "false" | "0" | "no" | "off" => Ok(false),
+        _ => Err(ConfigError::Invalid {
+            setting: setting.to_owned(),
+            message: format!("{s:?} is not a boolean (true/false)"),
+        }),
+    }
 }
 
 /// A size in the file: a plain number of bytes or a string with a unit.
@@ -441,7 +501,57 @@ impl Config {
                 .map_err(|e| invalid("shutdownGrace", format!("invalid duration {s:?}: {e}")))?,
         };
 
+        let raw_apply = raw.apply.unwrap_or_default();
+        let enabled = match &args.apply {
+            Some(s) => parse_bool("apply", s)?,
+            None => raw_apply.enabled.unwrap_or(false),
+        };
+        let apply = if enabled {
+            let kubeconfig = args.apply_kubeconfig.or(raw_apply.kubeconfig);
+            if let Some(k) = &kubeconfig
+                && !k.is_file()
+            {
+                return Err(invalid(
+                    "apply.kubeconfig",
+                    format!("{} is not a file", k.display()),
+                ));
+            }
+            let force = match &args.apply_force {
+                Some(s) => parse_bool("apply.force", s)?,
+                None => raw_apply.force.unwrap_or(false),
+            };
+            let source_cluster = args
+                .apply_source_cluster
+                .or(raw_apply.source_cluster)
+                .unwrap_or_else(|| DEFAULT_SOURCE_CLUSTER.to_owned());
+            if !is_cluster_name(&source_cluster) {
+                return Err(invalid(
+                    "apply.sourceCluster",
+                    format!("{source_cluster:?} is not a valid cluster name"),
+                ));
+            }
+            let resync = match args.apply_resync.or(raw_apply.resync) {
+                None => DEFAULT_APPLY_RESYNC,
+                Some(s) => humantime::parse_duration(s.trim()).map_err(|e| {
+                    invalid("apply.resync", format!("invalid duration {s:?}: {e}"))
+                })?,
+            };
+            if resync < Duration::from_secs(1) {
+                return Err(invalid("apply.resync", "must be at least 1s".to_owned()));
+            }
+            Some(crate::apply::ApplyConfig {
+                kubeconfig,
+                context: args.apply_context.or(raw_apply.context),
+                force,
+                source_cluster,
+                resync,
+            })
+        } else {
+            None
+        };
+
         Ok(Self {
+            apply,
             cluster,
             data_dir,
             mode,

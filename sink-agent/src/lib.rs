@@ -7,9 +7,11 @@
 //! [`config`] parses and checks flags and the YAML file at the edge;
 //! [`store`] is the persistent store (the engine's `Updater` and the single
 //! writer of the local snapshot cache); [`app`] wires the gRPC services and
-//! [`admin`] the admin HTTP port.
+//! [`admin`] the admin HTTP port; [`apply`] puts what is ACKed into the
+//! cluster's Kubernetes API (opt-in).
 
 pub mod admin;
 pub mod app;
+pub mod apply;
 pub mod config;
 pub mod store;

@@ -71,6 +71,8 @@ pub struct StoreConfig {
     pub collections: Vec<String>,
     /// Kinds to validate against.
     pub kinds: KindTable,
+    /// Where ACKed state is applied to Kubernetes, when enabled.
+    pub applier: Option<crate::apply::Applier>,
 }
 
 /// Why the store can't open.
@@ -235,6 +237,7 @@ pub struct Store {
     accepted: BTreeSet<String>,
     cache: SnapshotCache,
     status: watch::Receiver<Arc<StoreStatus>>,
+    applier: Option<crate::apply::Applier>,
     inner: tokio::sync::Mutex<Inner>,
     // Held for the store's life: the OS lock on `<data>/v1/LOCK`.
     _lock: File,
@@ -276,7 +279,7 @@ impl Store {
             .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))?
         };
 
-        let mut held = BTreeMap::new();
+        let mut held: BTreeMap<String, Held> = BTreeMap::new();
         let mut snapshot = Snapshot::new();
         let mut status = StoreStatus {
             loaded: true,
@@ -318,8 +321,20 @@ impl Store {
             elapsed = ?started.elapsed(),
             "persisted state loaded and published"
         );
+        // The API may have drifted while the agent was down: reconcile it
+        // with what is persisted (results go to the applier's status).
+        if let Some(applier) = &config.applier {
+            for (collection, resources) in &held {
+                if let Some(kind) = config.kinds.by_collection(collection) {
+                    applier
+                        .reconcile(collection, kind.clone(), objects_of(kind, resources.values()))
+                        .await;
+                }
+            }
+        }
         let (status_tx, status_rx) = watch::channel(Arc::new(status));
         Ok(Self {
+            applier: config.applier,
             kinds: config.kinds,
             group: config.group,
             dir,
@@ -377,7 +392,8 @@ impl Store {
         } = change;
         // Decoding and checking every body is CPU work proportional to the
         // collection: keep it off the async workers.
-        let validated = tokio::task::spawn_blocking(move || validate(&kind, resources))
+        let checked_kind = kind.clone();
+        let validated = tokio::task::spawn_blocking(move || validate(&checked_kind, resources))
             .await
             .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
         let mut inner = self.inner.lock().await;
@@ -430,6 +446,10 @@ impl Store {
         ));
         let served_version = c.version().to_owned();
         let count = c.len();
+        let objects = self
+            .applier
+            .as_ref()
+            .map(|_| objects_of(&kind, resources.values()));
         let Inner {
             writer,
             held,
@@ -447,6 +467,14 @@ impl Store {
             );
         });
         metrics::gauge!("meshhub_agent_collections").set(held.len() as f64);
+        // Persisted and served locally; now the cluster's API. Its refusal
+        // is the NACK's message (the applier keeps retrying on its own).
+        if let (Some(applier), Some(objects)) = (&self.applier, objects) {
+            if let Err(message) = applier.sync(&collection, kind.clone(), objects).await {
+                refused(status, &collection, &version, &message);
+                return Err(ApplyError(message));
+            }
+        }
         metrics::counter!("meshhub_agent_changes_total", "result" => "applied").increment(1);
         tracing::info!(%collection, %version, served.version = %served_version, resources = count, "applied and persisted");
         Ok(())
@@ -476,6 +504,27 @@ impl Updater for Store {
             _ => HashMap::new(),
         }
     }
+}
+
+/// The Kubernetes objects of a collection's resources, each with its MCP
+/// version as `resourceVersion` (the applier writes it as an annotation).
+fn objects_of<'a>(
+    kind: &Kind,
+    resources: impl Iterator<Item = &'a EncodedResource>,
+) -> Vec<meshhub_proto::object::Object> {
+    resources
+        .filter_map(|r| match meshhub_proto::transcode::decode_resource(kind, &r.encoded) {
+            Ok(mut o) => {
+                o.metadata.resource_version = Some(r.version.to_string());
+                Some(o)
+            }
+            Err(e) => {
+                // Validated on receipt: this would be a bug, not bad input.
+                tracing::error!(resource = %r.name, error = %e, "can't decode a held resource for applying");
+                None
+            }
+        })
+        .collect()
 }
 
 fn info(

@@ -137,6 +137,7 @@ fn config(data: &Path, mode: Mode) -> Config {
         max_message_bytes: MAX,
         incremental: false,
         shutdown_grace: Duration::from_secs(5),
+        apply: None,
     }
 }
 

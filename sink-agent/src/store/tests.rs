@@ -128,6 +128,7 @@ async fn changes_apply_persist_publish_and_reload() {
         group: "local".into(),
         collections: vec![VS.to_owned()],
         kinds: KindTable::builtin(),
+        applier: None,
     };
     let (writer, cache) = meshhub_mcp::cache::new();
     let store = Store::open(config.clone(), writer).await.unwrap();

@@ -1,0 +1,748 @@
+//! The applier: puts what the agent ACKs into its own cluster's Kubernetes
+//! API, so that the cluster's istiod sees it (opt-in: `apply:` / `--apply`).
+//!
+//! One task owns the Kubernetes side (the single writer); the store talks
+//! to it through an [`Applier`] handle. Per collection it keeps the desired
+//! objects (what the store persisted) and makes the API hold exactly those
+//! among the objects it manages:
+//!
+//! * **Apply**: server-side apply with field manager `meshhub`, label
+//!   `app.kubernetes.io/managed-by=meshhub`, annotations
+//!   `meshhub.io/source-cluster` and `meshhub.io/hub-version` (the object's
+//!   MCP version from the hub). Objects whose live state already matches
+//!   are not written, so an unchanged object never changes its
+//!   resourceVersion (and never wakes the cluster's istiod).
+//! * **Prune**: a managed object (it carries the label) that is no longer
+//!   desired is deleted. Objects without the label are never touched: a
+//!   same-named object created by someone else is a **conflict**, reported
+//!   and left alone, unless `force` is set.
+//! * **Results**: a change the API refuses (a missing CRD, an admission
+//!   webhook, a missing namespace) is reported per object with the API
+//!   server's message; the store NACKs it to the hub. One bad object never
+//!   stops the others.
+//! * **Drift**: a watch on the managed objects of every applied kind
+//!   repairs hand edits and deletions at once; a full reconcile runs at
+//!   start (from the persisted state), every `resync`, and with backoff
+//!   after a failed sync until it succeeds.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use futures::StreamExt as _;
+use futures::stream::{BoxStream, SelectAll};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::runtime::WatchStreamExt as _;
+use kube::runtime::watcher::{self, Event};
+use meshhub_mcp::ledger::At;
+use meshhub_proto::kinds::Kind;
+use meshhub_proto::object::Object;
+use serde::Serialize;
+use serde_json::{Map, Value};
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument as _, debug, info, info_span, warn};
+
+/// The field manager of every write.
+pub const FIELD_MANAGER: &str = "meshhub";
+/// The label marking the objects the agent manages.
+pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+/// Its value.
+pub const MANAGED_BY_VALUE: &str = "meshhub";
+/// Annotation: the cluster the configuration comes from.
+pub const SOURCE_CLUSTER: &str = "meshhub.io/source-cluster";
+/// Annotation: the object's MCP version as the hub served it.
+pub const HUB_VERSION: &str = "meshhub.io/hub-version";
+/// At most this many failures are named in one result.
+const NAMED_FAILURES: usize = 5;
+/// First and longest delay between retries of a failed sync.
+const RETRY_MIN: Duration = Duration::from_secs(1);
+const RETRY_MAX: Duration = Duration::from_secs(30);
+
+/// Settings of the applier.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApplyConfig {
+    /// The kubeconfig (default: `KUBECONFIG`, `~/.kube/config`, in-cluster).
+    pub kubeconfig: Option<std::path::PathBuf>,
+    /// The kubeconfig context.
+    pub context: Option<String>,
+    /// Take over same-named objects that meshhub does not manage.
+    pub force: bool,
+    /// Written into `meshhub.io/source-cluster`.
+    pub source_cluster: String,
+    /// Interval of full reconciles.
+    pub resync: Duration,
+}
+
+/// Why the applier can't start.
+#[derive(Debug, thiserror::Error)]
+#[error("can't configure the Kubernetes client for applying")]
+pub struct ApplierError(#[source] pub Box<dyn std::error::Error + Send + Sync>);
+
+/// One collection as the applier last left it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct CollectionApply {
+    /// Desired objects.
+    pub desired: usize,
+    /// Objects applied (created or changed) by the last sync.
+    pub written: usize,
+    /// Objects pruned by the last sync.
+    pub pruned: usize,
+    /// When the last sync ended.
+    pub synced_at: Option<At>,
+    /// What failed in the last sync (one line per object), empty if it
+    /// succeeded.
+    pub failures: Vec<String>,
+    /// Hand edits and deletions repaired since start.
+    pub drift_repairs: u64,
+}
+
+/// What the applier reports on `/status`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ApplyStatus {
+    /// The value of `meshhub.io/source-cluster`.
+    pub source_cluster: String,
+    /// Per collection.
+    pub collections: BTreeMap<String, CollectionApply>,
+}
+
+enum Command {
+    Sync {
+        collection: String,
+        kind: Kind,
+        objects: Vec<Object>,
+        reply: Option<oneshot::Sender<Result<(), String>>>,
+    },
+}
+
+/// A handle on the applier task. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Applier {
+    tx: mpsc::Sender<Command>,
+    status: watch::Receiver<Arc<ApplyStatus>>,
+}
+
+impl Applier {
+    /// Configures the client and starts the applier task on `tasks`.
+    pub async fn start(
+        config: ApplyConfig,
+        tasks: &tokio_util::task::TaskTracker,
+        shutdown: CancellationToken,
+    ) -> Result<Self, ApplierError> {
+        let options = kube::config::KubeConfigOptions {
+            context: config.context.clone(),
+            ..Default::default()
+        };
+        let boxed = |e: Box<dyn std::error::Error + Send + Sync>| ApplierError(e);
+        let kube_config = match &config.kubeconfig {
+            Some(path) => {
+                let k = kube::config::Kubeconfig::read_from(path)
+                    .map_err(|e| boxed(Box::new(e)))?;
+                kube::Config::from_custom_kubeconfig(k, &options)
+                    .await
+                    .map_err(|e| boxed(Box::new(e)))?
+            }
+            None if config.context.is_some() => kube::Config::from_kubeconfig(&options)
+                .await
+                .map_err(|e| boxed(Box::new(e)))?,
+            None => kube::Config::infer()
+                .await
+                .map_err(|e| boxed(Box::new(e)))?,
+        };
+        let client = kube::Client::try_from(kube_config).map_err(|e| ApplierError(Box::new(e)))?;
+        Ok(Self::with_client(config, client, tasks, shutdown))
+    }
+
+    /// Starts the applier task over an existing client.
+    pub fn with_client(
+        config: ApplyConfig,
+        client: kube::Client,
+        tasks: &tokio_util::task::TaskTracker,
+        shutdown: CancellationToken,
+    ) -> Self {
+        let (tx, rx) = mpsc::channel(16);
+        let (status_tx, status) = watch::channel(Arc::new(ApplyStatus {
+            source_cluster: config.source_cluster.clone(),
+            ..Default::default()
+        }));
+        let task = Task {
+            client,
+            config,
+            collections: BTreeMap::new(),
+            status: status_tx,
+            watches: std::sync::Mutex::new(SelectAll::new()),
+        };
+        tasks.spawn(task.run(rx, shutdown).instrument(info_span!("agent.apply")));
+        Self { tx, status }
+    }
+
+    /// Makes the API hold exactly `objects` of `collection` (among the
+    /// objects meshhub manages); the error lists what failed.
+    pub async fn sync(
+        &self,
+        collection: &str,
+        kind: Kind,
+        objects: Vec<Object>,
+    ) -> Result<(), String> {
+        let (reply, rx) = oneshot::channel();
+        let cmd = Command::Sync {
+            collection: collection.to_owned(),
+            kind,
+            objects,
+            reply: Some(reply),
+        };
+        if self.tx.send(cmd).await.is_err() {
+            return Err("the applier stopped (shutting down)".to_owned());
+        }
+        rx.await
+            .unwrap_or_else(|_| Err("the applier stopped (shutting down)".to_owned()))
+    }
+
+    /// Like [`Applier::sync`] without waiting for the result (start-up
+    /// reconcile of the persisted state).
+    pub async fn reconcile(&self, collection: &str, kind: Kind, objects: Vec<Object>) {
+        let _ = self
+            .tx
+            .send(Command::Sync {
+                collection: collection.to_owned(),
+                kind,
+                objects,
+                reply: None,
+            })
+            .await;
+    }
+
+    /// A reader of the applier's status.
+    pub fn status(&self) -> watch::Receiver<Arc<ApplyStatus>> {
+        self.status.clone()
+    }
+}
+
+/// One desired object, ready to compare and apply.
+#[derive(Clone, Debug)]
+struct Desired {
+    namespace: Option<String>,
+    name: String,
+    /// The apply body (without apiVersion, which depends on discovery).
+    object: Object,
+}
+
+struct CollectionState {
+    kind: Kind,
+    /// The API resource, once discovered (and watched).
+    resource: Option<ApiResource>,
+    namespaced: bool,
+    desired: BTreeMap<(String, String), Desired>,
+    /// When to retry a failed sync.
+    retry_at: Option<tokio::time::Instant>,
+    retry_delay: Duration,
+}
+
+type Tagged = (String, Result<Event<DynamicObject>, watcher::Error>);
+
+struct Task {
+    client: kube::Client,
+    config: ApplyConfig,
+    collections: BTreeMap<String, CollectionState>,
+    status: watch::Sender<Arc<ApplyStatus>>,
+    // Behind a mutex only to make the task `Sync` (its futures borrow it
+    // across awaits); only ever reached through `&mut self`.
+    watches: std::sync::Mutex<SelectAll<BoxStream<'static, Tagged>>>,
+}
+
+/// The outcome of one sync.
+#[derive(Debug, Default)]
+struct Outcome {
+    written: usize,
+    pruned: usize,
+    failures: Vec<String>,
+}
+
+impl Task {
+    async fn run(mut self, mut rx: mpsc::Receiver<Command>, shutdown: CancellationToken) {
+        let mut resync = tokio::time::interval(self.config.resync);
+        resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        resync.tick().await; // the first tick is now
+        loop {
+            let retry_at = self.collections.values().filter_map(|c| c.retry_at).min();
+            let retry = async {
+                match retry_at {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                cmd = rx.recv() => match cmd {
+                    Some(Command::Sync { collection, kind, objects, reply }) => {
+                        let result = self.set_and_sync(&collection, kind, objects).await;
+                        if let Some(reply) = reply {
+                            let _ = reply.send(result);
+                        }
+                    }
+                    None => break,
+                },
+                _ = resync.tick() => {
+                    let names: Vec<String> = self.collections.keys().cloned().collect();
+                    for c in names {
+                        let _ = self.sync(&c).await;
+                    }
+                }
+                _ = retry => {
+                    let now = tokio::time::Instant::now();
+                    let due: Vec<String> = self
+                        .collections
+                        .iter()
+                        .filter(|(_, c)| c.retry_at.is_some_and(|at| at <= now))
+                        .map(|(n, _)| n.clone())
+                        .collect();
+                    for c in due {
+                        if self.sync(&c).await.is_ok() {
+                            info!(%c, "retried sync succeeded");
+                        }
+                    }
+                }
+                Some((collection, ev)) = self.watches.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner).next() => {
+                    self.on_live(&collection, ev).await;
+                }
+            }
+        }
+        debug!("applier stopped");
+    }
+
+    async fn set_and_sync(
+        &mut self,
+        collection: &str,
+        kind: Kind,
+        objects: Vec<Object>,
+    ) -> Result<(), String> {
+        let desired = objects
+            .into_iter()
+            .map(|o| {
+                let key = (
+                    o.metadata.namespace.clone().unwrap_or_default(),
+                    o.metadata.name.clone(),
+                );
+                let d = Desired {
+                    namespace: o.metadata.namespace.clone(),
+                    name: o.metadata.name.clone(),
+                    object: self.apply_body(o),
+                };
+                (key, d)
+            })
+            .collect();
+        let state = self
+            .collections
+            .entry(collection.to_owned())
+            .or_insert_with(|| CollectionState {
+                kind: kind.clone(),
+                resource: None,
+                namespaced: kind.namespaced(),
+                desired: BTreeMap::new(),
+                retry_at: None,
+                retry_delay: RETRY_MIN,
+            });
+        state.desired = desired;
+        self.sync(collection).await
+    }
+
+    /// The object as meshhub writes it: our label and annotations added,
+    /// the MCP-only metadata left out.
+    fn apply_body(&self, mut o: Object) -> Object {
+        o.metadata
+            .labels
+            .insert(MANAGED_BY.to_owned(), MANAGED_BY_VALUE.to_owned());
+        let version = o.metadata.resource_version.take().unwrap_or_default();
+        o.metadata.annotations.insert(
+            SOURCE_CLUSTER.to_owned(),
+            self.config.source_cluster.clone(),
+        );
+        if !version.is_empty() {
+            o.metadata.annotations.insert(HUB_VERSION.to_owned(), version);
+        }
+        o.metadata.creation_timestamp = None;
+        o
+    }
+
+    /// Discovers (once) and watches the collection's kind; `None` when the
+    /// cluster does not serve it.
+    async fn resource(&mut self, collection: &str) -> Result<Option<ApiResource>, String> {
+        let state = self.collections.get(collection).expect("known collection");
+        if let Some(r) = &state.resource {
+            return Ok(Some(r.clone()));
+        }
+        let kind = state.kind.clone();
+        let Some((resource, namespaced)) = discover(&self.client, &kind).await? else {
+            return Ok(None);
+        };
+        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &resource);
+        let tag = collection.to_owned();
+        let stream = watcher::watcher(
+            api,
+            watcher::Config::default().labels(&format!("{MANAGED_BY}={MANAGED_BY_VALUE}")),
+        )
+        .default_backoff()
+        .map(move |ev| (tag.clone(), ev))
+        .boxed();
+        self.watches
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(stream);
+        let state = self.collections.get_mut(collection).expect("known collection");
+        state.resource = Some(resource.clone());
+        state.namespaced = namespaced;
+        info!(%collection, api.version = %resource.api_version, kind = %resource.kind, "applying and watching");
+        Ok(Some(resource))
+    }
+
+    /// One full sync of a collection: apply what differs, prune what is
+    /// no longer desired. Records the outcome; schedules a retry on failure.
+    async fn sync(&mut self, collection: &str) -> Result<(), String> {
+        let started = std::time::Instant::now();
+        let outcome = match self.resource(collection).await {
+            Err(e) => Outcome {
+                failures: vec![e],
+                ..Default::default()
+            },
+            Ok(None) => {
+                let state = &self.collections[collection];
+                let kind = &state.kind;
+                if state.desired.is_empty() {
+                    Outcome::default()
+                } else {
+                    Outcome {
+                        failures: vec![format!(
+                            "this cluster does not serve {}/{} (is its CustomResourceDefinition installed?); {} object(s) not applied",
+                            kind.group(),
+                            kind.kind(),
+                            state.desired.len()
+                        )],
+                        ..Default::default()
+                    }
+                }
+            }
+            Ok(Some(resource)) => self.sync_with(collection, &resource).await,
+        };
+        let state = self.collections.get_mut(collection).expect("known collection");
+        let result = if outcome.failures.is_empty() {
+            state.retry_at = None;
+            state.retry_delay = RETRY_MIN;
+            metrics::counter!("meshhub_agent_apply_syncs_total", "result" => "ok").increment(1);
+            Ok(())
+        } else {
+            state.retry_at = Some(tokio::time::Instant::now() + state.retry_delay);
+            state.retry_delay = (state.retry_delay * 2).min(RETRY_MAX);
+            metrics::counter!("meshhub_agent_apply_syncs_total", "result" => "error").increment(1);
+            Err(summary(&outcome.failures))
+        };
+        metrics::histogram!("meshhub_agent_apply_seconds").record(started.elapsed());
+        let desired = state.desired.len();
+        match &result {
+            Ok(()) if outcome.written + outcome.pruned > 0 => {
+                info!(%collection, desired, written = outcome.written, pruned = outcome.pruned, "applied")
+            }
+            Ok(()) => debug!(%collection, desired, "in sync"),
+            Err(e) => warn!(%collection, desired, error = %e, "apply failed; retrying with backoff"),
+        }
+        self.status.send_modify(|s| {
+            let c = Arc::make_mut(s)
+                .collections
+                .entry(collection.to_owned())
+                .or_default();
+            c.desired = desired;
+            c.written = outcome.written;
+            c.pruned = outcome.pruned;
+            c.synced_at = Some(At(SystemTime::now()));
+            c.failures = outcome.failures;
+        });
+        result
+    }
+
+    async fn sync_with(&mut self, collection: &str, resource: &ApiResource) -> Outcome {
+        let mut out = Outcome::default();
+        let all: Api<DynamicObject> = Api::all_with(self.client.clone(), resource);
+        let managed = match all
+            .list(&ListParams::default().labels(&format!("{MANAGED_BY}={MANAGED_BY_VALUE}")))
+            .await
+        {
+            Ok(list) => list.items,
+            Err(e) => {
+                out.failures
+                    .push(format!("{}: can't list: {}", resource.kind, api_message(&e)));
+                return out;
+            }
+        };
+        let state = &self.collections[collection];
+        let kind_name = state.kind.kind().to_owned();
+        let live: HashMap<(String, String), DynamicObject> = managed
+            .into_iter()
+            .map(|o| {
+                (
+                    (
+                        o.metadata.namespace.clone().unwrap_or_default(),
+                        o.metadata.name.clone().unwrap_or_default(),
+                    ),
+                    o,
+                )
+            })
+            .collect();
+        // Prune what we manage and is no longer desired.
+        for (key, obj) in &live {
+            if state.desired.contains_key(key) {
+                continue;
+            }
+            let api = self.api(resource, state.namespaced, obj.metadata.namespace.as_deref());
+            match api.delete(&key.1, &DeleteParams::default()).await {
+                Ok(_) => {
+                    out.pruned += 1;
+                    metrics::counter!("meshhub_agent_apply_prunes_total").increment(1);
+                }
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(e) => out.failures.push(format!(
+                    "{kind_name} {}: can't prune: {}",
+                    display_name(key),
+                    api_message(&e)
+                )),
+            }
+        }
+        for (key, d) in &state.desired {
+            match live.get(key) {
+                Some(l) if matches(&d.object, l) => continue,
+                Some(_) => {}
+                None => {
+                    // Not ours (yet): someone else's object of that name?
+                    let api = self.api(resource, state.namespaced, d.namespace.as_deref());
+                    match api.get_opt(&d.name).await {
+                        Ok(None) => {}
+                        Ok(Some(_)) if self.config.force => {
+                            warn!(%collection, object = %display_name(key), "taking over an object meshhub does not manage (force)");
+                        }
+                        Ok(Some(_)) => {
+                            metrics::counter!("meshhub_agent_apply_conflicts_total").increment(1);
+                            out.failures.push(format!(
+                                "{kind_name} {}: conflict: an object of that name exists and is not managed by meshhub (label {MANAGED_BY}={MANAGED_BY_VALUE}); left alone",
+                                display_name(key)
+                            ));
+                            continue;
+                        }
+                        Err(e) => {
+                            out.failures.push(format!(
+                                "{kind_name} {}: {}",
+                                display_name(key),
+                                api_message(&e)
+                            ));
+                            continue;
+                        }
+                    }
+                }
+            }
+            match self.write(resource, state.namespaced, d).await {
+                Ok(()) => out.written += 1,
+                Err(e) => out.failures.push(format!(
+                    "{kind_name} {}: {}",
+                    display_name(key),
+                    api_message(&e)
+                )),
+            }
+        }
+        metrics::counter!("meshhub_agent_apply_writes_total").increment(out.written as u64);
+        out
+    }
+
+    fn api(&self, resource: &ApiResource, namespaced: bool, ns: Option<&str>) -> Api<DynamicObject> {
+        match (namespaced, ns) {
+            (true, Some(ns)) => Api::namespaced_with(self.client.clone(), ns, resource),
+            (true, None) => Api::default_namespaced_with(self.client.clone(), resource),
+            (false, _) => Api::all_with(self.client.clone(), resource),
+        }
+    }
+
+    /// Server-side apply of one object, forcing: the fields are ours.
+    async fn write(
+        &self,
+        resource: &ApiResource,
+        namespaced: bool,
+        d: &Desired,
+    ) -> Result<(), kube::Error> {
+        let mut body = d.object.clone();
+        body.api_version = resource.api_version.clone();
+        let api = self.api(resource, namespaced, d.namespace.as_deref());
+        api.patch(
+            &d.name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&body),
+        )
+        .await
+        .map(drop)
+    }
+
+    /// A change of a managed object: repair it if it drifted from what is
+    /// desired (a hand edit, a deletion).
+    async fn on_live(&mut self, collection: &str, ev: Result<Event<DynamicObject>, watcher::Error>) {
+        let Some(state) = self.collections.get(collection) else {
+            return;
+        };
+        let Some(resource) = state.resource.clone() else {
+            return;
+        };
+        let (obj, deleted) = match ev {
+            Ok(Event::Apply(o)) => (o, false),
+            Ok(Event::Delete(o)) => (o, true),
+            Ok(_) => return,
+            Err(e) => {
+                debug!(%collection, error = %e, "watch of managed objects failing; retrying");
+                return;
+            }
+        };
+        let key = (
+            obj.metadata.namespace.clone().unwrap_or_default(),
+            obj.metadata.name.clone().unwrap_or_default(),
+        );
+        let Some(d) = state.desired.get(&key) else {
+            return; // not desired: the next sync prunes it
+        };
+        if !deleted && matches(&d.object, &obj) {
+            return;
+        }
+        let what = if deleted { "deleted" } else { "changed" };
+        warn!(%collection, object = %display_name(&key), "managed object {what} by hand; repairing");
+        let result = self.write(&resource, state.namespaced, &d.clone()).await;
+        self.status.send_modify(|s| {
+            Arc::make_mut(s)
+                .collections
+                .entry(collection.to_owned())
+                .or_default()
+                .drift_repairs += 1;
+        });
+        metrics::counter!("meshhub_agent_apply_drift_repairs_total").increment(1);
+        if let Err(e) = result {
+            warn!(%collection, object = %display_name(&key), error = %api_message(&e), "repair failed; the next sync retries");
+            if let Some(state) = self.collections.get_mut(collection) {
+                state.retry_at.get_or_insert(tokio::time::Instant::now() + state.retry_delay);
+            }
+        }
+    }
+}
+
+/// The first of the kind's versions the cluster serves, and whether the
+/// kind is namespaced; `None` when none is served.
+async fn discover(client: &kube::Client, kind: &Kind) -> Result<Option<(ApiResource, bool)>, String> {
+    for version in kind.versions() {
+        let gv = if kind.group().is_empty() {
+            version.clone()
+        } else {
+            format!("{}/{version}", kind.group())
+        };
+        let list = if kind.group().is_empty() {
+            client.list_core_api_resources(version).await
+        } else {
+            client.list_api_group_resources(&gv).await
+        };
+        let list = match list {
+            Ok(l) => l,
+            Err(kube::Error::Api(s)) if s.code == 404 => continue,
+            Err(e) => return Err(format!("API discovery failed: {}", api_message(&e))),
+        };
+        if let Some(r) = list
+            .resources
+            .iter()
+            .find(|r| r.name == kind.plural() && r.kind == kind.kind())
+        {
+            return Ok(Some((
+                ApiResource {
+                    group: kind.group().to_owned(),
+                    version: version.clone(),
+                    api_version: gv,
+                    kind: kind.kind().to_owned(),
+                    plural: kind.plural().to_owned(),
+                },
+                r.namespaced,
+            )));
+        }
+    }
+    Ok(None)
+}
+
+/// Whether the live object holds what we apply: every field we set is
+/// there with our value (the API server may add defaults), and the labels
+/// and annotations we set are there.
+fn matches(desired: &Object, live: &DynamicObject) -> bool {
+    let meta_ok = desired
+        .metadata
+        .labels
+        .iter()
+        .all(|(k, v)| live.metadata.labels.as_ref().and_then(|l| l.get(k)) == Some(v))
+        && desired.metadata.annotations.iter().all(|(k, v)| {
+            live.metadata.annotations.as_ref().and_then(|a| a.get(k)) == Some(v)
+        });
+    let empty = Map::new();
+    let live_content = live.data.as_object().unwrap_or(&empty);
+    meta_ok
+        && desired
+            .content
+            .iter()
+            .all(|(k, v)| live_content.get(k).is_some_and(|l| subset(v, l)))
+}
+
+/// `desired` ⊆ `live`: objects by key (recursively), arrays element-wise
+/// with equal length, scalars equal (numbers by value).
+fn subset(desired: &Value, live: &Value) -> bool {
+    match (desired, live) {
+        (Value::Object(d), Value::Object(l)) => d
+            .iter()
+            .all(|(k, v)| l.get(k).is_some_and(|lv| subset(v, lv))),
+        (Value::Array(d), Value::Array(l)) => {
+            d.len() == l.len() && d.iter().zip(l).all(|(a, b)| subset(a, b))
+        }
+        (Value::Number(a), Value::Number(b)) => a.as_f64() == b.as_f64(),
+        (a, b) => a == b,
+    }
+}
+
+fn display_name(key: &(String, String)) -> String {
+    if key.0.is_empty() {
+        key.1.clone()
+    } else {
+        format!("{}/{}", key.0, key.1)
+    }
+}
+
+/// The API server's message for an error (or the error itself).
+pub fn api_message(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => s.message.clone(),
+        other => {
+            let mut text = other.to_string();
+            let mut cause = std::error::Error::source(other);
+            while let Some(c) = cause {
+                let t = c.to_string();
+                if !text.contains(&t) {
+                    text.push_str(": ");
+                    text.push_str(&t);
+                }
+                cause = c.source();
+            }
+            text
+        }
+    }
+}
+
+/// The failures as one NACK message: the first few, and how many more.
+fn summary(failures: &[String]) -> String {
+    let mut text = failures
+        .iter()
+        .take(NAMED_FAILURES)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join("; ");
+    if failures.len() > NAMED_FAILURES {
+        text.push_str(&format!(
+            "; and {} more",
+            failures.len() - NAMED_FAILURES
+        ));
+    }
+    format!("applying to Kubernetes failed: {text}")
+}
+
+#[cfg(test)]
+mod tests;

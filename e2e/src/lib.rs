@@ -361,10 +361,21 @@ impl AgentProc {
         logs: &Path,
         ports: Option<(SocketAddr, SocketAddr, SocketAddr)>,
     ) -> Self {
+        Self::start_with(cluster, dir, logs, ports, &[])
+    }
+
+    /// [`AgentProc::start`] with extra flags (`--apply`, ...).
+    pub fn start_with(
+        cluster: &str,
+        dir: &Path,
+        logs: &Path,
+        ports: Option<(SocketAddr, SocketAddr, SocketAddr)>,
+        extra: &[String],
+    ) -> Self {
         let data = dir.join(format!("agent-{cluster}"));
         let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
         let (sink, grpc, admin) = ports.unwrap_or((any, any, any));
-        let args = [
+        let mut args = vec![
             "--cluster".to_owned(),
             cluster.to_owned(),
             "--data-dir".to_owned(),
@@ -378,6 +389,7 @@ impl AgentProc {
             "--shutdown-grace".to_owned(),
             "2s".to_owned(),
         ];
+        args.extend_from_slice(extra);
         let name = format!("agent-{cluster}");
         let started = Instant::now();
         let mut proc = Proc::spawn(&name, "meshhub-sink-agent", &args, logs);

@@ -58,7 +58,10 @@ fn served(hub: &Hub, collection: &str) -> Vec<(String, String, Resource)> {
 }
 
 fn names(hub: &Hub, collection: &str) -> Vec<String> {
-    served(hub, collection).into_iter().map(|(n, _, _)| n).collect()
+    served(hub, collection)
+        .into_iter()
+        .map(|(n, _, _)| n)
+        .collect()
 }
 
 async fn start_hub(dir: &Path, kubeconfig: &Path) -> Hub {
@@ -114,9 +117,15 @@ async fn kubernetes_objects_flow_into_snapshots() {
     let vss = served(&hub, VS);
     let got: Vec<&str> = vss.iter().map(|(n, _, _)| n.as_str()).collect();
     assert_eq!(got, ["bookinfo/ratings", "bookinfo/reviews"]);
-    let live = get(&kube, "networking.istio.io/v1", "VirtualService", "bookinfo", "reviews")
-        .await
-        .unwrap();
+    let live = get(
+        &kube,
+        "networking.istio.io/v1",
+        "VirtualService",
+        "bookinfo",
+        "reviews",
+    )
+    .await
+    .unwrap();
     let reviews = &vss[1];
     assert_eq!(
         Some(reviews.1.as_str()),
@@ -134,14 +143,23 @@ async fn kubernetes_objects_flow_into_snapshots() {
     // An update.
     apply_yaml(&kube, &vs("reviews", "reviews-v2")).await;
     eventually("the update", || async {
-        served(&hub, VS).iter().any(|(n, v, _)| {
-            n == "bookinfo/reviews" && *v != reviews.1
-        })
+        served(&hub, VS)
+            .iter()
+            .any(|(n, v, _)| n == "bookinfo/reviews" && *v != reviews.1)
     })
     .await;
 
     // A delete.
-    assert!(delete(&kube, "networking.istio.io/v1", "VirtualService", "bookinfo", "ratings").await);
+    assert!(
+        delete(
+            &kube,
+            "networking.istio.io/v1",
+            "VirtualService",
+            "bookinfo",
+            "ratings"
+        )
+        .await
+    );
     eventually("the delete", || async {
         names(&hub, VS) == ["bookinfo/reviews"]
     })
@@ -157,7 +175,11 @@ async fn kubernetes_objects_flow_into_snapshots() {
     let mut status = hub.status();
     let rejected = tokio::time::timeout(
         DEADLINE,
-        status.wait_for(|s| s.rejected.iter().any(|r| r.name.as_deref() == Some("bookinfo/broken"))),
+        status.wait_for(|s| {
+            s.rejected
+                .iter()
+                .any(|r| r.name.as_deref() == Some("bookinfo/broken"))
+        }),
     )
     .await
     .expect("the invalid object is reported")

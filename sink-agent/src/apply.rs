@@ -136,8 +136,8 @@ impl Applier {
         let boxed = |e: Box<dyn std::error::Error + Send + Sync>| ApplierError(e);
         let kube_config = match &config.kubeconfig {
             Some(path) => {
-                let k = kube::config::Kubeconfig::read_from(path)
-                    .map_err(|e| boxed(Box::new(e)))?;
+                let k =
+                    kube::config::Kubeconfig::read_from(path).map_err(|e| boxed(Box::new(e)))?;
                 kube::Config::from_custom_kubeconfig(k, &options)
                     .await
                     .map_err(|e| boxed(Box::new(e)))?
@@ -358,7 +358,9 @@ impl Task {
             self.config.source_cluster.clone(),
         );
         if !version.is_empty() {
-            o.metadata.annotations.insert(HUB_VERSION.to_owned(), version);
+            o.metadata
+                .annotations
+                .insert(HUB_VERSION.to_owned(), version);
         }
         o.metadata.creation_timestamp = None;
         o
@@ -388,7 +390,10 @@ impl Task {
             .get_mut()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .push(stream);
-        let state = self.collections.get_mut(collection).expect("known collection");
+        let state = self
+            .collections
+            .get_mut(collection)
+            .expect("known collection");
         state.resource = Some(resource.clone());
         state.namespaced = namespaced;
         info!(%collection, api.version = %resource.api_version, kind = %resource.kind, "applying and watching");
@@ -423,7 +428,10 @@ impl Task {
             }
             Ok(Some(resource)) => self.sync_with(collection, &resource).await,
         };
-        let state = self.collections.get_mut(collection).expect("known collection");
+        let state = self
+            .collections
+            .get_mut(collection)
+            .expect("known collection");
         let result = if outcome.failures.is_empty() {
             state.retry_at = None;
             state.retry_delay = RETRY_MIN;
@@ -442,7 +450,9 @@ impl Task {
                 info!(%collection, desired, written = outcome.written, pruned = outcome.pruned, "applied")
             }
             Ok(()) => debug!(%collection, desired, "in sync"),
-            Err(e) => warn!(%collection, desired, error = %e, "apply failed; retrying with backoff"),
+            Err(e) => {
+                warn!(%collection, desired, error = %e, "apply failed; retrying with backoff")
+            }
         }
         self.status.send_modify(|s| {
             let c = Arc::make_mut(s)
@@ -467,8 +477,11 @@ impl Task {
         {
             Ok(list) => list.items,
             Err(e) => {
-                out.failures
-                    .push(format!("{}: can't list: {}", resource.kind, api_message(&e)));
+                out.failures.push(format!(
+                    "{}: can't list: {}",
+                    resource.kind,
+                    api_message(&e)
+                ));
                 return out;
             }
         };
@@ -491,7 +504,11 @@ impl Task {
             if state.desired.contains_key(key) {
                 continue;
             }
-            let api = self.api(resource, state.namespaced, obj.metadata.namespace.as_deref());
+            let api = self.api(
+                resource,
+                state.namespaced,
+                obj.metadata.namespace.as_deref(),
+            );
             match api.delete(&key.1, &DeleteParams::default()).await {
                 Ok(_) => {
                     out.pruned += 1;
@@ -549,7 +566,12 @@ impl Task {
         out
     }
 
-    fn api(&self, resource: &ApiResource, namespaced: bool, ns: Option<&str>) -> Api<DynamicObject> {
+    fn api(
+        &self,
+        resource: &ApiResource,
+        namespaced: bool,
+        ns: Option<&str>,
+    ) -> Api<DynamicObject> {
         match (namespaced, ns) {
             (true, Some(ns)) => Api::namespaced_with(self.client.clone(), ns, resource),
             (true, None) => Api::default_namespaced_with(self.client.clone(), resource),
@@ -578,7 +600,11 @@ impl Task {
 
     /// A change of a managed object: repair it if it drifted from what is
     /// desired (a hand edit, a deletion).
-    async fn on_live(&mut self, collection: &str, ev: Result<Event<DynamicObject>, watcher::Error>) {
+    async fn on_live(
+        &mut self,
+        collection: &str,
+        ev: Result<Event<DynamicObject>, watcher::Error>,
+    ) {
         let Some(state) = self.collections.get(collection) else {
             return;
         };
@@ -618,7 +644,9 @@ impl Task {
         if let Err(e) = result {
             warn!(%collection, object = %display_name(&key), error = %api_message(&e), "repair failed; the next sync retries");
             if let Some(state) = self.collections.get_mut(collection) {
-                state.retry_at.get_or_insert(tokio::time::Instant::now() + state.retry_delay);
+                state
+                    .retry_at
+                    .get_or_insert(tokio::time::Instant::now() + state.retry_delay);
             }
         }
     }
@@ -626,7 +654,10 @@ impl Task {
 
 /// The first of the kind's versions the cluster serves, and whether the
 /// kind is namespaced; `None` when none is served.
-async fn discover(client: &kube::Client, kind: &Kind) -> Result<Option<(ApiResource, bool)>, String> {
+async fn discover(
+    client: &kube::Client,
+    kind: &Kind,
+) -> Result<Option<(ApiResource, bool)>, String> {
     for version in kind.versions() {
         let gv = if kind.group().is_empty() {
             version.clone()
@@ -672,9 +703,11 @@ fn matches(desired: &Object, live: &DynamicObject) -> bool {
         .labels
         .iter()
         .all(|(k, v)| live.metadata.labels.as_ref().and_then(|l| l.get(k)) == Some(v))
-        && desired.metadata.annotations.iter().all(|(k, v)| {
-            live.metadata.annotations.as_ref().and_then(|a| a.get(k)) == Some(v)
-        });
+        && desired
+            .metadata
+            .annotations
+            .iter()
+            .all(|(k, v)| live.metadata.annotations.as_ref().and_then(|a| a.get(k)) == Some(v));
     let empty = Map::new();
     let live_content = live.data.as_object().unwrap_or(&empty);
     meta_ok
@@ -736,10 +769,7 @@ fn summary(failures: &[String]) -> String {
         .collect::<Vec<_>>()
         .join("; ");
     if failures.len() > NAMED_FAILURES {
-        text.push_str(&format!(
-            "; and {} more",
-            failures.len() - NAMED_FAILURES
-        ));
+        text.push_str(&format!("; and {} more", failures.len() - NAMED_FAILURES));
     }
     format!("applying to Kubernetes failed: {text}")
 }

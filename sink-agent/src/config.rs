@@ -532,9 +532,8 @@ impl Config {
             }
             let resync = match args.apply_resync.or(raw_apply.resync) {
                 None => DEFAULT_APPLY_RESYNC,
-                Some(s) => humantime::parse_duration(s.trim()).map_err(|e| {
-                    invalid("apply.resync", format!("invalid duration {s:?}: {e}"))
-                })?,
+                Some(s) => humantime::parse_duration(s.trim())
+                    .map_err(|e| invalid("apply.resync", format!("invalid duration {s:?}: {e}")))?,
             };
             if resync < Duration::from_secs(1) {
                 return Err(invalid("apply.resync", "must be at least 1s".to_owned()));

@@ -327,7 +327,11 @@ impl Store {
             for (collection, resources) in &held {
                 if let Some(kind) = config.kinds.by_collection(collection) {
                     applier
-                        .reconcile(collection, kind.clone(), objects_of(kind, resources.values()))
+                        .reconcile(
+                            collection,
+                            kind.clone(),
+                            objects_of(kind, resources.values()),
+                        )
                         .await;
                 }
             }

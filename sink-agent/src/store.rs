@@ -473,11 +473,11 @@ impl Store {
         metrics::gauge!("meshhub_agent_collections").set(held.len() as f64);
         // Persisted and served locally; now the cluster's API. Its refusal
         // is the NACK's message (the applier keeps retrying on its own).
-        if let (Some(applier), Some(objects)) = (&self.applier, objects) {
-            if let Err(message) = applier.sync(&collection, kind.clone(), objects).await {
-                refused(status, &collection, &version, &message);
-                return Err(ApplyError(message));
-            }
+        if let (Some(applier), Some(objects)) = (&self.applier, objects)
+            && let Err(message) = applier.sync(&collection, kind.clone(), objects).await
+        {
+            refused(status, &collection, &version, &message);
+            return Err(ApplyError(message));
         }
         metrics::counter!("meshhub_agent_changes_total", "result" => "applied").increment(1);
         tracing::info!(%collection, %version, served.version = %served_version, resources = count, "applied and persisted");

@@ -38,6 +38,15 @@ pub const TEST_MANAGER: &str = "meshhub-e2e";
 /// The admin token every cluster accepts.
 const ADMIN_TOKEN: &str = "meshhub-e2e-admin-token";
 
+/// The RBAC manifests shipped in `deploy/rbac/` (`hub.yaml`,
+/// `sink-agent.yaml`).
+pub fn rbac_manifest(file: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../deploy/rbac")
+        .join(file);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
 /// Where the Istio CRDs are (the shared fixtures beside the repository).
 pub fn istio_crds_file() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/istio/crds/crd-all.gen.yaml")
@@ -354,6 +363,32 @@ impl ControlPlanes {
                 .unwrap_or_else(|_| panic!("{name}: CRD {crd_name} not established"))
                 .unwrap_or_else(|e| panic!("{name}: CRD {crd_name}: {e}"));
         }
+    }
+
+    /// A kubeconfig for ServiceAccount `ns/sa` of cluster `name` (which
+    /// must exist), with a one-hour token from the TokenRequest API: what a
+    /// pod running as that account would hold.
+    pub async fn service_account_kubeconfig(&self, name: &str, ns: &str, sa: &str) -> PathBuf {
+        use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+        use k8s_openapi::api::core::v1::ServiceAccount;
+        let api: Api<ServiceAccount> = Api::namespaced(self.client(name).await, ns);
+        let request = TokenRequest {
+            spec: TokenRequestSpec {
+                audiences: vec!["https://kubernetes.default.svc".to_owned()],
+                expiration_seconds: Some(3600),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let token = api
+            .create_token_request(sa, &Default::default(), &request)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: token for {ns}/{sa}: {e}"))
+            .status
+            .expect("a token")
+            .token;
+        self.cluster(name)
+            .kubeconfig_with_token(&format!("kubeconfig-{ns}-{sa}"), &token)
     }
 
     /// Creates namespace `ns` in cluster `name` (no-op if it exists).

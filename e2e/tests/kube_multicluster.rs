@@ -12,7 +12,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use ::kube::api::{Api, DynamicObject, Patch, PatchParams};
-use meshhub_e2e::kube::{ControlPlanes, apply_yaml, delete, get};
+use meshhub_e2e::kube::{ControlPlanes, apply_yaml, delete, get, rbac_manifest};
 use meshhub_e2e::*;
 use serde_json::Value;
 
@@ -81,11 +81,52 @@ async fn primary_objects_reach_the_remote_apis() {
     let west_kube = planes.client("west").await;
     apply_yaml(&primary, &vs_yaml("reviews", "reviews", "")).await;
 
+    // The hub and the agents run as ServiceAccounts bound by the RBAC
+    // shipped in deploy/rbac/, with tokens from the TokenRequest API: that
+    // RBAC is enough for everything below.
+    planes.namespace("primary", "meshhub").await;
+    apply_yaml(&primary, &rbac_manifest("hub.yaml")).await;
+    let hub_kubeconfig = planes
+        .service_account_kubeconfig("primary", "meshhub", "meshhub")
+        .await;
+    let mut agent_kubeconfigs = std::collections::BTreeMap::new();
+    for (name, client) in [("east", &east_kube), ("west", &west_kube)] {
+        planes.namespace(name, "meshhub").await;
+        apply_yaml(client, &rbac_manifest("sink-agent.yaml")).await;
+        agent_kubeconfigs.insert(
+            name,
+            planes
+                .service_account_kubeconfig(name, "meshhub", "meshhub-agent")
+                .await,
+        );
+    }
+    // ... and no more: the hub's account cannot write.
+    let as_hub = meshhub_e2e::kube::client_from_kubeconfig(&hub_kubeconfig).await;
+    let probe = get(&as_hub, NET, "VirtualService", "bookinfo", "reviews")
+        .await
+        .expect("the hub's account reads VirtualServices");
+    let api = meshhub_e2e::kube::api_for(&as_hub, &probe).await;
+    let denied = api
+        .patch(
+            "reviews",
+            &PatchParams::apply("intruder"),
+            &Patch::Apply(serde_json::json!({
+                "apiVersion": NET, "kind": "VirtualService",
+                "metadata": {"name": "reviews", "namespace": "bookinfo"},
+                "spec": {"hosts": ["evil"]},
+            })),
+        )
+        .await;
+    assert!(
+        matches!(&denied, Err(::kube::Error::Api(s)) if s.code == 403),
+        "the hub's account must not write: {denied:?}"
+    );
+
     let dir = tempfile::tempdir().unwrap();
     let logs = dir.path().join("logs");
     std::fs::create_dir_all(&logs).unwrap();
     let agent = |name: &str| {
-        let kubeconfig = planes.cluster(name).kubeconfig.display().to_string();
+        let kubeconfig = agent_kubeconfigs[name].display().to_string();
         AgentProc::start_with(
             name,
             dir.path(),
@@ -103,11 +144,7 @@ async fn primary_objects_reach_the_remote_apis() {
     let east = agent("east");
     let west = agent("west");
     let config = dir.path().join("meshhub.yaml");
-    std::fs::write(
-        &config,
-        hub_config(&planes.cluster("primary").kubeconfig, east.sink, west.sink),
-    )
-    .unwrap();
+    std::fs::write(&config, hub_config(&hub_kubeconfig, east.sink, west.sink)).unwrap();
     let hub = HubProc::start("hub", &config, &logs);
     let wait = Duration::from_secs(30);
 

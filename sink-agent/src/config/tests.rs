@@ -137,3 +137,75 @@ fn sizes_parse_with_units() {
     assert_eq!(parse_size("10MB"), Ok(10_000_000));
     assert!(parse_size("MiB").is_err());
 }
+
+#[test]
+fn applying_is_off_by_default_and_checked_when_on() {
+    let base = || args(Some("east"), Some("/nonexistent/meshhub-agent-data"));
+    assert_eq!(Config::from_parts(base(), None).unwrap().apply, None);
+
+    // From the file, with defaults.
+    let c = Config::from_parts(
+        base(),
+        Some((Path::new("agent.yaml"), "apply: {enabled: true}\n")),
+    )
+    .unwrap();
+    let a = c.apply.expect("applying on");
+    assert_eq!(a.kubeconfig, None);
+    assert!(!a.force);
+    assert_eq!(a.source_cluster, DEFAULT_SOURCE_CLUSTER);
+    assert_eq!(a.resync, DEFAULT_APPLY_RESYNC);
+
+    // Flags win over the file; `--apply` alone means true.
+    let parsed = Args::try_parse_from([
+        "meshhub-sink-agent",
+        "--apply",
+        "--apply-force",
+        "true",
+        "--apply-source-cluster",
+        "hub-cluster",
+        "--apply-resync",
+        "30s",
+    ])
+    .unwrap();
+    let c = Config::from_parts(
+        Args {
+            cluster: Some("east".into()),
+            data_dir: Some(PathBuf::from("/nonexistent/meshhub-agent-data")),
+            ..parsed
+        },
+        Some((
+            Path::new("agent.yaml"),
+            "apply: {enabled: false, force: false}\n",
+        )),
+    )
+    .unwrap();
+    let a = c.apply.expect("the flag turns it on");
+    assert!(a.force);
+    assert_eq!(a.source_cluster, "hub-cluster");
+    assert_eq!(a.resync, Duration::from_secs(30));
+
+    let e = err(
+        Args {
+            apply: Some("true".into()),
+            apply_kubeconfig: Some(PathBuf::from("/nonexistent/kubeconfig")),
+            ..base()
+        },
+        None,
+    );
+    assert!(e.contains("apply.kubeconfig"), "{e}");
+    let e = err(
+        Args {
+            apply: Some("maybe".into()),
+            ..base()
+        },
+        None,
+    );
+    assert!(e.contains("apply") && e.contains("not a boolean"), "{e}");
+    let e = err(base(), Some("apply: {enabled: true, resync: 10ms}\n"));
+    assert!(e.contains("apply.resync"), "{e}");
+    let e = err(
+        base(),
+        Some("apply: {enabled: true, sourceCluster: Not_A_Name}\n"),
+    );
+    assert!(e.contains("apply.sourceCluster"), "{e}");
+}

@@ -350,6 +350,8 @@ pub struct AgentProc {
     pub admin: SocketAddr,
     /// When the process was started.
     pub started: Instant,
+    /// The extra flags it was started with (kept across restarts).
+    pub extra: Vec<String>,
 }
 
 impl AgentProc {
@@ -402,6 +404,7 @@ impl AgentProc {
             grpc: addr(&fields, "grpc.addr"),
             admin: addr(&fields, "admin.addr"),
             started,
+            extra: extra.to_vec(),
             proc,
         }
     }
@@ -410,7 +413,8 @@ impl AgentProc {
     pub fn crash_and_restart(&mut self, dir: &Path, logs: &Path) {
         self.proc.kill();
         let ports = (self.sink, self.grpc, self.admin);
-        *self = Self::start(&self.cluster.clone(), dir, logs, Some(ports));
+        let extra = std::mem::take(&mut self.extra);
+        *self = Self::start_with(&self.cluster.clone(), dir, logs, Some(ports), &extra);
     }
 
     /// `GET /status`, parsed.

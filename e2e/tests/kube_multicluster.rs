@@ -344,6 +344,24 @@ async fn primary_objects_reach_the_remote_apis() {
         pct(0.99).as_secs_f64() * 1e3,
         samples.last().unwrap().as_secs_f64() * 1e3,
     );
-    drop(east);
+
+    // 10. Drift made while an agent was down is repaired when it starts,
+    // from its persisted state alone (the hub is gone: no push helps).
+    let mut hub = hub;
+    hub.proc.kill();
+    let mut east = east;
+    east.proc.kill();
+    api.patch(
+        "reviews",
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({"spec": {"hosts": ["edited-while-down"]}})),
+    )
+    .await
+    .unwrap();
+    east.crash_and_restart(dir.path(), &logs);
+    until("the drift repaired at the agent's start", wait, || async {
+        (host_of(&east_kube, "reviews").await.as_deref() == Some("reviews-v2")).then_some(())
+    })
+    .await;
     drop(west);
 }

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+pub mod istio;
 pub mod kube;
 
 /// How long any single wait may take before the test fails.

@@ -1,0 +1,412 @@
+//! Real Istio programs on loopback, built from Istio's Go sources by
+//! `e2e/peers/istio.sh` and cached outside the repository:
+//!
+//! * [`Istiod`]: `pilot-discovery` of a current release, consuming a
+//!   meshhub ADS address through `meshConfig.configSources: [xds://…]`.
+//!   istiod needs a Kubernetes API server even then (it panics at start
+//!   without one), so it runs against a harness kube-apiserver
+//!   ([`crate::kube::ControlPlanes`]) with the Istio CRDs installed.
+//! * [`Galley`]: Istio 1.5's Galley serving a directory of files over
+//!   classic MCP (`ResourceSource`).
+//! * [`mcpc`]: Istio 1.5's MCP test client, a sink that dials a source.
+//! * [`McpSink15`]: Istio 1.5's `ResourceSink` server library behind a
+//!   small main of ours (`e2e/peers/mcpsink15`), for the hub's dial-out.
+//!
+//! Every process is killed when its guard drops.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::kube::free_port;
+use crate::{Proc, http_get};
+
+/// How long istiod may take to start serving its debug endpoints.
+pub const ISTIOD_START: Duration = Duration::from_secs(90);
+
+/// Runs `e2e/peers/istio.sh <target>` once and returns what it printed.
+fn peer_script(target: &str) -> PathBuf {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("peers/istio.sh");
+    let out = Command::new("bash")
+        .arg(&script)
+        .arg(target)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .unwrap_or_else(|e| panic!("can't run {}: {e}", script.display()));
+    assert!(
+        out.status.success(),
+        "{} {target} failed ({}): the Istio interop tests need the Istio peers; see README.md",
+        script.display(),
+        out.status
+    );
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+/// `pilot-discovery`: `MESHHUB_ISTIOD_BIN` if set, else what
+/// `e2e/peers/istio.sh istiod` builds (about 6 minutes cold on 2 cores,
+/// cached afterwards). Runs once per test process.
+pub fn istiod_bin() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let bin = std::env::var_os("MESHHUB_ISTIOD_BIN")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| peer_script("istiod"));
+        assert!(bin.is_file(), "no pilot-discovery at {}", bin.display());
+        bin
+    })
+}
+
+/// The directory of Istio 1.5's `galley`, `mcpc` and `mcpsink15`:
+/// `MESHHUB_ISTIO15_BIN_DIR` if set, else what `e2e/peers/istio.sh
+/// istio15` builds (about 3 minutes cold). Runs once per test process.
+pub fn istio15_bin_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = std::env::var_os("MESHHUB_ISTIO15_BIN_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| peer_script("istio15"));
+        for bin in ["galley", "mcpc", "mcpsink15"] {
+            assert!(
+                dir.join(bin).is_file(),
+                "no {bin} in {} (e2e/peers/istio.sh istio15)",
+                dir.display()
+            );
+        }
+        dir
+    })
+}
+
+fn loopback(port: u16) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], port))
+}
+
+/// A running istiod.
+#[derive(Debug)]
+pub struct Istiod {
+    /// The process.
+    pub proc: Proc,
+    /// Its HTTP (debug) address.
+    pub http: SocketAddr,
+    /// Its monitoring (metrics) address.
+    pub monitoring: SocketAddr,
+}
+
+impl Istiod {
+    /// Starts `pilot-discovery discovery` in namespace `istio-system` of the
+    /// cluster behind `kubeconfig`, with a mesh config whose only config
+    /// source is `xds://<xds>`. The namespace and the Istio CRDs must exist.
+    /// Every port is loopback and chosen here (several may run at once).
+    pub fn start(name: &str, kubeconfig: &Path, xds: SocketAddr, dir: &Path, logs: &Path) -> Self {
+        let mesh = dir.join(format!("{name}-mesh.yaml"));
+        std::fs::write(
+            &mesh,
+            format!("configSources:\n- address: xds://{xds}\nrootNamespace: istio-system\n"),
+        )
+        .expect("mesh config");
+        let (grpc, http, monitoring, https, ctrlz) = (
+            free_port(),
+            free_port(),
+            free_port(),
+            free_port(),
+            free_port(),
+        );
+        let args: Vec<String> = [
+            "discovery",
+            "--kubeconfig",
+            &kubeconfig.display().to_string(),
+            "--meshConfig",
+            &mesh.display().to_string(),
+            "--grpcAddr",
+            &format!("127.0.0.1:{grpc}"),
+            "--httpAddr",
+            &format!("127.0.0.1:{http}"),
+            "--monitoringAddr",
+            &format!("127.0.0.1:{monitoring}"),
+            "--httpsAddr",
+            &format!("127.0.0.1:{https}"),
+            "--ctrlz_port",
+            &ctrlz.to_string(),
+            "--ctrlz_address",
+            "127.0.0.1",
+            "--secureGRPCAddr",
+            "",
+            "--domain",
+            "cluster.local",
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        let proc = Proc::spawn_program(
+            name,
+            istiod_bin(),
+            &args,
+            &[
+                ("POD_NAMESPACE", "istio-system"),
+                ("POD_NAME", name),
+                ("PILOT_ENABLE_CONFIG_DISTRIBUTION_TRACKING", "false"),
+            ],
+            logs,
+        );
+        let mut istiod = Self {
+            proc,
+            http: loopback(http),
+            monitoring: loopback(monitoring),
+        };
+        istiod.wait_ready();
+        istiod
+    }
+
+    /// Waits until istiod answers `/ready` (its caches, the MCP-over-xDS
+    /// store among them, have synced), failing if it exits first.
+    fn wait_ready(&mut self) {
+        let end = Instant::now() + ISTIOD_START;
+        loop {
+            if let Some((200, _)) = http_get(self.http, "/ready") {
+                return;
+            }
+            if let Some(status) = self.proc.exited() {
+                panic!(
+                    "istiod exited ({status}) before it was ready\n{}",
+                    tail(&self.proc.stderr(), 40)
+                );
+            }
+            assert!(
+                Instant::now() < end,
+                "istiod not ready after {ISTIOD_START:?}\n{}",
+                tail(&self.proc.stderr(), 40)
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// `/debug/configz`: every config istiod holds, as it holds it.
+    pub fn configz(&self) -> Vec<Value> {
+        let Some((200, body)) = http_get(self.http, "/debug/configz") else {
+            return Vec::new();
+        };
+        match serde_json::from_str(&body) {
+            Ok(Value::Array(items)) => items,
+            _ => Vec::new(),
+        }
+    }
+
+    /// The config of `kind` `namespace/name`, if istiod holds it.
+    pub fn config(&self, kind: &str, namespace: &str, name: &str) -> Option<Value> {
+        self.configz().into_iter().find(|c| {
+            c["kind"] == kind
+                && c["metadata"]["namespace"] == namespace
+                && c["metadata"]["name"] == name
+        })
+    }
+}
+
+/// The last `n` lines of `text`.
+pub fn tail(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// A running Galley 1.5 serving a directory over MCP.
+#[derive(Debug)]
+pub struct Galley {
+    /// The process.
+    pub proc: Proc,
+    /// Its MCP (`ResourceSource`) address.
+    pub mcp: SocketAddr,
+}
+
+impl Galley {
+    /// Starts `galley server` on the files of `config_dir` (Istio 1.5
+    /// apiVersions: `networking.istio.io/v1alpha3`, `security.istio.io/
+    /// v1beta1`), with validation and webhook reconciliation off, plaintext
+    /// on loopback, and the default new-stream rate limit. Galley needs a
+    /// reachable Kubernetes API even for files: `kubeconfig`. `port`: 0 for
+    /// a free one (or a port to restart on).
+    pub fn start(
+        name: &str,
+        config_dir: &Path,
+        kubeconfig: &Path,
+        port: u16,
+        dir: &Path,
+        logs: &Path,
+    ) -> Self {
+        let mesh = dir.join(format!("{name}-mesh.yaml"));
+        let access = dir.join(format!("{name}-access.yaml"));
+        std::fs::write(&mesh, "{}\n").expect("mesh config");
+        std::fs::write(&access, "allowed: []\n").expect("access list");
+        let port = if port == 0 { free_port() } else { port };
+        let args: Vec<String> = [
+            "server",
+            "--configPath",
+            &config_dir.display().to_string(),
+            "--kubeconfig",
+            &kubeconfig.display().to_string(),
+            "--meshConfigFile",
+            &mesh.display().to_string(),
+            "--insecure",
+            "--enable-validation=false",
+            "--enable-reconcileWebhookConfiguration=false",
+            "--accessListFile",
+            &access.display().to_string(),
+            "--livenessProbePath",
+            &dir.join(format!("{name}-live")).display().to_string(),
+            "--readinessProbePath",
+            &dir.join(format!("{name}-ready")).display().to_string(),
+            "--server-address",
+            &format!("tcp://127.0.0.1:{port}"),
+            "--disableResourceReadyCheck",
+            "--monitoringPort",
+            &free_port().to_string(),
+            "--ctrlz_port",
+            &free_port().to_string(),
+            "--ctrlz_address",
+            "127.0.0.1",
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        let proc = Proc::spawn_program(name, &istio15_bin_dir().join("galley"), &args, &[], logs);
+        let mut galley = Self {
+            proc,
+            mcp: loopback(port),
+        };
+        let end = Instant::now() + Duration::from_secs(60);
+        while std::net::TcpStream::connect_timeout(&galley.mcp, Duration::from_millis(200)).is_err()
+        {
+            if let Some(status) = galley.proc.exited() {
+                panic!(
+                    "galley exited ({status})\n{}",
+                    tail(&galley.proc.stderr(), 40)
+                );
+            }
+            assert!(
+                Instant::now() < end,
+                "galley does not listen on {}",
+                galley.mcp
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        galley
+    }
+}
+
+/// A running Istio 1.5 `mcpc`: a sink that dials a `ResourceSource`.
+#[derive(Debug)]
+pub struct Mcpc {
+    /// The process (its standard output is what it received).
+    pub proc: Proc,
+}
+
+impl Mcpc {
+    /// Starts `mcpc` against `server` as sink `id` for Istio 1.5's
+    /// well-known Pilot collections, printing with `-output <output>`.
+    pub fn start(server: SocketAddr, id: &str, output: &str, logs: &Path) -> Self {
+        let args: Vec<String> = [
+            "-server",
+            &server.to_string(),
+            "-use-wkt-pilot",
+            "-id",
+            id,
+            "-output",
+            output,
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        let name = format!("mcpc-{id}");
+        Self {
+            proc: Proc::spawn_program(&name, &istio15_bin_dir().join("mcpc"), &args, &[], logs),
+        }
+    }
+
+    /// Waits (checking every 100 ms, up to `deadline`) until `until` holds
+    /// for its standard output, and returns that output; fails if it exits.
+    pub fn wait_for(&mut self, deadline: Duration, until: impl Fn(&str) -> bool) -> String {
+        let end = Instant::now() + deadline;
+        loop {
+            let out = self.proc.stdout();
+            if until(&out) {
+                return out;
+            }
+            if let Some(status) = self.proc.exited() {
+                panic!(
+                    "mcpc exited ({status})\nstdout:\n{}\nstderr:\n{}",
+                    tail(&out, 40),
+                    tail(&self.proc.stderr(), 40)
+                );
+            }
+            assert!(
+                Instant::now() < end,
+                "mcpc: condition not met after {deadline:?}\nstdout:\n{}\nstderr:\n{}",
+                tail(&out, 60),
+                tail(&self.proc.stderr(), 20)
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+/// A running `mcpsink15`: Istio 1.5's `ResourceSink` server.
+#[derive(Debug)]
+pub struct McpSink15 {
+    /// The process.
+    pub proc: Proc,
+    /// Where sources dial (`ResourceSink`).
+    pub grpc: SocketAddr,
+    /// Its state endpoint.
+    pub http: SocketAddr,
+}
+
+impl McpSink15 {
+    /// Starts it accepting `collections`; `reject` names a resource
+    /// (`ns/name`) whose changes it refuses (NACKs).
+    pub fn start(name: &str, collections: &[&str], reject: Option<&str>, logs: &Path) -> Self {
+        let mut args: Vec<String> = [
+            "-addr",
+            "127.0.0.1:0",
+            "-http",
+            "127.0.0.1:0",
+            "-collections",
+            &collections.join(","),
+            "-id",
+            name,
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        if let Some(r) = reject {
+            args.extend(["-reject".to_owned(), r.to_owned()]);
+        }
+        let mut proc =
+            Proc::spawn_program(name, &istio15_bin_dir().join("mcpsink15"), &args, &[], logs);
+        let line = crate::eventually("mcpsink15 to listen", || {
+            if let Some(status) = proc.exited() {
+                panic!("mcpsink15 exited ({status})\n{}", proc.stderr());
+            }
+            proc.stdout()
+                .lines()
+                .find(|l| l.starts_with("mcpsink15 grpc="))
+                .map(str::to_owned)
+        });
+        let field = |key: &str| -> SocketAddr {
+            line.split_whitespace()
+                .find_map(|w| w.strip_prefix(key))
+                .and_then(|a| a.parse().ok())
+                .unwrap_or_else(|| panic!("no {key} in {line:?}"))
+        };
+        Self {
+            grpc: field("grpc="),
+            http: field("http="),
+            proc,
+        }
+    }
+
+    /// What it holds: collection → items (`name`, `version`, `typeUrl`,
+    /// `body` as JSON).
+    pub fn state(&self) -> Value {
+        match http_get(self.http, "/state") {
+            Some((200, body)) => serde_json::from_str(&body).unwrap_or(Value::Null),
+            _ => Value::Null,
+        }
+    }
+}

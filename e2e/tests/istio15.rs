@@ -1,0 +1,338 @@
+//! Istio 1.5's classic MCP programs against meshhub, built from Istio's Go
+//! sources (`e2e/peers/istio.sh istio15`):
+//!
+//! * `mcpc` (Istio's MCP sink client, the code Pilot 1.5 used) subscribes to
+//!   the hub's `ResourceSource`: every collection it asks for is answered,
+//!   decoded by Istio 1.5's own gogo types and ACKed; a change reaches it.
+//! * The hub dials Istio 1.5's `ResourceSink` server (`mcpsink15`): it
+//!   receives the objects, and a change it refuses is NACKed and shows in the
+//!   hub's ledger, while its other collections stay SYNCED.
+//! * Galley 1.5 as the source: `meshhubctl watch` and a sink agent in pull
+//!   mode subscribe to it and receive its files; the agent re-serves them.
+
+use std::net::SocketAddr;
+use std::path::Path;
+
+use meshhub_e2e::istio::{Galley, McpSink15, Mcpc};
+use meshhub_e2e::kube::ControlPlanes;
+use meshhub_e2e::*;
+use serde_json::Value;
+
+const DR: &str = "istio/networking/v1alpha3/destinationrules";
+const GW: &str = "istio/networking/v1alpha3/gateways";
+
+fn dr(name: &str, host: &str) -> String {
+    format!(
+        "apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata:\n  name: {name}\n  namespace: bookinfo\nspec:\n  host: {host}\n  subsets:\n  - name: v1\n    labels: {{version: v1}}\n"
+    )
+}
+
+fn gateway(name: &str) -> String {
+    format!(
+        "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata:\n  name: {name}\n  namespace: bookinfo\nspec:\n  selector: {{istio: ingressgateway}}\n  servers:\n  - port: {{number: 80, name: http, protocol: HTTP}}\n    hosts: ['*']\n"
+    )
+}
+
+fn write_objects(dir: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    write_file(&dir.join("reviews-vs.yaml"), &vs("reviews", "reviews", ""));
+    write_file(&dir.join("ratings-vs.yaml"), &vs("ratings", "ratings", ""));
+    write_file(&dir.join("reviews-dr.yaml"), &dr("reviews", "reviews"));
+    write_file(&dir.join("gateway.yaml"), &gateway("bookinfo-gateway"));
+}
+
+fn hub_config(objects: &Path, clusters: &[(&str, SocketAddr)]) -> String {
+    let mut text = format!(
+        "sources:\n  - name: files\n    file: {{path: {}}}\n",
+        objects.display()
+    );
+    if !clusters.is_empty() {
+        text.push_str("clusters:\n");
+        for (name, addr) in clusters {
+            text.push_str(&format!(
+                "  - name: {name}\n    agent:\n      address: http://{addr}\n      connectTimeout: 1s\n      reconnect: {{initial: 100ms, max: 1s}}\n"
+            ));
+        }
+    }
+    text.push_str("debounce:\n  quiet: 20ms\n  maxWait: 200ms\n");
+    text
+}
+
+/// The consumer row of the hub's `/status` whose node id is `id`.
+fn consumer(status: &Value, id: &str) -> Option<Value> {
+    status["consumers"]
+        .as_array()?
+        .iter()
+        .find(|c| c["node_id"] == id && c["connected"] == true)
+        .cloned()
+}
+
+/// The collections `mcpc` printed an apply for.
+fn applied(out: &str) -> std::collections::BTreeSet<String> {
+    out.lines()
+        .filter_map(|l| l.strip_prefix("Incoming apply: "))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn mcpc_1_5_receives_every_collection_from_the_hub_and_acks_it() {
+    let tmp = tempfile::Builder::new()
+        .prefix("i15dbg")
+        .disable_cleanup(true)
+        .tempdir()
+        .unwrap();
+    let logs = tmp.path();
+    let objects = tmp.path().join("objects");
+    write_objects(&objects);
+    let config = tmp.path().join("hub.yaml");
+    write_file(&config, &hub_config(&objects, &[]));
+    let hub = HubProc::start("hub", &config, logs);
+
+    // Istio 1.5's sink client prints each apply; -output long prints each
+    // object as Istio decoded it (its gogo types), body included.
+    let mut mcpc = Mcpc::start(hub.grpc, "pilot-1-5", "long", logs);
+    let out = mcpc.wait_for(DEADLINE, |out| {
+        out.contains("\"reviews\"")
+            && applied(out).contains(DR)
+            && applied(out).contains(GW)
+            && out.contains("bookinfo/bookinfo-gateway")
+    });
+    assert!(out.contains("bookinfo/reviews"), "{out}");
+    assert!(out.contains("bookinfo/ratings"), "{out}");
+
+    // Every collection mcpc asked for (Istio 1.5's Pilot collections: a
+    // superset of what meshhub holds) was answered and ACKed: SYNCED, with
+    // no NACK, in the hub's ledger.
+    let row = eventually("mcpc ACKs every collection", || {
+        let row = consumer(&hub.status(), "pilot-1-5")?;
+        let cols = row["collections"].as_object()?;
+        (cols.len() >= 10 && cols.values().all(|c| c["state"] == "SYNCED")).then_some(row)
+    });
+    let cols = row["collections"].as_object().unwrap();
+    assert!(cols.contains_key(VS) && cols.contains_key(DR) && cols.contains_key(GW));
+    assert!(
+        cols.keys().any(|k| k.starts_with("istio/authentication/")),
+        "mcpc subscribed to 1.5-only collections too: {:?}",
+        cols.keys()
+    );
+    assert!(cols.values().all(|c| c["nacks"] == 0), "{row}");
+
+    // A change reaches the 1.5 sink.
+    write_file(
+        &objects.join("reviews-vs.yaml"),
+        &vs("reviews", "reviews-v2", ""),
+    );
+    mcpc.wait_for(DEADLINE, |out| out.contains("\"reviews-v2\""));
+    eventually("mcpc ACKs the change", || {
+        let s = hub.status();
+        let row = consumer(&s, "pilot-1-5")?;
+        let c = &row["collections"][VS];
+        (c["state"] == "SYNCED" && c["acks"].as_u64() >= Some(2)).then_some(())
+    });
+}
+
+#[test]
+fn the_hub_dials_istio_1_5_sinks_and_records_their_nacks() {
+    let tmp = tempfile::Builder::new()
+        .prefix("i15dbg")
+        .disable_cleanup(true)
+        .tempdir()
+        .unwrap();
+    let logs = tmp.path();
+    let objects = tmp.path().join("objects");
+    write_objects(&objects);
+    let collections = [VS, DR, GW];
+    let east = McpSink15::start("sink-east", &collections, None, logs);
+    // west's sink refuses any change holding bookinfo/ratings.
+    let west = McpSink15::start("sink-west", &collections, Some("bookinfo/ratings"), logs);
+    let config = tmp.path().join("hub.yaml");
+    write_file(
+        &config,
+        &hub_config(&objects, &[("east", east.grpc), ("west", west.grpc)]),
+    );
+    let hub = HubProc::start("hub", &config, logs);
+
+    // east holds everything, decoded by Istio 1.5's types.
+    let state = eventually("east's 1.5 sink holds the objects", || {
+        let s = east.state();
+        (s[VS].as_array().map(Vec::len) == Some(2) && s[GW].as_array().map(Vec::len) == Some(1))
+            .then_some(s)
+    });
+    let reviews = state[VS]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["name"] == "bookinfo/reviews")
+        .expect("reviews");
+    assert_eq!(reviews["body"]["hosts"][0], "reviews", "{reviews}");
+    assert_eq!(
+        reviews["typeUrl"], "type.googleapis.com/istio.networking.v1alpha3.VirtualService",
+        "{reviews}"
+    );
+    assert_eq!(state[DR][0]["body"]["host"], "reviews");
+    eventually("east SYNCED", || {
+        let s = hub.status();
+        (synced(&s, "east", VS) && synced(&s, "east", DR) && synced(&s, "east", GW)).then_some(())
+    });
+
+    // west NACKs the virtual services (with Istio's sink's message) and
+    // holds none of them; its other collections are ACKed.
+    let nack = eventually("west NACKs virtual services", || {
+        let s = hub.status();
+        let c = remote(&s, "west")["collections"][VS].clone();
+        (c["state"] == "NACKED" && synced(&s, "west", DR) && synced(&s, "west", GW)).then_some(c)
+    });
+    assert!(
+        nack["nacked"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("mcpsink15 refuses bookinfo/ratings")),
+        "{nack}"
+    );
+    assert!(west.state()[VS].is_null(), "{}", west.state());
+    assert_eq!(west.state()[DR].as_array().map(Vec::len), Some(1));
+
+    // Removing the refused object lets the next version through.
+    std::fs::remove_file(objects.join("ratings-vs.yaml")).unwrap();
+    eventually("west takes the next version", || {
+        let s = hub.status();
+        (synced(&s, "west", VS) && west.state()[VS].as_array().map(Vec::len) == Some(1))
+            .then_some(())
+    });
+    eventually("east drops ratings", || {
+        (east.state()[VS].as_array().map(Vec::len) == Some(1)).then_some(())
+    });
+}
+
+/// Istio 1.5 apiVersions (Galley 1.5 knows no `v1`).
+fn galley_objects(dir: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    let v1alpha3 =
+        |text: String| text.replace("networking.istio.io/v1\n", "networking.istio.io/v1alpha3\n");
+    write_file(
+        &dir.join("reviews-vs.yaml"),
+        &v1alpha3(vs("reviews", "reviews", "")),
+    );
+    write_file(
+        &dir.join("reviews-dr.yaml"),
+        &v1alpha3(dr("reviews", "reviews")),
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn meshhubctl_and_a_pull_agent_subscribe_to_galley_1_5() {
+    // Galley needs a Kubernetes API even to serve files.
+    let planes = ControlPlanes::start(&["primary"]).await;
+    let tmp = tempfile::Builder::new()
+        .prefix("i15dbg")
+        .disable_cleanup(true)
+        .tempdir()
+        .unwrap();
+    let logs = tmp.path();
+    let files = tmp.path().join("galley-files");
+    galley_objects(&files);
+    let kubeconfig = planes.cluster("primary").kubeconfig.clone();
+    let galley = tokio::task::block_in_place(|| {
+        Galley::start("galley", &files, &kubeconfig, 0, tmp.path(), logs)
+    });
+    let galley_url = format!("http://{}", galley.mcp);
+
+    // meshhubctl subscribes as a sink and prints Galley's objects.
+    let (status, stdout, stderr) = tokio::task::block_in_place(|| {
+        eventually("meshhubctl gets Galley's virtual service", || {
+            let r = meshhubctl(&[
+                "watch",
+                "--server",
+                &galley_url,
+                "--once",
+                "-o",
+                "json",
+                "-c",
+                VS,
+            ]);
+            (r.0.success() && r.1.contains("\"reviews\"")).then_some(r)
+        })
+    });
+    assert!(status.success(), "{stderr}");
+    let vs_line: Value = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| v["metadata"]["name"] == "reviews")
+        .unwrap_or_else(|| panic!("no reviews in {stdout}"));
+    assert_eq!(vs_line["kind"], "VirtualService", "{vs_line}");
+    assert_eq!(vs_line["spec"]["hosts"][0], "reviews", "{vs_line}");
+
+    // A sink agent in pull mode takes Galley as its hub, stores what it
+    // receives and re-serves it.
+    let data = tmp.path().join("agent-data");
+    let args: Vec<String> = [
+        "--cluster",
+        "east",
+        "--mode",
+        "pull",
+        "--hub-url",
+        &galley_url,
+        "--data-dir",
+        &data.display().to_string(),
+        "--grpc-addr",
+        "127.0.0.1:0",
+        "--admin-addr",
+        "127.0.0.1:0",
+        "--collections",
+        &format!("{VS},{DR}"),
+        "--shutdown-grace",
+        "2s",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    let mut agent = Proc::spawn("agent-east", "meshhub-sink-agent", &args, logs);
+    let fields = tokio::task::block_in_place(|| agent.wait_log("meshhub-sink-agent started", 0));
+    let grpc = fields["grpc.addr"].as_str().unwrap().to_owned();
+    let admin: SocketAddr = fields["admin.addr"].as_str().unwrap().parse().unwrap();
+    tokio::task::block_in_place(|| {
+        eventually("the agent serves Galley's state", || {
+            let (code, body) = http_get(admin, "/status")?;
+            let s: Value = serde_json::from_str(&body).ok()?;
+            (code == 200
+                && s["store"]["collections"][VS]["served_version"].is_string()
+                && s["store"]["collections"][DR]["served_version"].is_string())
+            .then_some(())
+        })
+    });
+    let (status, stdout, stderr) = tokio::task::block_in_place(|| {
+        meshhubctl(&[
+            "watch",
+            "--server",
+            &format!("http://{grpc}"),
+            "--once",
+            "-o",
+            "json",
+            "-c",
+            DR,
+        ])
+    });
+    assert!(status.success(), "{stderr}");
+    assert!(stdout.contains("\"host\":\"reviews\""), "{stdout}");
+
+    // A change in Galley's files reaches the agent.
+    let v1alpha3 = vs("reviews", "reviews-v2", "")
+        .replace("networking.istio.io/v1\n", "networking.istio.io/v1alpha3\n");
+    write_file(&files.join("reviews-vs.yaml"), &v1alpha3);
+    // Galley 1.5 re-reads its files on SIGUSR1 (or with --watchConfigFiles).
+    galley.proc.signal("USR1");
+    tokio::task::block_in_place(|| {
+        eventually("the agent re-serves Galley's change", || {
+            let (ok, out, _) = meshhubctl(&[
+                "watch",
+                "--server",
+                &format!("http://{grpc}"),
+                "--once",
+                "-o",
+                "json",
+                "-c",
+                VS,
+            ]);
+            (ok.success() && out.contains("reviews-v2")).then_some(())
+        })
+    });
+}

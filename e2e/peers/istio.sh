@@ -5,9 +5,10 @@
 #   pilot-discovery (istiod) of a current release    -> MCP-over-xDS consumer
 #   galley and mcpc of Istio 1.5                      -> classic MCP source/sink
 #
-# Usage: e2e/peers/istio.sh istiod     build (or reuse) istiod, print its path
-#        e2e/peers/istio.sh istio15    build (or reuse) galley + mcpc, print the bin dir
-#        e2e/peers/istio.sh all        both, print nothing
+# Usage: e2e/peers/istio.sh istiod       build (or reuse) istiod 1.28, print its path
+#        e2e/peers/istio.sh istiod-1.23  the same for istiod 1.23 (pre-1.24 type URLs)
+#        e2e/peers/istio.sh istio15      build (or reuse) galley, mcpc, mcpsink15; print the bin dir
+#        e2e/peers/istio.sh all          all of them, print nothing
 #
 # Binaries are cached outside the repository, in
 #   ${MESHHUB_CACHE:-~/.cache/meshhub}/istio-<version>/bin
@@ -16,13 +17,17 @@
 # Why pseudo-versions: Istio's tags are not semver ("1.28.3"), so the module
 # proxy serves istio.io/istio only at exact pseudo-versions
 #   v0.0.0-<commit time UTC, YYYYMMDDhhmmss>-<first 12 hex of the commit>
-# computed from the tag's commit. The two pins below were computed that way:
+# computed from the tag's commit. The pins below were computed that way:
 #   1.28.3 = commit 4c1f845d839e, 2026-01-14 10:04:34 UTC
+#   1.23.2 = commit da0b3f29e9f9, 2024-09-17 19:00:16 UTC
 #   1.5.0  = commit c3c353285578, 2020-03-04 11:49:59 UTC
+# (1.23.3-1.23.6 and 1.22.4+ are not served by the proxy reachable here.)
 set -euo pipefail
 
-ISTIOD_TAG="${MESHHUB_ISTIOD_TAG:-1.28.3}"
-ISTIOD_VERSION="${MESHHUB_ISTIOD_VERSION:-v0.0.0-20260114100434-4c1f845d839e}"
+ISTIOD_TAG="1.28.3"
+ISTIOD_VERSION="v0.0.0-20260114100434-4c1f845d839e"
+ISTIOD_OLD_TAG="1.23.2"
+ISTIOD_OLD_VERSION="v0.0.0-20240917190016-da0b3f29e9f9"
 ISTIO15_TAG="1.5.0"
 ISTIO15_VERSION="v0.0.0-20200304114959-c3c353285578"
 cache="${MESHHUB_CACHE:-$HOME/.cache/meshhub}"
@@ -38,10 +43,12 @@ need_go() {
   command -v go >/dev/null 2>&1 || { log "go is required to build the Istio peers"; exit 1; }
 }
 
-# pilot-discovery of a current release. Its go.mod has no local replaces, so
-# a scratch module that requires istio.io/istio builds it as is.
+# pilot-discovery of a release (tag, pseudo-version, extra go.mod lines).
+# Its go.mod has no local replaces, so a scratch module that requires
+# istio.io/istio builds it as is.
 build_istiod() {
-  local dir="$cache/istio-$ISTIOD_TAG" bin
+  local tag="$1" version="$2" extra="${3:-}"
+  local dir="$cache/istio-$tag" bin
   bin="$dir/bin"
   if [ -x "$bin/pilot-discovery" ] && "$bin/pilot-discovery" version --short >/dev/null 2>&1; then
     echo "$bin/pilot-discovery"
@@ -50,27 +57,26 @@ build_istiod() {
   need_go
   local start=$SECONDS work="$dir/module"
   mkdir -p "$work" "$bin"
-  log "building pilot-discovery $ISTIOD_TAG ($ISTIOD_VERSION) in $work (cold: about 6 minutes on 2 cores)"
+  log "building pilot-discovery $tag ($version) in $work (cold: about 6 minutes on 2 cores)"
   (
     cd "$work"
     export GOFLAGS=-mod=mod
+    local gomod
+    gomod="$(go mod download -json "istio.io/istio@$version" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')"
+    [ -f "$gomod" ] || { log "could not download istio.io/istio@$version"; exit 1; }
     {
-      printf 'module meshhub.local/istiodpeer\n\ngo 1.24\n\n'
-      # 1.28.3 needs github.com/envoyproxy/go-control-plane (the root
-      # module, only to rule out an ambiguous import of the envoy/ submodule)
-      # at v0.13.5-0.20251013182109-58535202ab44, which the module proxy
-      # refuses ("not available", 403). The next pseudo-version of the same
-      # line, eleven days younger, is served; the root module holds none of
-      # the packages istiod links.
-      echo "replace github.com/envoyproxy/go-control-plane => github.com/envoyproxy/go-control-plane v0.13.5-0.20251024222203-75eaa193e329"
+      printf 'module meshhub.local/istiodpeer\n\ngo 1.22\n\n'
+      # Istio's own module-to-module replaces (1.23 pins an old mergo).
+      grep -E '^replace [^ ]+ => [^ ]+ v' "$gomod" || true
+      if [ -n "$extra" ]; then echo "$extra"; fi
     } >go.mod
-    go get "istio.io/istio@$ISTIOD_VERSION" >/dev/null
+    go get "istio.io/istio@$version" >/dev/null
     go build -trimpath \
-      -ldflags "-X istio.io/istio/pkg/version.buildVersion=$ISTIOD_TAG" \
+      -ldflags "-X istio.io/istio/pkg/version.buildVersion=$tag" \
       -o "$bin/pilot-discovery.tmp" istio.io/istio/pilot/cmd/pilot-discovery
   )
   mv "$bin/pilot-discovery.tmp" "$bin/pilot-discovery"
-  log "pilot-discovery built in $((SECONDS - start)) s"
+  log "pilot-discovery $tag built in $((SECONDS - start)) s"
   echo "$bin/pilot-discovery"
 }
 
@@ -123,9 +129,26 @@ build_istio15() {
   echo "$bin"
 }
 
+# 1.28.3 needs github.com/envoyproxy/go-control-plane (the root module, only
+# to rule out an ambiguous import of its envoy/ submodule) at
+# v0.13.5-0.20251013182109-58535202ab44, which the module proxy refuses
+# ("not available", 403). The next pseudo-version of the same line, eleven
+# days younger, is served; the root module holds none of the packages
+# istiod links.
+ISTIOD_REPLACES="replace github.com/envoyproxy/go-control-plane => github.com/envoyproxy/go-control-plane v0.13.5-0.20251024222203-75eaa193e329"
+# 1.23.2 pins istio.io/client-go at v1.23.1-0.20240906150928-c84358ed0e43,
+# which the proxy refuses (403); the v1.23.1 tag of the same release branch
+# (built on the same istio.io/api) is served.
+ISTIOD_OLD_REPLACES="replace istio.io/client-go => istio.io/client-go v1.23.1"
+
 case "${1:-all}" in
-  istiod) build_istiod ;;
+  istiod) build_istiod "$ISTIOD_TAG" "$ISTIOD_VERSION" "$ISTIOD_REPLACES" ;;
+  istiod-1.23) build_istiod "$ISTIOD_OLD_TAG" "$ISTIOD_OLD_VERSION" "$ISTIOD_OLD_REPLACES" ;;
   istio15) build_istio15 ;;
-  all) build_istiod >/dev/null && build_istio15 >/dev/null ;;
-  *) log "unknown target '$1' (istiod, istio15, all)"; exit 2 ;;
+  all)
+    build_istiod "$ISTIOD_TAG" "$ISTIOD_VERSION" "$ISTIOD_REPLACES" >/dev/null
+    build_istiod "$ISTIOD_OLD_TAG" "$ISTIOD_OLD_VERSION" "$ISTIOD_OLD_REPLACES" >/dev/null
+    build_istio15 >/dev/null
+    ;;
+  *) log "unknown target '$1' (istiod, istiod-1.23, istio15, all)"; exit 2 ;;
 esac

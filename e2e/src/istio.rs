@@ -46,18 +46,29 @@ fn peer_script(target: &str) -> PathBuf {
     PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
 }
 
-/// `pilot-discovery`: `MESHHUB_ISTIOD_BIN` if set, else what
-/// `e2e/peers/istio.sh istiod` builds (about 6 minutes cold on 2 cores,
-/// cached afterwards). Runs once per test process.
+/// `pilot-discovery` of Istio 1.28 (GVK type URLs in `v1`):
+/// `MESHHUB_ISTIOD_BIN` if set, else what `e2e/peers/istio.sh istiod`
+/// builds (about 6 minutes cold on 2 cores, cached afterwards). Runs once
+/// per test process.
 pub fn istiod_bin() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let bin = std::env::var_os("MESHHUB_ISTIOD_BIN")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| peer_script("istiod"));
-        assert!(bin.is_file(), "no pilot-discovery at {}", bin.display());
-        bin
-    })
+    BIN.get_or_init(|| istiod_from("MESHHUB_ISTIOD_BIN", "istiod"))
+}
+
+/// `pilot-discovery` of Istio 1.23, the last release before the type URLs
+/// moved to `v1`: `MESHHUB_ISTIOD_1_23_BIN` if set, else what
+/// `e2e/peers/istio.sh istiod-1.23` builds.
+pub fn istiod_1_23_bin() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| istiod_from("MESHHUB_ISTIOD_1_23_BIN", "istiod-1.23"))
+}
+
+fn istiod_from(var: &str, target: &str) -> PathBuf {
+    let bin = std::env::var_os(var)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| peer_script(target));
+    assert!(bin.is_file(), "no pilot-discovery at {}", bin.display());
+    bin
 }
 
 /// The directory of Istio 1.5's `galley`, `mcpc` and `mcpsink15`:
@@ -100,7 +111,15 @@ impl Istiod {
     /// cluster behind `kubeconfig`, with a mesh config whose only config
     /// source is `xds://<xds>`. The namespace and the Istio CRDs must exist.
     /// Every port is loopback and chosen here (several may run at once).
-    pub fn start(name: &str, kubeconfig: &Path, xds: SocketAddr, dir: &Path, logs: &Path) -> Self {
+    /// `bin`: [`istiod_bin`] or [`istiod_1_23_bin`].
+    pub fn start(
+        name: &str,
+        bin: &Path,
+        kubeconfig: &Path,
+        xds: SocketAddr,
+        dir: &Path,
+        logs: &Path,
+    ) -> Self {
         let mesh = dir.join(format!("{name}-mesh.yaml"));
         std::fs::write(
             &mesh,
@@ -141,7 +160,7 @@ impl Istiod {
         .to_vec();
         let proc = Proc::spawn_program(
             name,
-            istiod_bin(),
+            bin,
             &args,
             &[
                 ("POD_NAMESPACE", "istio-system"),

@@ -15,7 +15,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use meshhub_e2e::istio::{Istiod, tail};
+use meshhub_e2e::istio::{Istiod, istiod_1_23_bin, istiod_bin, tail};
 use meshhub_e2e::kube::ControlPlanes;
 use meshhub_e2e::*;
 use serde_json::Value;
@@ -126,8 +126,9 @@ async fn istiod_consumes_the_hub_and_an_agent_over_mcp_over_xds() {
         let hub = HubProc::start("hub", &config, logs);
 
         // One istiod on the hub's ADS, one on the agent's.
-        let on_hub = Istiod::start("istiod-hub", &kubeconfig, hub.grpc, dir, logs);
-        let on_agent = Istiod::start("istiod-agent", &kubeconfig, agent.grpc, dir, logs);
+        let bin = istiod_bin();
+        let on_hub = Istiod::start("istiod-hub", bin, &kubeconfig, hub.grpc, dir, logs);
+        let on_agent = Istiod::start("istiod-agent", bin, &kubeconfig, agent.grpc, dir, logs);
 
         for istiod in [&on_hub, &on_agent] {
             until_istiod(istiod, "meshhub's objects in istiod", |i| {
@@ -243,6 +244,88 @@ async fn istiod_consumes_the_hub_and_an_agent_over_mcp_over_xds() {
             let row = istiod_row(&s, "istiod-agent")?;
             let vs = &row["collections"]["networking.istio.io/v1/VirtualService"];
             (vs["state"] == "SYNCED").then_some(())
+        });
+    });
+}
+
+/// Istio 1.23, the last release whose istiod subscribes with the old GVK
+/// strings (`networking.istio.io/v1alpha3/VirtualService`, `security.istio.io/
+/// v1beta1/…`): meshhub answers those type URLs from the same collections.
+#[tokio::test(flavor = "multi_thread")]
+async fn istiod_1_23_consumes_the_hub_with_v1alpha3_type_urls() {
+    let planes = ControlPlanes::start(&["primary"]).await;
+    planes.install_istio_crds("primary", &[]).await;
+    planes.namespace("primary", "istio-system").await;
+    let kubeconfig = planes.cluster("primary").kubeconfig.clone();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let objects = dir.join("objects");
+    write_objects(&objects);
+    write_file(
+        &objects.join("peer-authn.yaml"),
+        "apiVersion: security.istio.io/v1\nkind: PeerAuthentication\nmetadata:\n  name: strict\n  namespace: bookinfo\nspec:\n  mtls: {mode: STRICT}\n",
+    );
+
+    tokio::task::block_in_place(|| {
+        let config = dir.join("hub.yaml");
+        write_file(
+            &config,
+            &format!(
+                "sources:\n  - name: files\n    file: {{path: {}}}\ndebounce:\n  quiet: 20ms\n  maxWait: 200ms\n",
+                objects.display()
+            ),
+        );
+        let hub = HubProc::start("hub", &config, dir);
+        let istiod = Istiod::start(
+            "istiod-1-23",
+            istiod_1_23_bin(),
+            &kubeconfig,
+            hub.grpc,
+            dir,
+            dir,
+        );
+        until_istiod(&istiod, "meshhub's objects in istiod 1.23", |i| {
+            weights(i) == Some(vec![90, 10])
+                && i.config("Gateway", "bookinfo", "bookinfo-gateway")
+                    .is_some()
+                && i.config("PeerAuthentication", "bookinfo", "strict")
+                    .is_some()
+        });
+        let pa = istiod
+            .config("PeerAuthentication", "bookinfo", "strict")
+            .unwrap();
+        assert_eq!(pa["spec"]["mtls"]["mode"], "STRICT", "{pa}");
+
+        let row = eventually("istiod 1.23 ACKs every type", || {
+            let row = istiod_row(&hub.status(), "istiod-1-23")?;
+            let cols = row["collections"].as_object()?;
+            (cols.len() >= 10 && cols.values().all(|c| c["state"] == "SYNCED")).then_some(row)
+        });
+        let types: Vec<&String> = row["collections"].as_object().unwrap().keys().collect();
+        println!("istiod 1.23 subscribed with: {types:?}");
+        for t in [
+            "networking.istio.io/v1alpha3/VirtualService",
+            "networking.istio.io/v1alpha3/DestinationRule",
+            "networking.istio.io/v1alpha3/Gateway",
+            "security.istio.io/v1beta1/PeerAuthentication",
+        ] {
+            assert!(types.iter().any(|k| *k == t), "{t} not in {types:?}");
+        }
+        assert!(
+            !types
+                .iter()
+                .any(|k| k.starts_with("networking.istio.io/v1/")),
+            "{types:?}"
+        );
+
+        write_file(&objects.join("reviews-vs.yaml"), &weighted_vs(50, 50));
+        until_istiod(&istiod, "the edit in istiod 1.23", |i| {
+            weights(i) == Some(vec![50, 50])
+        });
+        std::fs::remove_file(objects.join("gateway.yaml")).unwrap();
+        until_istiod(&istiod, "the deletion in istiod 1.23", |i| {
+            i.config("Gateway", "bookinfo", "bookinfo-gateway")
+                .is_none()
         });
     });
 }

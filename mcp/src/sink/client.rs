@@ -70,7 +70,7 @@ pub async fn connect_once<U: Updater>(
     let endpoint = crate::transport::tune(target.endpoint.clone());
     let channel = tokio::select! {
         () = shutdown.cancelled() => return Ok((End::Shutdown, false)),
-        c = endpoint.connect() => c.map_err(|e| format!("connect: {e}"))?,
+        c = endpoint.connect() => c.map_err(|e| crate::transport::connect_error(&e))?,
     };
     let mut client = ResourceSourceClient::new(channel)
         .max_decoding_message_size(target.max_message_bytes)

@@ -162,7 +162,10 @@ impl McpSource {
             Backoff::new(self.reconnect.clone()),
             &stop,
             move || async move { me.attempt(fw, rec, st).await },
-            |delay| debug!(?delay, "reconnecting after backoff"),
+            |delay| {
+                metrics::counter!("meshhub_mcp_reconnects_total", "role" => "sink", "peer" => self.name.to_string()).increment(1);
+                debug!(?delay, "reconnecting after backoff");
+            },
         )
         .await;
         if forward.gone.load(Ordering::Relaxed) && !shutdown.is_cancelled() {
@@ -197,12 +200,17 @@ impl McpSource {
         };
         let stream = connect_once(&target, forward, record, stop);
         tokio::pin!(stream);
-        let deadline = tokio::time::Instant::now() + UNANSWERED_AFTER;
+        let mut deadline = tokio::time::Instant::now() + UNANSWERED_AFTER;
         let mut watched = false;
         let outcome = loop {
             tokio::select! {
                 outcome = &mut stream => break outcome,
                 () = tokio::time::sleep_until(deadline), if !watched => {
+                    if !record.status().connected {
+                        // Still connecting: that is not the upstream's silence.
+                        deadline += UNANSWERED_AFTER;
+                        continue;
+                    }
                     watched = true;
                     let events = forward.lock().note_unanswered();
                     forward.emit(events).await;

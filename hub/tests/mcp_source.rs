@@ -312,6 +312,17 @@ async fn objects_of_an_upstream_meshhub_are_served_downstream_and_follow_edits_a
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarting_upstream_is_reported_its_objects_kept_and_reconciled_after() {
+    restart_and_reconcile("").await;
+}
+
+/// The same with deltas: the reconnect sends the versions held, and the
+/// restarted meshhub answers with exactly what changed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_incremental_subscription_reconciles_by_delta_after_an_upstream_restart() {
+    restart_and_reconcile("      incremental: true\n").await;
+}
+
+async fn restart_and_reconcile(extra: &str) {
     let (dir, objects) = tree();
     std::fs::write(objects.join("a.yaml"), vs("a", "a")).unwrap();
     std::fs::write(objects.join("b.yaml"), vs("b", "b")).unwrap();
@@ -321,7 +332,7 @@ async fn a_restarting_upstream_is_reported_its_objects_kept_and_reconciled_after
     let down = start_hub(
         &dir.path().join("down"),
         "127.0.0.1:0",
-        &mcp_source("upstream", addr, ""),
+        &mcp_source("upstream", addr, extra),
     )
     .await;
     ready(&down).await;

@@ -14,7 +14,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use meshhub_mcp::cache::SnapshotCache;
-use meshhub_mcp::ledger::{Ledger, PeerStatus};
+use meshhub_mcp::ledger::{Ledger, PeerStatus, Role};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use serde::Serialize;
 use tokio::net::TcpListener;
@@ -217,7 +217,12 @@ pub fn status_view(s: &AdminState) -> StatusView {
         groups,
         config: (**s.reload.borrow()).clone(),
         remotes: remote_views(&agents, &ledger),
-        consumers: ledger.iter().filter(|p| !is_dialer(p)).cloned().collect(),
+        // Upstream MCP sources are sink-side peers: not consumers.
+        consumers: ledger
+            .iter()
+            .filter(|p| p.role == Role::Source && !is_dialer(p))
+            .cloned()
+            .collect(),
         ledger,
     }
 }

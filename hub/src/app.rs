@@ -35,6 +35,7 @@ use crate::source::Source;
 use crate::source::SourceError;
 use crate::source::file::FileSource;
 use crate::source::kube::KubeSource;
+use crate::source::mcp::McpSource;
 use crate::store::{SemanticCheck, Store};
 
 /// Largest gRPC message accepted or sent.
@@ -140,6 +141,12 @@ impl Hub {
             sources.push(match s {
                 SourceSpec::File(f) => Box::new(FileSource::new(f)),
                 SourceSpec::Kubernetes(k) => Box::new(KubeSource::new(k, &kinds).await?),
+                SourceSpec::Mcp(m) => Box::new(McpSource::new(
+                    m,
+                    &kinds,
+                    ledger.clone(),
+                    MAX_MESSAGE_BYTES,
+                )?),
             });
         }
         let (pipeline, status) = Pipeline::new(

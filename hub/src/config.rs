@@ -83,12 +83,14 @@ pub struct Config {
 }
 
 /// One source of objects.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum SourceSpec {
     /// A watched directory tree of YAML and JSON files.
     File(FileSourceSpec),
     /// A Kubernetes API server, watched.
     Kubernetes(KubeSourceSpec),
+    /// An upstream MCP `ResourceSource`, subscribed to as a sink.
+    Mcp(McpSourceSpec),
 }
 
 impl SourceSpec {
@@ -97,8 +99,39 @@ impl SourceSpec {
         match self {
             Self::File(f) => &f.name,
             Self::Kubernetes(k) => &k.name,
+            Self::Mcp(m) => &m.name,
         }
     }
+}
+
+/// Default time to establish a connection to an upstream MCP source.
+pub const DEFAULT_MCP_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// An upstream MCP `ResourceSource` (Galley, another meshhub, an MCP
+/// server of Nacos or Higress) the hub subscribes to as a sink
+/// (`sources[].mcp`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct McpSourceSpec {
+    /// The source's name (`mcp:<address>` unless configured).
+    pub name: String,
+    /// The upstream's address: `http://host:port` (h2c), or
+    /// `https://host:port` with a `tls` block.
+    pub address: String,
+    /// The collections subscribed, each in the kind table (default: every
+    /// collection of the kind table).
+    pub collections: Vec<String>,
+    /// TLS to the upstream (required with `https://`); the same settings as
+    /// an agent's.
+    pub tls: Option<AgentTls>,
+    /// The `SinkNode.id` sent (a meshhub upstream maps it to a cluster's
+    /// group; empty: its default group).
+    pub node_id: String,
+    /// Ask for incremental responses (with the versions held, on reconnect).
+    pub incremental: bool,
+    /// How long a connection attempt may take.
+    pub connect_timeout: Duration,
+    /// Backoff between attempts (full jitter; reset after a healthy stream).
+    pub reconnect: ReconnectPolicy,
 }
 
 /// Default interval of the Kubernetes source's API discovery (besides the
@@ -207,7 +240,9 @@ pub struct AgentSpec {
     pub reconnect: ReconnectPolicy,
 }
 
-/// TLS settings of the connection to an agent (`clusters[].agent.tls`).
+/// TLS settings of a connection the hub makes: to an agent
+/// (`clusters[].agent.tls`) or to an upstream MCP source
+/// (`sources[].mcp.tls`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AgentTls {
     /// PEM roots that verify the agent's certificate.
@@ -323,6 +358,26 @@ struct RawSource {
     file: Option<RawFileSource>,
     #[serde(default)]
     kubernetes: Option<RawKubeSource>,
+    #[serde(default)]
+    mcp: Option<RawMcpSource>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawMcpSource {
+    address: String,
+    #[serde(default)]
+    collections: Option<Vec<String>>,
+    #[serde(default)]
+    tls: Option<RawAgentTls>,
+    #[serde(default)]
+    node_id: Option<String>,
+    #[serde(default)]
+    incremental: bool,
+    #[serde(default, deserialize_with = "duration")]
+    connect_timeout: Option<Duration>,
+    #[serde(default)]
+    reconnect: RawReconnect,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -485,9 +540,10 @@ impl Config {
         let mut sources = Vec::new();
         let mut names = BTreeSet::new();
         let mut kinds = meshhub_proto::kinds::KindTable::builtin();
+        let mut explicit_collections = Vec::new();
         for (i, s) in raw.sources.unwrap_or_default().into_iter().enumerate() {
-            let spec = match (s.file, s.kubernetes) {
-                (Some(file), None) => {
+            let spec = match (s.file, s.kubernetes, s.mcp) {
+                (Some(file), None, None) => {
                     let root = if file.path.is_absolute() {
                         file.path.clone()
                     } else {
@@ -507,7 +563,7 @@ impl Config {
                         exclude: vec![path.to_owned()],
                     })
                 }
-                (None, Some(k)) => {
+                (None, Some(k), None) => {
                     let spec = kube_source_spec(s.name, k, base, &|field, message| {
                         invalid(format!("sources[{i}].kubernetes.{field}"), message)
                     })?;
@@ -531,10 +587,22 @@ impl Config {
                     }
                     SourceSpec::Kubernetes(spec)
                 }
+                (None, None, Some(m)) => {
+                    let explicit = m.collections.is_some();
+                    let spec = mcp_source_spec(s.name, m, base, &|field, message| {
+                        invalid(format!("sources[{i}].mcp.{field}"), message)
+                    })?;
+                    // Checked against the kind table once every source's
+                    // extra kinds are in it.
+                    if explicit {
+                        explicit_collections.push(i);
+                    }
+                    SourceSpec::Mcp(spec)
+                }
                 _ => {
                     return Err(invalid(
                         format!("sources[{i}]"),
-                        "a source needs exactly one of `file: {path: <dir>}` or `kubernetes: {...}`"
+                        "a source needs exactly one of `file: {path: <dir>}`, `kubernetes: {...}` or `mcp: {address: <url>}`"
                             .to_owned(),
                     ));
                 }
@@ -559,6 +627,23 @@ impl Config {
                 "sources".to_owned(),
                 "at least one source is needed".to_owned(),
             ));
+        }
+        for (i, s) in sources.iter_mut().enumerate() {
+            let SourceSpec::Mcp(m) = s else { continue };
+            if !explicit_collections.contains(&i) {
+                m.collections = kinds.iter().map(|k| k.collection().to_owned()).collect();
+                continue;
+            }
+            for (j, c) in m.collections.iter().enumerate() {
+                if kinds.by_collection(c).is_none() {
+                    return Err(invalid(
+                        format!("sources[{i}].mcp.collections[{j}]"),
+                        format!(
+                            "{c:?} is not a collection of the hub's kinds (Istio's, and the extraKinds of the Kubernetes sources)"
+                        ),
+                    ));
+                }
+            }
         }
 
         let mut clusters = Vec::new();
@@ -742,11 +827,100 @@ fn agent_spec(
     base: &Path,
     invalid: impl Fn(&str, String) -> ConfigError,
 ) -> Result<AgentSpec, ConfigError> {
-    let address = raw.address.trim().to_owned();
+    let (address, tls) = client_address(
+        &raw.address,
+        raw.tls,
+        base,
+        "the agent's sink port, 9911 by default",
+        &invalid,
+    )?;
+    let connect_timeout = raw.connect_timeout.unwrap_or(DEFAULT_AGENT_CONNECT_TIMEOUT);
+    if connect_timeout.is_zero() {
+        return Err(invalid("connectTimeout", "must be positive".to_owned()));
+    }
+    let reconnect = reconnect_policy(raw.reconnect, &invalid)?;
+    Ok(AgentSpec {
+        cluster: cluster.to_owned(),
+        address,
+        tls,
+        connect_timeout,
+        reconnect,
+    })
+}
+
+/// Checks one `sources[].mcp` block. `invalid(field, message)` makes the
+/// error naming the field. The collections are checked (or defaulted) by
+/// the caller, against the whole kind table.
+fn mcp_source_spec(
+    name: Option<String>,
+    raw: RawMcpSource,
+    base: &Path,
+    invalid: &dyn Fn(&str, String) -> ConfigError,
+) -> Result<McpSourceSpec, ConfigError> {
+    let (address, tls) = client_address(
+        &raw.address,
+        raw.tls,
+        base,
+        "the upstream's MCP port, 9901 for Galley and meshhub",
+        invalid,
+    )?;
+    let mut collections: Vec<String> = Vec::new();
+    if let Some(list) = raw.collections {
+        if list.is_empty() {
+            return Err(invalid(
+                "collections",
+                "must not be empty (leave it out to subscribe to every collection)".to_owned(),
+            ));
+        }
+        for (j, c) in list.into_iter().enumerate() {
+            let c = c.trim().to_owned();
+            if c.is_empty() {
+                return Err(invalid(
+                    &format!("collections[{j}]"),
+                    "must not be empty".to_owned(),
+                ));
+            }
+            if collections.contains(&c) {
+                return Err(invalid(
+                    &format!("collections[{j}]"),
+                    format!("duplicate collection {c:?}"),
+                ));
+            }
+            collections.push(c);
+        }
+    }
+    let connect_timeout = raw.connect_timeout.unwrap_or(DEFAULT_MCP_CONNECT_TIMEOUT);
+    if connect_timeout.is_zero() {
+        return Err(invalid("connectTimeout", "must be positive".to_owned()));
+    }
+    let reconnect = reconnect_policy(raw.reconnect, invalid)?;
+    Ok(McpSourceSpec {
+        name: name.unwrap_or_else(|| format!("mcp:{address}")),
+        address,
+        collections,
+        tls,
+        node_id: raw.node_id.unwrap_or_default(),
+        incremental: raw.incremental,
+        connect_timeout,
+        reconnect,
+    })
+}
+
+/// Checks the address and TLS block of a connection the hub makes
+/// (`http://host:port`, or `https://host:port` with `tls`). `port` says
+/// which port is meant, for the error when it is missing.
+fn client_address(
+    address: &str,
+    tls: Option<RawAgentTls>,
+    base: &Path,
+    port: &str,
+    invalid: &dyn Fn(&str, String) -> ConfigError,
+) -> Result<(String, Option<AgentTls>), ConfigError> {
+    let address = address.trim().to_owned();
     let uri: http::Uri = address
         .parse()
         .map_err(|e| invalid("address", format!("{address:?}: {e}")))?;
-    let tls = raw.tls.map(|t| AgentTls {
+    let tls = tls.map(|t| AgentTls {
         ca: base.join(t.ca),
         cert: t.cert.map(|c| base.join(c)),
         key: t.key.map(|k| base.join(k)),
@@ -787,18 +961,22 @@ fn agent_spec(
     if uri.port_u16().is_none() {
         return Err(invalid(
             "address",
-            format!("{address:?}: needs a port (the agent's sink port, 9911 by default)"),
+            format!("{address:?}: needs a port ({port})"),
         ));
     }
-    let connect_timeout = raw.connect_timeout.unwrap_or(DEFAULT_AGENT_CONNECT_TIMEOUT);
-    if connect_timeout.is_zero() {
-        return Err(invalid("connectTimeout", "must be positive".to_owned()));
-    }
+    Ok((address, tls))
+}
+
+/// Checks a `reconnect` block, filling in the defaults.
+fn reconnect_policy(
+    raw: RawReconnect,
+    invalid: &dyn Fn(&str, String) -> ConfigError,
+) -> Result<ReconnectPolicy, ConfigError> {
     let defaults = ReconnectPolicy::default();
     let reconnect = ReconnectPolicy {
-        initial: raw.reconnect.initial.unwrap_or(defaults.initial),
-        max: raw.reconnect.max.unwrap_or(defaults.max),
-        factor: raw.reconnect.factor.unwrap_or(defaults.factor),
+        initial: raw.initial.unwrap_or(defaults.initial),
+        max: raw.max.unwrap_or(defaults.max),
+        factor: raw.factor.unwrap_or(defaults.factor),
     };
     if reconnect.initial.is_zero() {
         return Err(invalid("reconnect.initial", "must be positive".to_owned()));
@@ -819,13 +997,7 @@ fn agent_spec(
             format!("{} must be a number >= 1", reconnect.factor),
         ));
     }
-    Ok(AgentSpec {
-        cluster: cluster.to_owned(),
-        address,
-        tls,
-        connect_timeout,
-        reconnect,
-    })
+    Ok(reconnect)
 }
 
 /// RFC 1123 label: what Kubernetes allows as a namespace name.

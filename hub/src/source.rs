@@ -10,6 +10,7 @@
 
 pub mod file;
 pub mod kube;
+pub mod mcp;
 
 use std::fmt;
 use std::sync::Arc;
@@ -105,6 +106,18 @@ pub enum SourceError {
     KubeConfig {
         /// The source.
         source_name: String,
+        /// Why.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The connection to an upstream MCP source could not be set up (its
+    /// address or TLS files; both were checked by the configuration).
+    #[error("source {source_name}: can't set up the connection to {address}")]
+    Endpoint {
+        /// The source.
+        source_name: String,
+        /// The upstream's address.
+        address: String,
         /// Why.
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,

@@ -3,9 +3,11 @@
 //! with backoff and jitter until shutdown.
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use meshhub_proto::mcp::RequestResources;
+use futures::StreamExt as _;
 use meshhub_proto::mcp::resource_source_client::ResourceSourceClient;
+use meshhub_proto::mcp::{RequestResources, Resources};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
@@ -70,7 +72,7 @@ pub async fn connect_once<U: Updater>(
     let endpoint = crate::transport::tune(target.endpoint.clone());
     let channel = tokio::select! {
         () = shutdown.cancelled() => return Ok((End::Shutdown, false)),
-        c = endpoint.connect() => c.map_err(|e| format!("connect: {e}"))?,
+        c = endpoint.connect() => c.map_err(|e| crate::transport::connect_error(&e))?,
     };
     let mut client = ResourceSourceClient::new(channel)
         .max_decoding_message_size(target.max_message_bytes)
@@ -95,15 +97,33 @@ pub async fn connect_once<U: Updater>(
     record.connected();
     tracing::info!("subscribed");
     let mut healthy = false;
+    let mut responses = response.into_inner();
     let end = super::drive::answer(
         &mut machine,
         updater,
-        response.into_inner(),
+        &mut responses,
         &tx,
         record,
         shutdown,
         || healthy = true,
     )
     .await;
+    let end = match end {
+        // An ACK that could not be sent: the source ended the call (Galley
+        // ends it for a collection it does not serve). Its status says why.
+        End::PeerClosed => final_status(&mut responses).await,
+        end => end,
+    };
     Ok((end, healthy))
+}
+
+/// How long the status of a call that is over may take to arrive.
+const FINAL_STATUS_WAIT: Duration = Duration::from_secs(1);
+
+/// The status a call ended with, if it ended with an error.
+async fn final_status(responses: &mut tonic::Streaming<Resources>) -> End {
+    match tokio::time::timeout(FINAL_STATUS_WAIT, responses.next()).await {
+        Ok(Some(Err(status))) => End::Failed(status),
+        _ => End::PeerClosed,
+    }
 }

@@ -73,7 +73,7 @@ async fn dial_once(
     let endpoint = crate::transport::tune(target.endpoint.clone());
     let channel = tokio::select! {
         () = shutdown.cancelled() => return Ok((End::Shutdown, false)),
-        c = endpoint.connect() => c.map_err(|e| format!("connect: {e}"))?,
+        c = endpoint.connect() => c.map_err(|e| crate::transport::connect_error(&e))?,
     };
     let mut client = ResourceSinkClient::new(channel)
         .max_decoding_message_size(target.max_message_bytes)

@@ -87,7 +87,13 @@ impl AdsServer {
                     machine: SourceStream::new(sotw_config.clone()),
                     collection_of: collection_of(&sotw_types),
                 };
-                serve(&sotw_shared, addr, identities, request.into_inner(), dialect)
+                serve(
+                    &sotw_shared,
+                    addr,
+                    identities,
+                    request.into_inner(),
+                    dialect,
+                )
             }),
             max_message_bytes,
         );

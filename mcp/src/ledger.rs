@@ -278,7 +278,8 @@ impl PeerRecord {
 
     /// Records the protocol the stream speaks (when not MCP).
     pub fn protocol(&self, protocol: &str) {
-        self.tx.send_modify(|s| protocol.clone_into(&mut s.protocol));
+        self.tx
+            .send_modify(|s| protocol.clone_into(&mut s.protocol));
     }
 
     /// Records the node the peer announced, and the group it was placed in.

@@ -151,7 +151,11 @@ impl Printer {
         for r in &change.resources {
             let name = r.metadata.as_ref().map(|m| m.name.as_str()).unwrap_or("");
             if let Some(held) = held {
-                let version = r.metadata.as_ref().map(|m| m.version.as_str()).unwrap_or("");
+                let version = r
+                    .metadata
+                    .as_ref()
+                    .map(|m| m.version.as_str())
+                    .unwrap_or("");
                 let what = if held.contains_key(name) {
                     "updated"
                 } else {

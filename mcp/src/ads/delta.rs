@@ -142,7 +142,10 @@ impl DeltaStream {
     }
 
     /// Handles one request from the client.
-    pub fn on_request(&mut self, req: &DeltaDiscoveryRequest) -> Step<EncodedDeltaDiscoveryResponse> {
+    pub fn on_request(
+        &mut self,
+        req: &DeltaDiscoveryRequest,
+    ) -> Step<EncodedDeltaDiscoveryResponse> {
         let type_url = req.type_url.as_str();
         let mut step = Step::default();
         match self.types.get_mut(type_url) {

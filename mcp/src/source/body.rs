@@ -20,7 +20,8 @@ use futures::Stream;
 use http::HeaderMap;
 use http_body::Frame;
 use meshhub_proto::wire::{
-    EncodedDeltaDiscoveryResponse, EncodedDiscoveryResponse, EncodedResources, MCP_RESOURCE_TYPE_URL,
+    EncodedDeltaDiscoveryResponse, EncodedDiscoveryResponse, EncodedResources,
+    MCP_RESOURCE_TYPE_URL,
 };
 use prost::Message;
 use prost::encoding::{self, WireType, encode_key, encode_varint, encoded_len_varint, key_len};

@@ -31,8 +31,7 @@ pub trait Machine {
     fn on_request(&mut self, req: &Self::Request) -> Step<Self::Response>;
     /// Feeds the current content of a watched collection (keyed as the
     /// step's `watch` named it).
-    fn on_update(&mut self, key: &str, snapshot: Arc<CollectionSnapshot>)
-    -> Step<Self::Response>;
+    fn on_update(&mut self, key: &str, snapshot: Arc<CollectionSnapshot>) -> Step<Self::Response>;
 }
 
 impl Machine for SourceStream {

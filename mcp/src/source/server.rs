@@ -14,9 +14,9 @@ use tokio_util::task::TaskTracker;
 use tonic::{Request, Status, Streaming};
 use tracing::Instrument;
 
-use super::{SourceConfig, SourceStream};
 use super::drive::{Machine, Plumbing, drive};
 use super::service::{ResourceSourceService, StreamMethod};
+use super::{SourceConfig, SourceStream};
 use crate::cache::SnapshotCache;
 use crate::group::{Consumer, GroupIndex};
 use crate::ledger::{Ledger, Role};

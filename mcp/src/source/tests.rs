@@ -475,9 +475,5 @@ fn resend_sends_dropped_names_again_or_reports_them_missing() {
     let first = m.on_update(DR, coll(&[("ns/a", "1")]));
     m.on_request(&ack(DR, &first.responses[0].nonce));
     m.resend(DR, ["ns/a".into()]);
-    assert!(
-        m.on_update(DR, coll(&[("ns/a", "1")]))
-            .responses
-            .is_empty()
-    );
+    assert!(m.on_update(DR, coll(&[("ns/a", "1")])).responses.is_empty());
 }

@@ -186,10 +186,9 @@ fn encoded_delta_response_is_an_envoy_delta_discovery_response() {
 
 #[test]
 fn delta_resource_reads_name_and_version_only() {
-    let r = EncodedDeltaResource::from_mcp(Bytes::from(
-        resource("ns/a", "7", b"body").encode_to_vec(),
-    ))
-    .unwrap();
+    let r =
+        EncodedDeltaResource::from_mcp(Bytes::from(resource("ns/a", "7", b"body").encode_to_vec()))
+            .unwrap();
     assert_eq!((r.name.as_str(), r.version.as_str()), ("ns/a", "7"));
     let bare = EncodedDeltaResource::from_mcp(Bytes::new()).unwrap();
     assert_eq!((bare.name.as_str(), bare.version.as_str()), ("", ""));

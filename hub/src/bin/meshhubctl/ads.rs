@@ -60,7 +60,10 @@ struct Watch {
 pub(super) async fn watch(args: WatchArgs) -> Result<(), String> {
     let kinds = KindTable::builtin();
     let type_urls: Vec<String> = if args.collections.is_empty() {
-        kinds.iter().map(|k| k.current_type_url().to_owned()).collect()
+        kinds
+            .iter()
+            .map(|k| k.current_type_url().to_owned())
+            .collect()
     } else {
         args.collections
             .iter()
@@ -113,9 +116,7 @@ pub(super) async fn watch(args: WatchArgs) -> Result<(), String> {
             Err(e) => eprintln!("meshhubctl: {e}; reconnecting"),
             Ok(Outcome::Broken { error, healthy }) => {
                 if w.once {
-                    return Err(format!(
-                        "stream ended before every type arrived: {error}"
-                    ));
+                    return Err(format!("stream ended before every type arrived: {error}"));
                 }
                 if healthy {
                     backoff.reset();
@@ -191,11 +192,7 @@ async fn finish<Req, T>(tx: mpsc::Sender<Req>, mut stream: tonic::Streaming<T>) 
 }
 
 /// Reads the next response, or why there is none.
-async fn next<T>(
-    w: &Watch,
-    stream: &mut tonic::Streaming<T>,
-    healthy: bool,
-) -> Result<T, Outcome> {
+async fn next<T>(w: &Watch, stream: &mut tonic::Streaming<T>, healthy: bool) -> Result<T, Outcome> {
     tokio::select! {
         () = w.stop.cancelled() => Err(Outcome::Done),
         m = stream.message() => match m {
@@ -207,13 +204,9 @@ async fn next<T>(
 }
 
 /// State of the world: every response is a type's full state.
-async fn run_sotw(
-    w: &Watch,
-    channel: Channel,
-    ever_opened: &mut bool,
-) -> Result<Outcome, String> {
-    let mut client = AggregatedDiscoveryServiceClient::new(channel)
-        .max_decoding_message_size(MAX_MESSAGE_BYTES);
+async fn run_sotw(w: &Watch, channel: Channel, ever_opened: &mut bool) -> Result<Outcome, String> {
+    let mut client =
+        AggregatedDiscoveryServiceClient::new(channel).max_decoding_message_size(MAX_MESSAGE_BYTES);
     let (tx, rx) = mpsc::channel(w.type_urls.len() + 16);
     for (i, type_url) in w.type_urls.iter().enumerate() {
         let first = DiscoveryRequest {
@@ -285,13 +278,9 @@ async fn run_sotw(
 }
 
 /// Incremental xDS: responses carry what changed and what was removed.
-async fn run_delta(
-    w: &Watch,
-    channel: Channel,
-    ever_opened: &mut bool,
-) -> Result<Outcome, String> {
-    let mut client = AggregatedDiscoveryServiceClient::new(channel)
-        .max_decoding_message_size(MAX_MESSAGE_BYTES);
+async fn run_delta(w: &Watch, channel: Channel, ever_opened: &mut bool) -> Result<Outcome, String> {
+    let mut client =
+        AggregatedDiscoveryServiceClient::new(channel).max_decoding_message_size(MAX_MESSAGE_BYTES);
     let (tx, rx) = mpsc::channel(w.type_urls.len() + 16);
     for (i, type_url) in w.type_urls.iter().enumerate() {
         let first = DeltaDiscoveryRequest {
@@ -321,9 +310,10 @@ async fn run_delta(
             .resources
             .iter()
             .map(|r| {
-                let any = r.resource.as_ref().ok_or_else(|| {
-                    format!("resource {:?} without content", r.name)
-                })?;
+                let any = r
+                    .resource
+                    .as_ref()
+                    .ok_or_else(|| format!("resource {:?} without content", r.name))?;
                 decode_resource(&any.type_url, &any.value)
             })
             .collect();

@@ -81,7 +81,10 @@ fn wildcard_gets_everything_then_only_changes() {
     assert!(step.responses.is_empty());
     let r = one(m.on_update(VS, coll(&[("ns/a", "1"), ("ns/b", "1")])));
     assert_eq!(r.type_url, VS);
-    assert_eq!(content(&r), (vec!["ns/a@1".into(), "ns/b@1".into()], vec![]));
+    assert_eq!(
+        content(&r),
+        (vec!["ns/a@1".into(), "ns/b@1".into()], vec![])
+    );
     // Nothing new while un-ACKed; both changes arrive as one delta.
     assert!(
         m.on_update(VS, coll(&[("ns/a", "2"), ("ns/b", "1")]))
@@ -138,11 +141,7 @@ fn nack_is_recorded_and_the_state_not_resent() {
     )));
     // The same content again: still parked. New content: sent, as a delta
     // from what the client held before the NACK (nothing).
-    assert!(
-        m.on_update(VS, coll(&[("ns/a", "1")]))
-            .responses
-            .is_empty()
-    );
+    assert!(m.on_update(VS, coll(&[("ns/a", "1")])).responses.is_empty());
     let r = one(m.on_update(VS, coll(&[("ns/a", "2")])));
     assert_eq!(content(&r), (vec!["ns/a@2".into()], vec![]));
 }

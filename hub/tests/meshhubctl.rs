@@ -1,4 +1,5 @@
-//! `meshhubctl watch` against a real ResourceSource on loopback.
+//! `meshhubctl watch` against a real ResourceSource on loopback, and
+//! `meshhubctl watch --ads [--delta]` against an in-process hub.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -150,4 +151,129 @@ async fn watch_fails_clearly_when_it_cannot_connect() {
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("cannot connect to"), "{stderr}");
+}
+
+/// An in-process hub whose file source holds `REVIEWS`.
+async fn start_hub(dir: &std::path::Path) -> meshhub::app::Hub {
+    use clap::Parser as _;
+    std::fs::create_dir_all(dir.join("objects")).unwrap();
+    std::fs::write(dir.join("objects/reviews.yaml"), REVIEWS).unwrap();
+    let path = dir.join("meshhub.yaml");
+    let text = "sources:\n  - name: files\n    file: {path: objects}\ndebounce:\n  quiet: 20ms\n  maxWait: 200ms\n";
+    std::fs::write(&path, text).unwrap();
+    let args = meshhub::config::Args::parse_from([
+        "meshhub",
+        "--grpc-addr",
+        "127.0.0.1:0",
+        "--admin-addr",
+        "127.0.0.1:0",
+        "--shutdown-grace",
+        "5s",
+    ]);
+    let config = meshhub::config::Config::from_yaml(&args, &path, text).unwrap();
+    let hub = meshhub::app::Hub::start(config).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(20), hub.ready())
+        .await
+        .expect("hub ready");
+    hub
+}
+
+#[tokio::test]
+async fn watch_ads_once_prints_every_type_as_istiod_subscribes() {
+    let dir = tempfile::tempdir().unwrap();
+    let hub = start_hub(dir.path()).await;
+    let kinds = KindTable::builtin();
+    let server = format!("http://{}", hub.grpc_addr());
+
+    let out = run_ctl(&["watch", "--ads", "--server", &server, "--once"]).await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("# type networking.istio.io/v1/VirtualService version "),
+        "answered on the 1.24+ type URL: {stdout}"
+    );
+    assert!(stdout.contains("name: reviews"), "{stdout}");
+    assert!(stdout.contains("subset: v2"), "{stdout}");
+    assert_eq!(
+        stdout.matches("# type ").count(),
+        kinds.len(),
+        "one full state per type URL: {stdout}"
+    );
+
+    // Delta: the same state, each resource marked as an addition.
+    let out = run_ctl(&[
+        "watch", "--ads", "--delta", "--server", &server, "--once", "-o", "json",
+    ])
+    .await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(stdout.matches("# type ").count(), kinds.len(), "{stdout}");
+    assert!(
+        stdout.contains("# added bookinfo/reviews version "),
+        "{stdout}"
+    );
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with('{'))
+        .expect("a JSON object");
+    let v: serde_json::Value = serde_json::from_str(line).unwrap();
+    assert_eq!(v["spec"]["http"][0]["route"][1]["weight"], 20);
+
+    // Both streams are in the ledger under their protocol, and every type
+    // was ACKed.
+    let peers = hub.ledger().view();
+    for protocol in ["ads", "delta-ads"] {
+        let p = peers
+            .iter()
+            .find(|p| p.protocol == protocol)
+            .unwrap_or_else(|| panic!("a {protocol} consumer in {peers:?}"));
+        assert!(p.node_id.starts_with("sidecar~"), "{}", p.node_id);
+        let vs = &p.collections["networking.istio.io/v1/VirtualService"];
+        assert_eq!(vs.acks, 1, "{protocol}: {vs:?}");
+    }
+    // meshhubctl status shows the protocol.
+    let admin = format!("http://{}", hub.admin_addr());
+    let out = run_ctl(&["status", "--admin", &admin, "--all", "-o", "json"]).await;
+    assert!(out.status.success());
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let protocols: Vec<&str> = report["consumers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["protocol"].as_str())
+        .collect();
+    assert!(protocols.contains(&"delta-ads"), "{report}");
+    assert!(protocols.contains(&"ads"), "{report}");
+    hub.shutdown().await;
+}
+
+#[tokio::test]
+async fn watch_ads_fails_clearly_when_it_cannot_connect() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let server = format!("http://127.0.0.1:{port}");
+    for delta in [false, true] {
+        let mut args = vec!["watch", "--ads", "--server", &server, "--once"];
+        if delta {
+            args.push("--delta");
+        }
+        let out = run_ctl(&args).await;
+        assert_eq!(out.status.code(), Some(1));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("cannot connect to"), "{stderr}");
+    }
+    // --delta without --ads is refused by the argument parser.
+    let out = run_ctl(&["watch", "--delta", "--server", &server]).await;
+    assert!(!out.status.success());
 }

@@ -1,5 +1,7 @@
-//! MCP-over-xDS: Envoy's aggregated discovery service (SotW), as current
-//! istiod consumes it with `meshConfig.configSources: [xds://…]`.
+//! MCP-over-xDS: Envoy's aggregated discovery service, as current istiod
+//! consumes it with `meshConfig.configSources: [xds://…]` (SotW,
+//! `StreamAggregatedResources`), and its incremental variant
+//! (`DeltaAggregatedResources`, see [`delta`]; istiod never uses it).
 //!
 //! The stream reuses the source machine, keyed by the requested type URL
 //! (a GVK string such as `networking.istio.io/v1/VirtualService`), which
@@ -13,18 +15,21 @@
 //! * `core/v1alpha1/MeshConfig` is not answered: istiod 1.9–1.11 hang on
 //!   an extra response, and meshhub does not own mesh config.
 
+pub mod delta;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use meshhub_proto::RpcStatus;
-use meshhub_proto::ads::DiscoveryRequest;
+use meshhub_proto::ads::{DeltaDiscoveryRequest, DiscoveryRequest, Node};
 use meshhub_proto::mcp::{RequestResources, SinkNode};
-use meshhub_proto::wire::EncodedDiscoveryResponse;
+use meshhub_proto::wire::{EncodedDiscoveryResponse, EncodedResources};
 use tonic::{Request, Streaming};
 
 use crate::source::server::{Dialect, Shared, peer_identities, serve};
 use crate::source::service::{AdsService, StreamMethod};
-use crate::source::{IncrementalPolicy, SourceConfig};
+use crate::source::{IncrementalPolicy, SourceConfig, SourceStream};
+use delta::DeltaStream;
 
 /// The type URL istiod uses for mesh config.
 pub const MESH_CONFIG_TYPE_URL: &str = "core/v1alpha1/MeshConfig";
@@ -37,62 +42,91 @@ pub type TypeMap = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 pub struct AdsServer {
     shared: Shared,
     types: TypeMap,
-    config: Arc<SourceConfig>,
 }
 
 impl AdsServer {
     /// A service over the shared state; `types` maps type URLs to collections.
     pub fn new(shared: Shared, types: TypeMap) -> Self {
-        let config = Arc::new(SourceConfig {
+        Self { shared, types }
+    }
+
+    /// The gRPC service (both methods), with the given message size limit
+    /// both ways. Responses are written from the shared resource bytes.
+    pub fn into_service(self, max_message_bytes: usize) -> AdsService {
+        let Self { shared, types } = self;
+        // SotW: full state every time (istiod deletes what a response lacks).
+        let sotw_config = Arc::new(SourceConfig {
             incremental: IncrementalPolicy::Never,
             ..(*shared.config).clone()
         });
-        Self {
-            shared,
-            types,
-            config,
-        }
-    }
-
-    /// The gRPC service, with the given message size limit both ways.
-    /// Responses are written from the shared resource bytes.
-    pub fn into_service(self, max_message_bytes: usize) -> AdsService {
-        let Self {
-            shared,
-            types,
-            config,
-        } = self;
-        AdsService(StreamMethod::new(
+        // Delta: always per-resource changes and removals.
+        let delta_config = Arc::new(SourceConfig {
+            incremental: IncrementalPolicy::Always,
+            ..(*shared.config).clone()
+        });
+        let collection_of = move |types: &TypeMap| -> Arc<dyn Fn(&str) -> String + Send + Sync> {
+            let types = types.clone();
+            Arc::new(move |type_url: &str| types(type_url).unwrap_or_else(|| type_url.to_owned()))
+        };
+        let (sotw_shared, sotw_types) = (shared.clone(), types.clone());
+        let sotw = StreamMethod::new(
             "/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources",
             Arc::new(move |request: Request<Streaming<DiscoveryRequest>>| {
                 let addr = request.remote_addr();
                 let identities = peer_identities(&request);
-                let types = types.clone();
                 let dialect = Dialect {
                     protocol: "ads",
-                    node: sink_node,
+                    node: |req: &DiscoveryRequest| node_of(req.node.as_ref()),
                     request: translate,
-                    response: |r| EncodedDiscoveryResponse {
+                    response: |r: EncodedResources| EncodedDiscoveryResponse {
                         version_info: r.system_version_info,
                         resources: r.resources,
                         type_url: r.collection,
                         nonce: r.nonce,
                     },
-                    config: config.clone(),
-                    collection_of: Arc::new(move |type_url| {
-                        types(type_url).unwrap_or_else(|| type_url.to_owned())
-                    }),
+                    machine: SourceStream::new(sotw_config.clone()),
+                    collection_of: collection_of(&sotw_types),
+                };
+                serve(
+                    &sotw_shared,
+                    addr,
+                    identities,
+                    request.into_inner(),
+                    dialect,
+                )
+            }),
+            max_message_bytes,
+        );
+        let delta = StreamMethod::new(
+            "/envoy.service.discovery.v3.AggregatedDiscoveryService/DeltaAggregatedResources",
+            Arc::new(move |request: Request<Streaming<DeltaDiscoveryRequest>>| {
+                let addr = request.remote_addr();
+                let identities = peer_identities(&request);
+                let dialect = Dialect {
+                    protocol: "delta-ads",
+                    node: |req: &DeltaDiscoveryRequest| node_of(req.node.as_ref()),
+                    request: delta::accept,
+                    response: |r| r,
+                    machine: DeltaStream::new(delta_config.clone()),
+                    collection_of: collection_of(&types),
                 };
                 serve(&shared, addr, identities, request.into_inner(), dialect)
             }),
             max_message_bytes,
-        ))
+        );
+        AdsService { sotw, delta }
     }
 }
 
-/// The node as a `SinkNode`: its id, and its string metadata as annotations.
+/// The node of a SotW request as a `SinkNode`.
 pub fn sink_node(req: &DiscoveryRequest) -> SinkNode {
-    let Some(node) = &req.node else {
+    node_of(req.node.as_ref())
+}
+
+/// An xDS node as a `SinkNode`: its id, and its string metadata as
+/// annotations (`GENERATOR`, `ISTIO_VERSION`, …).
+pub fn node_of(node: Option<&Node>) -> SinkNode {
+    let Some(node) = node else {
         return SinkNode::default();
     };
     let mut annotations = HashMap::new();

@@ -150,6 +150,9 @@ pub struct PeerStatus {
     pub id: u64,
     /// Our role.
     pub role: Role,
+    /// The protocol of the stream: `mcp` (the default), `ads` (SotW
+    /// MCP-over-xDS) or `delta-ads`.
+    pub protocol: String,
     /// The peer: remote address of a dial-in consumer, or the name of a
     /// dialed cluster.
     pub peer: String,
@@ -207,6 +210,7 @@ impl Ledger {
         let status = PeerStatus {
             id,
             role,
+            protocol: "mcp".to_owned(),
             peer: peer.into(),
             node_id: String::new(),
             group: group.into(),
@@ -270,6 +274,12 @@ impl PeerRecord {
                 s.last_error = error;
             }
         });
+    }
+
+    /// Records the protocol the stream speaks (when not MCP).
+    pub fn protocol(&self, protocol: &str) {
+        self.tx
+            .send_modify(|s| protocol.clone_into(&mut s.protocol));
     }
 
     /// Records the node the peer announced, and the group it was placed in.

@@ -174,6 +174,23 @@ impl CollectionSnapshot {
         delta
     }
 
+    /// The resources whose names `keep` accepts, as a snapshot of their
+    /// own (same shared bytes; its version is the digest of what it holds).
+    pub fn subset(&self, keep: impl Fn(&str) -> bool) -> CollectionSnapshot {
+        let kept = self
+            .keys
+            .iter()
+            .zip(self.resources.iter())
+            .filter(|(k, _)| keep(&k.name))
+            .map(|(k, r)| EncodedResource {
+                name: k.name.clone(),
+                version: k.version.clone(),
+                encoded: r.clone(),
+            })
+            .collect();
+        CollectionSnapshot::new(kept)
+    }
+
     /// The collection version.
     pub fn version(&self) -> &str {
         &self.version

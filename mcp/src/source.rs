@@ -18,6 +18,9 @@
 //!   sink that reconnects gets a correct delta; without it the first response
 //!   per collection is full state;
 //! * incremental responses only when the sink asked and the policy allows;
+//! * names the sink says it dropped ([`SourceStream::resend`], Delta xDS
+//!   re-subscriptions) are sent again, or reported removed if they do not
+//!   exist, in the next response;
 //! * an unknown collection is answered (empty, with a version) like any
 //!   other and never ends the stream;
 //! * a response larger than the peer accepts is not sent: the collection is
@@ -29,7 +32,7 @@ pub mod drive;
 pub mod server;
 pub mod service;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 
 use meshhub_proto::mcp::RequestResources;
@@ -159,11 +162,13 @@ pub enum Event {
     },
 }
 
-/// What the machine asks its driver to do after an input.
-#[derive(Debug, Default)]
-pub struct Step {
+/// What the machine asks its driver to do after an input. `R` is the
+/// response message (the MCP `Resources` twin here; the Delta ADS machine
+/// wraps this one and answers in its own message).
+#[derive(Debug)]
+pub struct Step<R = EncodedResources> {
     /// Responses to send, in order.
-    pub responses: Vec<EncodedResources>,
+    pub responses: Vec<R>,
     /// Things to record.
     pub events: Vec<Event>,
     /// A collection newly subscribed: the driver starts watching it and
@@ -171,10 +176,22 @@ pub struct Step {
     pub watch: Option<String>,
 }
 
+impl<R> Default for Step<R> {
+    fn default() -> Self {
+        Self {
+            responses: Vec::new(),
+            events: Vec::new(),
+            watch: None,
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Pending {
     nonce: String,
     snapshot: Arc<CollectionSnapshot>,
+    /// Names forced into this response: forced again if it is NACKed.
+    forced: BTreeSet<String>,
 }
 
 /// What a sink holds of one collection.
@@ -200,6 +217,13 @@ struct Subscription {
     answered: Option<String>,
     pending: Option<Pending>,
     latest: Option<Arc<CollectionSnapshot>>,
+    /// Names the sink may not hold whatever we think it holds: the next
+    /// response carries them, or their removal if they do not exist, even
+    /// if the version did not change.
+    forced: BTreeSet<String>,
+    /// Forced names of a NACKed response: carried by the next response,
+    /// but not a reason to send one (the NACKed version stays parked).
+    owed: BTreeSet<String>,
 }
 
 /// The source side of one stream.
@@ -281,6 +305,8 @@ impl SourceStream {
                     answered: None,
                     pending: None,
                     latest,
+                    forced: BTreeSet::new(),
+                    owed: BTreeSet::new(),
                 },
             );
             self.respond(collection, &mut step);
@@ -318,6 +344,7 @@ impl SourceStream {
             }
             Some(status) => {
                 // What the sink holds is unchanged; the version is parked.
+                sub.owed.extend(pending.forced);
                 step.events.push(Event::Nacked {
                     collection: collection.to_owned(),
                     version: version.clone(),
@@ -342,8 +369,27 @@ impl SourceStream {
         step
     }
 
+    /// The sink (of an incremental subscription) says it may have dropped
+    /// `names`, whatever it held: the next response carries each of them
+    /// that exists and lists the others as removed, and is sent even if
+    /// the version did not change. Delta xDS requires this when a client
+    /// subscribes to a name again. A sink whose holdings are unknown is
+    /// taken to hold nothing. Nothing is sent here: the next
+    /// [`Self::on_update`] (with the same or a newer snapshot) or ACK sends
+    /// it, so a subscription change and its new content go out as one
+    /// response. Ignored for full-state subscriptions (every response
+    /// carries everything) and unknown collections.
+    pub fn resend(&mut self, collection: &str, names: impl IntoIterator<Item = String>) {
+        if let Some(sub) = self.subscriptions.get_mut(collection)
+            && sub.incremental
+        {
+            sub.forced.extend(names);
+        }
+    }
+
     /// Sends the latest content of `collection` if nothing is pending and
-    /// the sink has not already answered that version.
+    /// the sink has not already answered that version (or names were
+    /// forced).
     fn respond(&mut self, collection: &str, step: &mut Step) {
         let Some(sub) = self.subscriptions.get_mut(collection) else {
             return;
@@ -351,7 +397,9 @@ impl SourceStream {
         let Some(latest) = sub.latest.clone() else {
             return;
         };
-        if sub.pending.is_some() || sub.answered.as_deref() == Some(latest.version()) {
+        if sub.pending.is_some()
+            || (sub.forced.is_empty() && sub.answered.as_deref() == Some(latest.version()))
+        {
             return;
         }
         let mut response = EncodedResources {
@@ -360,7 +408,12 @@ impl SourceStream {
             ..Default::default()
         };
         let delta = match (&sub.held, sub.incremental) {
-            (_, false) | (Held::Unknown, true) => None,
+            (_, false) => None,
+            (held, true) if !sub.forced.is_empty() || !sub.owed.is_empty() => {
+                let forced: BTreeSet<String> = sub.forced.union(&sub.owed).cloned().collect();
+                Some(Arc::new(forced_delta(held, &forced, &latest)))
+            }
+            (Held::Unknown, true) => None,
             (Held::Snapshot(base), true) => Some(latest.delta_from(base)),
             (Held::Declared(keys), true) => Some(Arc::new(Delta::between(keys, &latest))),
         };
@@ -381,6 +434,7 @@ impl SourceStream {
                 limit: self.config.max_response_bytes,
             });
             sub.answered = Some(latest.version().to_owned());
+            sub.owed.append(&mut sub.forced);
             return;
         }
         self.nonce += 1;
@@ -388,6 +442,11 @@ impl SourceStream {
         sub.pending = Some(Pending {
             nonce: response.nonce.clone(),
             snapshot: latest,
+            forced: {
+                let mut forced = std::mem::take(&mut sub.forced);
+                forced.append(&mut sub.owed);
+                forced
+            },
         });
         step.events.push(Event::Sent {
             collection: collection.to_owned(),
@@ -400,6 +459,34 @@ impl SourceStream {
         });
         step.responses.push(response);
     }
+}
+
+/// The delta from what the sink holds, less the `forced` names, to
+/// `latest`; forced names that do not exist are listed as removed (a sink
+/// ignores removals of names it does not hold).
+fn forced_delta(held: &Held, forced: &BTreeSet<String>, latest: &CollectionSnapshot) -> Delta {
+    let held: &[ResourceKey] = match held {
+        Held::Unknown => &[],
+        Held::Snapshot(s) => s.keys(),
+        Held::Declared(keys) => keys,
+    };
+    let kept: Vec<ResourceKey> = held
+        .iter()
+        .filter(|k| !forced.contains(k.name.as_ref()))
+        .cloned()
+        .collect();
+    let mut delta = Delta::between(&kept, latest);
+    let keys = latest.keys();
+    let missing = forced
+        .iter()
+        .filter(|name| {
+            keys.binary_search_by(|k| k.name.as_ref().cmp(name.as_str()))
+                .is_err()
+        })
+        .cloned();
+    delta.removed.extend(missing);
+    delta.removed.sort();
+    delta
 }
 
 #[cfg(test)]

@@ -11,3 +11,8 @@ pub use envoy_types::pb::envoy::service::discovery::v3::{
     DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse, Resource,
     aggregated_discovery_service_client as client,
 };
+/// `google.protobuf.Struct` as envoy-types generates it (`Node.metadata`).
+pub use envoy_types::pb::google::protobuf::{Struct, Value, value::Kind as ValueKind};
+/// `google.rpc.Status` as envoy-types generates it (a request's
+/// `error_detail`).
+pub use envoy_types::pb::google::rpc::Status as ErrorDetail;

@@ -10,6 +10,9 @@
 //!   `envoy.service.discovery.v3.DiscoveryResponse`; each shared resource is
 //!   framed on the fly as `google.protobuf.Any{type_url:
 //!   "type.googleapis.com/istio.mcp.v1alpha1.Resource", value}` (MCP-over-xDS).
+//! * [`EncodedDeltaDiscoveryResponse`] is wire-identical to Envoy's
+//!   `DeltaDiscoveryResponse`; each shared resource is framed as
+//!   `Resource{version, resource: Any{…, value}, name}` (Delta MCP-over-xDS).
 //!
 //! [`sink_client`] carries the same gRPC path as the generated client in
 //! [`crate::mcp`]; only the Rust type of the outgoing message differs. The
@@ -203,6 +206,209 @@ impl Message for EncodedDiscoveryResponse {
                 .sum::<usize>()
             + str_len(4, &self.type_url)
             + str_len(5, &self.nonce)
+    }
+
+    fn clear(&mut self) {
+        *self = Self::default();
+    }
+}
+
+/// One resource of an [`EncodedDeltaDiscoveryResponse`]: Envoy's
+/// `envoy.service.discovery.v3.Resource{name, version, resource}` with the
+/// resource an encoded `istio.mcp.v1alpha1.Resource`, shared as is.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct EncodedDeltaResource {
+    /// Field 3: `metadata.name` (`namespace/name`).
+    pub name: String,
+    /// Field 1: `metadata.version`.
+    pub version: String,
+    /// Field 2's `Any.value`: the encoded `istio.mcp.v1alpha1.Resource`,
+    /// written as `Any{MCP_RESOURCE_TYPE_URL, value}`.
+    pub resource: Bytes,
+}
+
+/// The two metadata fields Delta xDS repeats outside the resource; prost
+/// skips every other field (labels, body) without decoding it.
+#[derive(Clone, PartialEq, prost::Message)]
+struct MetadataHead {
+    #[prost(string, tag = "1")]
+    name: String,
+    #[prost(string, tag = "3")]
+    version: String,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct ResourceHead {
+    #[prost(message, optional, tag = "1")]
+    metadata: Option<MetadataHead>,
+}
+
+impl EncodedDeltaResource {
+    /// Wraps an encoded `istio.mcp.v1alpha1.Resource`, reading its
+    /// `metadata.name` and `metadata.version` (and nothing else) from the
+    /// bytes: the bytes are what the peer receives, so the names can never
+    /// disagree with them.
+    pub fn from_mcp(resource: Bytes) -> Result<Self, DecodeError> {
+        let head = ResourceHead::decode(resource.as_ref())?;
+        let meta = head.metadata.unwrap_or_default();
+        Ok(Self {
+            name: meta.name,
+            version: meta.version,
+            resource,
+        })
+    }
+
+    /// Length of `Any{MCP_RESOURCE_TYPE_URL, value: resource}`'s body.
+    fn any_len(&self) -> usize {
+        any_body_len(&self.resource)
+    }
+
+    /// Length of the envoy `Resource` body.
+    fn body_len(&self) -> usize {
+        let str_len = |tag: u32, s: &String| {
+            if s.is_empty() {
+                0
+            } else {
+                encoding::string::encoded_len(tag, s)
+            }
+        };
+        let any = self.any_len();
+        str_len(1, &self.version)
+            + key_len(2)
+            + encoded_len_varint(any as u64)
+            + any
+            + str_len(3, &self.name)
+    }
+
+    /// Everything of `resources[i]` that comes before the MCP resource
+    /// bytes: the `Resource` tag and length, `version` (field 1), and the
+    /// `Any` wrapper up to its value's length. Fields in tag order, as prost
+    /// writes them, so the encoding is byte-identical to Envoy's type.
+    pub fn write_prefix(&self, buf: &mut impl BufMut) {
+        encode_key(2, WireType::LengthDelimited, buf);
+        encode_varint(self.body_len() as u64, buf);
+        if !self.version.is_empty() {
+            encoding::string::encode(1, &self.version, buf);
+        }
+        encode_key(2, WireType::LengthDelimited, buf);
+        encode_varint(self.any_len() as u64, buf);
+        encode_key(1, WireType::LengthDelimited, buf);
+        encode_varint(MCP_RESOURCE_TYPE_URL.len() as u64, buf);
+        buf.put_slice(MCP_RESOURCE_TYPE_URL.as_bytes());
+        encode_key(2, WireType::LengthDelimited, buf);
+        encode_varint(self.resource.len() as u64, buf);
+    }
+
+    /// What comes after the MCP resource bytes: `name` (field 3).
+    pub fn write_suffix(&self, buf: &mut impl BufMut) {
+        if !self.name.is_empty() {
+            encoding::string::encode(3, &self.name, buf);
+        }
+    }
+
+    /// The encoded length of this element of `resources`, tag included.
+    fn encoded_len(&self) -> usize {
+        let body = self.body_len();
+        key_len(2) + encoded_len_varint(body as u64) + body
+    }
+}
+
+/// Envoy's `DeltaDiscoveryResponse` (incremental xDS) with pre-encoded MCP
+/// resources: like [`EncodedDiscoveryResponse`], each resource's bytes are
+/// the shared snapshot bytes; only the small envelope (name, version, `Any`
+/// header) is written per stream.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct EncodedDeltaDiscoveryResponse {
+    /// Field 1.
+    pub system_version_info: String,
+    /// Field 2: resources added or changed.
+    pub resources: Vec<EncodedDeltaResource>,
+    /// Field 4: the requested type URL.
+    pub type_url: String,
+    /// Field 5.
+    pub nonce: String,
+    /// Field 6: names removed.
+    pub removed_resources: Vec<String>,
+}
+
+impl EncodedDeltaDiscoveryResponse {
+    /// The fields after the resources (type URL, nonce, removals), in tag
+    /// order.
+    pub fn write_tail(&self, buf: &mut impl BufMut) {
+        if !self.type_url.is_empty() {
+            encoding::string::encode(4, &self.type_url, buf);
+        }
+        if !self.nonce.is_empty() {
+            encoding::string::encode(5, &self.nonce, buf);
+        }
+        encoding::string::encode_repeated(6, &self.removed_resources, buf);
+    }
+}
+
+impl Message for EncodedDeltaDiscoveryResponse {
+    fn encode_raw(&self, buf: &mut impl BufMut) {
+        if !self.system_version_info.is_empty() {
+            encoding::string::encode(1, &self.system_version_info, buf);
+        }
+        for r in &self.resources {
+            r.write_prefix(buf);
+            buf.put_slice(&r.resource);
+            r.write_suffix(buf);
+        }
+        self.write_tail(buf);
+    }
+
+    fn merge_field(
+        &mut self,
+        tag: u32,
+        wire_type: WireType,
+        buf: &mut impl Buf,
+        ctx: DecodeContext,
+    ) -> Result<(), DecodeError> {
+        match tag {
+            1 => encoding::string::merge(wire_type, &mut self.system_version_info, buf, ctx),
+            2 => {
+                let mut r = envoy_types::pb::envoy::service::discovery::v3::Resource::default();
+                encoding::message::merge(wire_type, &mut r, buf, ctx)?;
+                let any = r.resource.unwrap_or_default();
+                if any.type_url != MCP_RESOURCE_TYPE_URL {
+                    #[allow(deprecated)] // prost offers no other way to build one
+                    return Err(DecodeError::new(format!(
+                        "resource of type {:?}, expected {MCP_RESOURCE_TYPE_URL}",
+                        any.type_url
+                    )));
+                }
+                self.resources.push(EncodedDeltaResource {
+                    name: r.name,
+                    version: r.version,
+                    resource: any.value.into(),
+                });
+                Ok(())
+            }
+            4 => encoding::string::merge(wire_type, &mut self.type_url, buf, ctx),
+            5 => encoding::string::merge(wire_type, &mut self.nonce, buf, ctx),
+            6 => encoding::string::merge_repeated(wire_type, &mut self.removed_resources, buf, ctx),
+            _ => encoding::skip_field(wire_type, tag, buf, ctx),
+        }
+    }
+
+    fn encoded_len(&self) -> usize {
+        let str_len = |tag: u32, s: &String| {
+            if s.is_empty() {
+                0
+            } else {
+                encoding::string::encoded_len(tag, s)
+            }
+        };
+        str_len(1, &self.system_version_info)
+            + self
+                .resources
+                .iter()
+                .map(EncodedDeltaResource::encoded_len)
+                .sum::<usize>()
+            + str_len(4, &self.type_url)
+            + str_len(5, &self.nonce)
+            + encoding::string::encoded_len_repeated(6, &self.removed_resources)
     }
 
     fn clear(&mut self) {

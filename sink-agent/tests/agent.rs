@@ -753,6 +753,48 @@ async fn local_ads_and_grpc_health_serve_what_was_received() {
         .collect();
     assert_eq!(names, want_vs);
 
+    // Delta ADS is served beside it: the same resources, each named with its
+    // version.
+    let (delta_tx, delta_rx) = tokio::sync::mpsc::channel(4);
+    delta_tx
+        .send(meshhub_proto::ads::DeltaDiscoveryRequest {
+            node: Some(Node {
+                id: "sidecar~10.0.0.2~client.default~default.svc.cluster.local".into(),
+                ..Default::default()
+            }),
+            type_url: "networking.istio.io/v1/VirtualService".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut delta = AggregatedDiscoveryServiceClient::new(
+        Endpoint::from_shared(format!("http://{}", agent.grpc_addr()))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap(),
+    )
+    .delta_aggregated_resources(tokio_stream::wrappers::ReceiverStream::new(delta_rx))
+    .await
+    .unwrap()
+    .into_inner();
+    let response = tokio::time::timeout(DEADLINE, delta.message())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(response.type_url, "networking.istio.io/v1/VirtualService");
+    let mut delta_names = BTreeSet::new();
+    for r in &response.resources {
+        let mcp = Resource::decode(r.resource.as_ref().unwrap().value.as_slice()).unwrap();
+        let meta = mcp.metadata.unwrap();
+        assert_eq!((&r.name, &r.version), (&meta.name, &meta.version));
+        delta_names.insert(r.name.clone());
+    }
+    assert_eq!(delta_names, want_vs);
+
+    drop(delta);
+    drop(delta_tx);
     drop(stream);
     drop(tx);
     drop(hub);

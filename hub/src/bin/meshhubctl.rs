@@ -1,8 +1,12 @@
 //! meshhubctl: an MCP consumer for people. `watch` subscribes to a
 //! `ResourceSource` (the hub, or a sink agent re-serving) as a Pilot-like
-//! sink and prints every change as Kubernetes objects. `status` reads the
-//! hub's admin `/status` and shows, per remote cluster and per consumer,
-//! the connection and what was sent, ACKed and NACKed.
+//! sink, or with `--ads` to the ADS service as istiod does (`--delta`:
+//! incremental xDS), and prints every change as Kubernetes objects.
+//! `status` reads the hub's admin `/status` and shows, per remote cluster
+//! and per consumer, the connection and what was sent, ACKed and NACKed.
+
+#[path = "meshhubctl/ads.rs"]
+mod ads;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::Write as _;
@@ -75,9 +79,11 @@ struct WatchArgs {
     #[arg(long, env = "MESHHUB_SERVER", default_value = "http://127.0.0.1:9901")]
     server: String,
     /// Collections to watch (repeatable); default: every kind meshhub knows.
+    /// With `--ads`, a collection or a type URL (`networking.istio.io/v1/VirtualService`).
     #[arg(long = "collection", short = 'c')]
     collections: Vec<String>,
-    /// Subscribe as a consumer of this cluster (sent as the SinkNode id).
+    /// Subscribe as a consumer of this cluster (sent as the SinkNode id; with
+    /// `--ads`, as the node metadata `meshhub.io/cluster`).
     #[arg(long)]
     cluster: Option<String>,
     /// Output format.
@@ -87,8 +93,16 @@ struct WatchArgs {
     #[arg(long)]
     once: bool,
     /// Ask for incremental (delta) responses.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "ads")]
     incremental: bool,
+    /// Subscribe over Envoy ADS (MCP-over-xDS) as istiod does: one wildcard
+    /// subscription per type URL, every response ACKed.
+    #[arg(long)]
+    ads: bool,
+    /// With `--ads`: use incremental xDS (`DeltaAggregatedResources`) and
+    /// print additions, updates and removals.
+    #[arg(long, requires = "ads")]
+    delta: bool,
     /// Give up connecting after this long (e.g. 5s).
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     connect_timeout: Duration,
@@ -105,11 +119,21 @@ struct Printer {
 }
 
 impl Printer {
-    fn render(&self, change: &Change) -> Result<String, String> {
+    /// The change as text. `held` (Delta ADS) is what the client held
+    /// before it: each resource is then marked added or updated.
+    fn render(
+        &self,
+        change: &Change,
+        held: Option<&HashMap<String, String>>,
+    ) -> Result<String, String> {
         let mut out = String::new();
-        let kind = self.kinds.by_collection(&change.collection);
+        // A collection (MCP) or a type URL (ADS).
+        let (noun, kind) = match self.kinds.by_collection(&change.collection) {
+            Some(kind) => ("collection", Some(kind)),
+            None => ("type", self.kinds.by_type_url(&change.collection)),
+        };
         out.push_str(&format!(
-            "# collection {} version {} ({} resources{}{})\n",
+            "# {noun} {} version {} ({} resources{}{})\n",
             change.collection,
             change.version,
             change.resources.len(),
@@ -126,6 +150,19 @@ impl Printer {
         ));
         for r in &change.resources {
             let name = r.metadata.as_ref().map(|m| m.name.as_str()).unwrap_or("");
+            if let Some(held) = held {
+                let version = r
+                    .metadata
+                    .as_ref()
+                    .map(|m| m.version.as_str())
+                    .unwrap_or("");
+                let what = if held.contains_key(name) {
+                    "updated"
+                } else {
+                    "added"
+                };
+                out.push_str(&format!("# {what} {name} version {version}\n"));
+            }
             let Some(kind) = kind else {
                 out.push_str(&format!("# {name}: no schema known for this collection\n"));
                 continue;
@@ -145,13 +182,26 @@ impl Printer {
                 out.push('\n');
             }
         }
+        if held.is_some() {
+            for name in &change.removed {
+                out.push_str(&format!("# removed {name}\n"));
+            }
+        }
         Ok(out)
     }
 }
 
-impl Updater for Printer {
-    async fn apply(&self, change: Change) -> Result<(), ApplyError> {
-        let text = self.render(&change).map_err(ApplyError)?;
+impl Printer {
+    /// Prints a change and records what is now held. `mark` (Delta ADS)
+    /// marks each resource added or updated and lists removals. Returns
+    /// whether every collection (or type) has now arrived at least once.
+    fn show(&self, change: &Change, mark: bool) -> Result<bool, String> {
+        let text = {
+            let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+            let empty = HashMap::new();
+            let before = held.get(&change.collection).unwrap_or(&empty);
+            self.render(change, mark.then_some(before))?
+        };
         {
             let mut stdout = std::io::stdout().lock();
             let _ = stdout.write_all(text.as_bytes());
@@ -174,13 +224,11 @@ impl Updater for Printer {
         }
         let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
         pending.remove(&change.collection);
-        if let (true, Some(done)) = (pending.is_empty(), &self.once) {
-            done.cancel();
-        }
-        Ok(())
+        Ok(pending.is_empty())
     }
 
-    fn held(&self, collection: &str) -> HashMap<String, String> {
+    /// What is held of a collection (or type): name → version.
+    fn held_of(&self, collection: &str) -> HashMap<String, String> {
         self.held
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -190,7 +238,24 @@ impl Updater for Printer {
     }
 }
 
+impl Updater for Printer {
+    async fn apply(&self, change: Change) -> Result<(), ApplyError> {
+        let all_arrived = self.show(&change, false).map_err(ApplyError)?;
+        if let (true, Some(done)) = (all_arrived, &self.once) {
+            done.cancel();
+        }
+        Ok(())
+    }
+
+    fn held(&self, collection: &str) -> HashMap<String, String> {
+        self.held_of(collection)
+    }
+}
+
 async fn watch(args: WatchArgs) -> Result<(), String> {
+    if args.ads {
+        return ads::watch(args).await;
+    }
     let kinds = KindTable::builtin();
     let collections: Vec<String> = if args.collections.is_empty() {
         kinds.iter().map(|k| k.collection().to_owned()).collect()
@@ -315,6 +380,9 @@ mod status {
         peer: Option<String>,
         #[serde(default)]
         node_id: Option<String>,
+        /// `mcp`, `ads` or `delta-ads` (consumers).
+        #[serde(default)]
+        protocol: Option<String>,
         #[serde(default)]
         group: Option<String>,
         connected: bool,
@@ -359,6 +427,9 @@ mod status {
         address: String,
         #[serde(skip_serializing_if = "Option::is_none")]
         node_id: Option<String>,
+        /// How a consumer subscribed: `mcp`, `ads` or `delta-ads`.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        protocol: Option<String>,
         group: String,
         connected: bool,
         connected_since: Option<String>,
@@ -411,6 +482,7 @@ mod status {
             group: p.group.unwrap_or_else(|| name.clone()),
             name,
             node_id: (!cluster).then(|| p.node_id.unwrap_or_default()),
+            protocol: if cluster { None } else { p.protocol },
             connected: p.connected,
             connected_since: p.connected_since,
             disconnected_at: p.disconnected_at,
@@ -536,6 +608,7 @@ mod status {
         out.push('\n');
         let mut consumers = vec![vec![
             "CONSUMER".to_owned(),
+            "PROTOCOL".to_owned(),
             "NODE".to_owned(),
             "GROUP".to_owned(),
             "CONNECTED".to_owned(),
@@ -545,6 +618,7 @@ mod status {
         for r in &report.consumers {
             consumers.push(vec![
                 r.name.clone(),
+                dash(&r.protocol),
                 r.node_id
                     .clone()
                     .filter(|n| !n.is_empty())

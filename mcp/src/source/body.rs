@@ -19,7 +19,10 @@ use bytes::{BufMut, Bytes, BytesMut};
 use futures::Stream;
 use http::HeaderMap;
 use http_body::Frame;
-use meshhub_proto::wire::{EncodedDiscoveryResponse, EncodedResources, MCP_RESOURCE_TYPE_URL};
+use meshhub_proto::wire::{
+    EncodedDeltaDiscoveryResponse, EncodedDiscoveryResponse, EncodedResources,
+    MCP_RESOURCE_TYPE_URL,
+};
 use prost::Message;
 use prost::encoding::{self, WireType, encode_key, encode_varint, encoded_len_varint, key_len};
 use tonic::Status;
@@ -42,6 +45,9 @@ pub trait Layout: Send + Unpin + 'static {
     fn resource_prefix(&self, i: usize, buf: &mut BytesMut);
     /// Resource `i`'s encoded bytes.
     fn resource(&self, i: usize) -> &Bytes;
+    /// What follows resource `i`'s bytes (fields of a wrapper with a
+    /// higher tag); nothing by default.
+    fn resource_suffix(&self, _i: usize, _buf: &mut BytesMut) {}
     /// Fields after the resources.
     fn tail(&self, buf: &mut BytesMut);
 }
@@ -118,6 +124,32 @@ impl Layout for EncodedDiscoveryResponse {
     }
 }
 
+impl Layout for EncodedDeltaDiscoveryResponse {
+    fn message_len(&self) -> usize {
+        self.encoded_len()
+    }
+    fn head(&self, buf: &mut BytesMut) {
+        put_str(1, &self.system_version_info, buf);
+    }
+    fn resource_count(&self) -> usize {
+        self.resources.len()
+    }
+    fn resource_prefix(&self, i: usize, buf: &mut BytesMut) {
+        // Resource{version, resource: Any{type_url, value = …
+        self.resources[i].write_prefix(buf);
+    }
+    fn resource(&self, i: usize) -> &Bytes {
+        &self.resources[i].resource
+    }
+    fn resource_suffix(&self, i: usize, buf: &mut BytesMut) {
+        // … }, name}
+        self.resources[i].write_suffix(buf);
+    }
+    fn tail(&self, buf: &mut BytesMut) {
+        self.write_tail(buf);
+    }
+}
+
 /// Where the body is within the current message.
 enum Stage {
     /// Next: the gRPC prefix and head.
@@ -126,6 +158,8 @@ enum Stage {
     Resource(usize),
     /// Next: the bytes of resource `i`, sent on their own.
     Shared(usize),
+    /// Next: what follows resource `i`'s bytes.
+    Suffix(usize),
     /// Next: the tail.
     Tail,
 }
@@ -174,6 +208,10 @@ where
                         return;
                     }
                     buf.put_slice(msg.resource(i));
+                    *stage = Stage::Suffix(i);
+                }
+                Stage::Suffix(i) => {
+                    msg.resource_suffix(i, buf);
                     *stage = Stage::Resource(i + 1);
                 }
                 Stage::Resource(_) => *stage = Stage::Tail,
@@ -211,7 +249,7 @@ where
                 if let Stage::Shared(i) = *stage {
                     // A large resource goes out as the shared bytes.
                     let r = msg.resource(i).clone();
-                    *stage = Stage::Resource(i + 1);
+                    *stage = Stage::Suffix(i);
                     return Poll::Ready(Some(Ok(Frame::data(r))));
                 }
                 let mut buf = BytesMut::with_capacity(CHUNK + 256);

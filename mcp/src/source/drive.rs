@@ -1,7 +1,8 @@
 //! Pumps one source-side stream: requests from the peer and collection
-//! updates from the cache go into the [`SourceStream`] machine; its
-//! responses go to the peer and its events to the ledger. Shared by the
-//! `ResourceSource` server, the `ResourceSink` dialer and the ADS server.
+//! updates from the cache go into a [`Machine`] (the [`SourceStream`], or
+//! the Delta ADS machine wrapping it); its responses go to the peer and its
+//! events to the ledger. Shared by the `ResourceSource` server, the
+//! `ResourceSink` dialer and both ADS variants.
 
 use std::sync::Arc;
 
@@ -17,6 +18,34 @@ use tonic::Status;
 use super::{Event, SourceStream, Step};
 use crate::cache::{CollectionState, Group, SnapshotCache};
 use crate::ledger::PeerRecord;
+use crate::snapshot::CollectionSnapshot;
+
+/// A source-side stream machine as the driver sees it: requests and
+/// collection updates in, [`Step`]s out. No I/O.
+pub trait Machine {
+    /// What the peer sends.
+    type Request;
+    /// What goes back to it.
+    type Response;
+    /// Handles one request from the peer.
+    fn on_request(&mut self, req: &Self::Request) -> Step<Self::Response>;
+    /// Feeds the current content of a watched collection (keyed as the
+    /// step's `watch` named it).
+    fn on_update(&mut self, key: &str, snapshot: Arc<CollectionSnapshot>) -> Step<Self::Response>;
+}
+
+impl Machine for SourceStream {
+    type Request = RequestResources;
+    type Response = EncodedResources;
+
+    fn on_request(&mut self, req: &RequestResources) -> Step {
+        SourceStream::on_request(self, req)
+    }
+
+    fn on_update(&mut self, key: &str, snapshot: Arc<CollectionSnapshot>) -> Step {
+        SourceStream::on_update(self, key, snapshot)
+    }
+}
 
 /// Most collections one stream may subscribe (bounds what a peer can make
 /// us hold).
@@ -106,20 +135,22 @@ pub struct Plumbing<'a> {
 /// withdrawn or shutdown. `first` is a request already read from the peer.
 /// `on_message` is called on every message received (dialers reset their
 /// backoff there).
-pub async fn drive<Out, S>(
+pub async fn drive<M, Out, S>(
     p: Plumbing<'_>,
-    machine: &mut SourceStream,
-    first: Option<RequestResources>,
+    machine: &mut M,
+    first: Option<M::Request>,
     mut requests: S,
     tx: &mpsc::Sender<Result<Out, Status>>,
-    to_out: impl Fn(EncodedResources) -> Out,
+    to_out: impl Fn(M::Response) -> Out,
     mut on_message: impl FnMut(),
 ) -> End
 where
-    S: Stream<Item = Result<RequestResources, Status>> + Unpin,
+    M: Machine,
+    S: Stream<Item = Result<M::Request, Status>> + Unpin,
 {
     let mut watches: StreamMap<String, WatchStream<CollectionState>> = StreamMap::new();
-    let handle = |step: Step, watches: &mut StreamMap<String, WatchStream<CollectionState>>| {
+    let handle = |step: Step<M::Response>,
+                  watches: &mut StreamMap<String, WatchStream<CollectionState>>| {
         for event in &step.events {
             p.record.record(event);
             log_event(event);

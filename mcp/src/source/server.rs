@@ -14,7 +14,7 @@ use tokio_util::task::TaskTracker;
 use tonic::{Request, Status, Streaming};
 use tracing::Instrument;
 
-use super::drive::{Plumbing, drive};
+use super::drive::{Machine, Plumbing, drive};
 use super::service::{ResourceSourceService, StreamMethod};
 use super::{SourceConfig, SourceStream};
 use crate::cache::SnapshotCache;
@@ -68,7 +68,7 @@ impl SourceServer {
                     node: |req: &RequestResources| req.sink_node.clone().unwrap_or_default(),
                     request: Some,
                     response: |r: EncodedResources| r,
-                    config: shared.config.clone(),
+                    machine: SourceStream::new(shared.config.clone()),
                     collection_of: Arc::new(str::to_owned),
                 };
                 serve(&shared, addr, identities, request.into_inner(), dialect)
@@ -78,19 +78,19 @@ impl SourceServer {
     }
 }
 
-/// How one kind of dial-in stream (MCP `ResourceSource` or ADS) is read and
-/// answered; everything else about serving it is shared.
-pub(crate) struct Dialect<In, Out> {
-    /// `mcp` or `ads`: span field and metric label.
+/// How one kind of dial-in stream (MCP `ResourceSource`, ADS or Delta ADS)
+/// is read and answered; everything else about serving it is shared.
+pub(crate) struct Dialect<In, Out, M: Machine> {
+    /// `mcp`, `ads` or `delta-ads`: span field, ledger entry and metric label.
     pub protocol: &'static str,
     /// Who the peer says it is (from its first message).
     pub node: fn(&In) -> SinkNode,
-    /// The request as the source machine reads it; `None` to ignore it.
-    pub request: fn(In) -> Option<RequestResources>,
+    /// The request as the stream's machine reads it; `None` to ignore it.
+    pub request: fn(In) -> Option<M::Request>,
     /// A response in the stream's own message type.
-    pub response: fn(EncodedResources) -> Out,
-    /// Protocol settings.
-    pub config: Arc<SourceConfig>,
+    pub response: fn(M::Response) -> Out,
+    /// The stream's machine, fresh.
+    pub machine: M,
     /// Subscription key → cache collection.
     pub collection_of: Arc<dyn Fn(&str) -> String + Send + Sync>,
 }
@@ -99,16 +99,19 @@ pub(crate) struct Dialect<In, Out> {
 /// first message, places the consumer in its group (refusing it with the
 /// reason if it has none), then drives the source machine until the peer
 /// leaves, the group is withdrawn or shutdown.
-pub(crate) fn serve<In, Out>(
+pub(crate) fn serve<In, Out, M>(
     shared: &Shared,
     addr: Option<SocketAddr>,
     identities: Vec<String>,
     incoming: Streaming<In>,
-    d: Dialect<In, Out>,
+    d: Dialect<In, Out, M>,
 ) -> ReceiverStream<Result<Out, Status>>
 where
     In: Send + 'static,
     Out: Send + 'static,
+    M: Machine + Send + 'static,
+    M::Request: Send + 'static,
+    M::Response: Send,
 {
     let (tx, rx) = mpsc::channel(QUEUE);
     let s = shared.clone();
@@ -124,6 +127,7 @@ where
     shared.tasks.spawn(
         async move {
             let record = s.ledger.register(Role::Source, peer, "");
+            record.protocol(d.protocol);
             // The first message names the consumer; it decides the group.
             // (Read before translation: an ADS peer may first ask for
             // something we do not answer, with its node.)
@@ -170,7 +174,7 @@ where
             record.connected();
             metrics::gauge!("meshhub_mcp_streams", "role" => d.protocol).increment(1.0);
             tracing::info!("stream opened");
-            let mut machine = SourceStream::new(d.config);
+            let mut machine = d.machine;
             let end = drive(
                 Plumbing {
                     cache: &s.cache,

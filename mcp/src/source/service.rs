@@ -8,9 +8,11 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use meshhub_proto::ads::DiscoveryRequest;
+use meshhub_proto::ads::{DeltaDiscoveryRequest, DiscoveryRequest};
 use meshhub_proto::mcp::RequestResources;
-use meshhub_proto::wire::{EncodedDiscoveryResponse, EncodedResources};
+use meshhub_proto::wire::{
+    EncodedDeltaDiscoveryResponse, EncodedDiscoveryResponse, EncodedResources,
+};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::codec::{BufferSettings, Streaming};
 use tonic::server::NamedService;
@@ -134,11 +136,37 @@ service!(
     EncodedResources
 );
 
-service!(
-    /// `envoy.service.discovery.v3.AggregatedDiscoveryService` (SotW only;
-    /// `DeltaAggregatedResources` answers `UNIMPLEMENTED`).
-    AdsService,
-    "envoy.service.discovery.v3.AggregatedDiscoveryService",
-    DiscoveryRequest,
-    EncodedDiscoveryResponse
-);
+/// `envoy.service.discovery.v3.AggregatedDiscoveryService`: both methods,
+/// `StreamAggregatedResources` (SotW) and `DeltaAggregatedResources`.
+#[derive(Clone)]
+pub struct AdsService {
+    pub(crate) sotw: StreamMethod<DiscoveryRequest, EncodedDiscoveryResponse>,
+    pub(crate) delta: StreamMethod<DeltaDiscoveryRequest, EncodedDeltaDiscoveryResponse>,
+}
+
+impl NamedService for AdsService {
+    const NAME: &'static str = "envoy.service.discovery.v3.AggregatedDiscoveryService";
+}
+
+impl<B> tower::Service<http::Request<B>> for AdsService
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>> + Send,
+{
+    type Response = http::Response<tonic::body::Body>;
+    type Error = Infallible;
+    type Future = Ready<Result<Self::Response, Infallible>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        // Any other path gets UNIMPLEMENTED from the SotW method.
+        if req.uri().path() == self.delta.path {
+            ready(Ok(self.delta.call(req)))
+        } else {
+            ready(Ok(self.sotw.call(req)))
+        }
+    }
+}

@@ -441,3 +441,39 @@ mod properties {
         }
     }
 }
+
+#[test]
+fn resend_sends_dropped_names_again_or_reports_them_missing() {
+    let mut m = machine();
+    let mut req = subscribe(VS);
+    req.incremental = true;
+    m.on_request(&req);
+    let first = m.on_update(VS, coll(&[("ns/a", "1"), ("ns/b", "1")]));
+    let nonce = first.responses[0].nonce.clone();
+    // Forced while un-ACKed: carried by the next response after the ACK,
+    // although the version did not change.
+    let latest = coll(&[("ns/a", "1"), ("ns/b", "1")]);
+    m.resend(VS, ["ns/a".into(), "ns/x".into()]);
+    assert!(m.on_update(VS, latest.clone()).responses.is_empty());
+    let step = m.on_request(&ack(VS, &nonce));
+    let r = &step.responses[0];
+    assert!(r.incremental);
+    assert_eq!(names(r), ["ns/a=1"]);
+    assert_eq!(r.removed_resources, ["ns/x"]);
+    // NACKed: forced again with the next version.
+    let nonce = r.nonce.clone();
+    assert!(m.on_request(&nack(VS, &nonce)).responses.is_empty());
+    assert!(
+        m.on_update(VS, latest).responses.is_empty(),
+        "the NACKed version stays parked"
+    );
+    let step = m.on_update(VS, coll(&[("ns/a", "1"), ("ns/b", "2")]));
+    assert_eq!(names(&step.responses[0]), ["ns/a=1", "ns/b=2"]);
+    // Full-state subscriptions ignore it.
+    let mut m = machine();
+    m.on_request(&subscribe(DR));
+    let first = m.on_update(DR, coll(&[("ns/a", "1")]));
+    m.on_request(&ack(DR, &first.responses[0].nonce));
+    m.resend(DR, ["ns/a".into()]);
+    assert!(m.on_update(DR, coll(&[("ns/a", "1")])).responses.is_empty());
+}

@@ -3,7 +3,7 @@
 use proptest::prelude::*;
 
 use super::*;
-use crate::ads::DiscoveryResponse;
+use crate::ads::{DeltaDiscoveryResponse, DiscoveryResponse};
 use crate::mcp::{Metadata, Resource, Resources};
 
 /// A resource with every field set; one label and one annotation so that the
@@ -136,6 +136,65 @@ fn a_foreign_resource_type_is_refused() {
     );
 }
 
+fn delta_response(resources: &[Resource], removed: &[&str]) -> EncodedDeltaDiscoveryResponse {
+    EncodedDeltaDiscoveryResponse {
+        system_version_info: "v3".to_owned(),
+        resources: resources
+            .iter()
+            .map(|r| EncodedDeltaResource::from_mcp(Bytes::from(r.encode_to_vec())).unwrap())
+            .collect(),
+        type_url: "networking.istio.io/v1/VirtualService".to_owned(),
+        nonce: "n2".to_owned(),
+        removed_resources: removed.iter().map(|s| (*s).to_owned()).collect(),
+    }
+}
+
+fn assert_envoy_reads_delta(ours: &EncodedDeltaDiscoveryResponse, resources: &[Resource]) {
+    let bytes = ours.encode_to_vec();
+    assert_eq!(ours.encoded_len(), bytes.len());
+    let envoy = DeltaDiscoveryResponse::decode(bytes.as_slice()).expect("Envoy's type decodes it");
+    assert_eq!(envoy.system_version_info, ours.system_version_info);
+    assert_eq!(envoy.type_url, ours.type_url);
+    assert_eq!(envoy.nonce, ours.nonce);
+    assert_eq!(envoy.removed_resources, ours.removed_resources);
+    assert_eq!(envoy.resources.len(), resources.len());
+    for (r, expected) in envoy.resources.iter().zip(resources) {
+        let meta = expected.metadata.clone().unwrap_or_default();
+        assert_eq!(r.name, meta.name, "the envelope names the resource");
+        assert_eq!(r.version, meta.version, "and carries its version");
+        let any = r.resource.as_ref().expect("an Any");
+        assert_eq!(any.type_url, MCP_RESOURCE_TYPE_URL);
+        assert_eq!(&Resource::decode(any.value.as_slice()).unwrap(), expected);
+    }
+    assert_eq!(envoy.encode_to_vec(), bytes, "byte-identical to Envoy's");
+    assert_eq!(
+        &EncodedDeltaDiscoveryResponse::decode(bytes.as_slice()).expect("decodes"),
+        ours
+    );
+}
+
+#[test]
+fn encoded_delta_response_is_an_envoy_delta_discovery_response() {
+    let resources = [
+        resource("default/reviews", "1", &[0x0a, 0x01, b'r']),
+        resource("bookinfo/ratings", "2", &[]),
+    ];
+    assert_envoy_reads_delta(&delta_response(&resources, &[]), &resources);
+    assert_envoy_reads_delta(&delta_response(&[], &["ns/gone", "ns/old"]), &[]);
+    assert_envoy_reads_delta(&EncodedDeltaDiscoveryResponse::default(), &[]);
+}
+
+#[test]
+fn delta_resource_reads_name_and_version_only() {
+    let r =
+        EncodedDeltaResource::from_mcp(Bytes::from(resource("ns/a", "7", b"body").encode_to_vec()))
+            .unwrap();
+    assert_eq!((r.name.as_str(), r.version.as_str()), ("ns/a", "7"));
+    let bare = EncodedDeltaResource::from_mcp(Bytes::new()).unwrap();
+    assert_eq!((bare.name.as_str(), bare.version.as_str()), ("", ""));
+    assert!(EncodedDeltaResource::from_mcp(Bytes::from_static(&[0x0a, 0x05, 0x01])).is_err());
+}
+
 /// A short string without map-order concerns.
 fn text() -> impl Strategy<Value = String> {
     "[a-z0-9/._-]{0,12}"
@@ -177,5 +236,19 @@ proptest! {
         ours.version_info = version_info;
         ours.nonce = nonce;
         assert_envoy_reads(&ours, &resources);
+    }
+
+    #[test]
+    fn encoded_delta_response_matches_for_any_content(
+        resources in proptest::collection::vec(any_resource(), 0..4),
+        removed in proptest::collection::vec(text(), 0..3),
+        system_version_info in text(),
+        nonce in text(),
+    ) {
+        let mut ours = delta_response(&resources, &[]);
+        ours.removed_resources = removed;
+        ours.system_version_info = system_version_info;
+        ours.nonce = nonce;
+        assert_envoy_reads_delta(&ours, &resources);
     }
 }

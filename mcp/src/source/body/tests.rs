@@ -108,6 +108,47 @@ async fn ads_layout_matches_its_encoding() {
 }
 
 #[tokio::test]
+async fn delta_ads_layout_matches_its_encoding() {
+    use meshhub_proto::mcp::{Metadata, Resource};
+    use meshhub_proto::wire::EncodedDeltaResource;
+    // Real MCP resources (the envelope repeats their name and version),
+    // small and large, so both the copied and the shared path have suffixes.
+    let resources = (0..12)
+        .map(|i| {
+            let body = vec![b'x'; if i % 3 == 0 { ZERO_COPY_MIN * 2 } else { 40 }];
+            let r = Resource {
+                metadata: Some(Metadata {
+                    name: format!("ns/r{i}"),
+                    version: format!("{i}"),
+                    ..Default::default()
+                }),
+                body: Some(prost_types::Any {
+                    type_url: "type.googleapis.com/google.protobuf.BytesValue".into(),
+                    value: body,
+                }),
+            };
+            EncodedDeltaResource::from_mcp(Bytes::from(r.encode_to_vec())).unwrap()
+        })
+        .collect();
+    let msg = EncodedDeltaDiscoveryResponse {
+        system_version_info: "v9".into(),
+        resources,
+        type_url: "networking.istio.io/v1/VirtualService".into(),
+        nonce: "7".into(),
+        removed_resources: vec!["ns/gone".into()],
+    };
+    let body = ResponseBody::new(tokio_stream::iter(vec![Ok(msg.clone())]), usize::MAX);
+    let (chunks, _) = drain(body).await;
+    let wire: Vec<u8> = chunks.iter().flat_map(|c| c.iter().copied()).collect();
+    assert_eq!(wire, grpc_frame(&msg));
+    let envoy =
+        meshhub_proto::ads::DeltaDiscoveryResponse::decode(&wire[5..]).expect("Envoy's type");
+    assert_eq!(envoy.resources.len(), 12);
+    assert_eq!(envoy.resources[11].name, "ns/r11");
+    assert_eq!(envoy.removed_resources, ["ns/gone"]);
+}
+
+#[tokio::test]
 async fn errors_and_oversized_messages_end_with_their_status() {
     let body = ResponseBody::new(
         tokio_stream::iter(vec![

@@ -336,3 +336,125 @@ async fn meshhubctl_and_a_pull_agent_subscribe_to_galley_1_5() {
         })
     });
 }
+
+/// The hub's `mcp` source with Galley 1.5 as the upstream, beside a file
+/// source: Galley's objects are served with the hub's own; a collection
+/// Galley 1.5 does not serve (it ends the stream with INVALID_ARGUMENT)
+/// never stops the others; a change in Galley arrives; while Galley is
+/// down the hub keeps its objects and says so; after Galley restarts, its
+/// full state reconciles what changed meanwhile.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_hub_aggregates_galley_1_5_through_an_mcp_source() {
+    let planes = ControlPlanes::start(&["primary"]).await;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let files = dir.join("galley-files");
+    galley_objects(&files);
+    let kubeconfig = planes.cluster("primary").kubeconfig.clone();
+    let local = dir.join("local");
+    std::fs::create_dir_all(&local).unwrap();
+    write_file(
+        &local.join("ratings-vs.yaml"),
+        &vs("ratings", "ratings", ""),
+    );
+
+    tokio::task::block_in_place(|| {
+        let mut galley = Galley::start("galley", &files, &kubeconfig, 0, dir, dir);
+        let config = dir.join("hub.yaml");
+        // Default collections: every kind meshhub knows, several of which
+        // Galley 1.5 does not serve.
+        write_file(
+            &config,
+            &format!(
+                "sources:\n  - name: local\n    file: {{path: {}}}\n  - name: upstream\n    mcp:\n      address: http://{}\n      reconnect: {{initial: 100ms, max: 500ms}}\ndebounce:\n  quiet: 20ms\n  maxWait: 200ms\n",
+                local.display(),
+                galley.mcp
+            ),
+        );
+        let hub = HubProc::start("hub", &config, dir);
+        let hub_url = format!("http://{}", hub.grpc);
+        let watch = |collection: &str| -> Vec<Value> {
+            let (status, out, err) = meshhubctl(&[
+                "watch", "--server", &hub_url, "--once", "-o", "json", "-c", collection,
+            ]);
+            assert!(status.success(), "{err}");
+            out.lines()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .collect()
+        };
+        let host_of = |objects: &[Value], name: &str| -> Option<String> {
+            objects
+                .iter()
+                .find(|o| o["metadata"]["name"] == name)
+                .and_then(|o| o["spec"]["hosts"][0].as_str().map(str::to_owned))
+        };
+
+        // Galley's objects and the local file's, served together.
+        let objects = eventually("Galley's and the file's objects on the hub", || {
+            let o = watch(VS);
+            (host_of(&o, "reviews").is_some() && host_of(&o, "ratings").is_some()).then_some(o)
+        });
+        assert_eq!(host_of(&objects, "reviews").as_deref(), Some("reviews"));
+        let drs = watch(DR);
+        assert!(
+            drs.iter().any(|o| o["spec"]["host"] == "reviews"),
+            "{drs:?}"
+        );
+        let upstream = |status: &Value| -> Value {
+            status["sources"]
+                .as_array()
+                .and_then(|s| s.iter().find(|s| s["name"] == "upstream"))
+                .cloned()
+                .unwrap_or(Value::Null)
+        };
+        let src = upstream(&hub.status());
+        assert_eq!(src["synced"], true, "{src}");
+
+        // A change in Galley reaches the hub.
+        let v1alpha3 = |text: String| {
+            text.replace("networking.istio.io/v1\n", "networking.istio.io/v1alpha3\n")
+        };
+        write_file(
+            &files.join("reviews-vs.yaml"),
+            &v1alpha3(vs("reviews", "reviews-v2", "")),
+        );
+        galley.proc.signal("USR1");
+        eventually("Galley's change on the hub", || {
+            (host_of(&watch(VS), "reviews").as_deref() == Some("reviews-v2")).then_some(())
+        });
+
+        // Galley down: the hub keeps serving its objects and reports it.
+        let port = galley.mcp.port();
+        galley.proc.kill();
+        let problem = eventually("the hub reports the lost upstream", || {
+            let src = upstream(&hub.status());
+            src["problems"].as_array().and_then(|p| {
+                p.iter()
+                    .filter_map(Value::as_str)
+                    .find(|p| p.starts_with("disconnected from"))
+                    .map(str::to_owned)
+            })
+        });
+        assert!(problem.contains(&galley.mcp.to_string()), "{problem}");
+        assert_eq!(
+            host_of(&watch(VS), "reviews").as_deref(),
+            Some("reviews-v2")
+        );
+
+        // Meanwhile the file changes; Galley restarts on the same port and
+        // its full state reconciles: the deleted DestinationRule goes.
+        std::fs::remove_file(files.join("reviews-dr.yaml")).unwrap();
+        let galley = Galley::start("galley", &files, &kubeconfig, port, dir, dir);
+        eventually("the hub reconciles after Galley's restart", || {
+            let drs = watch(DR);
+            let src = upstream(&hub.status());
+            let healthy = src["problems"].as_array().is_none_or(|p| {
+                !p.iter()
+                    .any(|p| p.as_str().is_some_and(|p| p.starts_with("disconnected")))
+            });
+            (healthy && !drs.iter().any(|o| o["metadata"]["name"] == "reviews")).then_some(())
+        });
+        assert_eq!(host_of(&watch(VS), "ratings").as_deref(), Some("ratings"));
+        drop(galley);
+    });
+}

@@ -100,6 +100,9 @@ fn loopback(port: u16) -> SocketAddr {
 pub struct Istiod {
     /// The process.
     pub proc: Proc,
+    /// Its plaintext xDS address (`--grpcAddr`, 15010 in a mesh), where it
+    /// serves its own config to `GENERATOR=api` clients too.
+    pub grpc: SocketAddr,
     /// Its HTTP (debug) address.
     pub http: SocketAddr,
     /// Its monitoring (metrics) address.
@@ -171,6 +174,7 @@ impl Istiod {
         );
         let mut istiod = Self {
             proc,
+            grpc: loopback(grpc),
             http: loopback(http),
             monitoring: loopback(monitoring),
         };

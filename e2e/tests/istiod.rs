@@ -238,6 +238,35 @@ async fn istiod_consumes_the_hub_and_an_agent_over_mcp_over_xds() {
             deleted.elapsed().as_millis()
         );
 
+        // Round trip: istiod serves what it holds to `GENERATOR=api` clients
+        // (its "api" generator, reference §3.8); `meshhubctl watch --ads`
+        // subscribes as istiod itself does and reads meshhub's object back
+        // from istiod, SotW and Delta.
+        let istiod_url = format!("http://{}", on_hub.grpc);
+        for delta in [false, true] {
+            let mut args = vec![
+                "watch",
+                "--ads",
+                "--server",
+                &istiod_url,
+                "--once",
+                "-o",
+                "json",
+            ];
+            if delta {
+                args.push("--delta");
+            }
+            args.extend(["-c", "networking.istio.io/v1/VirtualService"]);
+            let (status, out, err) = meshhubctl(&args);
+            assert!(status.success(), "delta={delta}: {err}");
+            let vs = out
+                .lines()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .find(|o| o["metadata"]["name"] == "reviews")
+                .unwrap_or_else(|| panic!("delta={delta}: no reviews in {out}\n{err}"));
+            assert_eq!(vs["spec"]["http"][0]["route"][1]["weight"], 80, "{vs}");
+        }
+
         // The agent's istiod is a consumer of the agent, ACKing too.
         eventually("istiod ACKs on the agent", || {
             let s = agent.status();

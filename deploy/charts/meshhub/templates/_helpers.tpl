@@ -1,0 +1,52 @@
+{{- define "meshhub.name" -}}
+{{- .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "meshhub.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "meshhub.labels" -}}
+app.kubernetes.io/name: {{ include "meshhub.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{- define "meshhub.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "meshhub.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "meshhub.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "meshhub.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "meshhub.tlsSecret" -}}
+{{- if .Values.tls.existingSecret -}}
+{{- .Values.tls.existingSecret -}}
+{{- else if .Values.tls.cert -}}
+{{- printf "%s-tls" (include "meshhub.fullname" .) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The hub's configuration file: the user's config plus the blocks the chart owns. */}}
+{{- define "meshhub.config" -}}
+{{- $config := deepCopy .Values.config -}}
+{{- if .Values.leaderElection.enabled -}}
+{{- $_ := set $config "leaderElection" (dict "enabled" true "namespace" .Release.Namespace "leaseName" .Values.leaderElection.leaseName "leaseDuration" .Values.leaderElection.leaseDuration "renewDeadline" .Values.leaderElection.renewDeadline "retryPeriod" .Values.leaderElection.retryPeriod) -}}
+{{- end -}}
+{{- if .Values.webhook.enabled -}}
+{{- $_ := set $config "webhook" (dict "addr" (printf "0.0.0.0:%d" (int .Values.webhook.port)) "tls" (dict "cert" "/etc/meshhub/webhook/tls.crt" "key" "/etc/meshhub/webhook/tls.key")) -}}
+{{- end -}}
+{{- toYaml $config -}}
+{{- end -}}

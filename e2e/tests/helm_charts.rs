@@ -15,9 +15,9 @@
 
 use std::path::Path;
 
+use ::kube::api::{Api, DynamicObject, ListParams, PostParams};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Pod, Secret};
-use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use meshhub_e2e::helm::{apply, key, lint, objects, template};
 use meshhub_e2e::kube::{ControlPlanes, apply_yaml, client_from_kubeconfig, get};
 use meshhub_e2e::*;
@@ -84,16 +84,16 @@ fn kinds(objs: &[DynamicObject]) -> Vec<String> {
 }
 
 /// Applies with a dry run first (nothing may be refused), then for real.
-async fn install(client: &kube::Client, objs: &[DynamicObject]) {
+async fn install(client: &::kube::Client, objs: &[DynamicObject]) {
     let refused = apply(client, objs, NS, true).await;
     assert!(refused.is_empty(), "dry run refused: {refused:#?}");
     let refused = apply(client, objs, NS, false).await;
     assert!(refused.is_empty(), "apply refused: {refused:#?}");
 }
 
-fn forbidden<T: std::fmt::Debug>(what: &str, r: Result<T, kube::Error>) {
+fn forbidden<T: std::fmt::Debug>(what: &str, r: Result<T, ::kube::Error>) {
     match r {
-        Err(kube::Error::Api(s)) if s.code == 403 => {}
+        Err(::kube::Error::Api(s)) if s.code == 403 => {}
         other => panic!("{what}: expected 403 Forbidden, got {other:?}"),
     }
 }
@@ -120,16 +120,21 @@ async fn the_charts_render_and_every_object_is_accepted_by_a_real_api_server() {
             base64(&ca)
         ),
     );
-    let tls_args = [
+    let (ca_set, cert_set, key_set) = (
+        format!("tls.ca={ca_file}"),
+        format!("tls.cert={cert_file}"),
+        format!("tls.key={key_file}"),
+    );
+    let hub_args = [
+        "-f",
+        hub_values.as_str(),
         "--set-file",
-        &format!("tls.ca={ca_file}"),
+        &ca_set,
         "--set-file",
-        &format!("tls.cert={cert_file}"),
+        &cert_set,
         "--set-file",
-        &format!("tls.key={key_file}"),
+        &key_set,
     ];
-    let mut hub_args = vec!["-f", hub_values.as_str()];
-    hub_args.extend(tls_args.iter().map(String::as_str));
     tokio::task::block_in_place(|| lint("meshhub", &hub_args)).expect("hub chart lints");
     let rendered = tokio::task::block_in_place(|| template("meshhub", "meshhub", NS, &hub_args))
         .expect("renders");

@@ -1,128 +1,72 @@
 #!/usr/bin/env bash
-# Two kind clusters: meshhub-east runs the hub and east's sink agent;
-# meshhub-west runs west's sink agent, which the hub dials across the kind
-# Docker network (NodePort 30911). The hub serves examples/bookinfo.
+# Two kind clusters installed with the Helm charts of deploy/charts:
+#   meshhub-east: the Istio CRDs, the hub (reading Istio objects from its own
+#                 Kubernetes API) and east's sink agent;
+#   meshhub-west: the Istio CRDs and west's sink agent (applying to west's
+#                 API), which the hub dials across the kind Docker network
+#                 (NodePort 30911).
+# Then it creates the Bookinfo objects in east and shows them arriving.
 #
-# NOT exercised by CI: the CI machine has no Docker engine. The process-level
-# equivalent that CI does run is e2e/tests/multicluster.rs.
+# NOT exercised by CI: the CI machine has no Docker engine. CI renders the
+# same charts with real Helm and applies them to real kube-apiservers
+# (e2e/tests/helm_charts.rs), and runs the hub and agents as processes
+# against them (e2e/tests/kube_multicluster.rs).
 #
-# Needs: docker, kind, kubectl. Run from anywhere; ./down.sh removes it all.
+# Needs: docker, kind, kubectl, helm. Run from anywhere; ./down.sh removes
+# it all. Plaintext between hub and agents: see deploy/README.md for TLS.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-IMAGE=meshhub:dev
+IMAGE_REPO=meshhub
+IMAGE_TAG=dev
 NS=meshhub
+CRDS=../shared/fixtures/istio/crds/crd-all.gen.yaml
 
-docker build -f deploy/Dockerfile -t "$IMAGE" .
+docker build -f deploy/Dockerfile -t "$IMAGE_REPO:$IMAGE_TAG" .
 for c in east west; do
   kind get clusters | grep -qx "meshhub-$c" || kind create cluster --config "deploy/kind/$c.yaml"
-  kind load docker-image "$IMAGE" --name "meshhub-$c"
+  kind load docker-image "$IMAGE_REPO:$IMAGE_TAG" --name "meshhub-$c"
+  kubectl --context "kind-meshhub-$c" apply --server-side -f "$CRDS"
+  kubectl --context "kind-meshhub-$c" create namespace bookinfo --dry-run=client -o yaml \
+    | kubectl --context "kind-meshhub-$c" apply -f -
 done
 
-# agent <context> <cluster> <service type>: a sink agent Deployment + Service.
-agent() {
-  kubectl --context "$1" create namespace "$NS" --dry-run=client -o yaml | kubectl --context "$1" apply -f -
-  kubectl --context "$1" -n "$NS" apply -f - <<YAML
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: meshhub-agent}
-spec:
-  replicas: 1          # one agent per data directory
-  strategy: {type: Recreate}
-  selector: {matchLabels: {app: meshhub-agent}}
-  template:
-    metadata: {labels: {app: meshhub-agent}}
-    spec:
-      containers:
-        - name: agent
-          image: $IMAGE
-          imagePullPolicy: Never
-          command: [meshhub-sink-agent]
-          args: [--cluster, "$2", --data-dir, /var/lib/meshhub-agent,
-                 --sink-addr, "0.0.0.0:9911", --grpc-addr, "0.0.0.0:9912", --admin-addr, "0.0.0.0:9913"]
-          ports: [{containerPort: 9911}, {containerPort: 9912}, {containerPort: 9913}]
-          readinessProbe: {httpGet: {path: /readyz, port: 9913}}
-          volumeMounts: [{name: data, mountPath: /var/lib/meshhub-agent}]
-      volumes:
-        # emptyDir survives container restarts, not pod deletion; use a
-        # PersistentVolumeClaim to keep the state across rescheduling.
-        - {name: data, emptyDir: {}}
----
-apiVersion: v1
-kind: Service
-metadata: {name: meshhub-agent}
-spec:
-  type: $3
-  selector: {app: meshhub-agent}
-  ports:
-    - {name: sink, port: 9911, targetPort: 9911$( [ "$3" = NodePort ] && echo ", nodePort: 30911" || true)}
-    - {name: mcp, port: 9912, targetPort: 9912}
-YAML
-}
+image=(--set "image.repository=$IMAGE_REPO" --set "image.tag=$IMAGE_TAG" --set image.pullPolicy=Never)
 
-agent kind-meshhub-west west NodePort
-agent kind-meshhub-east east ClusterIP
+# west's agent: applies what it receives to west's API, in bookinfo only.
+helm --kube-context kind-meshhub-west upgrade --install meshhub-sink-agent deploy/charts/meshhub-sink-agent \
+  -n "$NS" --create-namespace "${image[@]}" \
+  --set cluster=west --set apply.enabled=true --set 'apply.namespaces={bookinfo}' \
+  --set service.type=NodePort --wait
+kubectl --context kind-meshhub-west -n "$NS" patch service meshhub-sink-agent --type=json \
+  -p '[{"op":"replace","path":"/spec/ports/0/nodePort","value":30911}]'
 WEST_IP=$(docker inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' meshhub-west-control-plane)
 
-# The hub: configuration and objects from ConfigMaps (both watched: an
-# update of either is picked up without a restart).
-K="kubectl --context kind-meshhub-east -n $NS"
-$K create configmap meshhub-objects --from-file=examples/bookinfo/ --dry-run=client -o yaml | $K apply -f -
-$K apply -f - <<YAML
-apiVersion: v1
-kind: ConfigMap
-metadata: {name: meshhub-config}
-data:
-  meshhub.yaml: |
-    sources:
-      - name: bookinfo
-        file: {path: /etc/meshhub/objects}
-    clusters:
-      - name: east
-        namespaces: [bookinfo]
-        agent: {address: "http://meshhub-agent.$NS.svc:9911"}
-      - name: west
-        namespaces: [bookinfo]
-        labels: {topology.meshhub.io/west: "true"}
-        agent: {address: "http://$WEST_IP:30911"}
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: meshhub}
-spec:
-  replicas: 1
-  selector: {matchLabels: {app: meshhub}}
-  template:
-    metadata: {labels: {app: meshhub}}
-    spec:
-      containers:
-        - name: hub
-          image: $IMAGE
-          imagePullPolicy: Never
-          args: [--config, /etc/meshhub/config/meshhub.yaml, --grpc-addr, "0.0.0.0:9901", --admin-addr, "0.0.0.0:9902"]
-          ports: [{containerPort: 9901}, {containerPort: 9902}]
-          readinessProbe: {httpGet: {path: /readyz, port: 9902}}
-          livenessProbe: {httpGet: {path: /healthz, port: 9902}}
-          volumeMounts:
-            - {name: config, mountPath: /etc/meshhub/config}
-            - {name: objects, mountPath: /etc/meshhub/objects}
-      volumes:
-        - {name: config, configMap: {name: meshhub-config}}
-        - {name: objects, configMap: {name: meshhub-objects}}
----
-apiVersion: v1
-kind: Service
-metadata: {name: meshhub}
-spec:
-  selector: {app: meshhub}
-  ports: [{name: mcp, port: 9901}, {name: admin, port: 9902}]
+# east's agent: stores and re-serves only (east's API is the hub's source).
+helm --kube-context kind-meshhub-east upgrade --install meshhub-sink-agent deploy/charts/meshhub-sink-agent \
+  -n "$NS" --create-namespace "${image[@]}" --set cluster=east --wait
+
+# The hub, reading east's API, pushing to both agents.
+helm --kube-context kind-meshhub-east upgrade --install meshhub deploy/charts/meshhub \
+  -n "$NS" "${image[@]}" --wait -f - <<YAML
+config:
+  sources:
+    - name: kubernetes
+      kubernetes: {namespaces: [bookinfo]}
+  clusters:
+    - name: east
+      namespaces: [bookinfo]
+      agent: {address: "http://meshhub-sink-agent.$NS.svc:9911"}
+    - name: west
+      namespaces: [bookinfo]
+      agent: {address: "http://$WEST_IP:30911"}
 YAML
-$K rollout status deploy/meshhub --timeout=180s
+
+kubectl --context kind-meshhub-east -n bookinfo apply -f examples/bookinfo/
 
 cat <<MSG
-Up. Watch the status of both remote clusters:
+Up. Each remote cluster's state as the hub sees it:
   kubectl --context kind-meshhub-east -n $NS exec deploy/meshhub -- meshhubctl status
-What west's consumers get (from west's agent):
-  kubectl --context kind-meshhub-west -n $NS exec deploy/meshhub-agent -- \\
-    meshhubctl watch --server http://127.0.0.1:9912 --cluster west --once
+The Bookinfo objects applied in west by its agent:
+  kubectl --context kind-meshhub-west -n bookinfo get virtualservices,destinationrules -L app.kubernetes.io/managed-by
 Tear down: deploy/kind/down.sh
 MSG

@@ -43,8 +43,13 @@ pub fn chart(name: &str) -> PathBuf {
         .join(name)
 }
 
-/// `helm template <release> <chart> -n <namespace> <args…>`: the rendered
-/// manifests, or Helm's error text.
+/// The Kubernetes version charts are rendered for: the harness's API
+/// server. (Helm built with `go install` carries no default Kubernetes
+/// version of its own: it assumes v1.20.)
+pub const KUBE_VERSION: &str = "v1.35.4";
+
+/// `helm template <release> <chart> -n <namespace> <args…>` for
+/// [`KUBE_VERSION`]: the rendered manifests, or Helm's error text.
 pub fn template(
     release: &str,
     chart_name: &str,
@@ -55,7 +60,7 @@ pub fn template(
         .arg("template")
         .arg(release)
         .arg(chart(chart_name))
-        .args(["--namespace", namespace])
+        .args(["--namespace", namespace, "--kube-version", KUBE_VERSION])
         .args(args)
         .output()
         .expect("helm runs");
@@ -71,6 +76,7 @@ pub fn lint(chart_name: &str, args: &[&str]) -> Result<(), String> {
     let out = Command::new(helm_bin())
         .arg("lint")
         .arg(chart(chart_name))
+        .args(["--kube-version", KUBE_VERSION])
         .args(args)
         .output()
         .expect("helm runs");

@@ -344,23 +344,29 @@ async fn the_charts_rbac_lets_the_hub_and_agent_work_and_denies_the_rest() {
         )
     })
     .unwrap();
-    install(&east, &objects(&rendered)).await;
+    let agent_objects = objects(&rendered);
+    install(&east, &agent_objects).await;
     let agent_kubeconfig = planes
         .service_account_kubeconfig("east", NS, "meshhub-sink-agent")
         .await;
-    let agent = tokio::task::block_in_place(|| {
-        AgentProc::start_with(
-            "east",
-            dir,
-            dir,
-            None,
-            &[
-                "--apply".to_owned(),
-                "--apply-kubeconfig".to_owned(),
-                agent_kubeconfig.display().to_string(),
-            ],
-        )
-    });
+    // The agent runs with the chart's applying flags (addresses and data
+    // directory are the harness's), as the chart's ServiceAccount.
+    let deploy = serde_json::to_value(find(&agent_objects, "Deployment")[0]).unwrap();
+    let mut extra: Vec<String> = deploy["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .filter(|a| a.starts_with("--apply"))
+        .map(str::to_owned)
+        .collect();
+    assert!(
+        extra.contains(&"--apply-namespaces=bookinfo".to_owned()),
+        "{extra:?}"
+    );
+    extra.push(format!("--apply-kubeconfig={}", agent_kubeconfig.display()));
+    let agent =
+        tokio::task::block_in_place(|| AgentProc::start_with("east", dir, dir, None, &extra));
 
     // The hub's chart in primary, with leader election and cluster east.
     let clusters = json!([{

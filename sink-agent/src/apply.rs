@@ -72,6 +72,10 @@ pub struct ApplyConfig {
     pub source_cluster: String,
     /// Interval of full reconciles.
     pub resync: Duration,
+    /// The only namespaces written, listed and watched (empty: every
+    /// namespace, which needs cluster-wide RBAC). An object received for
+    /// another namespace is not applied and the change is NACKed.
+    pub namespaces: std::collections::BTreeSet<String>,
 }
 
 /// Why the applier can't start.
@@ -377,19 +381,20 @@ impl Task {
         let Some((resource, namespaced)) = discover(&self.client, &kind).await? else {
             return Ok(None);
         };
-        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &resource);
-        let tag = collection.to_owned();
-        let stream = watcher::watcher(
-            api,
-            watcher::Config::default().labels(&format!("{MANAGED_BY}={MANAGED_BY_VALUE}")),
-        )
-        .default_backoff()
-        .map(move |ev| (tag.clone(), ev))
-        .boxed();
-        self.watches
-            .get_mut()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push(stream);
+        for api in self.scopes(&resource, namespaced) {
+            let tag = collection.to_owned();
+            let stream = watcher::watcher(
+                api,
+                watcher::Config::default().labels(&format!("{MANAGED_BY}={MANAGED_BY_VALUE}")),
+            )
+            .default_backoff()
+            .map(move |ev| (tag.clone(), ev))
+            .boxed();
+            self.watches
+                .get_mut()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(stream);
+        }
         let state = self
             .collections
             .get_mut(collection)
@@ -470,21 +475,24 @@ impl Task {
 
     async fn sync_with(&mut self, collection: &str, resource: &ApiResource) -> Outcome {
         let mut out = Outcome::default();
-        let all: Api<DynamicObject> = Api::all_with(self.client.clone(), resource);
-        let managed = match all
-            .list(&ListParams::default().labels(&format!("{MANAGED_BY}={MANAGED_BY_VALUE}")))
-            .await
-        {
-            Ok(list) => list.items,
-            Err(e) => {
-                out.failures.push(format!(
-                    "{}: can't list: {}",
-                    resource.kind,
-                    api_message(&e)
-                ));
-                return out;
+        let namespaced = self.collections[collection].namespaced;
+        let mut managed = Vec::new();
+        for api in self.scopes(resource, namespaced) {
+            match api
+                .list(&ListParams::default().labels(&format!("{MANAGED_BY}={MANAGED_BY_VALUE}")))
+                .await
+            {
+                Ok(list) => managed.extend(list.items),
+                Err(e) => {
+                    out.failures.push(format!(
+                        "{}: can't list: {}",
+                        resource.kind,
+                        api_message(&e)
+                    ));
+                    return out;
+                }
             }
-        };
+        }
         let state = &self.collections[collection];
         let kind_name = state.kind.kind().to_owned();
         let live: HashMap<(String, String), DynamicObject> = managed
@@ -523,6 +531,23 @@ impl Task {
             }
         }
         for (key, d) in &state.desired {
+            if state.namespaced
+                && !self.config.namespaces.is_empty()
+                && !self.config.namespaces.contains(&key.0)
+            {
+                out.failures.push(format!(
+                    "{kind_name} {}: namespace {:?} is not one of apply.namespaces ({}); not applied",
+                    display_name(key),
+                    key.0,
+                    self.config
+                        .namespaces
+                        .iter()
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+                continue;
+            }
             match live.get(key) {
                 Some(l) if matches(&d.object, l) => continue,
                 Some(_) => {}
@@ -564,6 +589,20 @@ impl Task {
         }
         metrics::counter!("meshhub_agent_apply_writes_total").increment(out.written as u64);
         out
+    }
+
+    /// Where the collection's objects are listed and watched: every
+    /// namespace at once, or each of `apply.namespaces`.
+    fn scopes(&self, resource: &ApiResource, namespaced: bool) -> Vec<Api<DynamicObject>> {
+        if namespaced && !self.config.namespaces.is_empty() {
+            self.config
+                .namespaces
+                .iter()
+                .map(|ns| Api::namespaced_with(self.client.clone(), ns, resource))
+                .collect()
+        } else {
+            vec![Api::all_with(self.client.clone(), resource)]
+        }
     }
 
     fn api(

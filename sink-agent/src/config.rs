@@ -127,6 +127,12 @@ pub struct Args {
     /// Applying: interval of full reconciles (`5m`) [default: 5m].
     #[arg(long, env = "MESHHUB_AGENT_APPLY_RESYNC")]
     pub apply_resync: Option<String>,
+
+    /// Applying: the only namespaces written, listed and watched,
+    /// comma-separated [default: every namespace]. With a list, the agent
+    /// needs RBAC in those namespaces only (no cluster-wide access).
+    #[arg(long, env = "MESHHUB_AGENT_APPLY_NAMESPACES", value_delimiter = ',')]
+    pub apply_namespaces: Option<Vec<String>>,
 }
 
 /// Default `meshhub.io/source-cluster` annotation value.
@@ -271,6 +277,7 @@ struct RawApply {
     force: Option<bool>,
     source_cluster: Option<String>,
     resync: Option<String>,
+    namespaces: Option<Vec<String>>,
 }
 
 /// A boolean flag value.
@@ -538,12 +545,27 @@ impl Config {
             if resync < Duration::from_secs(1) {
                 return Err(invalid("apply.resync", "must be at least 1s".to_owned()));
             }
+            let namespaces: Vec<String> = args
+                .apply_namespaces
+                .or(raw_apply.namespaces)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|n| n.trim().to_owned())
+                .filter(|n| !n.is_empty())
+                .collect();
+            if let Some(bad) = namespaces.iter().find(|n| !is_cluster_name(n)) {
+                return Err(invalid(
+                    "apply.namespaces",
+                    format!("{bad:?} is not a valid namespace name"),
+                ));
+            }
             Some(crate::apply::ApplyConfig {
                 kubeconfig,
                 context: args.apply_context.or(raw_apply.context),
                 force,
                 source_cluster,
                 resync,
+                namespaces: namespaces.into_iter().collect(),
             })
         } else {
             None

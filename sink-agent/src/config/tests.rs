@@ -209,3 +209,53 @@ fn applying_is_off_by_default_and_checked_when_on() {
     );
     assert!(e.contains("apply.sourceCluster"), "{e}");
 }
+
+#[test]
+fn apply_namespaces_from_the_file_or_the_flag() {
+    let base = || args(Some("east"), Some("/nonexistent/meshhub-agent-data"));
+    let c = Config::from_parts(
+        base(),
+        Some((
+            Path::new("agent.yaml"),
+            "apply: {enabled: true, namespaces: [bookinfo, istio-config]}\n",
+        )),
+    )
+    .unwrap();
+    let a = c.apply.expect("applying on");
+    assert_eq!(
+        a.namespaces.into_iter().collect::<Vec<_>>(),
+        ["bookinfo", "istio-config"]
+    );
+    let parsed = Args::try_parse_from([
+        "meshhub-sink-agent",
+        "--apply",
+        "--apply-namespaces",
+        "bookinfo,other",
+    ])
+    .unwrap();
+    let c = Config::from_parts(
+        Args {
+            cluster: Some("east".into()),
+            data_dir: Some(PathBuf::from("/nonexistent/meshhub-agent-data")),
+            ..parsed
+        },
+        Some((Path::new("agent.yaml"), "apply: {namespaces: [ignored]}\n")),
+    )
+    .unwrap();
+    assert_eq!(
+        c.apply.unwrap().namespaces.into_iter().collect::<Vec<_>>(),
+        ["bookinfo", "other"]
+    );
+    // Default: every namespace.
+    let c = Config::from_parts(
+        base(),
+        Some((Path::new("agent.yaml"), "apply: {enabled: true}\n")),
+    )
+    .unwrap();
+    assert!(c.apply.unwrap().namespaces.is_empty());
+    let e = err(
+        base(),
+        Some("apply: {enabled: true, namespaces: [Not_A_Namespace]}\n"),
+    );
+    assert!(e.contains("apply.namespaces"), "{e}");
+}

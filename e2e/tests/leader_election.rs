@@ -117,7 +117,7 @@ async fn one_replica_dials_and_another_takes_over() {
     };
     let (config_a, config_b) = (config("hub-a"), config("hub-b"));
     // Both start (and get ready) whoever leads.
-    let mut hubs = vec![
+    let mut hubs = [
         ("hub-a", HubProc::start("hub-a", &config_a, &logs)),
         ("hub-b", HubProc::start("hub-b", &config_b, &logs)),
     ];

@@ -1,8 +1,8 @@
 //! The admin HTTP port: `/healthz` (the process runs), `/readyz` (every
 //! source synced and the first snapshots are published), `/metrics`
 //! (Prometheus text) and `/status` (JSON: sources, rejected entries with
-//! reasons, conflicts, groups with per-collection versions, the ACK/NACK
-//! ledger).
+//! reasons, conflicts, groups with per-collection versions, leader
+//! election, the ACK/NACK ledger).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
@@ -24,6 +24,7 @@ use tracing::warn;
 
 use crate::clusters::{Agents, RemoteView, is_dialer, remote_views};
 use crate::groups::GroupRules;
+use crate::leader::LeaderStatus;
 use crate::pipeline::Status;
 use crate::reload::ReloadStatus;
 
@@ -74,6 +75,8 @@ pub struct AdminState {
     pub reload: watch::Receiver<Arc<ReloadStatus>>,
     /// The engine's ACK/NACK ledger.
     pub ledger: Ledger,
+    /// Leader election for the dial-out role.
+    pub leader: watch::Receiver<LeaderStatus>,
     /// Prometheus rendering.
     pub metrics: PrometheusHandle,
 }
@@ -170,6 +173,9 @@ pub struct StatusView {
     pub groups: Vec<GroupView>,
     /// Configuration reloads: the file, the last refused configuration.
     pub config: ReloadStatus,
+    /// Leader election for the dial-out role: whether this replica leads
+    /// (and dials the agents), who holds the lease.
+    pub leader: LeaderStatus,
     /// One row per remote cluster (configured with an agent): its dialer's
     /// connection and per-collection sync state.
     pub remotes: Vec<RemoteView>,
@@ -216,6 +222,7 @@ pub fn status_view(s: &AdminState) -> StatusView {
         pipeline,
         groups,
         config: (**s.reload.borrow()).clone(),
+        leader: s.leader.borrow().clone(),
         remotes: remote_views(&agents, &ledger),
         // Upstream MCP sources are sink-side peers: not consumers.
         consumers: ledger

@@ -5,6 +5,10 @@
 //! Shutdown is designed: one [`CancellationToken`] ends the sources, the
 //! pipeline, every stream and both servers; a [`TaskTracker`] owns every
 //! task, and [`Hub::shutdown`] waits for them at most the grace period.
+//!
+//! With `leaderElection` on, an [`Elector`] campaigns for the Lease and the
+//! dialers run only while this replica leads; everything else (sources,
+//! both gRPC services, readiness) runs on every replica.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -29,6 +33,7 @@ use crate::admin::{self, AdminState};
 use crate::clusters::{self, DialerDeps};
 use crate::config::{Config, SourceSpec};
 use crate::groups::{GroupRules, LiveRules};
+use crate::leader::{Elector, LeaderError, LeaderStatus};
 use crate::pipeline::{Pipeline, Status};
 use crate::reload::{ReloadStatus, Reloader, Trigger};
 use crate::source::Source;
@@ -60,6 +65,9 @@ pub enum RunError {
     /// A source can't be set up (a Kubernetes source's kubeconfig).
     #[error(transparent)]
     Source(#[from] SourceError),
+    /// Leader election can't be set up (its kubeconfig).
+    #[error(transparent)]
+    Leader(#[from] LeaderError),
     /// Waiting for a signal failed.
     #[error("can't wait for shutdown signals")]
     Signal(#[source] std::io::Error),
@@ -82,6 +90,7 @@ pub struct Hub {
     ledger: Ledger,
     reload: mpsc::Sender<Trigger>,
     reload_status: watch::Receiver<Arc<ReloadStatus>>,
+    leader: watch::Receiver<LeaderStatus>,
     shutdown: CancellationToken,
     tasks: TaskTracker,
     grace: Duration,
@@ -238,15 +247,33 @@ impl Hub {
             );
         }
 
-        // Remote clusters: one dialer per agent.
+        // Leader election for the dial-out role (off: this replica dials).
+        let leader = match &config.leader_election {
+            Some(spec) => {
+                let (elector, leader) = Elector::new(spec).await?;
+                tasks.spawn(elector.run(shutdown.clone()).instrument(info_span!(
+                    "leader",
+                    leader.identity = %spec.identity,
+                    lease.name = %spec.lease_name,
+                    lease.namespace = %spec.namespace
+                )));
+                leader
+            }
+            // The sender is dropped: the value never changes.
+            None => watch::channel(LeaderStatus::disabled()).1,
+        };
+
+        // Remote clusters: one dialer per agent (on the leader).
         tasks.spawn(
             clusters::run(
                 agents_rx.clone(),
+                leader.clone(),
                 DialerDeps {
                     cache: cache.clone(),
                     ledger: ledger.clone(),
                     tasks: tasks.clone(),
                     max_message_bytes: MAX_MESSAGE_BYTES,
+                    replica: config.leader_election.as_ref().map(|l| l.identity.clone()),
                 },
                 shutdown.clone(),
             )
@@ -270,6 +297,7 @@ impl Hub {
             agents: agents_rx,
             reload: reload_status.clone(),
             ledger: ledger.clone(),
+            leader: leader.clone(),
             metrics: metrics.clone(),
         };
         tasks.spawn(
@@ -294,6 +322,7 @@ impl Hub {
             ledger,
             reload: reload_tx,
             reload_status,
+            leader,
             shutdown,
             tasks,
             grace: config.shutdown_grace,
@@ -334,6 +363,11 @@ impl Hub {
     /// The state of configuration reloads.
     pub fn reload_status(&self) -> watch::Receiver<Arc<ReloadStatus>> {
         self.reload_status.clone()
+    }
+
+    /// The leader election's state (disabled: never changes).
+    pub fn leader(&self) -> watch::Receiver<LeaderStatus> {
+        self.leader.clone()
     }
 
     /// Waits until the hub is ready (every source synced, first snapshots

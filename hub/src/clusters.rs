@@ -9,6 +9,12 @@
 //! reconnects with exponential backoff and full jitter and records every
 //! stream, ACK and NACK in the engine's ledger, where [`remote_views`] finds
 //! them for the status page.
+//!
+//! With leader election on, the dialers run only while this replica leads
+//! ([`crate::leader`]): they start when it becomes leader and stop (their
+//! streams ending cleanly) when it stops being it. Each stream carries the
+//! replica's identity as `meshhub-replica` request metadata, which the
+//! agent shows.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -25,6 +31,7 @@ use tonic::transport::Endpoint;
 use tracing::{Instrument as _, error, info, info_span};
 
 use crate::config::AgentSpec;
+use crate::leader::LeaderStatus;
 
 /// The configured agents, as the reloader publishes them.
 pub type Agents = Arc<Vec<AgentSpec>>;
@@ -77,6 +84,8 @@ pub struct DialerDeps {
     pub tasks: TaskTracker,
     /// gRPC message limit both ways.
     pub max_message_bytes: usize,
+    /// This replica's identity, sent to the agents (leader election on).
+    pub replica: Option<String>,
 }
 
 struct Running {
@@ -85,23 +94,37 @@ struct Running {
 }
 
 /// Keeps one dialer per configured agent until `shutdown`, following
-/// `agents`. The current value is started at once.
+/// `agents`, while `leader` says this replica dials (always, without leader
+/// election). The current values are applied at once.
 pub async fn run(
     mut agents: watch::Receiver<Agents>,
+    mut leader: watch::Receiver<LeaderStatus>,
     deps: DialerDeps,
     shutdown: CancellationToken,
 ) {
     let mut running: BTreeMap<String, Running> = BTreeMap::new();
+    let mut follow_agents = true;
+    let mut follow_leader = true;
     loop {
         let wanted = agents.borrow_and_update().clone();
-        reconcile(&mut running, &wanted, &deps, &shutdown);
+        let dials = leader.borrow_and_update().dials();
+        if dials {
+            reconcile(&mut running, &wanted, &deps, &shutdown);
+        } else if !running.is_empty() {
+            info!(
+                dialers = running.len(),
+                "not the leader; stopping the dialers"
+            );
+            for (_, r) in std::mem::take(&mut running) {
+                r.stop.cancel();
+            }
+        }
         tokio::select! {
             () = shutdown.cancelled() => break,
-            r = agents.changed() => if r.is_err() {
-                // The reloader is gone: keep the dialers as they are.
-                shutdown.cancelled().await;
-                break;
-            },
+            // A gone sender (the reloader, or no election) keeps its last
+            // value: stop following it.
+            r = agents.changed(), if follow_agents => follow_agents = r.is_ok(),
+            r = leader.changed(), if follow_leader => follow_leader = r.is_ok(),
         }
     }
     // Dialers hold child tokens of `shutdown`: they end with it.
@@ -147,6 +170,7 @@ fn reconcile(
             reconnect: spec.reconnect.clone(),
             config: Arc::new(SourceConfig::default()),
             max_message_bytes: deps.max_message_bytes,
+            replica: deps.replica.clone(),
         };
         info!(%cluster, agent.address = %spec.address, "dialing the cluster's sink agent");
         deps.tasks.spawn(

@@ -80,6 +80,45 @@ pub struct Config {
     /// Every kind the hub serves: Istio's, plus the `extraKinds` of every
     /// Kubernetes source.
     pub kinds: meshhub_proto::kinds::KindTable,
+    /// Leader election for the dial-out role (`None`: off, every replica
+    /// dials, as a single hub does).
+    pub leader_election: Option<LeaderElectionSpec>,
+}
+
+/// Default `leaderElection.leaseName`.
+pub const DEFAULT_LEASE_NAME: &str = "meshhub-dial-out";
+/// Default `leaderElection.namespace` when `POD_NAMESPACE` is not set.
+pub const DEFAULT_LEASE_NAMESPACE: &str = "meshhub";
+/// Default `leaderElection.leaseDuration`.
+pub const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(15);
+/// Default `leaderElection.renewDeadline`.
+pub const DEFAULT_RENEW_DEADLINE: Duration = Duration::from_secs(10);
+/// Default `leaderElection.retryPeriod`.
+pub const DEFAULT_RETRY_PERIOD: Duration = Duration::from_secs(2);
+
+/// Leader election among hub replicas for the dial-out role
+/// (`leaderElection`, when `enabled`): one `coordination.k8s.io/v1` Lease;
+/// only its holder dials the sink agents.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaderElectionSpec {
+    /// The Lease's namespace.
+    pub namespace: String,
+    /// The Lease's name.
+    pub lease_name: String,
+    /// This replica's identity (the Lease's `holderIdentity`, and the
+    /// `meshhub-replica` metadata sent to the agents).
+    pub identity: String,
+    /// How long a lease not renewed stays the holder's (whole seconds).
+    pub lease_duration: Duration,
+    /// How long the leader keeps trying to renew before it gives up.
+    pub renew_deadline: Duration,
+    /// How often the lease is renewed, or tried for.
+    pub retry_period: Duration,
+    /// The kubeconfig file (default: `KUBECONFIG`, `~/.kube/config`, or
+    /// in-cluster).
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context (default: its current context).
+    pub context: Option<String>,
 }
 
 /// One source of objects.
@@ -347,6 +386,31 @@ struct FileConfig {
     debounce: RawDebounce,
     #[serde(default)]
     unknown_fields: UnknownFields,
+    #[serde(default)]
+    leader_election: Option<RawLeaderElection>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawLeaderElection {
+    #[serde(default)]
+    enabled: bool,
+    #[serde(default)]
+    namespace: Option<String>,
+    #[serde(default)]
+    lease_name: Option<String>,
+    #[serde(default)]
+    identity: Option<String>,
+    #[serde(default, deserialize_with = "duration")]
+    lease_duration: Option<Duration>,
+    #[serde(default, deserialize_with = "duration")]
+    renew_deadline: Option<Duration>,
+    #[serde(default, deserialize_with = "duration")]
+    retry_period: Option<Duration>,
+    #[serde(default)]
+    kubeconfig: Option<PathBuf>,
+    #[serde(default)]
+    context: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -724,6 +788,13 @@ impl Config {
             ));
         }
 
+        let leader_election = match raw.leader_election {
+            Some(l) if l.enabled => Some(leader_election_spec(l, base, &|field, message| {
+                invalid(format!("leaderElection.{field}"), message)
+            })?),
+            _ => None,
+        };
+
         Ok(Self {
             grpc_addr: args.grpc_addr,
             admin_addr: args.admin_addr,
@@ -735,6 +806,7 @@ impl Config {
             debounce,
             unknown_fields: raw.unknown_fields,
             kinds,
+            leader_election,
         })
     }
 }
@@ -816,6 +888,132 @@ fn kube_source_spec(
         namespaces,
         extra_kinds,
         discovery_interval,
+    })
+}
+
+/// This replica's default identity: `POD_NAME`, else the host name and the
+/// process id (two replicas on one host differ).
+fn default_identity() -> String {
+    if let Some(pod) = std::env::var("POD_NAME")
+        .ok()
+        .filter(|p| !p.trim().is_empty())
+    {
+        return pod.trim().to_owned();
+    }
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "meshhub".to_owned());
+    format!("{host}-{}", std::process::id())
+}
+
+/// Checks the `leaderElection` block (when enabled), filling in the
+/// defaults. `invalid(field, message)` makes the error naming the field.
+fn leader_election_spec(
+    raw: RawLeaderElection,
+    base: &Path,
+    invalid: &dyn Fn(&str, String) -> ConfigError,
+) -> Result<LeaderElectionSpec, ConfigError> {
+    let namespace = raw.namespace.unwrap_or_else(|| {
+        std::env::var("POD_NAMESPACE")
+            .ok()
+            .map(|n| n.trim().to_owned())
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| DEFAULT_LEASE_NAMESPACE.to_owned())
+    });
+    if !is_dns1123_label(&namespace) {
+        return Err(invalid(
+            "namespace",
+            format!("{namespace:?} is not a valid namespace name"),
+        ));
+    }
+    let lease_name = raw
+        .lease_name
+        .unwrap_or_else(|| DEFAULT_LEASE_NAME.to_owned());
+    // A Lease name is a DNS-1123 subdomain: labels joined by dots.
+    if lease_name.len() > 253 || !lease_name.split('.').all(is_dns1123_label) {
+        return Err(invalid(
+            "leaseName",
+            format!(
+                "{lease_name:?} is not a valid object name (lower-case letters, digits, '-' and '.')"
+            ),
+        ));
+    }
+    let identity = raw.identity.unwrap_or_else(default_identity);
+    // It travels as gRPC metadata: visible ASCII only.
+    if identity.is_empty()
+        || identity.len() > 253
+        || !identity.bytes().all(|b| b.is_ascii_graphic())
+    {
+        return Err(invalid(
+            "identity",
+            format!("{identity:?} must be 1 to 253 visible ASCII characters (no spaces)"),
+        ));
+    }
+    let lease_duration = raw.lease_duration.unwrap_or(DEFAULT_LEASE_DURATION);
+    let renew_deadline = raw.renew_deadline.unwrap_or(DEFAULT_RENEW_DEADLINE);
+    let retry_period = raw.retry_period.unwrap_or(DEFAULT_RETRY_PERIOD);
+    let show = |d: Duration| humantime::format_duration(d).to_string();
+    // The Lease stores whole seconds.
+    if lease_duration < Duration::from_secs(1) || lease_duration.subsec_nanos() != 0 {
+        return Err(invalid(
+            "leaseDuration",
+            format!(
+                "{} must be a whole number of seconds, at least 1s",
+                show(lease_duration)
+            ),
+        ));
+    }
+    if renew_deadline >= lease_duration {
+        return Err(invalid(
+            "renewDeadline",
+            format!(
+                "{} must be shorter than leaderElection.leaseDuration {}",
+                show(renew_deadline),
+                show(lease_duration)
+            ),
+        ));
+    }
+    if retry_period.is_zero() {
+        return Err(invalid("retryPeriod", "must be positive".to_owned()));
+    }
+    if retry_period >= renew_deadline {
+        return Err(invalid(
+            "retryPeriod",
+            format!(
+                "{} must be shorter than leaderElection.renewDeadline {}",
+                show(retry_period),
+                show(renew_deadline)
+            ),
+        ));
+    }
+    let kubeconfig = raw
+        .kubeconfig
+        .map(|k| if k.is_absolute() { k } else { base.join(k) });
+    if let Some(k) = &kubeconfig
+        && !k.is_file()
+    {
+        return Err(invalid(
+            "kubeconfig",
+            format!("{} is not a file", k.display()),
+        ));
+    }
+    if let Some(c) = &raw.context
+        && c.trim().is_empty()
+    {
+        return Err(invalid("context", "must not be empty".to_owned()));
+    }
+    Ok(LeaderElectionSpec {
+        namespace,
+        lease_name,
+        identity,
+        lease_duration,
+        renew_deadline,
+        retry_period,
+        kubeconfig,
+        context: raw.context,
     })
 }
 

@@ -5,7 +5,7 @@
 //! of the [`store`] and of the snapshot cache: debounce, per-group snapshots
 //! by the rules of [`groups`]) → the engine's gRPC services, wired by
 //! [`app`]. [`clusters`] dials the sink agents of remote clusters;
-//! [`reload`] follows the configuration file. [`admin`] serves health, readiness, metrics and status;
+//! [`leader`] elects the one replica that dials; [`reload`] follows the configuration file. [`admin`] serves health, readiness, metrics and status;
 //! [`config`] parses and checks flags and the YAML file at the edge.
 
 pub mod admin;
@@ -13,6 +13,7 @@ pub mod app;
 pub mod clusters;
 pub mod config;
 pub mod groups;
+pub mod leader;
 pub mod pipeline;
 pub mod reload;
 pub mod source;

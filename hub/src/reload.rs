@@ -4,7 +4,7 @@
 //! running configuration is kept. A good one replaces the **clusters**: the
 //! grouping rules (the pipeline places objects again and withdraws removed
 //! groups) and the agents (only the dialers of clusters whose agent changed
-//! are restarted). Sources, debounce and `unknownFields` are read at start
+//! are restarted). Sources, debounce, `unknownFields` and `leaderElection` are read at start
 //! only; a change to them is reported as needing a restart.
 //!
 //! The reloader is the single writer of both `watch` channels.
@@ -179,6 +179,9 @@ impl Reloader {
         }
         if new.unknown_fields != self.current.unknown_fields {
             pending.push("unknownFields".to_owned());
+        }
+        if new.leader_election != self.current.leader_election {
+            pending.push("leaderElection".to_owned());
         }
         if !pending.is_empty() {
             warn!(settings = ?pending, "these settings are read at start only; restart to apply them");

@@ -172,6 +172,10 @@ pub struct PeerStatus {
     pub streams: u64,
     /// Per collection.
     pub collections: BTreeMap<String, CollectionStatus>,
+    /// The replica of a meshhub hub that pushes on this stream (its
+    /// `meshhub-replica` request metadata), when it sent one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replica: Option<String>,
 }
 
 #[derive(Default)]
@@ -220,6 +224,7 @@ impl Ledger {
             last_error: None,
             streams: 0,
             collections: BTreeMap::new(),
+            replica: None,
         };
         let (tx, rx) = watch::channel(status);
         reg.live.insert(id, rx);
@@ -288,6 +293,12 @@ impl PeerRecord {
             s.node_id = node_id.to_owned();
             s.group = group.to_owned();
         });
+    }
+
+    /// Records the hub replica that pushes on this stream.
+    pub fn replica(&self, replica: &str) {
+        self.tx
+            .send_modify(|s| s.replica = Some(replica.to_owned()));
     }
 
     fn role(&self) -> Role {

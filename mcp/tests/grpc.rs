@@ -378,6 +378,7 @@ async fn dial_out_pushes_to_a_sink_server_after_the_trigger_probe() {
         reconnect: Default::default(),
         config: Arc::new(SourceConfig::default()),
         max_message_bytes: MAX,
+        replica: Some("hub-0".into()),
     };
     let reader: SnapshotCache = hub.writer.reader();
     tokio::spawn(dialer::run(
@@ -395,6 +396,14 @@ async fn dial_out_pushes_to_a_sink_server_after_the_trigger_probe() {
         seen.insert(c.collection);
     }
     assert_eq!(updater.collection(VS).keys().collect::<Vec<_>>(), ["ns/a"]);
+    // The agent knows which hub replica pushes (`meshhub-replica`).
+    let pushers: Vec<Option<String>> = agent_ledger
+        .view()
+        .into_iter()
+        .filter(|p| p.connected)
+        .map(|p| p.replica)
+        .collect();
+    assert_eq!(pushers, [Some("hub-0".to_owned())]);
     // The probe was NACKed by the agent and dropped by the hub: no error is
     // recorded for it, and both real collections become SYNCED.
     eventually("both collections synced at the hub", || {

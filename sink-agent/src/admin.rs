@@ -11,7 +11,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use meshhub_mcp::ledger::{Ledger, PeerStatus};
+use meshhub_mcp::ledger::{At, Ledger, PeerStatus, Role};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use serde::Serialize;
 use tokio::net::TcpListener;
@@ -140,12 +140,41 @@ pub struct StatusView {
     pub store: Option<StoreStatus>,
     /// Applying to Kubernetes (absent when off).
     pub apply: Option<ApplyStatus>,
+    /// The hub stream that delivers configuration now (absent while none
+    /// is up): who pushes, and which hub replica it is.
+    pub hub: Option<HubView>,
     /// Every stream: the hub's (sink role) and local consumers' (source).
     pub ledger: Vec<PeerStatus>,
 }
 
+/// The hub stream that delivers configuration.
+#[derive(Debug, Serialize)]
+pub struct HubView {
+    /// The hub's address (push: where it dialed from; pull: where we dial).
+    pub peer: String,
+    /// The hub replica pushing (its `meshhub-replica` metadata; sent by
+    /// hubs with leader election on).
+    pub replica: Option<String>,
+    /// When this stream came up.
+    pub connected_since: Option<At>,
+}
+
+/// The newest live stream on which we receive (sink role).
+fn hub_view(ledger: &[PeerStatus]) -> Option<HubView> {
+    ledger
+        .iter()
+        .filter(|p| p.role == Role::Sink && p.connected)
+        .max_by_key(|p| (p.connected_since.map(|a| a.0), p.id))
+        .map(|p| HubView {
+            peer: p.peer.clone(),
+            replica: p.replica.clone(),
+            connected_since: p.connected_since,
+        })
+}
+
 /// The status document of `s`.
 pub fn status_view(s: &AdminState) -> StatusView {
+    let ledger = s.ledger.view();
     StatusView {
         cluster: s.cluster.clone(),
         mode: s.mode,
@@ -156,7 +185,8 @@ pub fn status_view(s: &AdminState) -> StatusView {
             .get()
             .and_then(Option::as_ref)
             .map(|rx| (**rx.borrow()).clone()),
-        ledger: s.ledger.view(),
+        hub: hub_view(&ledger),
+        ledger,
     }
 }
 

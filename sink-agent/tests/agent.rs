@@ -174,6 +174,7 @@ impl PushHub {
             reconnect: Default::default(),
             config: Arc::new(SourceConfig::default()),
             max_message_bytes: MAX,
+            replica: None,
         };
         let reader: SnapshotCache = self.writer.reader();
         tokio::spawn(dialer::run(

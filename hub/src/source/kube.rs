@@ -77,25 +77,32 @@ impl std::fmt::Debug for KubeSource {
 /// The client configuration of a source: its kubeconfig (and context), or
 /// `KUBECONFIG`/`~/.kube/config`/in-cluster when none is given.
 pub async fn client_config(spec: &KubeSourceSpec) -> Result<kube::Config, SourceError> {
-    let fail = |e: Box<dyn std::error::Error + Send + Sync>| SourceError::KubeConfig {
-        source_name: spec.name.clone(),
-        source: e,
-    };
+    kube_config(spec.kubeconfig.as_deref(), spec.context.as_deref())
+        .await
+        .map_err(|source| SourceError::KubeConfig {
+            source_name: spec.name.clone(),
+            source,
+        })
+}
+
+/// A client configuration from `kubeconfig` (and `context`), or
+/// `KUBECONFIG`/`~/.kube/config`/in-cluster when no file is given: what
+/// every Kubernetes client of the hub uses (sources, leader election).
+pub async fn kube_config(
+    kubeconfig: Option<&std::path::Path>,
+    context: Option<&str>,
+) -> Result<kube::Config, Box<dyn std::error::Error + Send + Sync>> {
     let options = KubeConfigOptions {
-        context: spec.context.clone(),
+        context: context.map(str::to_owned),
         ..Default::default()
     };
-    match &spec.kubeconfig {
+    match kubeconfig {
         Some(path) => {
-            let kubeconfig = Kubeconfig::read_from(path).map_err(|e| fail(Box::new(e)))?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &options)
-                .await
-                .map_err(|e| fail(Box::new(e)))
+            let kubeconfig = Kubeconfig::read_from(path)?;
+            Ok(kube::Config::from_custom_kubeconfig(kubeconfig, &options).await?)
         }
-        None if spec.context.is_some() => kube::Config::from_kubeconfig(&options)
-            .await
-            .map_err(|e| fail(Box::new(e))),
-        None => kube::Config::infer().await.map_err(|e| fail(Box::new(e))),
+        None if context.is_some() => Ok(kube::Config::from_kubeconfig(&options).await?),
+        None => Ok(kube::Config::infer().await?),
     }
 }
 

@@ -62,17 +62,27 @@ impl<U: Updater> ResourceSink for SinkServer<U> {
         let peer = request
             .remote_addr()
             .map_or_else(|| "unknown".to_owned(), |a| a.to_string());
+        // A meshhub hub names its replica (leader election); shown on the
+        // agent's status.
+        let replica = request
+            .metadata()
+            .get(crate::source::dialer::REPLICA_METADATA)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
         let incoming = request.into_inner();
         let (tx, rx) = mpsc::channel(64);
         let updater = self.updater.clone();
         let config = self.config.clone();
         let ledger = self.ledger.clone();
         let shutdown = self.shutdown.clone();
-        let span = tracing::info_span!("mcp.sink.stream", peer.addr = %peer);
+        let span = tracing::info_span!("mcp.sink.stream", peer.addr = %peer, peer.replica = replica.as_deref().unwrap_or(""));
         self.tasks.spawn(
             async move {
                 let record = ledger.register(Role::Sink, peer, "");
                 record.identify(&config.node.id, "");
+                if let Some(replica) = &replica {
+                    record.replica(replica);
+                }
                 record.connected();
                 metrics::gauge!("meshhub_mcp_streams", "role" => "sink").increment(1.0);
                 tracing::info!("source connected");

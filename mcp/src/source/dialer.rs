@@ -1,6 +1,10 @@
 //! Dial-out: the source dials a `ResourceSink` (a sink agent in a remote
 //! cluster that cannot dial in) and pushes one group to it, reconnecting
 //! with backoff and jitter until shutdown.
+//!
+//! A hub replica names itself to the sink with the [`REPLICA_METADATA`]
+//! request header (when it has an identity: leader election on), so that
+//! the agent can show which replica pushes to it.
 
 use std::sync::Arc;
 
@@ -18,6 +22,9 @@ use crate::cache::{Group, SnapshotCache};
 use crate::ledger::{Ledger, Role};
 use crate::reconnect::{Backoff, ReconnectPolicy, reconnect_loop};
 
+/// The gRPC request metadata carrying the pushing replica's identity.
+pub const REPLICA_METADATA: &str = "meshhub-replica";
+
 /// One remote sink to push to.
 #[derive(Clone, Debug)]
 pub struct SinkTarget {
@@ -33,6 +40,8 @@ pub struct SinkTarget {
     pub config: Arc<SourceConfig>,
     /// gRPC message limit both ways.
     pub max_message_bytes: usize,
+    /// Our identity, sent as [`REPLICA_METADATA`] (none: not sent).
+    pub replica: Option<String>,
 }
 
 /// Pushes `target.group` to the sink until `shutdown`.
@@ -88,9 +97,16 @@ async fn dial_once(
         .await
         .map_err(|_| "internal: queue closed")?;
     let outgoing = tokio_stream::StreamExt::map_while(ReceiverStream::new(rx), Result::ok);
+    let mut request = tonic::Request::new(outgoing);
+    if let Some(replica) = &target.replica {
+        let value = replica
+            .parse()
+            .map_err(|_| format!("replica identity {replica:?} is not valid gRPC metadata"))?;
+        request.metadata_mut().insert(REPLICA_METADATA, value);
+    }
     let response = tokio::select! {
         () = shutdown.cancelled() => return Ok((End::Shutdown, false)),
-        r = client.establish_resource_stream(outgoing) => r.map_err(|s| format!("{}: {}", s.code(), s.message()))?,
+        r = client.establish_resource_stream(request) => r.map_err(|s| format!("{}: {}", s.code(), s.message()))?,
     };
     record.connected();
     metrics::gauge!("meshhub_mcp_streams", "role" => "dialer").increment(1.0);

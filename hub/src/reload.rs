@@ -180,6 +180,9 @@ impl Reloader {
         if new.unknown_fields != self.current.unknown_fields {
             pending.push("unknownFields".to_owned());
         }
+        if new.webhook != self.current.webhook {
+            pending.push("webhook".to_owned());
+        }
         if !pending.is_empty() {
             warn!(settings = ?pending, "these settings are read at start only; restart to apply them");
         }

@@ -65,8 +65,10 @@ struct Review {
     api_version: String,
     #[serde(default)]
     kind: String,
+    // Read after the type is checked, so that another version is reported
+    // as such rather than as a shape error.
     #[serde(default)]
-    request: Option<Request>,
+    request: Option<Value>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -212,7 +214,11 @@ impl Validator {
                 kind: review.kind,
             });
         }
-        let req = review.request.ok_or(ReviewError::NoRequest)?;
+        let req: Request = match review.request {
+            None | Some(Value::Null) => return Err(ReviewError::NoRequest),
+            Some(v) => serde_json::from_value(v)
+                .map_err(|e| ReviewError::Malformed(format!("request: {e}")))?,
+        };
         if req.uid.is_empty() {
             return Err(ReviewError::NoUid);
         }

@@ -86,7 +86,9 @@ fn write_pki(dir: &Path) -> String {
     let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate().unwrap()).unwrap();
     let key = KeyPair::generate().unwrap();
     let mut params = CertificateParams::new(vec!["127.0.0.1".to_owned()]).unwrap();
-    params.distinguished_name.push(DnType::CommonName, "meshhub");
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "meshhub");
     let cert = params.signed_by(&key, &ca).unwrap();
     std::fs::write(dir.join("tls.crt"), cert.pem()).unwrap();
     std::fs::write(dir.join("tls.key"), key.serialize_pem()).unwrap();
@@ -184,7 +186,11 @@ async fn the_api_server_asks_meshhub_and_keeps_invalid_objects_out() {
         "{refused}"
     );
     assert!(refused.ends_with("(422)"), "{refused}");
-    assert!(get(&client, NET, "VirtualService", "bookinfo", "bad").await.is_none());
+    assert!(
+        get(&client, NET, "VirtualService", "bookinfo", "bad")
+            .await
+            .is_none()
+    );
 
     // A valid one is created.
     vss.create(&PostParams::default(), &vs("reviews", "reviews"))
@@ -224,7 +230,10 @@ async fn the_api_server_asks_meshhub_and_keeps_invalid_objects_out() {
     assert!(metrics.contains("meshhub_webhook_request_duration_seconds"));
     let logged = hub.proc.log_fields("denied", 0).expect("denial logged");
     assert!(
-        logged["reason"].as_str().unwrap_or("").contains(HOST_MESSAGE),
+        logged["reason"]
+            .as_str()
+            .unwrap_or("")
+            .contains(HOST_MESSAGE),
         "{logged}"
     );
 
@@ -242,14 +251,18 @@ async fn the_api_server_asks_meshhub_and_keeps_invalid_objects_out() {
 
     // failurePolicy Ignore: accepted (once the API server has the change).
     register(&client, webhook_configuration(&url, &ca, "Ignore")).await;
-    until("failurePolicy Ignore in effect", Duration::from_secs(30), || {
-        let vss = vss.clone();
-        async move {
-            vss.create(&dry_run(), &vs("while-down", "reviews"))
-                .await
-                .ok()
-        }
-    })
+    until(
+        "failurePolicy Ignore in effect",
+        Duration::from_secs(30),
+        || {
+            let vss = vss.clone();
+            async move {
+                vss.create(&dry_run(), &vs("while-down", "reviews"))
+                    .await
+                    .ok()
+            }
+        },
+    )
     .await;
     vss.create(&PostParams::default(), &vs("while-down", "reviews"))
         .await

@@ -136,11 +136,8 @@ impl Hub {
         // The admission webhook: the same checks as the store's.
         let webhook = match &config.webhook {
             Some(spec) => {
-                let validator = Validator::new(
-                    kinds.clone(),
-                    config.unknown_fields,
-                    semantic_check(),
-                );
+                let validator =
+                    Validator::new(kinds.clone(), config.unknown_fields, semantic_check());
                 Some(crate::webhook::bind(spec, validator).await?)
             }
             None => None,

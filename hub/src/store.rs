@@ -436,14 +436,13 @@ fn evaluate(
         Some(ns) if !ns.is_empty() => format!("{ns}/{}", obj.metadata.name),
         _ => obj.metadata.name.clone(),
     };
-    let invalid =
-        |kind: &str, name: String, meta: ObjectMeta, reasons: Vec<String>| Evaluated {
-            kind: Arc::from(kind),
-            collection: Arc::from(""),
-            name,
-            meta,
-            result: Err(reasons),
-        };
+    let invalid = |kind: &str, name: String, meta: ObjectMeta, reasons: Vec<String>| Evaluated {
+        kind: Arc::from(kind),
+        collection: Arc::from(""),
+        name,
+        meta,
+        result: Err(reasons),
+    };
     let kind = match transcode::kind_of(kinds, &obj) {
         Ok(k) => k,
         Err(e) => return invalid(&obj.kind, loose, obj.metadata, vec![e.to_string()]),

@@ -27,7 +27,9 @@ pub enum ReviewError {
     #[error("not an AdmissionReview: {0}")]
     Malformed(String),
     /// Another version or kind.
-    #[error("expected apiVersion {API_VERSION} and kind AdmissionReview, found {api_version:?} {kind:?}")]
+    #[error(
+        "expected apiVersion {API_VERSION} and kind AdmissionReview, found {api_version:?} {kind:?}"
+    )]
     WrongType {
         /// The apiVersion sent.
         api_version: String,
@@ -206,8 +208,8 @@ impl Validator {
 
     /// Decides one AdmissionReview request body.
     pub fn review(&self, body: &[u8]) -> Result<Decision, ReviewError> {
-        let review: Review = serde_json::from_slice(body)
-            .map_err(|e| ReviewError::Malformed(e.to_string()))?;
+        let review: Review =
+            serde_json::from_slice(body).map_err(|e| ReviewError::Malformed(e.to_string()))?;
         if review.api_version != API_VERSION || review.kind != "AdmissionReview" {
             return Err(ReviewError::WrongType {
                 api_version: review.api_version,

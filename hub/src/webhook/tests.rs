@@ -82,7 +82,9 @@ fn an_invalid_object_is_denied_with_the_field_named() {
     assert_eq!(out["response"]["status"]["code"], 422);
     let message = out["response"]["status"]["message"].as_str().unwrap();
     assert!(
-        message.starts_with("VirtualService bookinfo/reviews: spec.http[0].route[0].destination.host: "),
+        message.starts_with(
+            "VirtualService bookinfo/reviews: spec.http[0].route[0].destination.host: "
+        ),
         "{message}"
     );
     // The same message the store reports for the same object from a source.
@@ -121,12 +123,7 @@ fn a_missing_destination_is_named() {
 fn unknown_fields_follow_the_policy() {
     let mut obj = vs("reviews");
     obj["spec"]["bogus"] = json!(1);
-    let body = review(
-        "CREATE",
-        "networking.istio.io",
-        "VirtualService",
-        Some(obj),
-    );
+    let body = review("CREATE", "networking.istio.io", "VirtualService", Some(obj));
     let rejected = validator(UnknownFields::Reject).review(&body).unwrap();
     assert!(!rejected.allowed);
     assert!(rejected.message().contains("spec.bogus"), "{rejected:?}");
@@ -135,7 +132,10 @@ fn unknown_fields_follow_the_policy() {
     assert!(pruned.allowed, "{pruned:?}");
     assert_eq!(pruned.warnings.len(), 1, "{pruned:?}");
     assert!(pruned.warnings[0].contains("spec.bogus"), "{pruned:?}");
-    assert_eq!(pruned.to_json()["response"]["warnings"][0], json!(pruned.warnings[0]));
+    assert_eq!(
+        pruned.to_json()["response"]["warnings"][0],
+        json!(pruned.warnings[0])
+    );
 }
 
 #[test]
@@ -185,7 +185,8 @@ fn malformed_reviews_are_errors() {
         v.review(b"not json"),
         Err(ReviewError::Malformed(_))
     ));
-    let v1beta1 = json!({"apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview", "request": {}});
+    let v1beta1 =
+        json!({"apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview", "request": {}});
     assert!(matches!(
         v.review(&serde_json::to_vec(&v1beta1).unwrap()),
         Err(ReviewError::WrongType { .. })

@@ -42,6 +42,7 @@ use crate::source::file::FileSource;
 use crate::source::kube::KubeSource;
 use crate::source::mcp::McpSource;
 use crate::store::{SemanticCheck, Store};
+use crate::webhook::{Validator, Webhook};
 
 /// Largest gRPC message accepted or sent.
 const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
@@ -68,6 +69,9 @@ pub enum RunError {
     /// Leader election can't be set up (its kubeconfig).
     #[error(transparent)]
     Leader(#[from] LeaderError),
+    /// The admission webhook can't start (its port, its certificate).
+    #[error(transparent)]
+    Webhook(#[from] crate::webhook::WebhookError),
     /// Waiting for a signal failed.
     #[error("can't wait for shutdown signals")]
     Signal(#[source] std::io::Error),
@@ -85,6 +89,8 @@ pub fn semantic_check() -> SemanticCheck {
 pub struct Hub {
     grpc_addr: SocketAddr,
     admin_addr: SocketAddr,
+    webhook_addr: Option<SocketAddr>,
+    webhook_reload: Option<mpsc::Sender<()>>,
     cache: SnapshotCache,
     status: watch::Receiver<Arc<Status>>,
     ledger: Ledger,
@@ -136,6 +142,16 @@ impl Hub {
             })?;
         let grpc_addr = grpc.local_addr().unwrap_or(config.grpc_addr);
         let admin_addr = admin_listener.local_addr().unwrap_or(config.admin_addr);
+        // The admission webhook: the same checks as the store's.
+        let webhook = match &config.webhook {
+            Some(spec) => {
+                let validator =
+                    Validator::new(kinds.clone(), config.unknown_fields, semantic_check());
+                Some(crate::webhook::bind(spec, validator).await?)
+            }
+            None => None,
+        };
+        let webhook_addr = webhook.as_ref().map(Webhook::addr);
 
         // Pipeline: the single writer of the store and the snapshot cache.
         let (writer, cache) = cache::new();
@@ -312,11 +328,24 @@ impl Hub {
             .instrument(info_span!("admin", listen.addr = %admin_addr)),
         );
         tasks.spawn(admin::upkeep(metrics, shutdown.clone()));
-        info!(grpc.addr = %grpc_addr, admin.addr = %admin_addr, config = %config.config_file.display(), "meshhub started");
+        let webhook_reload = webhook.map(|w| {
+            let (tx, rx) = mpsc::channel(1);
+            w.spawn(&tasks, shutdown.clone(), rx);
+            tx
+        });
+        info!(
+            grpc.addr = %grpc_addr,
+            admin.addr = %admin_addr,
+            webhook.addr = webhook_addr.map(tracing::field::display),
+            config = %config.config_file.display(),
+            "meshhub started"
+        );
 
         Ok(Self {
             grpc_addr,
             admin_addr,
+            webhook_addr,
+            webhook_reload,
             cache,
             status,
             ledger,
@@ -339,6 +368,11 @@ impl Hub {
         self.admin_addr
     }
 
+    /// The bound admission webhook address, when the webhook is on.
+    pub fn webhook_addr(&self) -> Option<SocketAddr> {
+        self.webhook_addr
+    }
+
     /// The snapshot cache (read handle).
     pub fn cache(&self) -> &SnapshotCache {
         &self.cache
@@ -354,10 +388,15 @@ impl Hub {
         &self.ledger
     }
 
-    /// Re-reads the configuration file and applies its clusters (what
-    /// SIGHUP does). Returns at once; see [`Hub::reload_status`].
+    /// Re-reads the configuration file and applies its clusters, and
+    /// re-reads the webhook's certificate (what SIGHUP does). Returns at
+    /// once; see [`Hub::reload_status`].
     pub async fn reload(&self) {
         let _ = self.reload.send(Trigger::Forced).await;
+        if let Some(tx) = &self.webhook_reload {
+            // A reload already queued reads the files anyway.
+            let _ = tx.try_send(());
+        }
     }
 
     /// The state of configuration reloads.

@@ -83,6 +83,8 @@ pub struct Config {
     /// Leader election for the dial-out role (`None`: off, every replica
     /// dials, as a single hub does).
     pub leader_election: Option<LeaderElectionSpec>,
+    /// The validating admission webhook (off when `None`).
+    pub webhook: Option<WebhookSpec>,
 }
 
 /// Default `leaderElection.leaseName`.
@@ -119,6 +121,26 @@ pub struct LeaderElectionSpec {
     pub kubeconfig: Option<PathBuf>,
     /// The kubeconfig context (default: its current context).
     pub context: Option<String>,
+}
+
+/// Default listen address of the admission webhook: every interface, since
+/// the API server calls it from outside the pod.
+pub const DEFAULT_WEBHOOK_ADDR: &str = "0.0.0.0:9443";
+/// Default URL path of the admission webhook.
+pub const DEFAULT_WEBHOOK_PATH: &str = "/validate";
+
+/// The validating admission webhook (`webhook:`): HTTPS only, since the API
+/// server calls webhooks over TLS alone.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WebhookSpec {
+    /// Listen address.
+    pub addr: SocketAddr,
+    /// The URL path AdmissionReviews are posted to.
+    pub path: String,
+    /// The serving certificate chain (PEM), re-read when it changes.
+    pub cert: PathBuf,
+    /// The serving private key (PEM), re-read when it changes.
+    pub key: PathBuf,
 }
 
 /// One source of objects.
@@ -388,6 +410,8 @@ struct FileConfig {
     unknown_fields: UnknownFields,
     #[serde(default)]
     leader_election: Option<RawLeaderElection>,
+    #[serde(default)]
+    webhook: Option<RawWebhook>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -411,6 +435,23 @@ struct RawLeaderElection {
     kubeconfig: Option<PathBuf>,
     #[serde(default)]
     context: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawWebhook {
+    #[serde(default)]
+    addr: Option<String>,
+    tls: RawServerTls,
+    #[serde(default)]
+    path: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawServerTls {
+    cert: PathBuf,
+    key: PathBuf,
 }
 
 #[derive(Debug, Deserialize)]
@@ -794,6 +835,14 @@ impl Config {
             })?),
             _ => None,
         };
+        let webhook = raw
+            .webhook
+            .map(|w| {
+                webhook_spec(w, base, &|field, message| {
+                    invalid(format!("webhook.{field}"), message)
+                })
+            })
+            .transpose()?;
 
         Ok(Self {
             grpc_addr: args.grpc_addr,
@@ -807,6 +856,7 @@ impl Config {
             unknown_fields: raw.unknown_fields,
             kinds,
             leader_election,
+            webhook,
         })
     }
 }
@@ -1015,6 +1065,42 @@ fn leader_election_spec(
         kubeconfig,
         context: raw.context,
     })
+}
+
+/// Checks the `webhook` block. The certificate and key are read now: a
+/// typo is a configuration error, not a webhook that fails every call.
+fn webhook_spec(
+    raw: RawWebhook,
+    base: &Path,
+    invalid: &dyn Fn(&str, String) -> ConfigError,
+) -> Result<WebhookSpec, ConfigError> {
+    let addr_text = raw.addr.unwrap_or_else(|| DEFAULT_WEBHOOK_ADDR.to_owned());
+    let addr: SocketAddr = addr_text.trim().parse().map_err(|e| {
+        invalid(
+            "addr",
+            format!("{addr_text:?}: {e} (expected ip:port, e.g. 0.0.0.0:9443)"),
+        )
+    })?;
+    let path = raw
+        .path
+        .map(|p| p.trim().to_owned())
+        .unwrap_or_else(|| DEFAULT_WEBHOOK_PATH.to_owned());
+    if !path.starts_with('/') || path.contains(char::is_whitespace) || path.contains('?') {
+        return Err(invalid(
+            "path",
+            format!("{path:?} must be a URL path starting with '/'"),
+        ));
+    }
+    let resolve = |p: PathBuf| if p.is_absolute() { p } else { base.join(p) };
+    let spec = WebhookSpec {
+        addr,
+        path,
+        cert: resolve(raw.tls.cert),
+        key: resolve(raw.tls.key),
+    };
+    crate::webhook::certs::load(&spec.cert, &spec.key)
+        .map_err(|e| invalid("tls", e.to_string()))?;
+    Ok(spec)
 }
 
 /// Checks one `clusters[].agent` block. `invalid(field, message)` makes the

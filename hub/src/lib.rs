@@ -7,6 +7,8 @@
 //! [`app`]. [`clusters`] dials the sink agents of remote clusters;
 //! [`leader`] elects the one replica that dials; [`reload`] follows the configuration file. [`admin`] serves health, readiness, metrics and status;
 //! [`config`] parses and checks flags and the YAML file at the edge.
+//! [`webhook`] is the validating admission webhook (Galley's webhook role),
+//! checking with the same code as the sources.
 
 pub mod admin;
 pub mod app;
@@ -19,3 +21,4 @@ pub mod reload;
 pub mod source;
 pub mod store;
 pub mod validate;
+pub mod webhook;

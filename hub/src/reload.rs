@@ -183,6 +183,9 @@ impl Reloader {
         if new.leader_election != self.current.leader_election {
             pending.push("leaderElection".to_owned());
         }
+        if new.webhook != self.current.webhook {
+            pending.push("webhook".to_owned());
+        }
         if !pending.is_empty() {
             warn!(settings = ?pending, "these settings are read at start only; restart to apply them");
         }

@@ -328,81 +328,7 @@ impl Store {
     /// Transcodes and checks one object (everything that does not depend on
     /// the grouping rules). Consumes it: only what placement needs is kept.
     fn check(&self, obj: Object) -> Evaluated {
-        let loose = match obj.metadata.namespace.as_deref() {
-            Some(ns) if !ns.is_empty() => format!("{ns}/{}", obj.metadata.name),
-            _ => obj.metadata.name.clone(),
-        };
-        let invalid =
-            |kind: &str, name: String, meta: ObjectMeta, reasons: Vec<String>| Evaluated {
-                kind: Arc::from(kind),
-                collection: Arc::from(""),
-                name,
-                meta,
-                result: Err(reasons),
-            };
-        let kind = match transcode::kind_of(&self.kinds, &obj) {
-            Ok(k) => k,
-            Err(e) => return invalid(&obj.kind, loose, obj.metadata, vec![e.to_string()]),
-        };
-        let name = match transcode::resource_name(kind, &obj) {
-            Ok(n) => n,
-            Err(e) => return invalid(&obj.kind, loose, obj.metadata, vec![e.to_string()]),
-        };
-        let mut reasons = Vec::new();
-        let mut warnings = Vec::new();
-        let mut working = obj;
-        let resource = loop {
-            match transcode::object_to_resource(kind, &working) {
-                Ok(r) => break Some(r),
-                Err(TranscodeError::Field { path, reason, .. })
-                    if self.unknown_fields == UnknownFields::Prune
-                        && reason == "unknown field"
-                        && warnings.len() < MAX_PRUNED_FIELDS =>
-                {
-                    if !prune(&mut working.content, &path) {
-                        reasons.push(format!(
-                            "{} {name}: {path}: unknown field (could not be pruned)",
-                            kind.kind()
-                        ));
-                        break None;
-                    }
-                    warnings.push(format!(
-                        "{} {name}: {path}: unknown field pruned",
-                        kind.kind()
-                    ));
-                }
-                Err(e) => {
-                    reasons.push(e.to_string());
-                    break None;
-                }
-            }
-        };
-        reasons.extend((self.semantic)(&working));
-        let result = match resource {
-            Some(r) if reasons.is_empty() => {
-                let version = r
-                    .metadata
-                    .as_ref()
-                    .map(|m| m.version.clone())
-                    .unwrap_or_default();
-                Ok((
-                    EncodedResource {
-                        name: Arc::from(name.as_str()),
-                        version: Arc::from(version.as_str()),
-                        encoded: r.encode_to_vec().into(),
-                    },
-                    warnings,
-                ))
-            }
-            _ => Err(reasons),
-        };
-        Evaluated {
-            kind: Arc::from(kind.kind()),
-            collection: Arc::from(kind.collection()),
-            name,
-            meta: working.metadata,
-            result,
-        }
+        evaluate(&self.kinds, self.unknown_fields, &self.semantic, obj)
     }
 
     /// Places an evaluated object into groups under the current rules.
@@ -476,6 +402,109 @@ impl Store {
         }
         out.rejected.sort_by(|a, b| a.origin.cmp(&b.origin));
         out
+    }
+}
+
+/// What checking an object through the sources' path says: the warnings of
+/// an accepted object (fields pruned), or every reason it is refused.
+pub type Verdict = Result<Vec<String>, Vec<String>>;
+
+/// Checks one object exactly as the store checks what a source delivers
+/// (kind lookup, name, transcoding with the `unknownFields` policy, the
+/// semantic checks), keeping nothing: what the admission webhook answers
+/// with, so that it and the sources never disagree.
+pub fn verdict(
+    kinds: &KindTable,
+    unknown_fields: UnknownFields,
+    semantic: &SemanticCheck,
+    obj: Object,
+) -> Verdict {
+    match evaluate(kinds, unknown_fields, semantic, obj).result {
+        Ok((_, warnings)) => Ok(warnings),
+        Err(reasons) => Err(reasons),
+    }
+}
+
+/// Transcodes and checks one object (see `Store::check`).
+fn evaluate(
+    kinds: &KindTable,
+    unknown_fields: UnknownFields,
+    semantic: &SemanticCheck,
+    obj: Object,
+) -> Evaluated {
+    let loose = match obj.metadata.namespace.as_deref() {
+        Some(ns) if !ns.is_empty() => format!("{ns}/{}", obj.metadata.name),
+        _ => obj.metadata.name.clone(),
+    };
+    let invalid = |kind: &str, name: String, meta: ObjectMeta, reasons: Vec<String>| Evaluated {
+        kind: Arc::from(kind),
+        collection: Arc::from(""),
+        name,
+        meta,
+        result: Err(reasons),
+    };
+    let kind = match transcode::kind_of(kinds, &obj) {
+        Ok(k) => k,
+        Err(e) => return invalid(&obj.kind, loose, obj.metadata, vec![e.to_string()]),
+    };
+    let name = match transcode::resource_name(kind, &obj) {
+        Ok(n) => n,
+        Err(e) => return invalid(&obj.kind, loose, obj.metadata, vec![e.to_string()]),
+    };
+    let mut reasons = Vec::new();
+    let mut warnings = Vec::new();
+    let mut working = obj;
+    let resource = loop {
+        match transcode::object_to_resource(kind, &working) {
+            Ok(r) => break Some(r),
+            Err(TranscodeError::Field { path, reason, .. })
+                if unknown_fields == UnknownFields::Prune
+                    && reason == "unknown field"
+                    && warnings.len() < MAX_PRUNED_FIELDS =>
+            {
+                if !prune(&mut working.content, &path) {
+                    reasons.push(format!(
+                        "{} {name}: {path}: unknown field (could not be pruned)",
+                        kind.kind()
+                    ));
+                    break None;
+                }
+                warnings.push(format!(
+                    "{} {name}: {path}: unknown field pruned",
+                    kind.kind()
+                ));
+            }
+            Err(e) => {
+                reasons.push(e.to_string());
+                break None;
+            }
+        }
+    };
+    reasons.extend((semantic)(&working));
+    let result = match resource {
+        Some(r) if reasons.is_empty() => {
+            let version = r
+                .metadata
+                .as_ref()
+                .map(|m| m.version.clone())
+                .unwrap_or_default();
+            Ok((
+                EncodedResource {
+                    name: Arc::from(name.as_str()),
+                    version: Arc::from(version.as_str()),
+                    encoded: r.encode_to_vec().into(),
+                },
+                warnings,
+            ))
+        }
+        _ => Err(reasons),
+    };
+    Evaluated {
+        kind: Arc::from(kind.kind()),
+        collection: Arc::from(kind.collection()),
+        name,
+        meta: working.metadata,
+        result,
     }
 }
 

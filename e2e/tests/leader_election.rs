@@ -41,7 +41,7 @@ fn leader(status: &Value) -> &Value {
 }
 
 fn is_leader(hub: &HubProc) -> bool {
-    leader(&hub.status())["isLeader"] == true
+    leader(&hub.status())["is_leader"] == true
 }
 
 /// The replica the agent's current hub stream comes from.
@@ -63,14 +63,14 @@ async fn lease_holder(api: &Api<Lease>) -> Option<String> {
 fn assert_roles(leader_hub: &HubProc, follower: &HubProc, agent: &AgentProc, identity: &str) {
     eventually(&format!("{identity} synced to the agent"), || {
         let s = leader_hub.status();
-        (leader(&s)["isLeader"] == true && synced(&s, "east", VS)).then_some(())
+        (leader(&s)["is_leader"] == true && synced(&s, "east", VS)).then_some(())
     });
     eventually(&format!("the agent pushed by {identity}"), || {
         (pushed_by(agent).as_deref() == Some(identity)).then_some(())
     });
     let s = follower.status();
     assert_eq!(leader(&s)["enabled"], true, "{}", s["leader"]);
-    assert_eq!(leader(&s)["isLeader"], false, "{}", s["leader"]);
+    assert_eq!(leader(&s)["is_leader"], false, "{}", s["leader"]);
     assert_eq!(leader(&s)["holder"], identity, "{}", s["leader"]);
     let r = remote(&s, "east");
     assert_eq!(r["connected"], false, "a follower does not dial: {r}");

@@ -47,7 +47,6 @@ pub enum LeaderError {
 
 /// The election as `/status` shows it (`leader`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
 pub struct LeaderStatus {
     /// Whether leader election is on (off: this replica always dials).
     pub enabled: bool,

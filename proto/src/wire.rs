@@ -27,6 +27,15 @@ use prost::encoding::{
 };
 use prost::{DecodeError, Message};
 
+/// Encoded length of a proto3 string field (nothing when empty).
+fn string_len(tag: u32, s: &String) -> usize {
+    if s.is_empty() {
+        0
+    } else {
+        encoding::string::encoded_len(tag, s)
+    }
+}
+
 /// Encoded `istio.mcp.v1alpha1.Resource` messages, shared between responses.
 pub type SharedResources = Arc<Vec<Bytes>>;
 
@@ -91,22 +100,15 @@ impl Message for EncodedResources {
     }
 
     fn encoded_len(&self) -> usize {
-        let str_len = |tag: u32, s: &String| {
-            if s.is_empty() {
-                0
-            } else {
-                encoding::string::encoded_len(tag, s)
-            }
-        };
-        str_len(1, &self.system_version_info)
-            + str_len(2, &self.collection)
+        string_len(1, &self.system_version_info)
+            + string_len(2, &self.collection)
             + self
                 .resources
                 .iter()
                 .map(|r| encoding::bytes::encoded_len(3, r))
                 .sum::<usize>()
             + encoding::string::encoded_len_repeated(4, &self.removed_resources)
-            + str_len(5, &self.nonce)
+            + string_len(5, &self.nonce)
             + if self.incremental { 2 } else { 0 }
     }
 
@@ -188,14 +190,7 @@ impl Message for EncodedDiscoveryResponse {
     }
 
     fn encoded_len(&self) -> usize {
-        let str_len = |tag: u32, s: &String| {
-            if s.is_empty() {
-                0
-            } else {
-                encoding::string::encoded_len(tag, s)
-            }
-        };
-        str_len(1, &self.version_info)
+        string_len(1, &self.version_info)
             + self
                 .resources
                 .iter()
@@ -204,8 +199,8 @@ impl Message for EncodedDiscoveryResponse {
                     key_len(2) + encoded_len_varint(body as u64) + body
                 })
                 .sum::<usize>()
-            + str_len(4, &self.type_url)
-            + str_len(5, &self.nonce)
+            + string_len(4, &self.type_url)
+            + string_len(5, &self.nonce)
     }
 
     fn clear(&mut self) {
@@ -265,19 +260,12 @@ impl EncodedDeltaResource {
 
     /// Length of the envoy `Resource` body.
     fn body_len(&self) -> usize {
-        let str_len = |tag: u32, s: &String| {
-            if s.is_empty() {
-                0
-            } else {
-                encoding::string::encoded_len(tag, s)
-            }
-        };
         let any = self.any_len();
-        str_len(1, &self.version)
+        string_len(1, &self.version)
             + key_len(2)
             + encoded_len_varint(any as u64)
             + any
-            + str_len(3, &self.name)
+            + string_len(3, &self.name)
     }
 
     /// Everything of `resources[i]` that comes before the MCP resource
@@ -393,21 +381,14 @@ impl Message for EncodedDeltaDiscoveryResponse {
     }
 
     fn encoded_len(&self) -> usize {
-        let str_len = |tag: u32, s: &String| {
-            if s.is_empty() {
-                0
-            } else {
-                encoding::string::encoded_len(tag, s)
-            }
-        };
-        str_len(1, &self.system_version_info)
+        string_len(1, &self.system_version_info)
             + self
                 .resources
                 .iter()
                 .map(EncodedDeltaResource::encoded_len)
                 .sum::<usize>()
-            + str_len(4, &self.type_url)
-            + str_len(5, &self.nonce)
+            + string_len(4, &self.type_url)
+            + string_len(5, &self.nonce)
             + encoding::string::encoded_len_repeated(6, &self.removed_resources)
     }
 

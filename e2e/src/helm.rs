@@ -20,19 +20,7 @@ pub fn helm_bin() -> &'static Path {
         if let Some(bin) = std::env::var_os("MESHHUB_HELM_BIN") {
             return PathBuf::from(bin);
         }
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("peers/helm.sh");
-        let out = Command::new("bash")
-            .arg(&script)
-            .stderr(std::process::Stdio::inherit())
-            .output()
-            .unwrap_or_else(|e| panic!("can't run {}: {e}", script.display()));
-        assert!(
-            out.status.success(),
-            "{} failed ({}): the chart tests need helm; see README.md",
-            script.display(),
-            out.status
-        );
-        PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+        crate::peer_script("helm.sh", &[], "the chart tests need helm")
     })
 }
 

@@ -16,7 +16,6 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -28,22 +27,13 @@ use crate::{Proc, http_get};
 /// How long istiod may take to start serving its debug endpoints.
 pub const ISTIOD_START: Duration = Duration::from_secs(90);
 
-/// Runs `e2e/peers/istio.sh <target>` once and returns what it printed.
+/// `e2e/peers/istio.sh <target>`: the path it printed.
 fn peer_script(target: &str) -> PathBuf {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("peers/istio.sh");
-    let out = Command::new("bash")
-        .arg(&script)
-        .arg(target)
-        .stderr(std::process::Stdio::inherit())
-        .output()
-        .unwrap_or_else(|e| panic!("can't run {}: {e}", script.display()));
-    assert!(
-        out.status.success(),
-        "{} {target} failed ({}): the Istio interop tests need the Istio peers; see README.md",
-        script.display(),
-        out.status
-    );
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+    crate::peer_script(
+        "istio.sh",
+        &[target],
+        "the Istio interop tests need the Istio peers",
+    )
 }
 
 /// `pilot-discovery` of Istio 1.28 (GVK type URLs in `v1`):

@@ -17,7 +17,6 @@
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -62,25 +61,17 @@ pub fn kube_bin_dir() -> &'static Path {
         if let Some(dir) = std::env::var_os("MESHHUB_KUBE_BIN_DIR") {
             return PathBuf::from(dir);
         }
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("peers/kube.sh");
-        let out = Command::new("bash")
-            .arg(&script)
-            .stderr(std::process::Stdio::inherit())
-            .output()
-            .unwrap_or_else(|e| panic!("can't run {}: {e}", script.display()));
-        assert!(
-            out.status.success(),
-            "{} failed ({}): the Kubernetes tests need kube-apiserver and etcd; see README.md",
-            script.display(),
-            out.status
+        let dir = crate::peer_script(
+            "kube.sh",
+            &[],
+            "the Kubernetes tests need kube-apiserver and etcd",
         );
-        let dir = String::from_utf8_lossy(&out.stdout).trim().to_owned();
         assert!(
-            Path::new(&dir).join("kube-apiserver").is_file(),
-            "{} printed {dir:?}, which holds no kube-apiserver",
-            script.display()
+            dir.join("kube-apiserver").is_file(),
+            "e2e/peers/kube.sh printed {}, which holds no kube-apiserver",
+            dir.display()
         );
-        PathBuf::from(dir)
+        dir
     })
 }
 

@@ -110,6 +110,30 @@ fn binaries_fresh(dir: &Path, workspace: &Path) -> bool {
     newest_input.is_some_and(|n| oldest_bin > n)
 }
 
+/// Runs `e2e/peers/<script> <args…>` (which builds a real peer on first use
+/// and caches it outside the repository) and returns what it printed: the
+/// path of the peer. Panics naming the script when it fails; `needed_for`
+/// says which tests need it.
+pub fn peer_script(script: &str, args: &[&str], needed_for: &str) -> PathBuf {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("peers")
+        .join(script);
+    let out = Command::new("bash")
+        .arg(&path)
+        .args(args)
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap_or_else(|e| panic!("can't run {}: {e}", path.display()));
+    assert!(
+        out.status.success(),
+        "{} {} failed ({}): {needed_for}; see README.md",
+        path.display(),
+        args.join(" "),
+        out.status
+    );
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
 /// Polls `check` every 20 ms until it returns `Some`, or panics naming
 /// `what` after [`DEADLINE`].
 pub fn eventually<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {

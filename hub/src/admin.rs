@@ -1,64 +1,26 @@
-//! The admin HTTP port: `/healthz` (the process runs), `/readyz` (every
-//! source synced and the first snapshots are published), `/metrics`
-//! (Prometheus text) and `/status` (JSON: sources, rejected entries with
-//! reasons, conflicts, groups with per-collection versions, leader
-//! election, the ACK/NACK ledger).
+//! The hub's admin HTTP port: the runtime's `/healthz`, `/readyz` (every
+//! source synced and the first snapshots are published), `/metrics` and
+//! `/debug/*` (see `meshhub_runtime::admin`), and `/status` (JSON: sources,
+//! rejected entries with reasons, conflicts, groups with per-collection
+//! versions, leader election, the ACK/NACK ledger).
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, OnceLock};
-use std::time::Duration;
+use std::sync::Arc;
 
 use axum::extract::State;
-use axum::http::{StatusCode, header};
-use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use meshhub_mcp::cache::SnapshotCache;
 use meshhub_mcp::ledger::{Ledger, PeerStatus, Role};
-use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use meshhub_runtime::admin::{AdminBase, Readiness};
 use serde::Serialize;
-use tokio::net::TcpListener;
 use tokio::sync::watch;
-use tokio_util::sync::CancellationToken;
-use tracing::warn;
 
 use crate::clusters::{Agents, RemoteView, is_dialer, remote_views};
 use crate::groups::GroupRules;
 use crate::leader::LeaderStatus;
 use crate::pipeline::Status;
 use crate::reload::ReloadStatus;
-
-/// How often the Prometheus recorder drains its histograms.
-pub const UPKEEP_INTERVAL: Duration = Duration::from_secs(5);
-
-/// Histogram buckets for every `*_seconds` metric: from a millisecond (a
-/// snapshot build) to ten seconds (a slow debounce).
-const SECONDS_BUCKETS: &[f64] = &[
-    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
-];
-
-/// The process-wide Prometheus handle. The recorder is installed once per
-/// process; if another recorder already is (tests, embedding), a detached
-/// one is used so that `/metrics` still answers.
-pub fn prometheus() -> PrometheusHandle {
-    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
-    HANDLE
-        .get_or_init(|| {
-            let builder = || {
-                PrometheusBuilder::new()
-                    .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), SECONDS_BUCKETS)
-                    .unwrap_or_else(|_| PrometheusBuilder::new())
-            };
-            match builder().install_recorder() {
-                Ok(h) => h,
-                Err(e) => {
-                    warn!(error = %e, "can't install the metrics recorder; /metrics will be empty");
-                    builder().build_recorder().handle()
-                }
-            }
-        })
-        .clone()
-}
 
 /// What the admin handlers read; every field is a cheap reader handle.
 #[derive(Clone)]
@@ -77,68 +39,40 @@ pub struct AdminState {
     pub ledger: Ledger,
     /// Leader election for the dial-out role.
     pub leader: watch::Receiver<LeaderStatus>,
-    /// Prometheus rendering.
-    pub metrics: PrometheusHandle,
+    /// The runtime's routes (health, readiness, metrics, introspection)
+    /// and the guard of state-changing endpoints (`base.auth.protect`).
+    pub base: AdminBase,
 }
 
-/// The admin routes.
+/// The admin routes: the runtime's and `/status`.
 pub fn router(state: AdminState) -> Router {
-    Router::new()
-        .route("/healthz", get(|| async { "ok\n" }))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
-        .route("/status", get(status))
-        .with_state(state)
-}
-
-/// Serves the admin routes on `listener` until `shutdown`.
-pub async fn serve(
-    listener: TcpListener,
-    state: AdminState,
-    shutdown: CancellationToken,
-) -> std::io::Result<()> {
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown.cancelled_owned())
-        .await
-}
-
-/// Drains the recorder's histograms every [`UPKEEP_INTERVAL`] until
-/// `shutdown`.
-pub async fn upkeep(handle: PrometheusHandle, shutdown: CancellationToken) {
-    let mut tick = tokio::time::interval(UPKEEP_INTERVAL);
-    loop {
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            _ = tick.tick() => handle.run_upkeep(),
-        }
-    }
-}
-
-async fn readyz(State(s): State<AdminState>) -> Response {
-    let status = s.status.borrow().clone();
-    if status.ready {
-        return (StatusCode::OK, "ready\n").into_response();
-    }
-    let waiting: Vec<&str> = status
-        .sources
-        .iter()
-        .filter(|s| !s.synced)
-        .map(|s| s.name.as_str())
-        .collect();
-    let body = if waiting.is_empty() {
-        "not ready: first snapshots not published yet\n".to_owned()
-    } else {
-        format!("not ready: waiting for sources {}\n", waiting.join(", "))
-    };
-    (StatusCode::SERVICE_UNAVAILABLE, body).into_response()
-}
-
-async fn metrics(State(s): State<AdminState>) -> Response {
-    (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        s.metrics.render(),
+    meshhub_runtime::admin::router(state.base.clone()).merge(
+        Router::new()
+            .route("/status", get(status))
+            .with_state(state),
     )
-        .into_response()
+}
+
+/// The hub's readiness: every source synced and the first snapshots
+/// published.
+pub fn readiness(status: watch::Receiver<Arc<Status>>) -> Readiness {
+    Arc::new(move || {
+        let status = status.borrow().clone();
+        if status.ready {
+            return Ok(());
+        }
+        let waiting: Vec<&str> = status
+            .sources
+            .iter()
+            .filter(|s| !s.synced)
+            .map(|s| s.name.as_str())
+            .collect();
+        Err(if waiting.is_empty() {
+            "first snapshots not published yet".to_owned()
+        } else {
+            format!("waiting for sources {}", waiting.join(", "))
+        })
+    })
 }
 
 /// One collection of one group.

@@ -12,7 +12,6 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use meshhub_mcp::ads::{AdsServer, TypeMap};
 use meshhub_mcp::cache::{self, SnapshotCache};
@@ -21,13 +20,13 @@ use meshhub_mcp::ledger::Ledger;
 use meshhub_mcp::source::SourceConfig;
 use meshhub_mcp::source::server::{Shared, SourceServer};
 use meshhub_proto::object::Object;
-use tokio::net::TcpListener;
+use meshhub_runtime::admin::{AdminBase, BindError, Identity, bind};
+use meshhub_runtime::grpc::ReflectionError;
+use meshhub_runtime::lifecycle::Lifecycle;
+use meshhub_runtime::signal::{Signal, Signals};
 use tokio::sync::{mpsc, watch};
-use tokio_stream::wrappers::TcpListenerStream;
-use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 use tonic_health::ServingStatus;
-use tracing::{Instrument as _, error, info, info_span, warn};
+use tracing::{Instrument as _, error, info, info_span};
 
 use crate::admin::{self, AdminState};
 use crate::clusters::{self, DialerDeps};
@@ -53,16 +52,11 @@ const EVENT_QUEUE: usize = 64;
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
     /// A listen address can't be bound.
-    #[error("can't listen on {addr} ({what})")]
-    Bind {
-        /// Which port (`grpc`, `admin`).
-        what: &'static str,
-        /// The address.
-        addr: SocketAddr,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Bind(#[from] BindError),
+    /// gRPC reflection can't be set up.
+    #[error(transparent)]
+    Reflection(#[from] ReflectionError),
     /// A source can't be set up (a Kubernetes source's kubeconfig).
     #[error(transparent)]
     Source(#[from] SourceError),
@@ -97,9 +91,7 @@ pub struct Hub {
     reload: mpsc::Sender<Trigger>,
     reload_status: watch::Receiver<Arc<ReloadStatus>>,
     leader: watch::Receiver<LeaderStatus>,
-    shutdown: CancellationToken,
-    tasks: TaskTracker,
-    grace: Duration,
+    life: Lifecycle,
 }
 
 impl std::fmt::Debug for Hub {
@@ -114,8 +106,9 @@ impl std::fmt::Debug for Hub {
 impl Hub {
     /// Binds both ports and starts every task.
     pub async fn start(config: Config) -> Result<Self, RunError> {
-        let shutdown = CancellationToken::new();
-        let tasks = TaskTracker::new();
+        let life = Lifecycle::new(config.shutdown_grace);
+        let shutdown = life.shutdown.clone();
+        let tasks = life.tasks.clone();
         let kinds = config.kinds.clone();
         let rules = GroupRules::new(&config.clusters);
         // The reloader is the single writer of the clusters configuration;
@@ -124,22 +117,9 @@ impl Hub {
         let (rules_tx, rules_rx) = watch::channel(rules.clone());
         let (agents_tx, agents_rx) = watch::channel(Arc::new(config.agents.clone()));
         let ledger = Ledger::new();
-        let metrics = admin::prometheus();
 
-        let grpc = TcpListener::bind(config.grpc_addr)
-            .await
-            .map_err(|source| RunError::Bind {
-                what: "grpc",
-                addr: config.grpc_addr,
-                source,
-            })?;
-        let admin_listener = TcpListener::bind(config.admin_addr)
-            .await
-            .map_err(|source| RunError::Bind {
-                what: "admin",
-                addr: config.admin_addr,
-                source,
-            })?;
+        let grpc = bind("grpc", config.grpc_addr).await?;
+        let admin_listener = bind("admin", config.admin_addr).await?;
         let grpc_addr = grpc.local_addr().unwrap_or(config.grpc_addr);
         let admin_addr = admin_listener.local_addr().unwrap_or(config.admin_addr);
         // The admission webhook: the same checks as the store's.
@@ -216,10 +196,8 @@ impl Hub {
                 .by_type_url(type_url)
                 .map(|k| k.collection().to_owned())
         });
-        let (health, health_service) = tonic_health::server::health_reporter();
-        health
-            .set_service_status("", ServingStatus::NotServing)
-            .await;
+        let base = meshhub_runtime::grpc::base(meshhub_runtime::grpc::server()).await?;
+        let health = base.health;
         {
             let mut status = status.clone();
             let shutdown = shutdown.clone();
@@ -243,25 +221,14 @@ impl Hub {
                     .await;
             });
         }
-        let router = meshhub_mcp::transport::server()
-            .add_service(health_service)
+        let router = base
+            .router
             .add_service(SourceServer::new(shared.clone()).into_service(MAX_MESSAGE_BYTES))
             .add_service(AdsServer::new(shared, types).into_service(MAX_MESSAGE_BYTES));
-        {
-            let shutdown = shutdown.clone();
-            tasks.spawn(
-                async move {
-                    let incoming = TcpListenerStream::new(grpc);
-                    if let Err(e) = router
-                        .serve_with_incoming_shutdown(incoming, shutdown.cancelled_owned())
-                        .await
-                    {
-                        error!(error = %e, "gRPC server failed");
-                    }
-                }
+        tasks.spawn(
+            meshhub_runtime::grpc::serve(router, grpc, shutdown.clone())
                 .instrument(info_span!("grpc", listen.addr = %grpc_addr)),
-            );
-        }
+        );
 
         // Leader election for the dial-out role (off: this replica dials).
         let leader = match &config.leader_election {
@@ -314,25 +281,31 @@ impl Hub {
             reload: reload_status.clone(),
             ledger: ledger.clone(),
             leader: leader.clone(),
-            metrics: metrics.clone(),
+            base: AdminBase::new(
+                admin::readiness(status.clone()),
+                Identity {
+                    name: "meshhub",
+                    version: env!("CARGO_PKG_VERSION"),
+                    config: process_config(&config),
+                },
+                config.admin_token_file.clone(),
+                admin_addr,
+                shutdown.clone(),
+            ),
         };
-        tasks.spawn(
-            {
-                let shutdown = shutdown.clone();
-                async move {
-                    if let Err(e) = admin::serve(admin_listener, admin_state, shutdown).await {
-                        error!(error = %e, "admin server failed");
-                    }
-                }
-            }
-            .instrument(info_span!("admin", listen.addr = %admin_addr)),
-        );
-        tasks.spawn(admin::upkeep(metrics, shutdown.clone()));
+        meshhub_runtime::admin::spawn(&life, admin_listener, admin::router(admin_state));
         let webhook_reload = webhook.map(|w| {
             let (tx, rx) = mpsc::channel(1);
             w.spawn(&tasks, shutdown.clone(), rx);
             tx
         });
+        if let Some(embedded) = &config.embedded {
+            info!(
+                config = %config.config_file.display(),
+                "no --config given: serving the example configuration embedded in this binary (examples/meshhub.yaml and its Bookinfo objects), written to a private temporary directory"
+            );
+            debug_assert!(embedded.config_file() == config.config_file);
+        }
         info!(
             grpc.addr = %grpc_addr,
             admin.addr = %admin_addr,
@@ -352,9 +325,7 @@ impl Hub {
             reload: reload_tx,
             reload_status,
             leader,
-            shutdown,
-            tasks,
-            grace: config.shutdown_grace,
+            life,
         })
     }
 
@@ -420,18 +391,7 @@ impl Hub {
     /// Stops everything and waits for the tasks, at most the grace period.
     /// Returns whether every task ended in time.
     pub async fn shutdown(self) -> bool {
-        self.shutdown.cancel();
-        self.tasks.close();
-        match tokio::time::timeout(self.grace, self.tasks.wait()).await {
-            Ok(()) => {
-                info!("meshhub stopped");
-                true
-            }
-            Err(_) => {
-                warn!(grace = ?self.grace, tasks = self.tasks.len(), "grace period over; exiting with tasks still running");
-                false
-            }
-        }
+        self.life.stop("meshhub").await
     }
 }
 
@@ -446,25 +406,36 @@ pub async fn run(config: Config) -> Result<(), RunError> {
 }
 
 async fn wait_for_signal(hub: &Hub) -> Result<(), RunError> {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        let mut term = signal(SignalKind::terminate()).map_err(RunError::Signal)?;
-        let mut hup = signal(SignalKind::hangup()).map_err(RunError::Signal)?;
-        loop {
-            tokio::select! {
-                r = tokio::signal::ctrl_c() => return r.map_err(RunError::Signal),
-                _ = term.recv() => return Ok(()),
-                _ = hup.recv() => {
-                    info!("SIGHUP: reloading the configuration");
-                    hub.reload().await;
-                }
+    let mut signals = Signals::new(true).map_err(RunError::Signal)?;
+    loop {
+        match signals.next().await.map_err(RunError::Signal)? {
+            Signal::Shutdown => return Ok(()),
+            Signal::Hangup => {
+                info!("SIGHUP: reloading the configuration");
+                hub.reload().await;
             }
         }
     }
-    #[cfg(not(unix))]
-    {
-        let _ = hub;
-        tokio::signal::ctrl_c().await.map_err(RunError::Signal)
-    }
+}
+
+/// The configuration as `/debug/process` shows it. It holds file paths
+/// only (certificates, keys, the admin token file): no key material or
+/// token is in it to elide.
+fn process_config(config: &Config) -> serde_json::Value {
+    let debug = |v: &dyn std::fmt::Debug| format!("{v:?}");
+    serde_json::json!({
+        "file": config.config_file,
+        "embeddedDefault": config.embedded.is_some(),
+        "grpcAddr": config.grpc_addr,
+        "adminAddr": config.admin_addr,
+        "adminTokenFile": config.admin_token_file,
+        "shutdownGrace": debug(&config.shutdown_grace),
+        "sources": config.sources.iter().map(|s| debug(s)).collect::<Vec<_>>(),
+        "clusters": config.clusters.iter().map(|c| debug(c)).collect::<Vec<_>>(),
+        "agents": config.agents.iter().map(|a| debug(a)).collect::<Vec<_>>(),
+        "debounce": debug(&config.debounce),
+        "unknownFields": debug(&config.unknown_fields),
+        "leaderElection": config.leader_election.as_ref().map(|l| debug(l)),
+        "webhook": config.webhook.as_ref().map(|w| debug(w)),
+    })
 }

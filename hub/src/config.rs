@@ -10,6 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
@@ -18,11 +19,7 @@ use serde::Deserialize;
 
 use crate::groups::{ClusterSpec, DEFAULT_GROUP, Selector};
 
-/// The configuration file used when neither `--config` nor `MESHHUB_CONFIG`
-/// is given: the Bookinfo example of the workspace, so that
-/// `cargo run -p meshhub` serves something real.
-pub const EMBEDDED_DEFAULT_CONFIG: &str =
-    concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/meshhub.yaml");
+pub mod embedded;
 
 /// Default gRPC listen address (Galley's MCP port, on loopback).
 pub const DEFAULT_GRPC_ADDR: &str = "127.0.0.1:9901";
@@ -46,9 +43,16 @@ pub struct Args {
     pub admin_addr: SocketAddr,
 
     /// YAML configuration file (sources, clusters, debounce). Without it,
-    /// the workspace's `examples/meshhub.yaml` is served.
+    /// the example configuration compiled into the binary is served (see
+    /// `config::embedded`).
     #[arg(long, env = "MESHHUB_CONFIG")]
     pub config: Option<PathBuf>,
+
+    /// File holding the bearer token that state-changing admin endpoints
+    /// require (read on every request). Without it they answer only on a
+    /// loopback admin address.
+    #[arg(long, env = "MESHHUB_ADMIN_TOKEN_FILE")]
+    pub admin_token_file: Option<PathBuf>,
 
     /// How long shutdown waits for streams and tasks to end (e.g. `10s`).
     #[arg(long, env = "MESHHUB_SHUTDOWN_GRACE", default_value = "10s", value_parser = humantime::parse_duration)]
@@ -64,8 +68,13 @@ pub struct Config {
     pub admin_addr: SocketAddr,
     /// Shutdown grace period.
     pub shutdown_grace: Duration,
+    /// The admin token file (see [`Args::admin_token_file`]).
+    pub admin_token_file: Option<PathBuf>,
     /// The configuration file these settings came from.
     pub config_file: PathBuf,
+    /// The embedded default's private directory, when no file was given
+    /// (`config_file` is in it; removed when the last clone is dropped).
+    pub embedded: Option<Arc<embedded::Materialised>>,
     /// Where objects come from.
     pub sources: Vec<SourceSpec>,
     /// The clusters (snapshot groups besides the default group).
@@ -364,6 +373,9 @@ pub enum UnknownFields {
 /// Why the configuration is unusable. Every variant names the setting.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    /// The embedded default can't be written to its private directory.
+    #[error("can't write the embedded default configuration to a temporary directory")]
+    Embedded(#[source] std::io::Error),
     /// The file can't be read.
     #[error("config file {path}: can't read")]
     Read {
@@ -588,15 +600,20 @@ impl Config {
     /// Builds the configuration from flags: reads and checks the YAML file
     /// (the embedded default when none is given).
     pub fn from_args(args: Args) -> Result<Self, ConfigError> {
-        let path = args
-            .config
-            .clone()
-            .unwrap_or_else(|| PathBuf::from(EMBEDDED_DEFAULT_CONFIG));
+        let (path, embedded) = match &args.config {
+            Some(path) => (path.clone(), None),
+            None => {
+                let m = embedded::Materialised::write().map_err(ConfigError::Embedded)?;
+                (m.config_file(), Some(Arc::new(m)))
+            }
+        };
         let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
             path: path.clone(),
             source,
         })?;
-        Self::from_yaml(&args, &path, &text)
+        let mut config = Self::from_yaml(&args, &path, &text)?;
+        config.embedded = embedded;
+        Ok(config)
     }
 
     /// Reads the configuration file again, keeping the flags (addresses,
@@ -617,9 +634,12 @@ impl Config {
             grpc_addr: self.grpc_addr,
             admin_addr: self.admin_addr,
             config: Some(self.config_file.clone()),
+            admin_token_file: self.admin_token_file.clone(),
             shutdown_grace: self.shutdown_grace,
         };
-        Self::from_yaml(&args, &self.config_file, text)
+        let mut config = Self::from_yaml(&args, &self.config_file, text)?;
+        config.embedded.clone_from(&self.embedded);
+        Ok(config)
     }
 
     /// Builds the configuration from flags and the text of the YAML file at
@@ -848,7 +868,9 @@ impl Config {
             grpc_addr: args.grpc_addr,
             admin_addr: args.admin_addr,
             shutdown_grace: args.shutdown_grace,
+            admin_token_file: args.admin_token_file.clone(),
             config_file: path.to_owned(),
+            embedded: None,
             sources,
             clusters,
             agents,

@@ -108,6 +108,7 @@ async fn start_agent_with(cluster: &str, data: &Path, tls: Option<SinkTls>) -> A
         },
         grpc_addr: "127.0.0.1:0".parse().unwrap(),
         admin_addr: "127.0.0.1:0".parse().unwrap(),
+        admin_token_file: None,
         collections: KindTable::builtin()
             .iter()
             .map(|k| k.collection().to_owned())

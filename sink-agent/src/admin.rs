@@ -1,58 +1,20 @@
-//! The admin HTTP port: `/healthz` (the process runs), `/readyz` (the
-//! persisted state is loaded and served), `/metrics` (Prometheus text) and
-//! `/status` (JSON: mode, readiness, what the store holds per collection,
+//! The agent's admin HTTP port: the runtime's `/healthz`, `/readyz` (the
+//! persisted state is loaded and served), `/metrics` and `/debug/*` (see
+//! `meshhub_runtime::admin`), and `/status` (JSON: mode, readiness, what the store holds per collection,
 //! files skipped on load, the ACK/NACK ledger of every stream).
 
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
 
 use axum::extract::State;
-use axum::http::{StatusCode, header};
-use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use meshhub_mcp::ledger::{At, Ledger, PeerStatus, Role};
-use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use meshhub_runtime::admin::{AdminBase, Readiness};
 use serde::Serialize;
-use tokio::net::TcpListener;
 use tokio::sync::watch;
-use tokio_util::sync::CancellationToken;
-use tracing::warn;
 
 use crate::apply::ApplyStatus;
 use crate::store::StoreStatus;
-
-/// How often the Prometheus recorder drains its histograms.
-pub const UPKEEP_INTERVAL: Duration = Duration::from_secs(5);
-
-/// Buckets of every `*_seconds` histogram: a millisecond (a small fsync) to
-/// ten seconds (a huge collection on a slow disk).
-const SECONDS_BUCKETS: &[f64] = &[
-    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
-];
-
-/// The process-wide Prometheus handle. The recorder is installed once per
-/// process; if another recorder already is (tests, embedding), a detached
-/// one is used so that `/metrics` still answers.
-pub fn prometheus() -> PrometheusHandle {
-    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
-    HANDLE
-        .get_or_init(|| {
-            let builder = || {
-                PrometheusBuilder::new()
-                    .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), SECONDS_BUCKETS)
-                    .unwrap_or_else(|_| PrometheusBuilder::new())
-            };
-            match builder().install_recorder() {
-                Ok(h) => h,
-                Err(e) => {
-                    warn!(error = %e, "can't install the metrics recorder; /metrics will be empty");
-                    builder().build_recorder().handle()
-                }
-            }
-        })
-        .clone()
-}
 
 /// What the admin handlers read; every field is a cheap reader handle.
 #[derive(Clone)]
@@ -70,61 +32,29 @@ pub struct AdminState {
     pub apply: Arc<OnceLock<Option<watch::Receiver<Arc<ApplyStatus>>>>>,
     /// The engine's ACK/NACK ledger.
     pub ledger: Ledger,
-    /// Prometheus rendering.
-    pub metrics: PrometheusHandle,
+    /// The runtime's routes (health, readiness, metrics, introspection)
+    /// and the guard of state-changing endpoints (`base.auth.protect`).
+    pub base: AdminBase,
 }
 
-/// The admin routes.
+/// The admin routes: the runtime's and `/status`.
 pub fn router(state: AdminState) -> Router {
-    Router::new()
-        .route("/healthz", get(|| async { "ok\n" }))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
-        .route("/status", get(status))
-        .with_state(state)
-}
-
-/// Serves the admin routes on `listener` until `shutdown`.
-pub async fn serve(
-    listener: TcpListener,
-    state: AdminState,
-    shutdown: CancellationToken,
-) -> std::io::Result<()> {
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown.cancelled_owned())
-        .await
-}
-
-/// Drains the recorder's histograms every [`UPKEEP_INTERVAL`] until
-/// `shutdown`.
-pub async fn upkeep(handle: PrometheusHandle, shutdown: CancellationToken) {
-    let mut tick = tokio::time::interval(UPKEEP_INTERVAL);
-    loop {
-        tokio::select! {
-            () = shutdown.cancelled() => return,
-            _ = tick.tick() => handle.run_upkeep(),
-        }
-    }
-}
-
-async fn readyz(State(s): State<AdminState>) -> Response {
-    if *s.ready.borrow() {
-        (StatusCode::OK, "ready\n").into_response()
-    } else {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "not ready: loading the persisted state\n",
-        )
-            .into_response()
-    }
-}
-
-async fn metrics(State(s): State<AdminState>) -> Response {
-    (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        s.metrics.render(),
+    meshhub_runtime::admin::router(state.base.clone()).merge(
+        Router::new()
+            .route("/status", get(status))
+            .with_state(state),
     )
-        .into_response()
+}
+
+/// The agent's readiness: the persisted state is loaded and served.
+pub fn readiness(ready: watch::Receiver<bool>) -> Readiness {
+    Arc::new(move || {
+        if *ready.borrow() {
+            Ok(())
+        } else {
+            Err("loading the persisted state".to_owned())
+        }
+    })
 }
 
 /// The `/status` document.

@@ -25,14 +25,14 @@ use meshhub_mcp::source::server::{Shared, SourceServer};
 use meshhub_mcp::source::{IncrementalPolicy, SourceConfig};
 use meshhub_proto::kinds::KindTable;
 use meshhub_proto::mcp::SinkNode;
-use tokio::net::TcpListener;
+use meshhub_runtime::admin::{AdminBase, BindError, Identity, bind};
+use meshhub_runtime::grpc::ReflectionError;
+use meshhub_runtime::lifecycle::Lifecycle;
+use meshhub_runtime::signal::{Signal, Signals};
 use tokio::sync::watch;
-use tokio_stream::wrappers::TcpListenerStream;
-use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 use tonic::transport::Endpoint;
 use tonic_health::ServingStatus;
-use tracing::{Instrument as _, error, info, info_span, warn};
+use tracing::{Instrument as _, info, info_span};
 
 use crate::admin::{self, AdminState};
 use crate::apply::{Applier, ApplierError, ApplyStatus};
@@ -46,16 +46,11 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
     /// A listen address can't be bound.
-    #[error("can't listen on {addr} ({what})")]
-    Bind {
-        /// Which port (`sink`, `grpc`, `admin`).
-        what: &'static str,
-        /// The address.
-        addr: SocketAddr,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Bind(#[from] BindError),
+    /// gRPC reflection can't be set up.
+    #[error(transparent)]
+    Reflection(#[from] ReflectionError),
     /// The data directory can't be opened.
     #[error("can't open the store")]
     Store(#[from] StoreError),
@@ -90,9 +85,7 @@ pub struct Agent {
     admin_addr: SocketAddr,
     store: Arc<Store>,
     ledger: Ledger,
-    shutdown: CancellationToken,
-    tasks: TaskTracker,
-    grace: Duration,
+    life: Lifecycle,
 }
 
 impl std::fmt::Debug for Agent {
@@ -105,21 +98,15 @@ impl std::fmt::Debug for Agent {
     }
 }
 
-async fn bind(what: &'static str, addr: SocketAddr) -> Result<TcpListener, RunError> {
-    TcpListener::bind(addr)
-        .await
-        .map_err(|source| RunError::Bind { what, addr, source })
-}
-
 impl Agent {
     /// Binds every port, loads and publishes the persisted state, then
     /// starts receiving from the hub. Returns once the agent is ready.
     pub async fn start(config: Config) -> Result<Self, RunError> {
-        let shutdown = CancellationToken::new();
-        let tasks = TaskTracker::new();
+        let life = Lifecycle::new(config.shutdown_grace);
+        let shutdown = life.shutdown.clone();
+        let tasks = life.tasks.clone();
         let kinds = KindTable::builtin();
         let ledger = Ledger::new();
-        let metrics = admin::prometheus();
         let group: Group = config.cluster.as_str().into();
         let mode = match config.mode {
             Mode::Push { .. } => "push",
@@ -150,20 +137,19 @@ impl Agent {
             store: store_status.clone(),
             apply: apply_status.clone(),
             ledger: ledger.clone(),
-            metrics: metrics.clone(),
+            base: AdminBase::new(
+                admin::readiness(ready_rx.clone()),
+                Identity {
+                    name: "meshhub-sink-agent",
+                    version: env!("CARGO_PKG_VERSION"),
+                    config: process_config(&config),
+                },
+                config.admin_token_file.clone(),
+                admin_addr,
+                shutdown.clone(),
+            ),
         };
-        tasks.spawn(
-            {
-                let shutdown = shutdown.clone();
-                async move {
-                    if let Err(e) = admin::serve(admin_listener, admin_state, shutdown).await {
-                        error!(error = %e, "admin server failed");
-                    }
-                }
-            }
-            .instrument(info_span!("admin", listen.addr = %admin_addr)),
-        );
-        tasks.spawn(admin::upkeep(metrics, shutdown.clone()));
+        meshhub_runtime::admin::spawn(&life, admin_listener, admin::router(admin_state));
 
         // Local re-serve: consumers may connect at once; they wait for the
         // first snapshot, which the store publishes as soon as it loaded.
@@ -185,16 +171,14 @@ impl Agent {
                 .by_type_url(type_url)
                 .map(|k| k.collection().to_owned())
         });
-        let (health, health_service) = tonic_health::server::health_reporter();
-        health
-            .set_service_status("", ServingStatus::NotServing)
-            .await;
-        let router = meshhub_mcp::transport::server()
-            .add_service(health_service)
+        let base = meshhub_runtime::grpc::base(meshhub_runtime::grpc::server()).await?;
+        let health = base.health;
+        let router = base
+            .router
             .add_service(SourceServer::new(shared.clone()).into_service(config.max_message_bytes))
             .add_service(AdsServer::new(shared, types).into_service(config.max_message_bytes));
         tasks.spawn(
-            serve_grpc(router, grpc, shutdown.clone())
+            meshhub_runtime::grpc::serve(router, grpc, shutdown.clone())
                 .instrument(info_span!("grpc", listen.addr = %grpc_addr)),
         );
 
@@ -240,6 +224,8 @@ impl Agent {
                 })
                 .collect(),
         });
+        // The sink port's health (push mode).
+        let mut sink_health = None;
         match &config.mode {
             Mode::Push { tls, .. } => {
                 let listener = sink_listener.unwrap_or_else(|| unreachable!("bound for push"));
@@ -251,14 +237,19 @@ impl Agent {
                     tasks.clone(),
                 )
                 .into_service(config.max_message_bytes);
-                let mut server = meshhub_mcp::transport::server();
+                let mut server = meshhub_runtime::grpc::server();
                 if let Some(tls) = tls {
                     let config = tls.server_config().map_err(RunError::Tls)?;
                     server = server.tls_config(config).map_err(RunError::TlsSetup)?;
                 }
-                let router = server.add_service(service);
+                let base = meshhub_runtime::grpc::base(server).await?;
+                sink_health = Some(base.health);
+                let router = base.router.add_service(service);
                 let span = info_span!("sink", listen.addr = %sink_addr.map_or_else(String::new, |a| a.to_string()));
-                tasks.spawn(serve_grpc(router, listener, shutdown.clone()).instrument(span));
+                tasks.spawn(
+                    meshhub_runtime::grpc::serve(router, listener, shutdown.clone())
+                        .instrument(span),
+                );
             }
             Mode::Pull { hub_url } => {
                 let endpoint = Endpoint::from_shared(hub_url.clone())
@@ -285,15 +276,18 @@ impl Agent {
 
         // Ready: the persisted state is published and served.
         let _ = ready_tx.send(true);
-        health.set_service_status("", ServingStatus::Serving).await;
+        let reporters: Vec<_> = std::iter::once(health).chain(sink_health).collect();
+        for h in &reporters {
+            h.set_service_status("", ServingStatus::Serving).await;
+        }
         {
             let shutdown = shutdown.clone();
             tasks.spawn(async move {
                 shutdown.cancelled().await;
                 let _ = ready_tx.send(false);
-                health
-                    .set_service_status("", ServingStatus::NotServing)
-                    .await;
+                for h in reporters {
+                    h.set_service_status("", ServingStatus::NotServing).await;
+                }
             });
         }
         info!(
@@ -313,9 +307,7 @@ impl Agent {
             admin_addr,
             store,
             ledger,
-            shutdown,
-            tasks,
-            grace: config.shutdown_grace,
+            life,
         })
     }
 
@@ -352,35 +344,10 @@ impl Agent {
     /// Stops everything and waits for the tasks, at most the grace period.
     /// Returns whether every task ended in time.
     pub async fn shutdown(self) -> bool {
-        self.shutdown.cancel();
-        self.tasks.close();
-        let done = match tokio::time::timeout(self.grace, self.tasks.wait()).await {
-            Ok(()) => {
-                info!("meshhub-sink-agent stopped");
-                true
-            }
-            Err(_) => {
-                warn!(grace = ?self.grace, tasks = self.tasks.len(), "grace period over; exiting with tasks still running");
-                false
-            }
-        };
+        let done = self.life.stop("meshhub-sink-agent").await;
         // Dropping the last handle releases the data directory's lock.
         drop(self.store);
         done
-    }
-}
-
-async fn serve_grpc(
-    router: tonic::transport::server::Router,
-    listener: TcpListener,
-    shutdown: CancellationToken,
-) {
-    let incoming = TcpListenerStream::new(listener);
-    if let Err(e) = router
-        .serve_with_incoming_shutdown(incoming, shutdown.cancelled_owned())
-        .await
-    {
-        error!(error = %e, "gRPC server failed");
     }
 }
 
@@ -394,16 +361,28 @@ pub async fn run(config: Config) -> Result<(), RunError> {
 }
 
 async fn wait_for_signal() -> Result<(), RunError> {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        let mut term = signal(SignalKind::terminate()).map_err(RunError::Signal)?;
-        tokio::select! {
-            r = tokio::signal::ctrl_c() => r.map_err(RunError::Signal)?,
-            _ = term.recv() => {},
-        }
-    }
-    #[cfg(not(unix))]
-    tokio::signal::ctrl_c().await.map_err(RunError::Signal)?;
+    // SIGHUP keeps its default action: the agent has nothing to reload.
+    let mut signals = Signals::new(false).map_err(RunError::Signal)?;
+    while signals.next().await.map_err(RunError::Signal)? != Signal::Shutdown {}
     Ok(())
+}
+
+/// The configuration as `/debug/process` shows it: file paths only (TLS
+/// certificates and keys, the kubeconfig, the admin token file), no key
+/// material or token to elide.
+fn process_config(config: &Config) -> serde_json::Value {
+    let debug = |v: &dyn std::fmt::Debug| format!("{v:?}");
+    serde_json::json!({
+        "cluster": config.cluster,
+        "dataDir": config.data_dir,
+        "mode": debug(&config.mode),
+        "grpcAddr": config.grpc_addr,
+        "adminAddr": config.admin_addr,
+        "adminTokenFile": config.admin_token_file,
+        "collections": config.collections,
+        "maxMessageBytes": config.max_message_bytes,
+        "incremental": config.incremental,
+        "shutdownGrace": debug(&config.shutdown_grace),
+        "apply": config.apply.as_ref().map(|a| debug(a)),
+    })
 }

@@ -71,6 +71,12 @@ pub struct Args {
     #[arg(long, env = "MESHHUB_AGENT_ADMIN_ADDR")]
     pub admin_addr: Option<String>,
 
+    /// File holding the bearer token that state-changing admin endpoints
+    /// require (read on every request). Without it they answer only on a
+    /// loopback admin address.
+    #[arg(long, env = "MESHHUB_AGENT_ADMIN_TOKEN_FILE")]
+    pub admin_token_file: Option<PathBuf>,
+
     /// Collections accepted, comma-separated [default: every built-in kind].
     #[arg(long, env = "MESHHUB_AGENT_COLLECTIONS", value_delimiter = ',')]
     pub collections: Option<Vec<String>>,
@@ -190,6 +196,8 @@ pub struct Config {
     pub grpc_addr: SocketAddr,
     /// Admin HTTP address.
     pub admin_addr: SocketAddr,
+    /// The admin token file (see [`Args::admin_token_file`]).
+    pub admin_token_file: Option<PathBuf>,
     /// Collections accepted, sorted; each is in the kind table.
     pub collections: Vec<String>,
     /// gRPC message limit both ways.
@@ -257,6 +265,7 @@ struct FileConfig {
     hub_url: Option<String>,
     grpc_addr: Option<String>,
     admin_addr: Option<String>,
+    admin_token_file: Option<PathBuf>,
     collections: Option<Vec<String>>,
     max_message_size: Option<SizeValue>,
     incremental: Option<bool>,
@@ -438,6 +447,7 @@ impl Config {
             args.admin_addr.or(raw.admin_addr).as_deref(),
             DEFAULT_ADMIN_ADDR,
         )?;
+        let admin_token_file = args.admin_token_file.or(raw.admin_token_file);
 
         let kinds = KindTable::builtin();
         let collections = match args.collections.or(raw.collections) {
@@ -578,6 +588,7 @@ impl Config {
             mode,
             grpc_addr,
             admin_addr,
+            admin_token_file,
             collections,
             max_message_bytes,
             incremental,

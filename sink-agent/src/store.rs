@@ -818,17 +818,7 @@ pub fn load_one(path: &Path, collection: &str, kinds: &KindTable) -> Loaded {
     Ok((collection.to_owned(), file.system_version_info, resources))
 }
 
-/// `e` and its sources, `: `-separated.
-pub fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
-}
+pub use meshhub_runtime::error_chain;
 
 #[cfg(test)]
 mod tests;

@@ -130,6 +130,7 @@ fn config(data: &Path, mode: Mode) -> Config {
         mode,
         grpc_addr: "127.0.0.1:0".parse().unwrap(),
         admin_addr: "127.0.0.1:0".parse().unwrap(),
+        admin_token_file: None,
         collections: KindTable::builtin()
             .iter()
             .map(|k| k.collection().to_owned())

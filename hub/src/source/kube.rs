@@ -774,19 +774,7 @@ fn error_text(e: &watcher::Error) -> String {
 pub fn kube_error_text(e: &kube::Error) -> String {
     match e {
         kube::Error::Api(s) => format!("{} ({} {})", s.message, s.code, s.reason),
-        other => {
-            let mut text = other.to_string();
-            let mut cause = std::error::Error::source(other);
-            while let Some(c) = cause {
-                let c_text = c.to_string();
-                if !text.contains(&c_text) {
-                    text.push_str(": ");
-                    text.push_str(&c_text);
-                }
-                cause = c.source();
-            }
-            text
-        }
+        other => meshhub_runtime::error_chain(other),
     }
 }
 

@@ -54,6 +54,7 @@ use meshhub_proto::kinds::{Kind, KindTable};
 use meshhub_proto::mcp::{Resource, SinkNode};
 use meshhub_proto::object::Object;
 use meshhub_proto::transcode;
+use meshhub_runtime::error_chain;
 use prost::Message as _;
 use sha2::{Digest as _, Sha256};
 use tokio::sync::mpsc;
@@ -681,21 +682,6 @@ pub fn to_object(kind: &Kind, resource: &Resource) -> Result<Object, String> {
         obj.metadata.resource_version = Some(m.version.clone());
     }
     Ok(obj)
-}
-
-/// An error and its causes, on one line.
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        let c_text = c.to_string();
-        if !text.contains(&c_text) {
-            text.push_str(": ");
-            text.push_str(&c_text);
-        }
-        cause = c.source();
-    }
-    text
 }
 
 #[cfg(test)]

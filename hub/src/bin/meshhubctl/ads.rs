@@ -20,6 +20,7 @@ use meshhub_proto::ads::{
 use meshhub_proto::kinds::KindTable;
 use meshhub_proto::mcp::Resource;
 use meshhub_proto::wire::MCP_RESOURCE_TYPE_URL;
+use meshhub_runtime::error_chain;
 use prost::Message;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -146,17 +147,6 @@ fn node(cluster: Option<&str>) -> Node {
         metadata: Some(Struct { fields }),
         ..Default::default()
     }
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut m = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        m.push_str(": ");
-        m.push_str(&c.to_string());
-        cur = c.source();
-    }
-    m
 }
 
 fn status_text(s: &tonic::Status) -> String {

@@ -1,0 +1,169 @@
+//! The admin HTTP port's base: `/healthz` (the process runs), `/readyz`
+//! (the process's own honest readiness check), `/metrics` (Prometheus
+//! text) and the [`crate::debug`] routes. Each binary merges its own
+//! routes (`/status`, ...) onto [`router`] and serves with [`spawn`].
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use metrics_exporter_prometheus::PrometheusHandle;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument as _, error, info_span};
+
+use crate::auth::AdminAuth;
+use crate::debug::{self, DebugState};
+use crate::lifecycle::Lifecycle;
+
+/// The readiness check: `Err(why)` while not ready.
+pub type Readiness = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
+
+/// What the base routes need.
+#[derive(Clone)]
+pub struct AdminBase {
+    /// The readiness check behind `/readyz`.
+    pub ready: Readiness,
+    /// Prometheus rendering.
+    pub metrics: PrometheusHandle,
+    /// Introspection.
+    pub debug: DebugState,
+    /// Protection of state-changing endpoints.
+    pub auth: AdminAuth,
+}
+
+impl std::fmt::Debug for AdminBase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AdminBase")
+            .field("auth", &self.auth)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Who a process is, for [`AdminBase::new`].
+#[derive(Debug)]
+pub struct Identity {
+    /// The binary (`meshhub`).
+    pub name: &'static str,
+    /// Its version (`env!("CARGO_PKG_VERSION")`).
+    pub version: &'static str,
+    /// Its configuration as `/debug/process` shows it (no key material,
+    /// no tokens).
+    pub config: serde_json::Value,
+}
+
+impl AdminBase {
+    /// The base of an admin port bound to `listen`: readiness by `ready`,
+    /// the process-wide recorder, introspection of `who` with the log
+    /// control [`crate::logging::init`] installed (if it did), and
+    /// [`AdminAuth`] with `token_file`.
+    pub fn new(
+        ready: Readiness,
+        who: Identity,
+        token_file: Option<std::path::PathBuf>,
+        listen: SocketAddr,
+        shutdown: CancellationToken,
+    ) -> Self {
+        Self {
+            ready,
+            metrics: crate::metrics::prometheus(),
+            debug: DebugState {
+                log: crate::logging::global(),
+                process: Arc::new(debug::ProcessInfo::new(
+                    who.name,
+                    who.version,
+                    option_env!("MESHHUB_GIT_COMMIT"),
+                    who.config,
+                )),
+                profiler: debug::Profiler::default(),
+                shutdown,
+            },
+            auth: AdminAuth::new(token_file, listen),
+        }
+    }
+}
+
+/// The base routes.
+pub fn router(base: AdminBase) -> Router {
+    let debug = debug::router(base.debug.clone(), &base.auth);
+    Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .with_state(base)
+        .merge(debug)
+}
+
+async fn readyz(State(b): State<AdminBase>) -> Response {
+    match (b.ready)() {
+        Ok(()) => (StatusCode::OK, "ready\n").into_response(),
+        Err(why) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("not ready: {why}\n"),
+        )
+            .into_response(),
+    }
+}
+
+async fn metrics(State(b): State<AdminBase>) -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        b.metrics.render(),
+    )
+        .into_response()
+}
+
+/// Serves `router` on `listener` until `shutdown`.
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
+    axum::serve(listener, router)
+        .with_graceful_shutdown(shutdown.cancelled_owned())
+        .await
+}
+
+/// Spawns the admin server on `listener` and the metrics upkeep, both
+/// owned by `life`.
+pub fn spawn(life: &Lifecycle, listener: TcpListener, router: Router) {
+    let metrics = crate::metrics::prometheus();
+    let addr = listener
+        .local_addr()
+        .map_or_else(|_| "-".to_owned(), |a: SocketAddr| a.to_string());
+    let shutdown = life.shutdown.clone();
+    life.tasks.spawn(
+        async move {
+            if let Err(e) = serve(listener, router, shutdown).await {
+                error!(error = %e, "admin server failed");
+            }
+        }
+        .instrument(info_span!("admin", listen.addr = %addr)),
+    );
+    life.tasks
+        .spawn(crate::metrics::upkeep(metrics, life.shutdown.clone()));
+}
+
+/// Binds `addr` for the port called `what`.
+pub async fn bind(what: &'static str, addr: SocketAddr) -> Result<TcpListener, BindError> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| BindError { what, addr, source })
+}
+
+/// A listen address can't be bound.
+#[derive(Debug, thiserror::Error)]
+#[error("can't listen on {addr} ({what})")]
+pub struct BindError {
+    /// Which port (`grpc`, `admin`, `sink`).
+    pub what: &'static str,
+    /// The address.
+    pub addr: SocketAddr,
+    /// Why.
+    #[source]
+    pub source: std::io::Error,
+}

@@ -1,0 +1,182 @@
+//! Protection of the admin port's state-changing endpoints.
+//!
+//! With a token file configured, they require `Authorization: Bearer
+//! <token>` (the file is read on every request, so a rotated token applies
+//! at once). Without one, they answer only while the admin port listens on
+//! loopback; on any other address they are refused with 403 and a message
+//! saying how to enable the token. Read-only endpoints are not guarded.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use tracing::warn;
+
+/// How the admin port's state-changing endpoints are protected.
+#[derive(Clone, Debug)]
+pub struct AdminAuth {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    token_file: Option<PathBuf>,
+    listen: SocketAddr,
+}
+
+/// Why a request is refused.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// No `Authorization: Bearer` header.
+    Missing,
+    /// A token that is not the configured one.
+    Wrong,
+    /// No token configured and the port is not on loopback.
+    Unprotected(SocketAddr),
+    /// The token file can't be read.
+    TokenFile(String),
+}
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        match self {
+            Self::Missing => (
+                StatusCode::UNAUTHORIZED,
+                [(header::WWW_AUTHENTICATE, "Bearer")],
+                "unauthorized: this endpoint requires `Authorization: Bearer <token>` (the admin token file's content)\n",
+            )
+                .into_response(),
+            Self::Wrong => (StatusCode::FORBIDDEN, "forbidden: wrong admin token\n").into_response(),
+            Self::Unprotected(addr) => (
+                StatusCode::FORBIDDEN,
+                format!(
+                    "forbidden: the admin port listens on {addr}, not loopback, and no admin token is configured; \
+                     set --admin-token-file (env MESHHUB_ADMIN_TOKEN_FILE) to enable state-changing endpoints\n"
+                ),
+            )
+                .into_response(),
+            Self::TokenFile(message) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("can't check the admin token: {message}\n"),
+            )
+                .into_response(),
+        }
+    }
+}
+
+impl AdminAuth {
+    /// Protection for an admin port bound to `listen`, with an optional
+    /// token file. Warns when `listen` is not loopback and there is no
+    /// token: state-changing endpoints will refuse every request.
+    pub fn new(token_file: Option<PathBuf>, listen: SocketAddr) -> Self {
+        if token_file.is_none() && !listen.ip().is_loopback() {
+            warn!(
+                admin.addr = %listen,
+                "the admin port is not on loopback and has no token: its state-changing endpoints are refused; set --admin-token-file to enable them"
+            );
+        }
+        Self {
+            inner: Arc::new(Inner { token_file, listen }),
+        }
+    }
+
+    /// Whether a request with `headers` may change state.
+    pub fn check(&self, headers: &HeaderMap) -> Result<(), Refusal> {
+        let Some(path) = &self.inner.token_file else {
+            return if self.inner.listen.ip().is_loopback() {
+                Ok(())
+            } else {
+                Err(Refusal::Unprotected(self.inner.listen))
+            };
+        };
+        let expected = std::fs::read_to_string(path)
+            .map_err(|e| Refusal::TokenFile(format!("{}: {e}", path.display())))?;
+        let expected = expected.trim();
+        if expected.is_empty() {
+            return Err(Refusal::TokenFile(format!("{} is empty", path.display())));
+        }
+        let given = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim)
+            .ok_or(Refusal::Missing)?;
+        if same(given.as_bytes(), expected.as_bytes()) {
+            Ok(())
+        } else {
+            Err(Refusal::Wrong)
+        }
+    }
+
+    /// `router` with every route guarded by [`require_admin`]: what every
+    /// state-changing admin endpoint is wrapped in.
+    pub fn protect<S>(&self, router: Router<S>) -> Router<S>
+    where
+        S: Clone + Send + Sync + 'static,
+    {
+        router.route_layer(middleware::from_fn_with_state(self.clone(), require_admin))
+    }
+}
+
+/// Compares without stopping at the first difference.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// The axum middleware: passes the request on when [`AdminAuth::check`]
+/// allows it, answers 401/403 otherwise.
+pub async fn require_admin(State(auth): State<AdminAuth>, req: Request, next: Next) -> Response {
+    match auth.check(req.headers()) {
+        Ok(()) => next.run(req).await,
+        Err(refusal) => refusal.into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(token: Option<&str>) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        if let Some(t) = token {
+            h.insert(
+                header::AUTHORIZATION,
+                format!("Bearer {t}").parse().unwrap(),
+            );
+        }
+        h
+    }
+
+    #[test]
+    fn loopback_without_token_is_open_elsewhere_refused() {
+        let local = AdminAuth::new(None, "127.0.0.1:1".parse().unwrap());
+        assert_eq!(local.check(&headers(None)), Ok(()));
+        let any = AdminAuth::new(None, "0.0.0.0:1".parse().unwrap());
+        assert!(matches!(
+            any.check(&headers(None)),
+            Err(Refusal::Unprotected(_))
+        ));
+    }
+
+    #[test]
+    fn a_token_file_requires_its_token() {
+        let dir = std::env::temp_dir().join(format!("meshhub-auth-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("token");
+        std::fs::write(&file, "s3cret\n").unwrap();
+        let auth = AdminAuth::new(Some(file.clone()), "0.0.0.0:1".parse().unwrap());
+        assert_eq!(auth.check(&headers(None)), Err(Refusal::Missing));
+        assert_eq!(auth.check(&headers(Some("nope"))), Err(Refusal::Wrong));
+        assert_eq!(auth.check(&headers(Some("s3cret"))), Ok(()));
+        // Rotated: the new token applies at once.
+        std::fs::write(&file, "other").unwrap();
+        assert_eq!(auth.check(&headers(Some("s3cret"))), Err(Refusal::Wrong));
+        assert_eq!(auth.check(&headers(Some("other"))), Ok(()));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

@@ -1,0 +1,20 @@
+//! The process runtime shared by `meshhub` and `meshhub-sink-agent` (the
+//! role linkerd2's policy-controller runtime crate has there): logging
+//! ([`logging`]), the Prometheus recorder ([`metrics`]), the admin HTTP
+//! port's base routes and introspection ([`admin`], [`debug`], guarded by
+//! [`auth`]), the gRPC server base with health and reflection ([`grpc`]),
+//! signals ([`signal`]), the owned tasks and their graceful end
+//! ([`lifecycle`]), [`entry`] (what `main` does) and [`error_chain`].
+
+pub mod admin;
+pub mod auth;
+pub mod debug;
+pub mod entry;
+pub mod error;
+pub mod grpc;
+pub mod lifecycle;
+pub mod logging;
+pub mod metrics;
+pub mod signal;
+
+pub use error::error_chain;

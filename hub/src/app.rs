@@ -21,7 +21,7 @@ use meshhub_mcp::source::SourceConfig;
 use meshhub_mcp::source::server::{Shared, SourceServer};
 use meshhub_proto::object::Object;
 use meshhub_runtime::admin::{AdminBase, BindError, Identity, bind};
-use meshhub_runtime::grpc::ReflectionError;
+use meshhub_runtime::grpc::{RESOURCE_SOURCE, ReflectionError};
 use meshhub_runtime::lifecycle::Lifecycle;
 use meshhub_runtime::signal::{Signal, Signals};
 use tokio::sync::{mpsc, watch};
@@ -196,7 +196,8 @@ impl Hub {
                 .by_type_url(type_url)
                 .map(|k| k.collection().to_owned())
         });
-        let base = meshhub_runtime::grpc::base(meshhub_runtime::grpc::server()).await?;
+        let base = meshhub_runtime::grpc::base(meshhub_runtime::grpc::server(), &[RESOURCE_SOURCE])
+            .await?;
         let health = base.health;
         {
             let mut status = status.clone();

@@ -2,6 +2,11 @@
 //! (one source of truth: `meshhub_mcp::transport`), `grpc.health.v1` and
 //! gRPC server reflection (v1 and v1alpha, for grpcurl and friends) over
 //! the descriptors of `istio.mcp.v1alpha1` and `grpc.health.v1`.
+//!
+//! Reflection lists the services a port really serves (the caller names
+//! them) with health and reflection. Envoy's ADS
+//! (`envoy.service.discovery.v3`) is served but not listed: meshhub has no
+//! descriptor of Envoy's protos (`envoy-types` ships generated Rust only).
 
 use tokio::net::TcpListener;
 use tokio_stream::wrappers::TcpListenerStream;
@@ -33,19 +38,36 @@ impl std::fmt::Debug for Base {
     }
 }
 
-/// `server` (see [`server()`]) with health and reflection added.
-pub async fn base(mut server: Server) -> Result<Base, ReflectionError> {
+/// MCP's `ResourceSource` service.
+pub const RESOURCE_SOURCE: &str = "istio.mcp.v1alpha1.ResourceSource";
+/// MCP's `ResourceSink` service.
+pub const RESOURCE_SINK: &str = "istio.mcp.v1alpha1.ResourceSink";
+/// The health service.
+pub const HEALTH: &str = "grpc.health.v1.Health";
+
+/// `server` (see [`server()`]) with health and reflection added;
+/// reflection lists `services` (the port's own), health and itself.
+pub async fn base(mut server: Server, services: &[&str]) -> Result<Base, ReflectionError> {
     let (health, health_service) = tonic_health::server::health_reporter();
     health
         .set_service_status("", ServingStatus::NotServing)
         .await;
-    let builder = || {
-        tonic_reflection::server::Builder::configure()
-            .register_encoded_file_descriptor_set(meshhub_proto::descriptor::FILE_DESCRIPTOR_SET)
-            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+    let builder = |reflection: &str| {
+        services.iter().copied().chain([HEALTH, reflection]).fold(
+            tonic_reflection::server::Builder::configure()
+                .register_encoded_file_descriptor_set(
+                    meshhub_proto::descriptor::FILE_DESCRIPTOR_SET,
+                )
+                .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET),
+            tonic_reflection::server::Builder::with_service_name,
+        )
     };
-    let v1 = builder().build_v1().map_err(ReflectionError)?;
-    let v1alpha = builder().build_v1alpha().map_err(ReflectionError)?;
+    let v1 = builder("grpc.reflection.v1.ServerReflection")
+        .build_v1()
+        .map_err(ReflectionError)?;
+    let v1alpha = builder("grpc.reflection.v1alpha.ServerReflection")
+        .build_v1alpha()
+        .map_err(ReflectionError)?;
     let router = server
         .add_service(health_service)
         .add_service(v1)

@@ -92,19 +92,28 @@ impl LogControl {
 
     /// Replaces the whole filter (`info,meshhub::pipeline=debug`).
     pub fn set(&self, filter: &str) -> Result<(), LogError> {
-        let parsed = parse(filter)?;
-        let mut current = self.current.lock().unwrap_or_else(PoisonError::into_inner);
-        self.handle.reload(parsed).map_err(|_| LogError::Gone)?;
-        filter.clone_into(&mut current);
-        Ok(())
+        self.update(|_| Ok(filter.to_owned())).map(drop)
     }
 
     /// Sets the level of some modules (`meshhub::pipeline` → `debug`),
     /// keeping the rest of the filter: a module's earlier directive is
     /// replaced. Returns the new filter.
     pub fn set_modules(&self, modules: &BTreeMap<String, String>) -> Result<String, LogError> {
-        let filter = with_modules(&self.filter(), modules)?;
-        self.set(&filter)?;
+        self.update(|current| with_modules(current, modules))
+    }
+
+    /// Computes the new filter from the current one and applies it, as one
+    /// step (two concurrent changes do not lose one another).
+    fn update(
+        &self,
+        change: impl FnOnce(&str) -> Result<String, LogError>,
+    ) -> Result<String, LogError> {
+        let mut current = self.current.lock().unwrap_or_else(PoisonError::into_inner);
+        let filter = change(&current)?;
+        self.handle
+            .reload(parse(&filter)?)
+            .map_err(|_| LogError::Gone)?;
+        current.clone_from(&filter);
         Ok(filter)
     }
 }

@@ -26,7 +26,7 @@ use meshhub_mcp::source::{IncrementalPolicy, SourceConfig};
 use meshhub_proto::kinds::KindTable;
 use meshhub_proto::mcp::SinkNode;
 use meshhub_runtime::admin::{AdminBase, BindError, Identity, bind};
-use meshhub_runtime::grpc::ReflectionError;
+use meshhub_runtime::grpc::{RESOURCE_SINK, RESOURCE_SOURCE, ReflectionError};
 use meshhub_runtime::lifecycle::Lifecycle;
 use meshhub_runtime::signal::{Signal, Signals};
 use tokio::sync::watch;
@@ -171,7 +171,8 @@ impl Agent {
                 .by_type_url(type_url)
                 .map(|k| k.collection().to_owned())
         });
-        let base = meshhub_runtime::grpc::base(meshhub_runtime::grpc::server()).await?;
+        let base = meshhub_runtime::grpc::base(meshhub_runtime::grpc::server(), &[RESOURCE_SOURCE])
+            .await?;
         let health = base.health;
         let router = base
             .router
@@ -242,7 +243,7 @@ impl Agent {
                     let config = tls.server_config().map_err(RunError::Tls)?;
                     server = server.tls_config(config).map_err(RunError::TlsSetup)?;
                 }
-                let base = meshhub_runtime::grpc::base(server).await?;
+                let base = meshhub_runtime::grpc::base(server, &[RESOURCE_SINK]).await?;
                 sink_health = Some(base.health);
                 let router = base.router.add_service(service);
                 let span = info_span!("sink", listen.addr = %sink_addr.map_or_else(String::new, |a| a.to_string()));

@@ -7,6 +7,8 @@
 
 #[path = "meshhubctl/ads.rs"]
 mod ads;
+#[path = "meshhubctl/loglevel.rs"]
+mod loglevel;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::Write as _;
@@ -43,6 +45,8 @@ enum Command {
     /// Show every remote cluster and consumer of a hub: connected or not,
     /// and per collection the sent and ACKed version and the sync state.
     Status(StatusArgs),
+    /// Print or change the log filter of a hub or agent at runtime.
+    LogLevel(loglevel::LogLevelArgs),
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -338,6 +342,7 @@ async fn main() -> ExitCode {
     let result = match cli.command {
         Command::Watch(args) => watch(args).await,
         Command::Status(args) => status::run(args).await,
+        Command::LogLevel(args) => loglevel::run(args).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

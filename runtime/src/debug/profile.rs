@@ -41,6 +41,11 @@ impl Drop for Busy {
 }
 
 impl Profiler {
+    /// Whether a profile is running now.
+    pub fn busy(&self) -> bool {
+        self.busy.load(Ordering::Acquire)
+    }
+
     fn acquire(&self) -> Option<Busy> {
         self.busy
             .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)

@@ -38,7 +38,8 @@ pub struct Args {
     #[arg(long, env = "MESHHUB_GRPC_ADDR", default_value = DEFAULT_GRPC_ADDR)]
     pub grpc_addr: SocketAddr,
 
-    /// Admin HTTP listen address (/healthz, /readyz, /metrics, /status).
+    /// Admin HTTP listen address (/healthz, /readyz, /metrics, /status,
+    /// /debug/*).
     #[arg(long, env = "MESHHUB_ADMIN_ADDR", default_value = DEFAULT_ADMIN_ADDR)]
     pub admin_addr: SocketAddr,
 

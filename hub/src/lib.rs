@@ -5,7 +5,7 @@
 //! of the [`store`] and of the snapshot cache: debounce, per-group snapshots
 //! by the rules of [`groups`]) → the engine's gRPC services, wired by
 //! [`app`]. [`clusters`] dials the sink agents of remote clusters;
-//! [`leader`] elects the one replica that dials; [`reload`] follows the configuration file. [`admin`] serves health, readiness, metrics and status;
+//! [`leader`] elects the one replica that dials; [`reload`] follows the configuration file. [`admin`] serves `/status` on top of the runtime crate's health, readiness, metrics and `/debug/*` routes (`meshhub_runtime`);
 //! [`config`] parses and checks flags and the YAML file at the edge.
 //! [`webhook`] is the validating admission webhook (Galley's webhook role),
 //! checking with the same code as the sources.

@@ -66,7 +66,7 @@ pub struct Args {
     #[arg(long, env = "MESHHUB_AGENT_GRPC_ADDR")]
     pub grpc_addr: Option<String>,
 
-    /// Admin HTTP address (/healthz, /readyz, /metrics, /status)
+    /// Admin HTTP address (/healthz, /readyz, /metrics, /status, /debug/*)
     /// [default: 127.0.0.1:9913].
     #[arg(long, env = "MESHHUB_AGENT_ADMIN_ADDR")]
     pub admin_addr: Option<String>,

@@ -2,7 +2,10 @@
 //! source synced and the first snapshots are published), `/metrics`
 //! (Prometheus text) and `/status` (JSON: sources, rejected entries with
 //! reasons, conflicts, groups with per-collection versions, leader
-//! election, the ACK/NACK ledger).
+//! election, the ACK/NACK ledger) and `/debug/object` ([`objects`]: one
+//! object's sources, validation and delivery).
+
+pub mod objects;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
@@ -15,6 +18,7 @@ use axum::routing::get;
 use axum::{Json, Router};
 use meshhub_mcp::cache::SnapshotCache;
 use meshhub_mcp::ledger::{Ledger, PeerStatus, Role};
+use meshhub_proto::kinds::KindTable;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use serde::Serialize;
 use tokio::net::TcpListener;
@@ -79,6 +83,8 @@ pub struct AdminState {
     pub leader: watch::Receiver<LeaderStatus>,
     /// Prometheus rendering.
     pub metrics: PrometheusHandle,
+    /// The kinds the hub knows (built-in and `extraKinds`).
+    pub kinds: KindTable,
 }
 
 /// The admin routes.
@@ -88,6 +94,7 @@ pub fn router(state: AdminState) -> Router {
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .route("/status", get(status))
+        .merge(objects::routes())
         .with_state(state)
 }
 

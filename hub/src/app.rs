@@ -315,6 +315,7 @@ impl Hub {
             ledger: ledger.clone(),
             leader: leader.clone(),
             metrics: metrics.clone(),
+            kinds: kinds.clone(),
         };
         tasks.spawn(
             {

@@ -28,8 +28,8 @@ use tracing::{debug, info, warn};
 
 use crate::config::Debounce;
 use crate::groups::GroupRules;
-use crate::source::SourceEvent;
-use crate::store::{Conflict, Rejected, Store, Warning};
+use crate::source::{Origin, SourceEvent};
+use crate::store::{Accepted, Conflict, ObjectKey, Rejected, Store, Warning};
 
 /// Histogram: how long changes waited in the debouncer before being
 /// published, in seconds.
@@ -137,6 +137,19 @@ pub struct Status {
     pub conflicts: Vec<Conflict>,
     /// Warnings about served objects.
     pub warnings: Vec<Warning>,
+    /// Every served object and where its definition came from, for
+    /// `/debug/object` (not part of `/status`: it holds every object).
+    #[serde(skip)]
+    pub served: Arc<BTreeMap<ObjectKey, Served>>,
+}
+
+/// A served object and the definition it was built from.
+#[derive(Clone, Debug)]
+pub struct Served {
+    /// Where the served definition came from.
+    pub origin: Origin,
+    /// The object as evaluated and placed.
+    pub object: Arc<Accepted>,
 }
 
 /// The pipeline task's state.
@@ -413,6 +426,17 @@ impl Pipeline {
         status.rejected = resolved.rejected;
         status.conflicts = resolved.conflicts;
         status.warnings = resolved.warnings;
+        let mut origins = resolved.origins;
+        status.served = Arc::new(
+            resolved
+                .objects
+                .into_iter()
+                .filter_map(|(key, object)| {
+                    let origin = origins.remove(&key)?;
+                    Some((key, Served { origin, object }))
+                })
+                .collect(),
+        );
         self.status.send_replace(Arc::new(status));
     }
 
@@ -444,6 +468,7 @@ impl Pipeline {
         status.rejected = prev.rejected.clone();
         status.conflicts = prev.conflicts.clone();
         status.warnings = prev.warnings.clone();
+        status.served = prev.served.clone();
         self.status.send_replace(Arc::new(status));
     }
 }

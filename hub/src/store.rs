@@ -70,6 +70,9 @@ pub struct Accepted {
     pub groups: Vec<Group>,
     /// Fields pruned from it (policy `prune`).
     pub warnings: Vec<String>,
+    /// The Kubernetes `resourceVersion` of the definition, when it came
+    /// from an API server (shown by `meshhubctl describe`).
+    pub resource_version: Option<String>,
 }
 
 /// The outcome of evaluating one entry.
@@ -125,6 +128,8 @@ pub struct Resolved {
     pub rejected: Vec<Rejected>,
     /// Warnings about accepted entries.
     pub warnings: Vec<Warning>,
+    /// Where the served definition of every object came from.
+    pub origins: BTreeMap<ObjectKey, Origin>,
 }
 
 /// What is known of an object independently of the grouping rules: its
@@ -353,6 +358,7 @@ impl Store {
                 resource: resource.clone(),
                 groups,
                 warnings: warnings.clone(),
+                resource_version: e.meta.resource_version.clone(),
             })),
             (result, groups) => {
                 let mut reasons = result.as_ref().err().cloned().unwrap_or_default();
@@ -398,6 +404,7 @@ impl Store {
                     ignored: list[1..].iter().map(|(o, _)| (*o).clone()).collect(),
                 });
             }
+            out.origins.insert(key.clone(), winner_origin.clone());
             out.objects.insert(key, winner.clone());
         }
         out.rejected.sort_by(|a, b| a.origin.cmp(&b.origin));

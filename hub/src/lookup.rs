@@ -1,10 +1,25 @@
 //! Finding a kind by the names people type: `VirtualService`,
-//! `virtualservice(s)`, `virtualservices.networking.istio.io`, an MCP
+//! `virtualservice(s)`, Istio's short names (`vs`, `dr`, …, as in its CRDs),
+//! `virtualservices.networking.istio.io`, an MCP
 //! collection (`istio/networking/v1alpha3/virtualservices`) or a type URL
 //! (`networking.istio.io/v1/VirtualService`). Shared by the admin port's
 //! `/debug/object` and by `meshhubctl`.
 
 use meshhub_proto::kinds::{Kind, KindTable};
+
+/// The `shortNames` of Istio's CRDs (`crd-all.gen.yaml`): kubectl's
+/// abbreviations, which operators type.
+const SHORT_NAMES: &[(&str, &str)] = &[
+    ("ap", "AuthorizationPolicy"),
+    ("dr", "DestinationRule"),
+    ("gw", "Gateway"),
+    ("pa", "PeerAuthentication"),
+    ("ra", "RequestAuthentication"),
+    ("se", "ServiceEntry"),
+    ("vs", "VirtualService"),
+    ("we", "WorkloadEntry"),
+    ("wg", "WorkloadGroup"),
+];
 
 /// The kind `text` names, or a message listing the kinds there are.
 pub fn find_kind<'a>(kinds: &'a KindTable, text: &str) -> Result<&'a Kind, String> {
@@ -21,9 +36,13 @@ pub fn find_kind<'a>(kinds: &'a KindTable, text: &str) -> Result<&'a Kind, Strin
         Some((n, g)) => (n, Some(g)),
         None => (lower.as_str(), None),
     };
+    // A short name means Istio's kind of that name.
+    let short = SHORT_NAMES.iter().find(|(short, _)| *short == name);
+    let name = short.map_or(name.to_owned(), |(_, kind)| kind.to_ascii_lowercase());
     let matches: Vec<&Kind> = kinds
         .iter()
         .filter(|k| group.is_none_or(|g| k.group().eq_ignore_ascii_case(g)))
+        .filter(|k| short.is_none() || k.group().ends_with("istio.io"))
         .filter(|k| {
             let kind = k.kind().to_ascii_lowercase();
             let plural = k.plural().to_ascii_lowercase();
@@ -67,6 +86,7 @@ mod tests {
             "virtualservice",
             "virtualservices",
             "VirtualServices.networking.istio.io",
+            "vs",
             vs,
             "networking.istio.io/v1/VirtualService",
         ] {

@@ -21,6 +21,7 @@ use super::AdminState;
 use crate::clusters::is_dialer;
 use crate::lookup::find_kind;
 use crate::source::Origin;
+use crate::store::ObjectKey;
 
 /// The route of this module, to merge into the admin router.
 pub fn routes() -> axum::Router<AdminState> {
@@ -113,8 +114,8 @@ pub struct PeerDelivery {
     pub connected: bool,
     /// `ACKED` (the current collection version, so the object, was
     /// ACKed), `NACKED` (the current version was NACKed), `SENT` (sent, not
-    /// answered yet) or `NOT_SENT` (the peer has an older version or
-    /// nothing).
+    /// answered yet) or `BEHIND` (the current version was not sent yet: the
+    /// peer has an older version, or nothing).
     pub delivery: &'static str,
     /// The ledger's sync state of the collection.
     pub state: SyncState,
@@ -172,11 +173,11 @@ fn mcp_name(kind: &Kind, q: &ObjectQuery) -> String {
 pub fn describe(s: &AdminState, kind: &Kind, q: &ObjectQuery) -> Option<ObjectView> {
     let status = s.status.borrow().clone();
     let name = mcp_name(kind, q);
-    let served = status
-        .served
-        .iter()
-        .find(|(k, _)| &*k.collection == kind.collection() && &*k.name == name)
-        .map(|(_, v)| v.clone());
+    let key = ObjectKey {
+        collection: kind.collection().into(),
+        name: name.as_str().into(),
+    };
+    let served = status.served.get(&key).cloned();
     let mut definitions = Vec::new();
     let mut messages = Vec::new();
     if let Some(served) = &served {
@@ -314,7 +315,7 @@ fn peer_delivery(p: &PeerStatus, kind: &Kind, current: &str) -> PeerDelivery {
     } else if is_current(sent.as_deref()) {
         "SENT"
     } else {
-        "NOT_SENT"
+        "BEHIND"
     };
     PeerDelivery {
         peer: p.peer.clone(),

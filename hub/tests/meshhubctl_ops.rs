@@ -406,6 +406,12 @@ async fn diff_exits_0_when_the_agent_holds_what_the_hub_serves_and_1_naming_what
 async fn describe_tells_sources_validation_clusters_and_delivery() {
     let (dir, config) = tree();
     std::fs::write(dir.path().join("objects/broken.yaml"), BROKEN).unwrap();
+    // A second definition of reviews: it loses to reviews.yaml (smaller).
+    std::fs::write(
+        dir.path().join("objects/zz-copy.yaml"),
+        vs("reviews", "bookinfo", (80, 20)),
+    )
+    .unwrap();
     let agent = start_agent(&dir.path().join("east")).await;
     write_config(&config, agent.sink_addr());
     let hub = start_hub(&config).await;
@@ -431,6 +437,8 @@ async fn describe_tells_sources_validation_clusters_and_delivery() {
     assert_eq!(v["definitions"][0]["state"], "served", "{v}");
     assert_eq!(v["definitions"][0]["origin"]["source"], "files", "{v}");
     assert_eq!(v["definitions"][0]["origin"]["unit"], "reviews.yaml", "{v}");
+    assert_eq!(v["definitions"][1]["state"], "ignored", "{v}");
+    assert_eq!(v["definitions"][1]["origin"]["unit"], "zz-copy.yaml", "{v}");
     let clusters: Vec<&str> = v["clusters"]
         .as_array()
         .unwrap()
@@ -464,7 +472,17 @@ async fn describe_tells_sources_validation_clusters_and_delivery() {
     ])
     .await;
     assert!(out.contains("Validation:  Accepted (served)"), "{out}");
-    assert!(out.contains("served  files:reviews.yaml"), "{out}");
+    let sources: Vec<Vec<&str>> = out
+        .lines()
+        .filter(|l| l.contains("files:"))
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(sources[0][..2], ["served", "files:reviews.yaml#1"], "{out}");
+    assert_eq!(
+        sources[1][..2],
+        ["ignored", "files:zz-copy.yaml#1"],
+        "{out}"
+    );
     assert!(
         out.lines()
             .any(|l| l.contains("east") && l.contains("agent/mcp") && l.contains("ACKED")),

@@ -613,11 +613,7 @@ mod status {
     /// Versions are digests; the table shows a prefix (`-o json` has them
     /// whole).
     fn short(v: &Option<String>) -> String {
-        match v {
-            Some(v) if v.chars().count() > 12 => v.chars().take(12).collect(),
-            Some(v) if !v.is_empty() => v.clone(),
-            _ => "-".to_owned(),
-        }
+        super::output::short(v.as_deref().unwrap_or_default())
     }
 
     fn since(r: &Row) -> String {

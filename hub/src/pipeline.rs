@@ -140,16 +140,24 @@ pub struct Status {
     /// Every served object and where its definition came from, for
     /// `/debug/object` (not part of `/status`: it holds every object).
     #[serde(skip)]
-    pub served: Arc<BTreeMap<ObjectKey, Served>>,
+    pub served: Arc<Served>,
 }
 
-/// A served object and the definition it was built from.
-#[derive(Clone, Debug)]
+/// The served objects of the last build, moved out of the store's
+/// resolution (nothing is copied).
+#[derive(Debug, Default)]
 pub struct Served {
-    /// Where the served definition came from.
-    pub origin: Origin,
-    /// The object as evaluated and placed.
-    pub object: Arc<Accepted>,
+    /// Every served object as evaluated and placed.
+    pub objects: BTreeMap<ObjectKey, Arc<Accepted>>,
+    /// Where each one's served definition came from, sorted by key.
+    pub origins: Vec<(ObjectKey, Origin)>,
+}
+
+impl Served {
+    /// Where the served definition of `key` came from.
+    pub fn origin(&self, key: &ObjectKey) -> Option<&Origin> {
+        crate::store::origin_of(&self.origins, key)
+    }
 }
 
 /// The pipeline task's state.
@@ -426,17 +434,10 @@ impl Pipeline {
         status.rejected = resolved.rejected;
         status.conflicts = resolved.conflicts;
         status.warnings = resolved.warnings;
-        let mut origins = resolved.origins;
-        status.served = Arc::new(
-            resolved
-                .objects
-                .into_iter()
-                .filter_map(|(key, object)| {
-                    let origin = origins.remove(&key)?;
-                    Some((key, Served { origin, object }))
-                })
-                .collect(),
-        );
+        status.served = Arc::new(Served {
+            objects: resolved.objects,
+            origins: resolved.origins,
+        });
         self.status.send_replace(Arc::new(status));
     }
 

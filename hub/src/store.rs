@@ -128,8 +128,24 @@ pub struct Resolved {
     pub rejected: Vec<Rejected>,
     /// Warnings about accepted entries.
     pub warnings: Vec<Warning>,
-    /// Where the served definition of every object came from.
-    pub origins: BTreeMap<ObjectKey, Origin>,
+    /// Where the served definition of every object came from, sorted by
+    /// key (a sorted list is cheaper to build than a second map).
+    pub origins: Vec<(ObjectKey, Origin)>,
+}
+
+impl Resolved {
+    /// Where the served definition of `key` came from.
+    pub fn origin(&self, key: &ObjectKey) -> Option<&Origin> {
+        origin_of(&self.origins, key)
+    }
+}
+
+/// The origin of `key` in a list sorted by key.
+pub fn origin_of<'a>(origins: &'a [(ObjectKey, Origin)], key: &ObjectKey) -> Option<&'a Origin> {
+    origins
+        .binary_search_by(|(k, _)| k.cmp(key))
+        .ok()
+        .map(|i| &origins[i].1)
 }
 
 /// What is known of an object independently of the grouping rules: its
@@ -404,7 +420,8 @@ impl Store {
                     ignored: list[1..].iter().map(|(o, _)| (*o).clone()).collect(),
                 });
             }
-            out.origins.insert(key.clone(), winner_origin.clone());
+            // `defs` is in key order, so `origins` is sorted.
+            out.origins.push((key.clone(), winner_origin.clone()));
             out.objects.insert(key, winner.clone());
         }
         out.rejected.sort_by(|a, b| a.origin.cmp(&b.origin));

@@ -177,21 +177,21 @@ pub fn describe(s: &AdminState, kind: &Kind, q: &ObjectQuery) -> Option<ObjectVi
         collection: kind.collection().into(),
         name: name.as_str().into(),
     };
-    let served = status.served.get(&key).cloned();
+    let served = status
+        .served
+        .objects
+        .get(&key)
+        .zip(status.served.origin(&key));
     let mut definitions = Vec::new();
     let mut messages = Vec::new();
-    if let Some(served) = &served {
+    if let Some((object, origin)) = served {
         definitions.push(Definition {
-            origin: served.origin.clone(),
-            resource_version: served.object.resource_version.clone(),
+            origin: origin.clone(),
+            resource_version: object.resource_version.clone(),
             state: "served",
             reasons: Vec::new(),
         });
-        for c in status
-            .conflicts
-            .iter()
-            .filter(|c| c.key == served.object.key)
-        {
+        for c in status.conflicts.iter().filter(|c| c.key == key) {
             definitions.extend(c.ignored.iter().map(|origin| Definition {
                 origin: origin.clone(),
                 resource_version: None,
@@ -230,15 +230,13 @@ pub fn describe(s: &AdminState, kind: &Kind, q: &ObjectQuery) -> Option<ObjectVi
         },
         messages,
         warnings: served
-            .as_ref()
-            .map(|s| s.object.warnings.clone())
+            .map(|(object, _)| object.warnings.clone())
             .unwrap_or_default(),
     };
     let ledger = s.ledger.view();
     let clusters = served
-        .as_ref()
-        .map(|sv| {
-            sv.object
+        .map(|(object, _)| {
+            object
                 .groups
                 .iter()
                 .map(|g| delivery(s, kind, &name, g, &ledger))
@@ -253,7 +251,7 @@ pub fn describe(s: &AdminState, kind: &Kind, q: &ObjectQuery) -> Option<ObjectVi
         validation,
         definitions,
         version: served
-            .map(|s| s.object.resource.version.to_string())
+            .map(|(object, _)| object.resource.version.to_string())
             .unwrap_or_default(),
         clusters,
     })

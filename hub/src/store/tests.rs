@@ -231,7 +231,7 @@ fn the_served_definition_is_known_with_its_origin_and_resource_version() {
     let key = r.objects.keys().next().unwrap().clone();
     // `files` < `kube`: the file's definition is served, without a
     // resourceVersion; the other is the conflict's ignored one.
-    assert_eq!(r.origins[&key].source.as_ref(), "files");
+    assert_eq!(r.origin(&key).unwrap().source.as_ref(), "files");
     assert_eq!(r.objects[&key].resource_version, None);
     assert_eq!(r.conflicts[0].ignored[0].source.as_ref(), "kube");
 
@@ -241,6 +241,6 @@ fn the_served_definition_is_known_with_its_origin_and_resource_version() {
         entries: vec![],
     });
     let r = s.resolve();
-    assert_eq!(r.origins[&key].unit.as_ref(), "bookinfo/a");
+    assert_eq!(r.origin(&key).unwrap().unit.as_ref(), "bookinfo/a");
     assert_eq!(r.objects[&key].resource_version.as_deref(), Some("4711"));
 }

@@ -75,8 +75,9 @@ pub struct Validation {
 /// One definition of the object.
 #[derive(Debug, Serialize)]
 pub struct Definition {
-    /// Where: source, unit (file path, Kubernetes object), document, line.
-    pub origin: Origin,
+    /// Where: source, unit (file path, Kubernetes object), document, line
+    /// (always known for what the store resolved).
+    pub origin: Option<Origin>,
     /// The Kubernetes `resourceVersion`, for objects from an API server.
     pub resource_version: Option<String>,
     /// `served`, `ignored` (another definition wins), or `rejected`.
@@ -186,14 +187,14 @@ pub fn describe(s: &AdminState, kind: &Kind, q: &ObjectQuery) -> Option<ObjectVi
     let mut messages = Vec::new();
     if let Some((object, origin)) = served {
         definitions.push(Definition {
-            origin: origin.clone(),
+            origin: Some(origin.clone()),
             resource_version: object.resource_version.clone(),
             state: "served",
             reasons: Vec::new(),
         });
         for c in status.conflicts.iter().filter(|c| c.key == key) {
             definitions.extend(c.ignored.iter().map(|origin| Definition {
-                origin: origin.clone(),
+                origin: Some(origin.clone()),
                 resource_version: None,
                 state: "ignored",
                 reasons: vec![format!("also defined by {}, which is served", c.winner)],
@@ -208,12 +209,7 @@ pub fn describe(s: &AdminState, kind: &Kind, q: &ObjectQuery) -> Option<ObjectVi
     }) {
         messages.extend(r.reasons.iter().cloned());
         definitions.push(Definition {
-            origin: r.origin.clone().unwrap_or_else(|| Origin {
-                source: "".into(),
-                unit: "".into(),
-                document: 0,
-                line: None,
-            }),
+            origin: r.origin.clone(),
             resource_version: None,
             state: "rejected",
             reasons: r.reasons.clone(),

@@ -54,7 +54,7 @@ struct Validation {
 
 #[derive(Debug, Deserialize, Serialize)]
 struct Definition {
-    origin: Origin,
+    origin: Option<Origin>,
     resource_version: Option<String>,
     state: String,
     reasons: Vec<String>,
@@ -131,7 +131,10 @@ pub async fn run(args: DescribeArgs) -> Result<(), String> {
     Ok(())
 }
 
-fn origin(o: &Origin) -> String {
+fn origin(o: Option<&Origin>) -> String {
+    let Some(o) = o else {
+        return "-".to_owned();
+    };
     let mut s = format!("{}:{}", o.source, o.unit);
     if o.document > 0 {
         s.push_str(&format!("#{}", o.document));
@@ -177,7 +180,7 @@ fn sections(v: &View) -> String {
     for d in &v.definitions {
         rows.push(vec![
             format!("  {}", d.state),
-            origin(&d.origin),
+            origin(d.origin.as_ref()),
             d.resource_version.clone().unwrap_or_else(|| "-".to_owned()),
             if d.reasons.is_empty() {
                 "-".to_owned()

@@ -100,6 +100,8 @@ pub struct Changed {
 /// Runs the command: `Ok(true)` when both sides are equal.
 pub async fn run(args: DiffArgs) -> Result<bool, String> {
     if let (Some(from), Some(to)) = (&args.from, &args.to) {
+        // Merge point with `meshhubctl history` (history.rs): this becomes
+        // `history::diff(...)` between the two versions of the group.
         return Err(format!(
             "diff between versions ({from} → {to}) is not available in this build \
              (it needs `meshhubctl history`); without FROM TO, diff compares the hub with the agent"

@@ -638,3 +638,55 @@ async fn an_unreachable_hub_is_named_with_the_flag_to_change() {
         r.stderr
     );
 }
+
+/// `GET path` on `addr` over plain HTTP/1.1: the status line and the body.
+async fn http_get(addr: std::net::SocketAddr, path: &str) -> (String, String) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(
+        format!("GET {path} HTTP/1.1\r\nHost: hub\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .await
+    .unwrap();
+    let mut text = String::new();
+    tokio::time::timeout(DEADLINE, s.read_to_string(&mut text))
+        .await
+        .unwrap()
+        .unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    (head.lines().next().unwrap().to_owned(), body.to_owned())
+}
+
+#[tokio::test]
+async fn debug_object_answers_json_and_404_with_what_to_do() {
+    let (_dir, config) = tree();
+    write_config(&config, None);
+    let hub = start_hub(&config).await;
+    let admin = hub.admin_addr();
+
+    let (status, body) = http_get(
+        admin,
+        "/debug/object?kind=VirtualService&namespace=bookinfo&name=reviews",
+    )
+    .await;
+    assert!(status.contains(" 200 "), "{status}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["name"], "bookinfo/reviews");
+    assert_eq!(v["collection"], VS);
+
+    let (status, body) = http_get(admin, "/debug/object?kind=nope&name=x").await;
+    assert!(status.contains(" 404 "), "{status}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert!(
+        v["error"].as_str().unwrap().contains("known kinds: "),
+        "{v}"
+    );
+
+    let (status, body) = http_get(admin, "/debug/object?kind=vs&name=bookinfo/nope").await;
+    assert!(status.contains(" 404 "), "{status}");
+    assert!(
+        body.contains("no VirtualService bookinfo/nope in any source"),
+        "{body}"
+    );
+    hub.shutdown().await;
+}

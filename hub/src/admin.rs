@@ -2,7 +2,11 @@
 //! source synced and the first snapshots are published), `/metrics` and
 //! `/debug/*` (see `meshhub_runtime::admin`), and `/status` (JSON: sources,
 //! rejected entries with reasons, conflicts, groups with per-collection
-//! versions, leader election, the ACK/NACK ledger).
+//! versions, leader election, the ACK/NACK ledger),
+//! and `/debug/object` ([`objects`]: one object's sources, validation
+//! and delivery).
+
+pub mod objects;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -12,6 +16,7 @@ use axum::routing::get;
 use axum::{Json, Router};
 use meshhub_mcp::cache::SnapshotCache;
 use meshhub_mcp::ledger::{Ledger, PeerStatus, Role};
+use meshhub_proto::kinds::KindTable;
 use meshhub_runtime::admin::{AdminBase, Readiness};
 use serde::Serialize;
 use tokio::sync::watch;
@@ -42,6 +47,8 @@ pub struct AdminState {
     /// The runtime's routes (health, readiness, metrics, introspection)
     /// and the guard of state-changing endpoints (`base.auth.protect`).
     pub base: AdminBase,
+    /// The kinds the hub knows (built-in and `extraKinds`).
+    pub kinds: KindTable,
 }
 
 /// The admin routes: the runtime's and `/status`.
@@ -49,6 +56,7 @@ pub fn router(state: AdminState) -> Router {
     meshhub_runtime::admin::router(state.base.clone()).merge(
         Router::new()
             .route("/status", get(status))
+            .merge(objects::routes())
             .with_state(state),
     )
 }

@@ -293,6 +293,7 @@ impl Hub {
                 admin_addr,
                 shutdown.clone(),
             ),
+            kinds: kinds.clone(),
         };
         meshhub_runtime::admin::spawn(&life, admin_listener, admin::router(admin_state));
         let webhook_reload = webhook.map(|w| {

@@ -16,6 +16,7 @@ pub mod clusters;
 pub mod config;
 pub mod groups;
 pub mod leader;
+pub mod lookup;
 pub mod pipeline;
 pub mod reload;
 pub mod source;

@@ -28,8 +28,8 @@ use tracing::{debug, info, warn};
 
 use crate::config::Debounce;
 use crate::groups::GroupRules;
-use crate::source::SourceEvent;
-use crate::store::{Conflict, Rejected, Store, Warning};
+use crate::source::{Origin, SourceEvent};
+use crate::store::{Accepted, Conflict, ObjectKey, Rejected, Store, Warning};
 
 /// Histogram: how long changes waited in the debouncer before being
 /// published, in seconds.
@@ -137,6 +137,27 @@ pub struct Status {
     pub conflicts: Vec<Conflict>,
     /// Warnings about served objects.
     pub warnings: Vec<Warning>,
+    /// Every served object and where its definition came from, for
+    /// `/debug/object` (not part of `/status`: it holds every object).
+    #[serde(skip)]
+    pub served: Arc<Served>,
+}
+
+/// The served objects of the last build, moved out of the store's
+/// resolution (nothing is copied).
+#[derive(Debug, Default)]
+pub struct Served {
+    /// Every served object as evaluated and placed.
+    pub objects: BTreeMap<ObjectKey, Arc<Accepted>>,
+    /// Where each one's served definition came from, sorted by key.
+    pub origins: Vec<(ObjectKey, Origin)>,
+}
+
+impl Served {
+    /// Where the served definition of `key` came from.
+    pub fn origin(&self, key: &ObjectKey) -> Option<&Origin> {
+        crate::store::origin_of(&self.origins, key)
+    }
 }
 
 /// The pipeline task's state.
@@ -413,6 +434,10 @@ impl Pipeline {
         status.rejected = resolved.rejected;
         status.conflicts = resolved.conflicts;
         status.warnings = resolved.warnings;
+        status.served = Arc::new(Served {
+            objects: resolved.objects,
+            origins: resolved.origins,
+        });
         self.status.send_replace(Arc::new(status));
     }
 
@@ -444,6 +469,7 @@ impl Pipeline {
         status.rejected = prev.rejected.clone();
         status.conflicts = prev.conflicts.clone();
         status.warnings = prev.warnings.clone();
+        status.served = prev.served.clone();
         self.status.send_replace(Arc::new(status));
     }
 }

@@ -70,6 +70,9 @@ pub struct Accepted {
     pub groups: Vec<Group>,
     /// Fields pruned from it (policy `prune`).
     pub warnings: Vec<String>,
+    /// The Kubernetes `resourceVersion` of the definition, when it came
+    /// from an API server (shown by `meshhubctl describe`).
+    pub resource_version: Option<String>,
 }
 
 /// The outcome of evaluating one entry.
@@ -125,6 +128,24 @@ pub struct Resolved {
     pub rejected: Vec<Rejected>,
     /// Warnings about accepted entries.
     pub warnings: Vec<Warning>,
+    /// Where the served definition of every object came from, sorted by
+    /// key (a sorted list is cheaper to build than a second map).
+    pub origins: Vec<(ObjectKey, Origin)>,
+}
+
+impl Resolved {
+    /// Where the served definition of `key` came from.
+    pub fn origin(&self, key: &ObjectKey) -> Option<&Origin> {
+        origin_of(&self.origins, key)
+    }
+}
+
+/// The origin of `key` in a list sorted by key.
+pub fn origin_of<'a>(origins: &'a [(ObjectKey, Origin)], key: &ObjectKey) -> Option<&'a Origin> {
+    origins
+        .binary_search_by(|(k, _)| k.cmp(key))
+        .ok()
+        .map(|i| &origins[i].1)
 }
 
 /// What is known of an object independently of the grouping rules: its
@@ -353,6 +374,7 @@ impl Store {
                 resource: resource.clone(),
                 groups,
                 warnings: warnings.clone(),
+                resource_version: e.meta.resource_version.clone(),
             })),
             (result, groups) => {
                 let mut reasons = result.as_ref().err().cloned().unwrap_or_default();
@@ -398,6 +420,8 @@ impl Store {
                     ignored: list[1..].iter().map(|(o, _)| (*o).clone()).collect(),
                 });
             }
+            // `defs` is in key order, so `origins` is sorted.
+            out.origins.push((key.clone(), winner_origin.clone()));
             out.objects.insert(key, winner.clone());
         }
         out.rejected.sort_by(|a, b| a.origin.cmp(&b.origin));

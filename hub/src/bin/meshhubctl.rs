@@ -3,12 +3,28 @@
 //! sink, or with `--ads` to the ADS service as istiod does (`--delta`:
 //! incremental xDS), and prints every change as Kubernetes objects.
 //! `status` reads the hub's admin `/status` and shows, per remote cluster
-//! and per consumer, the connection and what was sent, ACKed and NACKed.
+//! and per consumer, the connection and what was sent, ACKed and NACKed
+//! (`--watch`: redrawn on change). `get` lists a cluster's objects as the
+//! hub serves them, `diff` compares them with what the cluster's agent
+//! holds, `describe` tells one object's sources, validation and delivery,
+//! `completion` prints shell completion scripts.
 
+#[path = "meshhubctl/admin.rs"]
+mod admin;
 #[path = "meshhubctl/ads.rs"]
 mod ads;
+#[path = "meshhubctl/describe.rs"]
+mod describe;
+#[path = "meshhubctl/diff.rs"]
+mod diff;
+#[path = "meshhubctl/fetch.rs"]
+mod fetch;
+#[path = "meshhubctl/get.rs"]
+mod get;
 #[path = "meshhubctl/loglevel.rs"]
 mod loglevel;
+#[path = "meshhubctl/output.rs"]
+mod output;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::Write as _;
@@ -16,7 +32,7 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory as _, Parser, Subcommand, ValueEnum};
 use meshhub_mcp::ledger::{Ledger, Role};
 use meshhub_mcp::sink::client::{SourceTarget, connect_once};
 use meshhub_mcp::sink::{ApplyError, Change, SinkCollection, SinkConfig, Updater};
@@ -31,7 +47,7 @@ use tonic::transport::Endpoint;
 #[command(
     name = "meshhubctl",
     version,
-    about = "Watch what a meshhub (or sink agent) serves"
+    about = "Inspect what a meshhub (or sink agent) serves: status, get, diff, describe, watch"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -47,12 +63,20 @@ enum Command {
     Status(StatusArgs),
     /// Print or change the log filter of a hub or agent at runtime.
     LogLevel(loglevel::LogLevelArgs),
-}
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum StatusOutput {
-    Table,
-    Json,
+    /// List the objects of a cluster's group as the hub serves them.
+    Get(get::GetArgs),
+    /// Compare what the hub serves a cluster with what its sink agent
+    /// holds; exit 0 when equal, 1 when different, 2 on trouble.
+    Diff(diff::DiffArgs),
+    /// Show one object: its sources, validation result, the clusters that
+    /// receive it and its delivery to each.
+    Describe(describe::DescribeArgs),
+    /// Print a shell completion script (`source <(meshhubctl completion bash)`).
+    Completion {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
 #[derive(clap::Args, Debug)]
@@ -62,7 +86,14 @@ struct StatusArgs {
     admin: String,
     /// Output format.
     #[arg(long, short = 'o', value_enum, default_value = "table")]
-    output: StatusOutput,
+    output: output::Format,
+    /// Keep running: ask again every `--interval` and redraw when the
+    /// answer changed (Ctrl-C ends).
+    #[arg(long, short = 'w')]
+    watch: bool,
+    /// With `--watch`: how often to ask (e.g. 2s).
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration, requires = "watch")]
+    interval: Duration,
     /// Also list consumers that disconnected (the hub keeps the newest 256).
     #[arg(long)]
     all: bool,
@@ -343,6 +374,26 @@ async fn main() -> ExitCode {
         Command::Watch(args) => watch(args).await,
         Command::Status(args) => status::run(args).await,
         Command::LogLevel(args) => loglevel::run(args).await,
+        Command::Get(args) => get::run(args).await,
+        Command::Describe(args) => describe::run(args).await,
+        Command::Diff(args) => {
+            // As diff(1): 0 equal, 1 different, 2 trouble.
+            return match diff::run(args).await {
+                Ok(true) => ExitCode::SUCCESS,
+                Ok(false) => ExitCode::from(1),
+                Err(e) => {
+                    eprintln!("meshhubctl: {e}");
+                    ExitCode::from(2)
+                }
+            };
+        }
+        Command::Completion { shell } => {
+            // Into a buffer: the generator panics on a closed pipe.
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "meshhubctl", &mut script);
+            let _ = std::io::stdout().write_all(&script);
+            Ok(())
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -357,12 +408,13 @@ mod status {
     //! `meshhubctl status`: a plain HTTP GET of the admin `/status`,
     //! reduced to one row per remote cluster and per consumer.
 
-    use http_body_util::BodyExt as _;
-    use hyper_util::client::legacy::Client;
-    use hyper_util::rt::TokioExecutor;
-    use serde::{Deserialize, Serialize};
+    use std::io::{IsTerminal as _, Write as _};
 
-    use super::{BTreeMap, StatusArgs, StatusOutput};
+    use serde::{Deserialize, Serialize};
+    use tokio_util::sync::CancellationToken;
+
+    use super::output::{Format, render, structured};
+    use super::{BTreeMap, StatusArgs, admin};
 
     /// The parts of `/status` this command reads.
     #[derive(Debug, Deserialize)]
@@ -496,50 +548,9 @@ mod status {
         }
     }
 
-    /// `GET <admin>/status`, as text.
-    async fn fetch(args: &StatusArgs) -> Result<String, String> {
-        let base = args.admin.trim_end_matches('/');
-        let base = if base.contains("://") {
-            base.to_owned()
-        } else {
-            format!("http://{base}")
-        };
-        let uri: http::Uri = format!("{base}/status")
-            .parse()
-            .map_err(|e| format!("--admin {:?}: {e}", args.admin))?;
-        let client = Client::builder(TokioExecutor::new()).build_http::<String>();
-        let unreachable = |e: &dyn std::error::Error| {
-            let mut m = e.to_string();
-            let mut cur = e.source();
-            while let Some(c) = cur {
-                m.push_str(": ");
-                m.push_str(&c.to_string());
-                cur = c.source();
-            }
-            format!("cannot reach the hub's admin port at {base}: {m}")
-        };
-        let get = async {
-            let response = client.get(uri).await.map_err(|e| unreachable(&e))?;
-            let status = response.status();
-            let body = response
-                .into_body()
-                .collect()
-                .await
-                .map_err(|e| unreachable(&e))?
-                .to_bytes();
-            let text = String::from_utf8_lossy(&body).into_owned();
-            if !status.is_success() {
-                return Err(format!("{base}/status answered {status}: {}", text.trim()));
-            }
-            Ok(text)
-        };
-        tokio::time::timeout(args.timeout, get)
-            .await
-            .map_err(|_| format!("no answer from {base}/status within {:?}", args.timeout))?
-    }
-
-    pub(super) async fn run(args: StatusArgs) -> Result<(), String> {
-        let text = fetch(&args).await?;
+    /// One answer of `/status`, rendered.
+    async fn frame(args: &StatusArgs) -> Result<String, String> {
+        let text = admin::get_ok(&args.admin, "/status", args.timeout).await?;
         let doc: Doc = serde_json::from_str(&text)
             .map_err(|e| format!("{}: not a meshhub /status document: {e}", args.admin))?;
         let report = Report {
@@ -551,17 +562,53 @@ mod status {
                 .map(|p| row(p, false))
                 .collect(),
         };
-        let out = match args.output {
-            StatusOutput::Json => serde_json::to_string_pretty(&report)
-                .map(|mut s| {
-                    s.push('\n');
-                    s
-                })
-                .map_err(|e| e.to_string())?,
-            StatusOutput::Table => table(&report),
-        };
-        print!("{out}");
-        Ok(())
+        match structured(&report, args.output) {
+            Some(text) => text,
+            None => Ok(table(&report)),
+        }
+    }
+
+    pub(super) async fn run(args: StatusArgs) -> Result<(), String> {
+        if !args.watch {
+            print!("{}", frame(&args).await?);
+            return Ok(());
+        }
+        let stop = CancellationToken::new();
+        let ctrl_c = stop.clone();
+        tokio::spawn(async move {
+            let _ = tokio::signal::ctrl_c().await;
+            ctrl_c.cancel();
+        });
+        // On a terminal each frame replaces the last; in a pipe frames
+        // follow each other (YAML documents, JSON values, blank-line
+        // separated tables).
+        let terminal = std::io::stdout().is_terminal();
+        let mut tick = tokio::time::interval(args.interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut last: Option<String> = None;
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return Ok(()),
+                _ = tick.tick() => {}
+            }
+            // A hub that goes away is shown, not fatal: it may come back.
+            let now = frame(&args)
+                .await
+                .unwrap_or_else(|e| format!("meshhubctl: {e}\n"));
+            if last.as_ref() == Some(&now) {
+                continue;
+            }
+            let mut out = std::io::stdout().lock();
+            let separator = match (terminal, args.output, last.is_some()) {
+                (true, _, _) => "\x1b[2J\x1b[H",
+                (false, Format::Yaml, _) => "---\n",
+                (false, Format::Table, true) => "\n",
+                _ => "",
+            };
+            let _ = write!(out, "{separator}{now}");
+            let _ = out.flush();
+            last = Some(now);
+        }
     }
 
     fn dash(s: &Option<String>) -> String {
@@ -571,11 +618,7 @@ mod status {
     /// Versions are digests; the table shows a prefix (`-o json` has them
     /// whole).
     fn short(v: &Option<String>) -> String {
-        match v {
-            Some(v) if v.chars().count() > 12 => v.chars().take(12).collect(),
-            Some(v) if !v.is_empty() => v.clone(),
-            _ => "-".to_owned(),
-        }
+        super::output::short(v.as_deref().unwrap_or_default())
     }
 
     fn since(r: &Row) -> String {
@@ -665,35 +708,6 @@ mod status {
         if colls.len() > 1 {
             out.push('\n');
             out.push_str(&render(&colls));
-        }
-        out
-    }
-
-    /// Left-aligned columns separated by two spaces; the last column is
-    /// not padded.
-    fn render(rows: &[Vec<String>]) -> String {
-        let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
-        let widths: Vec<usize> = (0..cols)
-            .map(|i| {
-                rows.iter()
-                    .filter_map(|r| r.get(i))
-                    .map(|c| c.chars().count())
-                    .max()
-                    .unwrap_or(0)
-            })
-            .collect();
-        let mut out = String::new();
-        for r in rows {
-            let mut line = String::new();
-            for (i, cell) in r.iter().enumerate() {
-                if i + 1 == r.len() {
-                    line.push_str(cell);
-                } else {
-                    line.push_str(&format!("{cell:<w$}  ", w = widths[i]));
-                }
-            }
-            out.push_str(line.trim_end());
-            out.push('\n');
         }
         out
     }

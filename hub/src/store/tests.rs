@@ -203,3 +203,44 @@ fn prune_walks_lists_and_dotted_keys() {
     assert!(!prune(&mut m, "spec.a.b.c[3].d"));
     assert!(!prune(&mut m, "spec.zz"));
 }
+
+#[test]
+fn the_served_definition_is_known_with_its_origin_and_resource_version() {
+    let mut s = store(UnknownFields::Reject);
+    s.apply(unit("files", "b.yaml", &vs("a", "bookinfo", "a")));
+    // As the Kubernetes source delivers it (the file source drops
+    // resourceVersion).
+    let mut obj = transcode::parse_yaml(&vs("a", "bookinfo", "a"))
+        .remove(0)
+        .unwrap();
+    obj.metadata.resource_version = Some("4711".into());
+    s.apply(SourceEvent::Unit {
+        source: "kube".into(),
+        unit: "bookinfo/a".into(),
+        entries: vec![Entry {
+            origin: Origin {
+                source: "kube".into(),
+                unit: "bookinfo/a".into(),
+                document: 0,
+                line: None,
+            },
+            parsed: Ok(obj),
+        }],
+    });
+    let r = s.resolve();
+    let key = r.objects.keys().next().unwrap().clone();
+    // `files` < `kube`: the file's definition is served, without a
+    // resourceVersion; the other is the conflict's ignored one.
+    assert_eq!(r.origin(&key).unwrap().source.as_ref(), "files");
+    assert_eq!(r.objects[&key].resource_version, None);
+    assert_eq!(r.conflicts[0].ignored[0].source.as_ref(), "kube");
+
+    s.apply(SourceEvent::Unit {
+        source: "files".into(),
+        unit: "b.yaml".into(),
+        entries: vec![],
+    });
+    let r = s.resolve();
+    assert_eq!(r.origin(&key).unwrap().unit.as_ref(), "bookinfo/a");
+    assert_eq!(r.objects[&key].resource_version.as_deref(), Some("4711"));
+}

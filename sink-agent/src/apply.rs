@@ -783,19 +783,7 @@ fn display_name(key: &(String, String)) -> String {
 pub fn api_message(e: &kube::Error) -> String {
     match e {
         kube::Error::Api(s) => s.message.clone(),
-        other => {
-            let mut text = other.to_string();
-            let mut cause = std::error::Error::source(other);
-            while let Some(c) = cause {
-                let t = c.to_string();
-                if !text.contains(&t) {
-                    text.push_str(": ");
-                    text.push_str(&t);
-                }
-                cause = c.source();
-            }
-            text
-        }
+        other => meshhub_runtime::error_chain(other),
     }
 }
 

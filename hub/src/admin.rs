@@ -24,6 +24,7 @@ use tracing::warn;
 
 use crate::clusters::{Agents, RemoteView, is_dialer, remote_views};
 use crate::groups::GroupRules;
+use crate::history::{History, PinView};
 use crate::leader::LeaderStatus;
 use crate::pipeline::Status;
 use crate::reload::ReloadStatus;
@@ -79,6 +80,8 @@ pub struct AdminState {
     pub leader: watch::Receiver<LeaderStatus>,
     /// Prometheus rendering.
     pub metrics: PrometheusHandle,
+    /// Version history and pins, when configured.
+    pub history: Option<History>,
 }
 
 /// The admin routes.
@@ -91,13 +94,19 @@ pub fn router(state: AdminState) -> Router {
         .with_state(state)
 }
 
-/// Serves the admin routes on `listener` until `shutdown`.
+/// Serves the admin routes, and `extra` ones, on `listener` until
+/// `shutdown`.
 pub async fn serve(
     listener: TcpListener,
     state: AdminState,
+    extra: Option<Router>,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(state))
+    let routes = match extra {
+        Some(extra) => router(state).merge(extra),
+        None => router(state),
+    };
+    axum::serve(listener, routes)
         .with_graceful_shutdown(shutdown.cancelled_owned())
         .await
 }
@@ -183,6 +192,8 @@ pub struct StatusView {
     pub consumers: Vec<PeerStatus>,
     /// Every peer of the engine (dialers and consumers).
     pub ledger: Vec<PeerStatus>,
+    /// Groups served a pinned (historical) version instead of the latest.
+    pub pins: Vec<PinView>,
 }
 
 /// The status document of `s`.
@@ -231,9 +242,16 @@ pub fn status_view(s: &AdminState) -> StatusView {
             .cloned()
             .collect(),
         ledger,
+        pins: s
+            .history
+            .as_ref()
+            .map(History::pin_views)
+            .unwrap_or_default(),
     }
 }
 
 async fn status(State(s): State<AdminState>) -> Json<StatusView> {
-    Json(status_view(&s))
+    // Pins read the history database: off the async threads.
+    let view = tokio::task::spawn_blocking(move || status_view(&s)).await;
+    Json(view.expect("the status view does not panic"))
 }

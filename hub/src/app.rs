@@ -30,9 +30,12 @@ use tonic_health::ServingStatus;
 use tracing::{Instrument as _, error, info, info_span, warn};
 
 use crate::admin::{self, AdminState};
+use crate::audit::AuditLog;
 use crate::clusters::{self, DialerDeps};
 use crate::config::{Config, SourceSpec};
 use crate::groups::{GroupRules, LiveRules};
+use crate::history::History;
+use crate::history::routes::HistoryState;
 use crate::leader::{Elector, LeaderError, LeaderStatus};
 use crate::pipeline::{Pipeline, Status};
 use crate::reload::{ReloadStatus, Reloader, Trigger};
@@ -72,6 +75,12 @@ pub enum RunError {
     /// The admission webhook can't start (its port, its certificate).
     #[error(transparent)]
     Webhook(#[from] crate::webhook::WebhookError),
+    /// The history database can't be opened.
+    #[error(transparent)]
+    History(#[from] crate::history::HistoryError),
+    /// The audit log can't be opened.
+    #[error("can't open the audit log")]
+    Audit(#[source] std::io::Error),
     /// Waiting for a signal failed.
     #[error("can't wait for shutdown signals")]
     Signal(#[source] std::io::Error),
@@ -181,7 +190,22 @@ impl Hub {
             config.debounce,
             sources.iter().map(|s| s.name().to_owned()),
         );
-        let pipeline = pipeline.follow_rules(rules_rx.clone());
+        let mut pipeline = pipeline.follow_rules(rules_rx.clone());
+        // History and audit log: written off the pipeline's path.
+        let audit = match &config.audit {
+            Some(spec) => {
+                AuditLog::start(spec, &ledger, &tasks, shutdown.clone()).map_err(RunError::Audit)?
+            }
+            None => AuditLog::disabled(),
+        };
+        let history = match &config.history {
+            Some(spec) => Some(History::open(spec, &tasks, shutdown.clone())?),
+            None => None,
+        };
+        if let Some(h) = &history {
+            pipeline = pipeline.record_history(h.clone());
+        }
+        let pipeline = pipeline.audit(audit.clone());
         let (events_tx, events_rx) = mpsc::channel(EVENT_QUEUE);
         tasks.spawn(
             pipeline
@@ -315,12 +339,22 @@ impl Hub {
             ledger: ledger.clone(),
             leader: leader.clone(),
             metrics: metrics.clone(),
+            history: history.clone(),
         };
+        let history_routes = history.map(|history| {
+            crate::history::routes::router(HistoryState {
+                history,
+                kinds: kinds.clone(),
+                audit,
+            })
+        });
         tasks.spawn(
             {
                 let shutdown = shutdown.clone();
                 async move {
-                    if let Err(e) = admin::serve(admin_listener, admin_state, shutdown).await {
+                    if let Err(e) =
+                        admin::serve(admin_listener, admin_state, history_routes, shutdown).await
+                    {
                         error!(error = %e, "admin server failed");
                     }
                 }

@@ -85,6 +85,10 @@ pub struct Config {
     pub leader_election: Option<LeaderElectionSpec>,
     /// The validating admission webhook (off when `None`).
     pub webhook: Option<WebhookSpec>,
+    /// Version history and pins (off when `None`).
+    pub history: Option<crate::history::HistorySpec>,
+    /// The audit log (off when `None`).
+    pub audit: Option<crate::audit::AuditSpec>,
 }
 
 /// Default `leaderElection.leaseName`.
@@ -412,6 +416,10 @@ struct FileConfig {
     leader_election: Option<RawLeaderElection>,
     #[serde(default)]
     webhook: Option<RawWebhook>,
+    #[serde(default)]
+    history: Option<crate::history::RawHistory>,
+    #[serde(default)]
+    audit: Option<crate::audit::RawAudit>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -843,6 +851,16 @@ impl Config {
                 })
             })
             .transpose()?;
+        let history = raw
+            .history
+            .map(|h| h.check(base))
+            .transpose()
+            .map_err(|(field, message)| invalid(format!("history.{field}"), message))?;
+        let audit = raw
+            .audit
+            .map(|a| a.check(base))
+            .transpose()
+            .map_err(|(field, message)| invalid(format!("audit.{field}"), message))?;
 
         Ok(Self {
             grpc_addr: args.grpc_addr,
@@ -857,6 +875,8 @@ impl Config {
             kinds,
             leader_election,
             webhook,
+            history,
+            audit,
         })
     }
 }

@@ -7,6 +7,8 @@
 
 #[path = "meshhubctl/ads.rs"]
 mod ads;
+#[path = "meshhubctl/history.rs"]
+mod history;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::Write as _;
@@ -43,6 +45,15 @@ enum Command {
     /// Show every remote cluster and consumer of a hub: connected or not,
     /// and per collection the sent and ACKed version and the sync state.
     Status(StatusArgs),
+    /// List a cluster's versions: time, origin of the change, counts.
+    History(history::HistoryArgs),
+    /// Show what changed between two versions of a cluster, object by
+    /// object.
+    Diff(history::DiffArgs),
+    /// Serve a cluster an earlier version (roll back) until `unpin`.
+    Pin(history::PinArgs),
+    /// Serve a pinned cluster its latest version again.
+    Unpin(history::UnpinArgs),
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -338,6 +349,10 @@ async fn main() -> ExitCode {
     let result = match cli.command {
         Command::Watch(args) => watch(args).await,
         Command::Status(args) => status::run(args).await,
+        Command::History(args) => history::history(args).await,
+        Command::Diff(args) => history::diff(args).await,
+        Command::Pin(args) => history::pin(args).await,
+        Command::Unpin(args) => history::unpin(args).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -366,6 +381,8 @@ mod status {
         remotes: Vec<Peer>,
         #[serde(default)]
         consumers: Vec<Peer>,
+        #[serde(default)]
+        pins: Vec<serde_json::Value>,
     }
 
     #[derive(Debug, Deserialize)]
@@ -418,6 +435,8 @@ mod status {
     struct Report {
         clusters: Vec<Row>,
         consumers: Vec<Row>,
+        /// Pinned clusters, as the hub reports them.
+        pins: Vec<serde_json::Value>,
     }
 
     #[derive(Debug, Serialize)]
@@ -545,6 +564,7 @@ mod status {
                 .filter(|p| args.all || p.connected)
                 .map(|p| row(p, false))
                 .collect(),
+            pins: doc.pins,
         };
         let out = match args.output {
             StatusOutput::Json => serde_json::to_string_pretty(&report)
@@ -660,6 +680,19 @@ mod status {
         if colls.len() > 1 {
             out.push('\n');
             out.push_str(&render(&colls));
+        }
+        for p in &report.pins {
+            let s = |k: &str| p[k].as_str().unwrap_or("?").to_owned();
+            out.push_str(&format!(
+                "\nPINNED: cluster {} is served version {} (#{}) since {} by {}; {} version(s) behind the sources (latest {})\n",
+                s("cluster"),
+                s("version"),
+                p["seq"],
+                s("since"),
+                s("by"),
+                p["behind"],
+                s("latest"),
+            ));
         }
         out
     }

@@ -657,6 +657,7 @@ fn decode(
                             line: None,
                         },
                         parsed,
+                        changed_by: None,
                     }
                 })
                 .collect();

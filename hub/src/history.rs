@@ -110,9 +110,15 @@ pub struct ChangeOrigin {
     pub source: String,
     /// The unit (file path, `group/Kind/ns/name`, `collection/name`).
     pub unit: String,
-    /// The objects it now defines (`Kind namespace/name`); empty: removed.
+    /// The objects it now defines (`Kind namespace/name`).
     #[serde(default)]
     pub objects: Vec<String>,
+    /// The unit is gone (a deleted file or object).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub removed: bool,
+    /// Entries of the unit that could not be read.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unreadable: usize,
     /// Kubernetes resourceVersion of the (single) object.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource_version: Option<String>,
@@ -124,8 +130,11 @@ pub struct ChangeOrigin {
 impl std::fmt::Display for ChangeOrigin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}:{}", self.source, self.unit)?;
-        if self.objects.is_empty() {
+        if self.removed {
             f.write_str(" (removed)")?;
+        }
+        if self.unreadable > 0 {
+            write!(f, " ({} unreadable)", self.unreadable)?;
         }
         if let Some(rv) = &self.resource_version {
             write!(f, " rv={rv}")?;
@@ -135,6 +144,10 @@ impl std::fmt::Display for ChangeOrigin {
         }
         Ok(())
     }
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// One resource of a stored version.

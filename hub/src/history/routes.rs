@@ -254,3 +254,20 @@ async fn unpin(
         Err(r) => r,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_caller_is_the_user_header_or_the_admin_port() {
+        let mut h = HeaderMap::new();
+        assert_eq!(caller(&h), ANONYMOUS);
+        h.insert(USER_HEADER, " ".parse().unwrap());
+        assert_eq!(caller(&h), ANONYMOUS);
+        h.insert(USER_HEADER, "alice".parse().unwrap());
+        assert_eq!(caller(&h), "alice");
+        h.insert(USER_HEADER, "x".repeat(500).parse().unwrap());
+        assert_eq!(caller(&h).len(), 128, "bounded");
+    }
+}

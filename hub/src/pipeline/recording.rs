@@ -77,6 +77,8 @@ pub fn describe(ev: &SourceEvent) -> (ChangeOrigin, AuditEvent) {
             source: source.to_string(),
             unit: unit.to_string(),
             objects,
+            removed: entries.is_empty(),
+            unreadable,
             resource_version,
             changed_by: changed_by.clone(),
         },

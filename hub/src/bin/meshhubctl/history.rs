@@ -204,11 +204,11 @@ struct Pin {
 fn origin_text(o: &Value) -> String {
     let get = |k: &str| o.get(k).and_then(Value::as_str).unwrap_or_default();
     let mut s = format!("{}:{}", get("source"), get("unit"));
-    if o.get("objects")
-        .and_then(Value::as_array)
-        .is_some_and(Vec::is_empty)
-    {
+    if o.get("removed").and_then(Value::as_bool) == Some(true) {
         s.push_str(" (removed)");
+    }
+    if let Some(n) = o.get("unreadable").and_then(Value::as_u64) {
+        s.push_str(&format!(" ({n} unreadable)"));
     }
     if let Some(rv) = o.get("resourceVersion").and_then(Value::as_str) {
         s.push_str(&format!(" rv={rv}"));

@@ -35,6 +35,7 @@ pub enum Outcome {
 /// subscribers see it: for audit logs, without making the engine know
 /// about them.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Delivery {
     /// Our role on the stream.
     pub role: Role,

@@ -587,6 +587,10 @@ mod status {
     /// whole).
     fn short(v: &Option<String>) -> String {
         match v {
+            // A pinned (rolled back) version: say so in the table too.
+            Some(v) if v.contains(".pin-") => {
+                format!("{}(pin)", v.chars().take(12).collect::<String>())
+            }
             Some(v) if v.chars().count() > 12 => v.chars().take(12).collect(),
             Some(v) if !v.is_empty() => v.clone(),
             _ => "-".to_owned(),

@@ -36,6 +36,7 @@ use crate::config::{Config, SourceSpec};
 use crate::groups::{GroupRules, LiveRules};
 use crate::history::History;
 use crate::history::routes::HistoryState;
+use crate::history::shared::{SharedError, SharedPins};
 use crate::leader::{Elector, LeaderError, LeaderStatus};
 use crate::pipeline::{Pipeline, Status};
 use crate::reload::{ReloadStatus, Reloader, Trigger};
@@ -78,6 +79,9 @@ pub enum RunError {
     /// The history database can't be opened.
     #[error(transparent)]
     History(#[from] crate::history::HistoryError),
+    /// The shared pins can't be set up (their Kubernetes client).
+    #[error(transparent)]
+    SharedPins(#[from] SharedError),
     /// The audit log can't be opened.
     #[error("can't open the audit log")]
     Audit(#[source] std::io::Error),
@@ -199,7 +203,15 @@ impl Hub {
             None => AuditLog::disabled(),
         };
         let history = match &config.history {
-            Some(spec) => Some(History::open(spec, &tasks, shutdown.clone())?),
+            Some(spec) => {
+                // Several replicas share their pins through the Kubernetes
+                // API (the leader election's namespace).
+                let shared = match &config.leader_election {
+                    Some(le) => Some(SharedPins::new(le).await?),
+                    None => None,
+                };
+                Some(History::open(spec, shared, &tasks, shutdown.clone())?)
+            }
             None => None,
         };
         if let Some(h) = &history {

@@ -22,11 +22,14 @@
 //! (`<historical version>.pin-<pin time in ms, hex>`): consumers that saw
 //! the historical version before, and engines that never resend a NACKed
 //! or answered version, receive it as an ordinary new version. Pins are
-//! stored in the same database, so a restarted hub keeps serving the pin.
+//! stored in the same database, so a restarted hub keeps serving the pin;
+//! with several replicas (leader election) they are shared through a
+//! ConfigMap instead ([`shared`]).
 
 pub mod db;
 pub mod diff;
 pub mod routes;
+pub mod shared;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -43,6 +46,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{Instrument as _, debug, info_span, warn};
 
 use self::db::{Db, DbError};
+use self::shared::{SharedError, SharedPins};
 
 /// Default `history.dir` (a volume in a container).
 pub const DEFAULT_DIR: &str = "/var/lib/meshhub";
@@ -296,6 +300,9 @@ pub enum HistoryError {
     /// Unpin of a group that is not pinned.
     #[error("cluster {0} is not pinned")]
     NotPinned(String),
+    /// The shared pins (ConfigMap) can't be written.
+    #[error(transparent)]
+    Shared(#[from] SharedError),
 }
 
 struct Inner {
@@ -303,6 +310,7 @@ struct Inner {
     keep: usize,
     queue: mpsc::Sender<Publication>,
     pins: watch::Sender<Pins>,
+    shared: Option<SharedPins>,
 }
 
 /// The history: recording handle for the pipeline, queries and pins for
@@ -323,9 +331,12 @@ impl std::fmt::Debug for History {
 
 impl History {
     /// Opens the database (blocking), restores the pins it holds, and
-    /// starts the recorder on `tasks` until `shutdown`.
+    /// starts the recorder on `tasks` until `shutdown`. With `shared`, pins
+    /// are written to and followed from that ConfigMap (several replicas);
+    /// the database's pins are only what is served until it is read.
     pub fn open(
         spec: &HistorySpec,
+        shared: Option<SharedPins>,
         tasks: &TaskTracker,
         shutdown: CancellationToken,
     ) -> Result<Self, HistoryError> {
@@ -351,10 +362,19 @@ impl History {
                 keep: spec.keep,
                 queue,
                 pins: watch::channel(Arc::new(pins)).0,
+                shared: shared.clone(),
             }),
         };
         history.update_metrics();
         metrics::counter!(METRIC_DROPPED).increment(0);
+        if let Some(shared) = shared {
+            let span = info_span!("shared_pins", configmap = %shared.location());
+            tasks.spawn(
+                shared
+                    .follow(history.clone(), shutdown.clone())
+                    .instrument(span),
+            );
+        }
         tasks.spawn(
             history
                 .clone()
@@ -498,11 +518,17 @@ impl History {
         Ok(self.inner.db.body(digest)?)
     }
 
-    /// Pins `cluster` to `version` (see [`History::find`]) for `by`.
-    pub fn pin(&self, cluster: &str, version: &str, by: &str) -> Result<PinRecord, HistoryError> {
+    /// The pin of `cluster` to `version` (see [`History::find`]) for
+    /// `by`, starting now (blocking; nothing applied yet).
+    pub fn pin_record(
+        &self,
+        cluster: &str,
+        version: &str,
+        by: &str,
+    ) -> Result<PinRecord, HistoryError> {
         let v = self.find(cluster, version)?;
         let now = SystemTime::now();
-        let record = PinRecord {
+        Ok(PinRecord {
             cluster: cluster.to_owned(),
             version: v.id.clone(),
             seq: v.seq,
@@ -511,24 +537,24 @@ impl History {
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| d.as_millis() as u64),
             by: by.to_owned(),
-        };
-        let snapshot = resolve(&self.inner.db, &record)?;
-        self.inner.db.set_pin(cluster, Some(&record))?;
-        self.inner.pins.send_modify(|pins| {
-            Arc::make_mut(pins).insert(
-                cluster.to_owned(),
-                ActivePin {
-                    record: record.clone(),
-                    snapshot,
-                },
-            );
-            metrics::gauge!(METRIC_PINNED).set(pins.len() as f64);
-        });
-        Ok(record)
+        })
     }
 
-    /// Lifts `cluster`'s pin; returns what it was.
-    pub fn unpin(&self, cluster: &str) -> Result<PinRecord, HistoryError> {
+    /// Serves `record` on this replica and stores it in the database
+    /// (blocking).
+    pub fn apply_pin(&self, record: PinRecord) -> Result<(), HistoryError> {
+        let snapshot = resolve(&self.inner.db, &record)?;
+        self.inner.db.set_pin(&record.cluster, Some(&record))?;
+        self.inner.pins.send_modify(|pins| {
+            Arc::make_mut(pins).insert(record.cluster.clone(), ActivePin { record, snapshot });
+            metrics::gauge!(METRIC_PINNED).set(pins.len() as f64);
+        });
+        Ok(())
+    }
+
+    /// Stops serving `cluster`'s pin on this replica (blocking); returns
+    /// it.
+    pub fn remove_pin(&self, cluster: &str) -> Result<PinRecord, HistoryError> {
         let Some(active) = self.inner.pins.borrow().get(cluster).cloned() else {
             return Err(HistoryError::NotPinned(cluster.to_owned()));
         };
@@ -538,6 +564,82 @@ impl History {
             metrics::gauge!(METRIC_PINNED).set(pins.len() as f64);
         });
         Ok(active.record)
+    }
+
+    /// Pins `cluster` to `version` for `by`: on this replica, or, with
+    /// shared pins, in the ConfigMap every replica follows.
+    pub async fn pin(
+        &self,
+        cluster: &str,
+        version: &str,
+        by: &str,
+    ) -> Result<PinRecord, HistoryError> {
+        let (this, c, v, b) = (
+            self.clone(),
+            cluster.to_owned(),
+            version.to_owned(),
+            by.to_owned(),
+        );
+        let record = blocking(move || this.pin_record(&c, &v, &b)).await?;
+        match &self.inner.shared {
+            Some(shared) => shared.write(cluster, Some(&record)).await?,
+            None => {
+                let (this, r) = (self.clone(), record.clone());
+                blocking(move || this.apply_pin(r)).await?;
+            }
+        }
+        Ok(record)
+    }
+
+    /// Lifts `cluster`'s pin (see [`History::pin`]); returns what it was.
+    pub async fn unpin(&self, cluster: &str) -> Result<PinRecord, HistoryError> {
+        match &self.inner.shared {
+            Some(shared) => {
+                let Some(active) = self.inner.pins.borrow().get(cluster).cloned() else {
+                    return Err(HistoryError::NotPinned(cluster.to_owned()));
+                };
+                shared.write(cluster, None).await?;
+                Ok(active.record)
+            }
+            None => {
+                let (this, c) = (self.clone(), cluster.to_owned());
+                blocking(move || this.remove_pin(&c)).await
+            }
+        }
+    }
+
+    /// Serves exactly the `desired` pins (from the shared ConfigMap),
+    /// resolving their versions in this replica's history (blocking).
+    /// Returns how many pins changed.
+    pub fn reconcile(&self, desired: BTreeMap<String, PinRecord>) -> usize {
+        let current = self.inner.pins.borrow().clone();
+        let mut changed = 0;
+        for (cluster, mut record) in desired.clone() {
+            record.cluster.clone_from(&cluster);
+            if current.get(&cluster).is_some_and(|a| {
+                a.record.version == record.version && a.record.since_unix_ms == record.since_unix_ms
+            }) {
+                continue;
+            }
+            // Sequence numbers are per replica: take this one's.
+            match self.find(&cluster, &record.version) {
+                Ok(v) => record.seq = v.seq,
+                Err(e) => {
+                    warn!(cluster = %cluster, version = %record.version, error = %e, "shared pin names a version this replica has not recorded; serving the latest");
+                    continue;
+                }
+            }
+            match self.apply_pin(record) {
+                Ok(()) => changed += 1,
+                Err(e) => warn!(cluster = %cluster, error = %e, "can't serve the shared pin"),
+            }
+        }
+        for cluster in current.keys().filter(|c| !desired.contains_key(*c)) {
+            if self.remove_pin(cluster).is_ok() {
+                changed += 1;
+            }
+        }
+        changed
     }
 
     /// The pins in force, with how far behind their group's newest
@@ -571,12 +673,21 @@ pub struct PinView {
     pub behind: usize,
 }
 
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, HistoryError> + Send + 'static,
+) -> Result<T, HistoryError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
+}
+
 /// The snapshot a pin serves: the stored version's resources, each
 /// collection under a version of its own.
 fn resolve(db: &Db, record: &PinRecord) -> Result<Arc<Snapshot>, HistoryError> {
     let v = db
         .list(&record.cluster)?
         .into_iter()
+        .rev()
         .find(|v| v.seq == record.seq && v.id == record.version)
         .ok_or_else(|| HistoryError::NoVersion {
             cluster: record.cluster.clone(),

@@ -60,6 +60,7 @@ fn error(e: HistoryError) -> Response {
         HistoryError::NoVersion { .. } => StatusCode::NOT_FOUND,
         HistoryError::Ambiguous(_) => StatusCode::BAD_REQUEST,
         HistoryError::NotPinned(_) => StatusCode::CONFLICT,
+        HistoryError::Shared(_) => StatusCode::BAD_GATEWAY,
         HistoryError::Db(_) | HistoryError::Dir(..) => StatusCode::INTERNAL_SERVER_ERROR,
     };
     let mut text = e.to_string();
@@ -216,10 +217,11 @@ async fn pin(
     Json(req): Json<PinRequest>,
 ) -> Response {
     let by = caller(&headers);
-    let history = s.history.clone();
-    let who = by.clone();
-    let r: Result<PinRecord, Response> =
-        blocking(move || history.pin(&req.cluster, &req.version, &who)).await;
+    let r: Result<PinRecord, Response> = s
+        .history
+        .pin(&req.cluster, &req.version, &by)
+        .await
+        .map_err(error);
     match r {
         Ok(record) => {
             info!(cluster = %record.cluster, version = %record.version, by = %by, "cluster pinned");
@@ -240,8 +242,7 @@ async fn unpin(
     Json(req): Json<UnpinRequest>,
 ) -> Response {
     let by = caller(&headers);
-    let history = s.history.clone();
-    match blocking(move || history.unpin(&req.cluster)).await {
+    match s.history.unpin(&req.cluster).await.map_err(error) {
         Ok(record) => {
             info!(cluster = %record.cluster, version = %record.version, by = %by, "cluster unpinned");
             s.audit.record(AuditEvent::Unpin {

@@ -46,6 +46,7 @@ fn open(dir: &Path, keep: usize) -> (History, CancellationToken, TaskTracker) {
             dir: dir.to_owned(),
             keep,
         },
+        None,
         &tasks,
         shutdown.clone(),
     )
@@ -128,7 +129,7 @@ async fn a_pin_serves_old_content_under_new_versions_survives_reopen_and_is_not_
     ))
     .unwrap();
     let mut pins = h.pins();
-    let record = h.pin("west", "#1", "alice").unwrap();
+    let record = h.pin("west", "#1", "alice").await.unwrap();
     assert!(pins.has_changed().unwrap());
     let active = pins.borrow_and_update().get("west").cloned().unwrap();
     assert_eq!(active.record, record);
@@ -174,9 +175,49 @@ async fn a_pin_serves_old_content_under_new_versions_survives_reopen_and_is_not_
         restored.snapshot.collection("vs").version(),
         served.version()
     );
-    assert_eq!(h.unpin("west").unwrap(), record);
+    assert_eq!(h.unpin("west").await.unwrap(), record);
     assert!(h.pins().borrow().is_empty());
-    assert!(matches!(h.unpin("west"), Err(HistoryError::NotPinned(_))));
+    assert!(matches!(
+        h.unpin("west").await,
+        Err(HistoryError::NotPinned(_))
+    ));
+
+    // Shared pins (another replica's record, its own sequence number and
+    // time): resolved by id here, served with the record's time.
+    let v5 = h.find("west", "#5").unwrap();
+    let theirs = PinRecord {
+        cluster: "west".into(),
+        version: v5.id.clone(),
+        seq: 42,
+        since: "2026-01-01T00:00:00Z".into(),
+        since_unix_ms: 0x1234,
+        by: "bob".into(),
+    };
+    let desired: BTreeMap<_, _> = [("west".to_owned(), theirs.clone())].into();
+    assert_eq!(h.reconcile(desired.clone()), 1);
+    assert_eq!(h.reconcile(desired), 0, "unchanged");
+    let active = h.pins().borrow().get("west").cloned().unwrap();
+    assert_eq!(active.record.seq, 5, "this replica's sequence number");
+    assert!(
+        active
+            .snapshot
+            .collection("vs")
+            .version()
+            .ends_with(".pin-1234")
+    );
+    let unknown = PinRecord {
+        version: "ffffffffffff".into(),
+        since_unix_ms: 1,
+        ..theirs
+    };
+    assert_eq!(h.reconcile([("west".to_owned(), unknown)].into()), 0);
+    assert_eq!(
+        h.pins().borrow()["west"].record.since_unix_ms,
+        0x1234,
+        "kept"
+    );
+    assert_eq!(h.reconcile(BTreeMap::new()), 1);
+    assert!(h.pins().borrow().is_empty());
     shutdown.cancel();
 }
 

@@ -245,3 +245,36 @@ fn config_defaults_and_checks() {
     assert_eq!(raw.check(base).unwrap_err().0, "keep");
     assert!(serde_json::from_value::<RawHistory>(serde_json::json!({"kept": 1})).is_err());
 }
+
+#[tokio::test]
+async fn recording_a_large_version_is_quick_and_the_next_one_costs_only_its_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (h, shutdown, _tasks) = open(dir.path(), 50);
+    let body = "y".repeat(600);
+    let make = |changed: usize| {
+        snap(
+            (0..2000)
+                .map(|i| {
+                    let v = if i < changed { "2" } else { "1" };
+                    res(&format!("ns/vs-{i:04}"), v, &format!("{body}{i}{v}"))
+                })
+                .collect(),
+        )
+    };
+    let started = std::time::Instant::now();
+    h.append(&publication("west", make(0), "all")).unwrap();
+    let first = started.elapsed();
+    let bytes = h.inner.db.stats().unwrap().bytes;
+    let started = std::time::Instant::now();
+    h.append(&publication("west", make(10), "ten")).unwrap();
+    let second = started.elapsed();
+    let stats = h.inner.db.stats().unwrap();
+    eprintln!(
+        "2000 resources: first version {first:?} ({bytes} body bytes), 10 changed {second:?} (+{} bytes)",
+        stats.bytes - bytes
+    );
+    assert_eq!(stats.bodies, 2010, "only the ten changed bodies were added");
+    assert!(stats.bytes - bytes < 10 * 700);
+    assert!(first < std::time::Duration::from_secs(10), "{first:?}");
+    shutdown.cancel();
+}

@@ -157,7 +157,21 @@ async fn history_json(admin: &str) -> Value {
 }
 
 async fn versions(admin: &str) -> usize {
-    history_json(admin).await["versions"]
+    // 404 until the first version is recorded.
+    let (ok, out, _) = ctl(&[
+        "history",
+        "--admin",
+        admin,
+        "--cluster",
+        "east",
+        "-o",
+        "json",
+    ])
+    .await;
+    if !ok {
+        return 0;
+    }
+    serde_json::from_str::<Value>(&out).unwrap()["versions"]
         .as_array()
         .map_or(0, Vec::len)
 }

@@ -13,8 +13,8 @@ use serde::{Deserialize, Serialize};
 use tracing::info;
 
 use super::diff::{DiffView, diff};
-use super::{ChangeOrigin, History, HistoryError, PinRecord, PinView};
-use crate::audit::{AuditEvent, AuditLog};
+use super::{ChangeOrigin, History, HistoryError, PinView};
+use crate::audit::AuditLog;
 
 /// Header naming the caller of a state-changing request (set by the
 /// admin authorization layer, or by a trusted proxy).
@@ -217,22 +217,16 @@ async fn pin(
     Json(req): Json<PinRequest>,
 ) -> Response {
     let by = caller(&headers);
-    let r: Result<PinRecord, Response> = s
+    match s
         .history
-        .pin(&req.cluster, &req.version, &by)
+        .pin(&req.cluster, &req.version, &by, &s.audit)
         .await
-        .map_err(error);
-    match r {
+    {
         Ok(record) => {
             info!(cluster = %record.cluster, version = %record.version, by = %by, "cluster pinned");
-            s.audit.record(AuditEvent::Pin {
-                cluster: record.cluster.clone(),
-                version: record.version.clone(),
-                by,
-            });
             Json(record).into_response()
         }
-        Err(r) => r,
+        Err(e) => error(e),
     }
 }
 
@@ -242,17 +236,12 @@ async fn unpin(
     Json(req): Json<UnpinRequest>,
 ) -> Response {
     let by = caller(&headers);
-    match s.history.unpin(&req.cluster).await.map_err(error) {
+    match s.history.unpin(&req.cluster, &by, &s.audit).await {
         Ok(record) => {
             info!(cluster = %record.cluster, version = %record.version, by = %by, "cluster unpinned");
-            s.audit.record(AuditEvent::Unpin {
-                cluster: record.cluster.clone(),
-                version: record.version.clone(),
-                by,
-            });
             Json(record).into_response()
         }
-        Err(r) => r,
+        Err(e) => error(e),
     }
 }
 

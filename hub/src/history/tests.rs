@@ -129,7 +129,8 @@ async fn a_pin_serves_old_content_under_new_versions_survives_reopen_and_is_not_
     ))
     .unwrap();
     let mut pins = h.pins();
-    let record = h.pin("west", "#1", "alice").await.unwrap();
+    let audit = crate::audit::AuditLog::disabled();
+    let record = h.pin("west", "#1", "alice", &audit).await.unwrap();
     assert!(pins.has_changed().unwrap());
     let active = pins.borrow_and_update().get("west").cloned().unwrap();
     assert_eq!(active.record, record);
@@ -175,10 +176,11 @@ async fn a_pin_serves_old_content_under_new_versions_survives_reopen_and_is_not_
         restored.snapshot.collection("vs").version(),
         served.version()
     );
-    assert_eq!(h.unpin("west").await.unwrap(), record);
+    let audit = crate::audit::AuditLog::disabled();
+    assert_eq!(h.unpin("west", "bob", &audit).await.unwrap(), record);
     assert!(h.pins().borrow().is_empty());
     assert!(matches!(
-        h.unpin("west").await,
+        h.unpin("west", "bob", &audit).await,
         Err(HistoryError::NotPinned(_))
     ));
 

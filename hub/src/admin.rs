@@ -23,6 +23,7 @@ use tokio::sync::watch;
 
 use crate::clusters::{Agents, RemoteView, is_dialer, remote_views};
 use crate::groups::GroupRules;
+use crate::history::{History, PinView};
 use crate::leader::LeaderStatus;
 use crate::pipeline::Status;
 use crate::reload::ReloadStatus;
@@ -49,6 +50,8 @@ pub struct AdminState {
     pub base: AdminBase,
     /// The kinds the hub knows (built-in and `extraKinds`).
     pub kinds: KindTable,
+    /// Version history and pins, when configured.
+    pub history: Option<History>,
 }
 
 /// The admin routes: the runtime's and `/status`.
@@ -125,6 +128,8 @@ pub struct StatusView {
     pub consumers: Vec<PeerStatus>,
     /// Every peer of the engine (dialers and consumers).
     pub ledger: Vec<PeerStatus>,
+    /// Groups served a pinned (historical) version instead of the latest.
+    pub pins: Vec<PinView>,
 }
 
 /// The status document of `s`.
@@ -173,9 +178,16 @@ pub fn status_view(s: &AdminState) -> StatusView {
             .cloned()
             .collect(),
         ledger,
+        pins: s
+            .history
+            .as_ref()
+            .map(History::pin_views)
+            .unwrap_or_default(),
     }
 }
 
 async fn status(State(s): State<AdminState>) -> Json<StatusView> {
-    Json(status_view(&s))
+    // Pins read the history database: off the async threads.
+    let view = tokio::task::spawn_blocking(move || status_view(&s)).await;
+    Json(view.expect("the status view does not panic"))
 }

@@ -29,9 +29,13 @@ use tonic_health::ServingStatus;
 use tracing::{Instrument as _, error, info, info_span};
 
 use crate::admin::{self, AdminState};
+use crate::audit::AuditLog;
 use crate::clusters::{self, DialerDeps};
 use crate::config::{Config, SourceSpec};
 use crate::groups::{GroupRules, LiveRules};
+use crate::history::History;
+use crate::history::routes::HistoryState;
+use crate::history::shared::{SharedError, SharedPins};
 use crate::leader::{Elector, LeaderError, LeaderStatus};
 use crate::pipeline::{Pipeline, Status};
 use crate::reload::{ReloadStatus, Reloader, Trigger};
@@ -66,6 +70,15 @@ pub enum RunError {
     /// The admission webhook can't start (its port, its certificate).
     #[error(transparent)]
     Webhook(#[from] crate::webhook::WebhookError),
+    /// The history database can't be opened.
+    #[error(transparent)]
+    History(#[from] crate::history::HistoryError),
+    /// The shared pins can't be set up (their Kubernetes client).
+    #[error(transparent)]
+    SharedPins(#[from] SharedError),
+    /// The audit log can't be opened.
+    #[error("can't open the audit log")]
+    Audit(#[source] std::io::Error),
     /// Waiting for a signal failed.
     #[error("can't wait for shutdown signals")]
     Signal(#[source] std::io::Error),
@@ -161,7 +174,30 @@ impl Hub {
             config.debounce,
             sources.iter().map(|s| s.name().to_owned()),
         );
-        let pipeline = pipeline.follow_rules(rules_rx.clone());
+        let mut pipeline = pipeline.follow_rules(rules_rx.clone());
+        // History and audit log: written off the pipeline's path.
+        let audit = match &config.audit {
+            Some(spec) => {
+                AuditLog::start(spec, &ledger, &tasks, shutdown.clone()).map_err(RunError::Audit)?
+            }
+            None => AuditLog::disabled(),
+        };
+        let history = match &config.history {
+            Some(spec) => {
+                // Several replicas share their pins through the Kubernetes
+                // API (the leader election's namespace).
+                let shared = match &config.leader_election {
+                    Some(le) => Some(SharedPins::new(le).await?),
+                    None => None,
+                };
+                Some(History::open(spec, shared, &tasks, shutdown.clone())?)
+            }
+            None => None,
+        };
+        if let Some(h) = &history {
+            pipeline = pipeline.record_history(h.clone());
+        }
+        let pipeline = pipeline.audit(audit.clone());
         let (events_tx, events_rx) = mpsc::channel(EVENT_QUEUE);
         tasks.spawn(
             pipeline
@@ -294,8 +330,27 @@ impl Hub {
                 shutdown.clone(),
             ),
             kinds: kinds.clone(),
+            history: history.clone(),
         };
-        meshhub_runtime::admin::spawn(&life, admin_listener, admin::router(admin_state));
+        // The history's pin and unpin change what clusters are served: behind
+        // the admin authorization like every state-changing endpoint.
+        let mut admin_routes = admin::router(admin_state.clone());
+        if let Some(history) = history {
+            let state = HistoryState {
+                history,
+                kinds: kinds.clone(),
+                audit,
+            };
+            admin_routes = admin_routes
+                .merge(crate::history::routes::read_routes(state.clone()))
+                .merge(
+                    admin_state
+                        .base
+                        .auth
+                        .protect(crate::history::routes::write_routes(state)),
+                );
+        }
+        meshhub_runtime::admin::spawn(&life, admin_listener, admin_routes);
         let webhook_reload = webhook.map(|w| {
             let (tx, rx) = mpsc::channel(1);
             w.spawn(&tasks, shutdown.clone(), rx);

@@ -95,6 +95,10 @@ pub struct Config {
     pub leader_election: Option<LeaderElectionSpec>,
     /// The validating admission webhook (off when `None`).
     pub webhook: Option<WebhookSpec>,
+    /// Version history and pins (off when `None`).
+    pub history: Option<crate::history::HistorySpec>,
+    /// The audit log (off when `None`).
+    pub audit: Option<crate::audit::AuditSpec>,
 }
 
 /// Default `leaderElection.leaseName`.
@@ -425,6 +429,10 @@ struct FileConfig {
     leader_election: Option<RawLeaderElection>,
     #[serde(default)]
     webhook: Option<RawWebhook>,
+    #[serde(default)]
+    history: Option<crate::history::RawHistory>,
+    #[serde(default)]
+    audit: Option<crate::audit::RawAudit>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -864,6 +872,16 @@ impl Config {
                 })
             })
             .transpose()?;
+        let history = raw
+            .history
+            .map(|h| h.check(base))
+            .transpose()
+            .map_err(|(field, message)| invalid(format!("history.{field}"), message))?;
+        let audit = raw
+            .audit
+            .map(|a| a.check(base))
+            .transpose()
+            .map_err(|(field, message)| invalid(format!("audit.{field}"), message))?;
 
         Ok(Self {
             grpc_addr: args.grpc_addr,
@@ -880,6 +898,8 @@ impl Config {
             kinds,
             leader_election,
             webhook,
+            history,
+            audit,
         })
     }
 }

@@ -8,13 +8,17 @@
 //! [`leader`] elects the one replica that dials; [`reload`] follows the configuration file. [`admin`] serves `/status` on top of the runtime crate's health, readiness, metrics and `/debug/*` routes (`meshhub_runtime`);
 //! [`config`] parses and checks flags and the YAML file at the edge.
 //! [`webhook`] is the validating admission webhook (Galley's webhook role),
-//! checking with the same code as the sources.
+//! checking with the same code as the sources. [`history`] keeps every
+//! group's published versions and serves pins (rollbacks); [`audit`]
+//! writes the audit log.
 
 pub mod admin;
 pub mod app;
+pub mod audit;
 pub mod clusters;
 pub mod config;
 pub mod groups;
+pub mod history;
 pub mod leader;
 pub mod lookup;
 pub mod pipeline;

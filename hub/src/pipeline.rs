@@ -26,8 +26,10 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
+use crate::audit::{AuditEvent, AuditLog};
 use crate::config::Debounce;
 use crate::groups::GroupRules;
+use crate::history::{History, Pins};
 use crate::source::{Origin, SourceEvent};
 use crate::store::{Accepted, Conflict, ObjectKey, Rejected, Store, Warning};
 
@@ -172,6 +174,7 @@ pub struct Pipeline {
     generation: u64,
     started: Instant,
     rule_updates: Option<watch::Receiver<GroupRules>>,
+    record: recording::Recording,
 }
 
 impl std::fmt::Debug for Pipeline {
@@ -210,6 +213,7 @@ impl Pipeline {
             generation: 0,
             started: Instant::now(),
             rule_updates: None,
+            record: recording::Recording::default(),
         };
         p.update_status();
         (p, rx)
@@ -222,6 +226,20 @@ impl Pipeline {
     pub fn follow_rules(mut self, mut updates: watch::Receiver<GroupRules>) -> Self {
         updates.borrow_and_update();
         self.rule_updates = Some(updates);
+        self
+    }
+
+    /// Records every group's publications in `history` and serves the
+    /// pins it holds instead of the sources' snapshots.
+    pub fn record_history(mut self, history: History) -> Self {
+        self.record.pins = Some(history.pins());
+        self.record.history = Some(history);
+        self
+    }
+
+    /// Writes source changes, rejections and publications to `audit`.
+    pub fn audit(mut self, audit: AuditLog) -> Self {
+        self.record.audit = audit;
         self
     }
 
@@ -242,6 +260,10 @@ impl Pipeline {
         }
         let mut open = true;
         let mut rule_updates = self.rule_updates.take();
+        let mut pin_updates = self.record.pins.clone();
+        if pin_updates.is_some() {
+            self.apply_pins(&mut pin_updates);
+        }
         loop {
             let deadline = if self.generation > 0 {
                 self.debouncer.deadline()
@@ -260,9 +282,20 @@ impl Pipeline {
                     None => std::future::pending().await,
                 }
             };
+            let pins_changed = async {
+                match pin_updates.as_mut() {
+                    Some(rx) => rx.changed().await.is_ok(),
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 biased;
                 _ = shutdown.cancelled() => break,
+                ok = pins_changed => if ok {
+                    self.apply_pins(&mut pin_updates);
+                } else {
+                    pin_updates = None;
+                },
                 ok = rules_changed => match (ok, rule_updates.as_mut()) {
                     (true, Some(rx)) => {
                         let rules = rx.borrow_and_update().clone();
@@ -310,8 +343,12 @@ impl Pipeline {
                     metrics::counter!(METRIC_SOURCE_EVENTS, "source" => source.to_string())
                         .increment(1);
                 }
+                let change = self.record.wanted().then(|| recording::describe(&ev));
                 if self.store.apply(ev) {
                     self.debouncer.touch(now);
+                    if let Some((origin, audit)) = change {
+                        self.record.changed(origin, audit);
+                    }
                 }
             }
         }
@@ -340,6 +377,7 @@ impl Pipeline {
     fn publish(&mut self, now: Instant) {
         let waited = self.debouncer.take(now);
         let started = std::time::Instant::now();
+        let origins = self.record.take_origins();
         let resolved = self.store.resolve();
         let groups = self.rules.groups();
 
@@ -395,11 +433,18 @@ impl Pipeline {
             }
             if changed {
                 let snapshot = Arc::new(snapshot);
-                let woken = self.writer.set(group, snapshot.clone());
-                debug!(cluster = %group, woken = woken.len(), "snapshot published");
+                let pinned = self.record.served_pin(group);
+                if pinned.is_none() {
+                    let woken = self.writer.set(group, snapshot.clone());
+                    debug!(cluster = %group, woken = woken.len(), "snapshot published");
+                } else {
+                    debug!(cluster = %group, "snapshot built; the group is pinned");
+                }
+                self.record.published(group, &snapshot, &origins);
                 self.published.insert(group.clone(), snapshot);
             }
         }
+        self.record.rejections(&resolved.rejected);
 
         self.generation += 1;
         metrics::counter!(METRIC_PUBLICATIONS).increment(1);
@@ -459,6 +504,40 @@ impl Pipeline {
         }
     }
 
+    /// Serves the pins in force: a newly pinned group gets its pinned
+    /// snapshot; a group no longer pinned gets the sources' latest again.
+    fn apply_pins(&mut self, updates: &mut Option<watch::Receiver<Pins>>) {
+        let Some(rx) = updates.as_mut() else { return };
+        let pins = rx.borrow_and_update().clone();
+        for (cluster, pin) in pins.iter() {
+            let Some(group) = self.rules.find(cluster) else {
+                continue;
+            };
+            if self.record.serve_pin(&group, pin.record.since_unix_ms) {
+                self.writer.set(&group, pin.snapshot.clone());
+                info!(cluster = %group, version = %pin.record.version, by = %pin.record.by, "serving the pinned version");
+                self.record.audit.record(AuditEvent::Published {
+                    cluster: group.to_string(),
+                    version: pin.record.version.clone(),
+                    resources: pin.snapshot.collections().map(|(_, c)| c.len()).sum(),
+                    served_pinned: Some(pin.record.version.clone()),
+                });
+            }
+        }
+        for group in self.record.unpinned(&pins) {
+            if let Some(snapshot) = self.published.get(&group) {
+                self.writer.set(&group, snapshot.clone());
+                info!(cluster = %group, "pin lifted; serving the latest version");
+                self.record.audit.record(AuditEvent::Published {
+                    cluster: group.to_string(),
+                    version: crate::history::version_id(snapshot),
+                    resources: snapshot.collections().map(|(_, c)| c.len()).sum(),
+                    served_pinned: None,
+                });
+            }
+        }
+    }
+
     /// Refreshes the source part of the status, keeping the rest.
     fn update_status(&mut self) {
         let prev = self.status.borrow().clone();
@@ -473,6 +552,8 @@ impl Pipeline {
         self.status.send_replace(Arc::new(status));
     }
 }
+
+pub mod recording;
 
 #[cfg(test)]
 mod tests;

@@ -186,6 +186,12 @@ impl Reloader {
         if new.webhook != self.current.webhook {
             pending.push("webhook".to_owned());
         }
+        if new.history != self.current.history {
+            pending.push("history".to_owned());
+        }
+        if new.audit != self.current.audit {
+            pending.push("audit".to_owned());
+        }
         if !pending.is_empty() {
             warn!(settings = ?pending, "these settings are read at start only; restart to apply them");
         }

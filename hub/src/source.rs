@@ -56,6 +56,10 @@ pub struct Entry {
     pub origin: Origin,
     /// The object, or the reason it could not be read.
     pub parsed: Result<Object, String>,
+    /// Who made the change, when the source knows it (Kubernetes: the
+    /// field manager of the newest `managedFields` entry). For history
+    /// and the audit log only.
+    pub changed_by: Option<Arc<str>>,
 }
 
 /// What a source tells the pipeline.

@@ -11,12 +11,53 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
 use serde::{Serialize, Serializer};
-use tokio::sync::watch;
+use tokio::sync::{broadcast, watch};
 
 use crate::source::Event;
 
 /// How many disconnected peers stay listed.
 pub const RETAINED_DISCONNECTED: usize = 256;
+/// How many delivery results a slow [`Ledger::deliveries`] subscriber may
+/// fall behind before it loses the oldest ones.
+pub const DELIVERY_BACKLOG: usize = 1024;
+
+/// The answer a peer gave to one response.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Outcome {
+    /// Accepted.
+    Ack,
+    /// Rejected.
+    Nack,
+}
+
+/// One delivery result (an ACK or a NACK), as [`Ledger::deliveries`]
+/// subscribers see it: for audit logs, without making the engine know
+/// about them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Delivery {
+    /// Our role on the stream.
+    pub role: Role,
+    /// The peer (a consumer's address, a dialed cluster's name).
+    pub peer: String,
+    /// The node id it announced.
+    pub node_id: String,
+    /// The group served or received.
+    pub group: String,
+    /// The collection.
+    pub collection: String,
+    /// The version answered.
+    pub version: String,
+    /// ACK or NACK.
+    pub outcome: Outcome,
+    /// The gRPC code of a NACK.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub code: Option<i32>,
+    /// The peer's message with a NACK.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
 
 /// Which side of the protocol we play on a stream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -186,15 +227,32 @@ struct Registry {
 }
 
 /// Read handle on every peer's status; cheap to clone.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct Ledger {
     inner: Arc<Mutex<Registry>>,
+    deliveries: broadcast::Sender<Delivery>,
+}
+
+impl Default for Ledger {
+    fn default() -> Self {
+        Self {
+            inner: Arc::default(),
+            deliveries: broadcast::channel(DELIVERY_BACKLOG).0,
+        }
+    }
 }
 
 impl Ledger {
     /// An empty ledger.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Every ACK and NACK recorded from now on. Recording never waits for
+    /// a subscriber: one that falls more than [`DELIVERY_BACKLOG`] behind
+    /// is told how many it lost (`RecvError::Lagged`).
+    pub fn deliveries(&self) -> broadcast::Receiver<Delivery> {
+        self.deliveries.subscribe()
     }
 
     fn lock(&self) -> MutexGuard<'_, Registry> {
@@ -305,6 +363,31 @@ impl PeerRecord {
         self.tx.borrow().role
     }
 
+    fn announce(
+        &self,
+        collection: &str,
+        version: &str,
+        outcome: Outcome,
+        nack: Option<(i32, &str)>,
+    ) {
+        if self.ledger.deliveries.receiver_count() == 0 {
+            return;
+        }
+        let s = self.tx.borrow();
+        // No receiver left is not an error: nobody audits.
+        let _ = self.ledger.deliveries.send(Delivery {
+            role: s.role,
+            peer: s.peer.clone(),
+            node_id: s.node_id.clone(),
+            group: s.group.clone(),
+            collection: collection.to_owned(),
+            version: version.to_owned(),
+            outcome,
+            code: nack.map(|(c, _)| c),
+            message: nack.map(|(_, m)| m.to_owned()),
+        });
+    }
+
     fn collection(&self, collection: &str, f: impl FnOnce(&mut CollectionStatus)) {
         self.tx.send_modify(|s| {
             let c = s.collections.entry(collection.to_owned()).or_default();
@@ -388,6 +471,7 @@ impl PeerRecord {
             });
             c.acks += 1;
         });
+        self.announce(collection, version, Outcome::Ack, None);
         metrics::counter!("meshhub_mcp_acks_total", "role" => self.role().as_str(), "collection" => collection.to_owned()).increment(1);
     }
 
@@ -402,6 +486,7 @@ impl PeerRecord {
             });
             c.nacks += 1;
         });
+        self.announce(collection, version, Outcome::Nack, Some((code, message)));
         metrics::counter!("meshhub_mcp_nacks_total", "role" => self.role().as_str(), "collection" => collection.to_owned(), "code" => code.to_string()).increment(1);
     }
 }
@@ -476,6 +561,26 @@ mod tests {
             drop(ledger.register(Role::Source, format!("p{i}"), "g"));
         }
         assert_eq!(ledger.view().len(), RETAINED_DISCONNECTED);
+    }
+
+    #[test]
+    fn acks_and_nacks_are_announced_to_subscribers() {
+        let ledger = Ledger::new();
+        let rec = ledger.register(Role::Source, "west", "west");
+        // Nobody listens: recording still works.
+        rec.acked("c", "v0", "0");
+        let mut rx = ledger.deliveries();
+        rec.sent("c", "v1", "1");
+        rec.acked("c", "v1", "1");
+        rec.nacked("c", "v2", 3, "bad host");
+        let ack = rx.try_recv().unwrap();
+        assert_eq!((ack.outcome, ack.version.as_str()), (Outcome::Ack, "v1"));
+        assert_eq!(ack.peer, "west");
+        let nack = rx.try_recv().unwrap();
+        assert_eq!(nack.outcome, Outcome::Nack);
+        assert_eq!(nack.message.as_deref(), Some("bad host"));
+        assert_eq!(nack.code, Some(3));
+        assert!(rx.try_recv().is_err(), "sends are not announced");
     }
 
     #[test]

@@ -21,6 +21,8 @@ mod diff;
 mod fetch;
 #[path = "meshhubctl/get.rs"]
 mod get;
+#[path = "meshhubctl/history.rs"]
+mod history;
 #[path = "meshhubctl/loglevel.rs"]
 mod loglevel;
 #[path = "meshhubctl/output.rs"]
@@ -77,6 +79,12 @@ enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
+    /// List a cluster's versions: time, origin of the change, counts.
+    History(history::HistoryArgs),
+    /// Serve a cluster an earlier version (roll back) until `unpin`.
+    Pin(history::PinArgs),
+    /// Serve a pinned cluster its latest version again.
+    Unpin(history::UnpinArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -394,6 +402,9 @@ async fn main() -> ExitCode {
             let _ = std::io::stdout().write_all(&script);
             Ok(())
         }
+        Command::History(args) => history::history(args).await,
+        Command::Pin(args) => history::pin(args).await,
+        Command::Unpin(args) => history::unpin(args).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -423,6 +434,8 @@ mod status {
         remotes: Vec<Peer>,
         #[serde(default)]
         consumers: Vec<Peer>,
+        #[serde(default)]
+        pins: Vec<serde_json::Value>,
     }
 
     #[derive(Debug, Deserialize)]
@@ -475,6 +488,8 @@ mod status {
     struct Report {
         clusters: Vec<Row>,
         consumers: Vec<Row>,
+        /// Pinned clusters, as the hub reports them.
+        pins: Vec<serde_json::Value>,
     }
 
     #[derive(Debug, Serialize)]
@@ -561,6 +576,7 @@ mod status {
                 .filter(|p| args.all || p.connected)
                 .map(|p| row(p, false))
                 .collect(),
+            pins: doc.pins,
         };
         match structured(&report, args.output) {
             Some(text) => text,
@@ -618,7 +634,11 @@ mod status {
     /// Versions are digests; the table shows a prefix (`-o json` has them
     /// whole).
     fn short(v: &Option<String>) -> String {
-        super::output::short(v.as_deref().unwrap_or_default())
+        match v {
+            // A pinned (rolled back) version: say so in the table too.
+            Some(v) if v.contains(".pin-") => format!("{}(pin)", super::output::short(v)),
+            _ => super::output::short(v.as_deref().unwrap_or_default()),
+        }
     }
 
     fn since(r: &Row) -> String {
@@ -708,6 +728,19 @@ mod status {
         if colls.len() > 1 {
             out.push('\n');
             out.push_str(&render(&colls));
+        }
+        for p in &report.pins {
+            let s = |k: &str| p[k].as_str().unwrap_or("?").to_owned();
+            out.push_str(&format!(
+                "\nPINNED: cluster {} is served version {} (#{}) since {} by {}; {} version(s) behind the sources (latest {})\n",
+                s("cluster"),
+                s("version"),
+                p["seq"],
+                s("since"),
+                s("by"),
+                p["behind"],
+                s("latest"),
+            ));
         }
         out
     }

@@ -395,6 +395,7 @@ fn unit_error(source: &Arc<str>, unit: &Arc<str>, message: String) -> Entry {
             line: None,
         },
         parsed: Err(message),
+        changed_by: None,
     }
 }
 
@@ -430,6 +431,7 @@ pub fn parse_file(source: &Arc<str>, unit: &Arc<str>, rel: &Path, bytes: &[u8]) 
                         line: None,
                     },
                     parsed: Ok(obj),
+                    changed_by: None,
                 }
             }
             Err(e) => Entry {
@@ -440,6 +442,7 @@ pub fn parse_file(source: &Arc<str>, unit: &Arc<str>, rel: &Path, bytes: &[u8]) 
                     line: e.line.or(Some(e.start_line)),
                 },
                 parsed: Err(e.message),
+                changed_by: None,
             },
         })
         .collect()

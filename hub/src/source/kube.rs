@@ -617,6 +617,7 @@ fn apply(
     obj: DynamicObject,
 ) -> SourceEvent {
     known.insert(unit.clone(), obj.metadata.resource_version.clone());
+    let changed_by = last_manager(&obj);
     SourceEvent::Unit {
         source: source.clone(),
         unit: unit.clone(),
@@ -628,8 +629,22 @@ fn apply(
                 line: None,
             },
             parsed: Ok(to_object(&served.resource, obj)),
+            changed_by,
         }],
     }
+}
+
+/// The field manager of the newest `managedFields` entry: who last
+/// changed the object, as far as the API server knows.
+pub fn last_manager(obj: &DynamicObject) -> Option<Arc<str>> {
+    obj.metadata
+        .managed_fields
+        .as_ref()?
+        .iter()
+        .filter(|f| f.manager.is_some())
+        .max_by_key(|f| f.time.as_ref().map(|t| t.0))
+        .and_then(|f| f.manager.as_deref())
+        .map(Arc::from)
 }
 
 /// `<group|core>/<Kind>/<namespace>/<name>` (no namespace part for

@@ -658,6 +658,7 @@ fn decode(
                             line: None,
                         },
                         parsed,
+                        changed_by: None,
                     }
                 })
                 .collect();

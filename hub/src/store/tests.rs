@@ -225,6 +225,7 @@ fn the_served_definition_is_known_with_its_origin_and_resource_version() {
                 line: None,
             },
             parsed: Ok(obj),
+            changed_by: None,
         }],
     });
     let r = s.resolve();

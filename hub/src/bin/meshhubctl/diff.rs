@@ -99,13 +99,26 @@ pub struct Changed {
 
 /// Runs the command: `Ok(true)` when both sides are equal.
 pub async fn run(args: DiffArgs) -> Result<bool, String> {
-    if let (Some(from), Some(to)) = (&args.from, &args.to) {
-        // Merge point with `meshhubctl history` (history.rs): this becomes
-        // `history::diff(...)` between the two versions of the group.
-        return Err(format!(
-            "diff between versions ({from} → {to}) is not available in this build \
-             (it needs `meshhubctl history`); without FROM TO, diff compares the hub with the agent"
-        ));
+    if args.from.is_some() {
+        // Two historical versions of the group (`meshhubctl history`).
+        super::history::diff(super::history::DiffArgs {
+            cluster: args.cluster,
+            from: args.from,
+            to: args.to,
+            output: match args.output {
+                Format::Json => super::history::Format::Json,
+                Format::Table | Format::Yaml => super::history::Format::Table,
+            },
+            admin: super::history::Admin {
+                admin: args.admin,
+                timeout: args.timeout,
+                token_file: None,
+                token: None,
+            },
+        })
+        .await?;
+        // The versions' differences are the answer, not a verdict.
+        return Ok(true);
     }
     let kinds = KindTable::builtin();
     let collections = if args.kinds.is_empty() {

@@ -119,3 +119,23 @@ fn api_errors_read_as_one_line_with_the_servers_message() {
         error_text(&w)
     );
 }
+
+#[test]
+fn the_last_manager_is_the_newest_managed_fields_entry() {
+    let obj = dynamic(serde_json::json!({
+        "apiVersion": "networking.istio.io/v1", "kind": "VirtualService",
+        "metadata": {"name": "r", "namespace": "ns", "resourceVersion": "7",
+            "managedFields": [
+                {"manager": "kubectl-client-side-apply", "operation": "Update", "time": "2026-11-01T10:00:00Z"},
+                {"manager": "argocd-controller", "operation": "Apply", "time": "2026-11-02T10:00:00Z"},
+                {"manager": "kubectl-edit", "operation": "Update", "time": "2026-10-30T10:00:00Z"}
+            ]},
+        "spec": {"hosts": ["r"]}
+    }));
+    assert_eq!(last_manager(&obj).as_deref(), Some("argocd-controller"));
+    let none = dynamic(serde_json::json!({
+        "apiVersion": "networking.istio.io/v1", "kind": "VirtualService",
+        "metadata": {"name": "r", "namespace": "ns"}
+    }));
+    assert_eq!(last_manager(&none), None);
+}

@@ -1,0 +1,164 @@
+//! Pins shared by every hub replica: with `leaderElection`, pins live in
+//! the ConfigMap [`CONFIGMAP`] in the Lease's namespace (one data key per
+//! cluster, its value the JSON [`PinRecord`]). `POST /pins` on any replica
+//! writes it; every replica watches it and serves what it says, resolving
+//! the version id in its own history (the ids are content digests, equal on
+//! every replica).
+
+use std::collections::BTreeMap;
+
+use futures::StreamExt as _;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::runtime::watcher::{self, Event};
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use super::{History, PinRecord};
+use crate::config::LeaderElectionSpec;
+
+/// The ConfigMap holding the pins.
+pub const CONFIGMAP: &str = "meshhub-pins";
+
+/// Why the shared pins can't be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum SharedError {
+    /// The client can't be built (kubeconfig).
+    #[error("can't configure the Kubernetes client for shared pins")]
+    Client(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The API server refused or failed.
+    #[error("ConfigMap {CONFIGMAP}")]
+    Api(#[from] kube::Error),
+    /// A record can't be encoded.
+    #[error("pin record")]
+    Json(#[from] serde_json::Error),
+}
+
+/// The ConfigMap's client.
+#[derive(Clone)]
+pub struct SharedPins {
+    api: Api<ConfigMap>,
+    namespace: String,
+}
+
+impl std::fmt::Debug for SharedPins {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedPins")
+            .field("namespace", &self.namespace)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SharedPins {
+    /// A client as the leader election's (same kubeconfig, namespace).
+    pub async fn new(spec: &LeaderElectionSpec) -> Result<Self, SharedError> {
+        let config =
+            crate::source::kube::kube_config(spec.kubeconfig.as_deref(), spec.context.as_deref())
+                .await
+                .map_err(SharedError::Client)?;
+        let client = kube::Client::try_from(config).map_err(|e| SharedError::Client(e.into()))?;
+        Ok(Self {
+            api: Api::namespaced(client, &spec.namespace),
+            namespace: spec.namespace.clone(),
+        })
+    }
+
+    /// `namespace/name` of the ConfigMap.
+    pub fn location(&self) -> String {
+        format!("{}/{CONFIGMAP}", self.namespace)
+    }
+
+    /// Sets (or, with `None`, removes) `cluster`'s pin.
+    pub async fn write(&self, cluster: &str, pin: Option<&PinRecord>) -> Result<(), SharedError> {
+        let value = pin.map(serde_json::to_string).transpose()?;
+        let patch = serde_json::json!({ "data": { cluster: value } });
+        match self
+            .api
+            .patch(CONFIGMAP, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 404 => {
+                let Some(value) = value else { return Ok(()) };
+                let cm = ConfigMap {
+                    metadata: kube::api::ObjectMeta {
+                        name: Some(CONFIGMAP.to_owned()),
+                        labels: Some(
+                            [("app.kubernetes.io/name".to_owned(), "meshhub".to_owned())].into(),
+                        ),
+                        ..Default::default()
+                    },
+                    data: Some([(cluster.to_owned(), value)].into()),
+                    ..Default::default()
+                };
+                match self.api.create(&PostParams::default(), &cm).await {
+                    Ok(_) => Ok(()),
+                    // Created meanwhile by another replica: patch it.
+                    Err(kube::Error::Api(e)) if e.code == 409 => {
+                        self.api
+                            .patch(CONFIGMAP, &PatchParams::default(), &Patch::Merge(&patch))
+                            .await?;
+                        Ok(())
+                    }
+                    Err(e) => Err(e.into()),
+                }
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Follows the ConfigMap until `shutdown` and makes `history` serve
+    /// what it says.
+    pub async fn follow(self, history: History, shutdown: CancellationToken) {
+        let config = watcher::Config::default().fields(&format!("metadata.name={CONFIGMAP}"));
+        let mut events = watcher::watcher(self.api.clone(), config).boxed();
+        // The ConfigMap as listed so far (an initial list ends with InitDone).
+        let mut listing: Option<BTreeMap<String, String>> = None;
+        loop {
+            let ev = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                ev = events.next() => match ev {
+                    Some(ev) => ev,
+                    None => return,
+                },
+            };
+            let desired = match ev {
+                Ok(Event::Init) => {
+                    listing = Some(BTreeMap::new());
+                    continue;
+                }
+                Ok(Event::InitApply(cm)) => {
+                    listing = Some(cm.data.unwrap_or_default());
+                    continue;
+                }
+                Ok(Event::InitDone) => listing.take().unwrap_or_default(),
+                Ok(Event::Apply(cm)) => cm.data.unwrap_or_default(),
+                Ok(Event::Delete(_)) => BTreeMap::new(),
+                Err(e) => {
+                    warn!(error = %e, configmap = %self.location(), "watching the shared pins failed; retrying");
+                    continue;
+                }
+            };
+            let mut pins = BTreeMap::new();
+            for (cluster, text) in desired {
+                match serde_json::from_str::<PinRecord>(&text) {
+                    Ok(p) => {
+                        pins.insert(cluster, p);
+                    }
+                    Err(e) => {
+                        warn!(cluster = %cluster, error = %e, "unreadable pin in the shared ConfigMap; ignored")
+                    }
+                }
+            }
+            let h = history.clone();
+            match tokio::task::spawn_blocking(move || h.reconcile(pins)).await {
+                Ok(changed) if changed > 0 => {
+                    info!(changed, configmap = %self.location(), "shared pins applied");
+                }
+                Ok(_) => {}
+                Err(e) => warn!(error = %e, "applying the shared pins failed"),
+            }
+        }
+    }
+}

@@ -1,0 +1,282 @@
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use bytes::Bytes;
+use meshhub_mcp::snapshot::{CollectionSnapshot, EncodedResource, Snapshot};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::*;
+
+fn res(name: &str, version: &str, body: &str) -> EncodedResource {
+    EncodedResource {
+        name: name.into(),
+        version: version.into(),
+        encoded: Bytes::from(body.to_owned()),
+    }
+}
+
+fn snap(resources: Vec<EncodedResource>) -> Arc<Snapshot> {
+    Arc::new(Snapshot::new().with_collection("vs", Arc::new(CollectionSnapshot::new(resources))))
+}
+
+fn publication(cluster: &str, snapshot: Arc<Snapshot>, unit: &str) -> Publication {
+    Publication {
+        cluster: cluster.into(),
+        snapshot,
+        at: SystemTime::now(),
+        origins: Arc::new(vec![ChangeOrigin {
+            source: "files".into(),
+            unit: unit.into(),
+            objects: vec!["VirtualService ns/a".into()],
+            removed: false,
+            unreadable: 0,
+            resource_version: None,
+            changed_by: None,
+        }]),
+        more_origins: 0,
+    }
+}
+
+fn open(dir: &Path, keep: usize) -> (History, CancellationToken, TaskTracker) {
+    let shutdown = CancellationToken::new();
+    let tasks = TaskTracker::new();
+    let h = History::open(
+        &HistorySpec {
+            dir: dir.to_owned(),
+            keep,
+        },
+        None,
+        &tasks,
+        shutdown.clone(),
+    )
+    .unwrap();
+    (h, shutdown, tasks)
+}
+
+#[tokio::test]
+async fn versions_are_deduplicated_content_addressed_and_pruned() {
+    let dir = tempfile::tempdir().unwrap();
+    let (h, shutdown, _tasks) = open(dir.path(), 2);
+    let big = "x".repeat(1000);
+    let v1 = snap(vec![res("ns/a", "1", &big), res("ns/b", "1", "b1")]);
+    assert_eq!(
+        h.append(&publication("west", v1.clone(), "a.yaml"))
+            .unwrap(),
+        Some(1)
+    );
+    // The same content again (a restart, another group's change): no version.
+    assert_eq!(
+        h.append(&publication("west", v1.clone(), "a.yaml"))
+            .unwrap(),
+        None
+    );
+    let stats = h.inner.db.stats().unwrap();
+    assert_eq!((stats.versions, stats.bodies), (1, 2));
+    assert_eq!(stats.bytes, 1002);
+
+    // Only b changes: a's body is stored once.
+    let v2 = snap(vec![res("ns/a", "1", &big), res("ns/b", "2", "b2")]);
+    assert_eq!(
+        h.append(&publication("west", v2, "b.yaml")).unwrap(),
+        Some(2)
+    );
+    let stats = h.inner.db.stats().unwrap();
+    assert_eq!((stats.versions, stats.bodies, stats.bytes), (2, 3, 1004));
+
+    // A third version pushes the first out; b1's body goes with it, a's
+    // (still referred to) stays.
+    let v3 = snap(vec![res("ns/a", "1", &big)]);
+    assert_eq!(
+        h.append(&publication("west", v3, "b.yaml")).unwrap(),
+        Some(3)
+    );
+    let stats = h.inner.db.stats().unwrap();
+    assert_eq!((stats.versions, stats.bodies, stats.bytes), (2, 2, 1002));
+    let list = h.list("west").unwrap();
+    assert_eq!(list.iter().map(|v| v.seq).collect::<Vec<_>>(), [2, 3]);
+    assert_eq!(list[1].origins[0].unit, "b.yaml");
+    assert_eq!(list[0].counts()["vs"], 2);
+    assert!(h.list("east").unwrap().is_empty());
+
+    // Find by id, prefix and sequence number.
+    let id2 = list[0].id.clone();
+    assert_eq!(h.find("west", &id2).unwrap().seq, 2);
+    assert_eq!(h.find("west", &id2[..6]).unwrap().seq, 2);
+    assert_eq!(h.find("west", "#3").unwrap().seq, 3);
+    assert!(matches!(
+        h.find("west", "#1"),
+        Err(HistoryError::NoVersion { .. })
+    ));
+    assert!(matches!(
+        h.find("west", "ab"),
+        Err(HistoryError::NoVersion { .. })
+    ));
+    shutdown.cancel();
+}
+
+#[tokio::test]
+async fn a_pin_serves_old_content_under_new_versions_survives_reopen_and_is_not_pruned() {
+    let dir = tempfile::tempdir().unwrap();
+    let (h, shutdown, tasks) = open(dir.path(), 2);
+    let v1 = snap(vec![res("ns/a", "1", "a1")]);
+    h.append(&publication("west", v1.clone(), "a.yaml"))
+        .unwrap();
+    h.append(&publication(
+        "west",
+        snap(vec![res("ns/a", "2", "a2")]),
+        "a.yaml",
+    ))
+    .unwrap();
+    let mut pins = h.pins();
+    let audit = crate::audit::AuditLog::disabled();
+    let record = h.pin("west", "#1", "alice", &audit).await.unwrap();
+    assert!(pins.has_changed().unwrap());
+    let active = pins.borrow_and_update().get("west").cloned().unwrap();
+    assert_eq!(active.record, record);
+    assert_eq!(record.by, "alice");
+    let served = active.snapshot.collection("vs");
+    let old = v1.collection("vs");
+    assert_eq!(served.resources(), old.resources(), "the old bodies");
+    assert_eq!(served.keys(), old.keys());
+    assert_ne!(
+        served.version(),
+        old.version(),
+        "under a version of its own"
+    );
+    assert!(served.version().starts_with(old.version()));
+
+    // Newer versions are recorded; the pinned one is kept beyond `keep`.
+    for i in 3..6 {
+        h.append(&publication(
+            "west",
+            snap(vec![res("ns/a", &i.to_string(), "an")]),
+            "a.yaml",
+        ))
+        .unwrap();
+    }
+    let seqs: Vec<u64> = h.list("west").unwrap().iter().map(|v| v.seq).collect();
+    assert_eq!(seqs, [1, 5], "keep 2, plus the pinned one");
+    let view = &h.pin_views()[0];
+    assert_eq!(view.behind, 1);
+    assert_eq!(
+        view.latest.as_deref(),
+        Some(h.list("west").unwrap()[1].id.as_str())
+    );
+    shutdown.cancel();
+    tasks.close();
+    tasks.wait().await;
+    drop(h);
+
+    // Reopened: the pin is restored with the same served versions.
+    let (h, shutdown, _tasks) = open(dir.path(), 2);
+    let restored = h.pins().borrow().get("west").cloned().unwrap();
+    assert_eq!(restored.record, record);
+    assert_eq!(
+        restored.snapshot.collection("vs").version(),
+        served.version()
+    );
+    let audit = crate::audit::AuditLog::disabled();
+    assert_eq!(h.unpin("west", "bob", &audit).await.unwrap(), record);
+    assert!(h.pins().borrow().is_empty());
+    assert!(matches!(
+        h.unpin("west", "bob", &audit).await,
+        Err(HistoryError::NotPinned(_))
+    ));
+
+    // Shared pins (another replica's record, its own sequence number and
+    // time): resolved by id here, served with the record's time.
+    let v5 = h.find("west", "#5").unwrap();
+    let theirs = PinRecord {
+        cluster: "west".into(),
+        version: v5.id.clone(),
+        seq: 42,
+        since: "2026-01-01T00:00:00Z".into(),
+        since_unix_ms: 0x1234,
+        by: "bob".into(),
+    };
+    let desired: BTreeMap<_, _> = [("west".to_owned(), theirs.clone())].into();
+    assert_eq!(h.reconcile(desired.clone()), 1);
+    assert_eq!(h.reconcile(desired), 0, "unchanged");
+    let active = h.pins().borrow().get("west").cloned().unwrap();
+    assert_eq!(active.record.seq, 5, "this replica's sequence number");
+    assert!(
+        active
+            .snapshot
+            .collection("vs")
+            .version()
+            .ends_with(".pin-1234")
+    );
+    let unknown = PinRecord {
+        version: "ffffffffffff".into(),
+        since_unix_ms: 1,
+        ..theirs
+    };
+    assert_eq!(h.reconcile([("west".to_owned(), unknown)].into()), 0);
+    assert_eq!(
+        h.pins().borrow()["west"].record.since_unix_ms,
+        0x1234,
+        "kept"
+    );
+    assert_eq!(h.reconcile(BTreeMap::new()), 1);
+    assert!(h.pins().borrow().is_empty());
+    shutdown.cancel();
+}
+
+#[test]
+fn version_ids_follow_collection_versions() {
+    let a = snap(vec![res("ns/a", "1", "x")]);
+    let b = snap(vec![res("ns/a", "1", "y")]);
+    let c = snap(vec![res("ns/a", "2", "x")]);
+    assert_eq!(version_id(&a), version_id(&b), "versions, not bytes");
+    assert_ne!(version_id(&a), version_id(&c));
+    assert_eq!(version_id(&a).len(), 12);
+}
+
+#[test]
+fn config_defaults_and_checks() {
+    let base = Path::new("/etc/meshhub");
+    let spec = RawHistory::default().check(base).unwrap();
+    assert_eq!(spec.dir, Path::new(DEFAULT_DIR));
+    assert_eq!(spec.keep, DEFAULT_KEEP);
+    let raw: RawHistory =
+        serde_json::from_value(serde_json::json!({"dir": "data", "keep": 5})).unwrap();
+    let spec = raw.check(base).unwrap();
+    assert_eq!(spec.dir, Path::new("/etc/meshhub/data"));
+    let raw: RawHistory = serde_json::from_value(serde_json::json!({"keep": 1})).unwrap();
+    assert_eq!(raw.check(base).unwrap_err().0, "keep");
+    assert!(serde_json::from_value::<RawHistory>(serde_json::json!({"kept": 1})).is_err());
+}
+
+#[tokio::test]
+async fn recording_a_large_version_is_quick_and_the_next_one_costs_only_its_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (h, shutdown, _tasks) = open(dir.path(), 50);
+    let body = "y".repeat(600);
+    let make = |changed: usize| {
+        snap(
+            (0..2000)
+                .map(|i| {
+                    let v = if i < changed { "2" } else { "1" };
+                    res(&format!("ns/vs-{i:04}"), v, &format!("{body}{i}{v}"))
+                })
+                .collect(),
+        )
+    };
+    let started = std::time::Instant::now();
+    h.append(&publication("west", make(0), "all")).unwrap();
+    let first = started.elapsed();
+    let bytes = h.inner.db.stats().unwrap().bytes;
+    let started = std::time::Instant::now();
+    h.append(&publication("west", make(10), "ten")).unwrap();
+    let second = started.elapsed();
+    let stats = h.inner.db.stats().unwrap();
+    eprintln!(
+        "2000 resources: first version {first:?} ({bytes} body bytes), 10 changed {second:?} (+{} bytes)",
+        stats.bytes - bytes
+    );
+    assert_eq!(stats.bodies, 2010, "only the ten changed bodies were added");
+    assert!(stats.bytes - bytes < 10 * 700);
+    assert!(first < std::time::Duration::from_secs(10), "{first:?}");
+    shutdown.cancel();
+}

@@ -1,0 +1,494 @@
+//! Version history, rollback (pin), unpin and the audit log, in-process
+//! over real gRPC on loopback: the hub dials a `ResourceSink` whose updater
+//! refuses any resource named `bad` (as an agent refuses what it can't
+//! validate), and `meshhubctl` drives history, diff, pin and unpin through
+//! the admin port.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use clap::Parser as _;
+use meshhub::app::Hub;
+use meshhub::clusters::is_dialer;
+use meshhub::config::{Args, Config};
+use meshhub_mcp::ledger::{Ledger, PeerStatus, SyncState};
+use meshhub_mcp::sink::server::SinkServer;
+use meshhub_mcp::sink::{ApplyError, Change, SinkCollection, SinkConfig, Updater};
+use meshhub_proto::mcp::SinkNode;
+use serde_json::Value;
+use tokio_stream::wrappers::TcpListenerStream;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+const VS: &str = "istio/networking/v1alpha3/virtualservices";
+const DEADLINE: Duration = Duration::from_secs(20);
+
+fn vs(name: &str, host: &str) -> String {
+    format!(
+        "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata:\n  name: {name}\n  namespace: bookinfo\nspec:\n  hosts: [{host}]\n  http:\n  - route:\n    - destination:\n        host: {host}\n"
+    )
+}
+
+async fn eventually<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    while !check().await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The sink: refuses resources named `bad`, remembers what it holds.
+#[derive(Default)]
+struct Picky {
+    held: Mutex<HashMap<String, String>>,
+}
+
+impl Updater for Picky {
+    async fn apply(&self, change: Change) -> Result<(), ApplyError> {
+        let names: Vec<_> = change
+            .resources
+            .iter()
+            .filter_map(|r| r.metadata.as_ref())
+            .map(|m| (m.name.clone(), m.version.clone()))
+            .collect();
+        if let Some((bad, _)) = names.iter().find(|(n, _)| n.contains("bad")) {
+            return Err(ApplyError(format!(
+                "VirtualService {bad}: host does not resolve"
+            )));
+        }
+        *self.held.lock().unwrap() = names.into_iter().collect();
+        Ok(())
+    }
+
+    fn held(&self, _collection: &str) -> HashMap<String, String> {
+        self.held.lock().unwrap().clone()
+    }
+}
+
+impl Picky {
+    fn names(&self) -> Vec<String> {
+        let mut n: Vec<String> = self.held.lock().unwrap().keys().cloned().collect();
+        n.sort();
+        n
+    }
+}
+
+fn write_config(path: &Path, sink: std::net::SocketAddr) {
+    let text = format!(
+        "sources:\n  - name: files\n    file: {{path: ../objects}}\nclusters:\n  - name: east\n    agent:\n      address: http://{sink}\n      connectTimeout: 2s\n      reconnect: {{initial: 50ms, max: 500ms}}\ndebounce:\n  quiet: 20ms\n  maxWait: 200ms\nhistory:\n  dir: ../data\n  keep: 10\naudit:\n  file: ../audit/audit.log\n"
+    );
+    std::fs::write(path, text).unwrap();
+}
+
+async fn start_hub(config: &Path) -> Hub {
+    let args = Args::parse_from([
+        "meshhub",
+        "--grpc-addr",
+        "127.0.0.1:0",
+        "--admin-addr",
+        "127.0.0.1:0",
+        "--shutdown-grace",
+        "5s",
+        "--config",
+        config.to_str().unwrap(),
+    ]);
+    let hub = Hub::start(Config::from_args(args).unwrap()).await.unwrap();
+    tokio::time::timeout(DEADLINE, hub.ready())
+        .await
+        .expect("ready");
+    hub
+}
+
+fn dialer(hub: &Hub) -> Option<PeerStatus> {
+    hub.ledger()
+        .view()
+        .into_iter()
+        .find(|p| is_dialer(p) && p.peer == "east" && p.connected)
+}
+
+/// The state of the virtual services with east, and the version ACKed.
+fn east_vs(hub: &Hub) -> Option<(SyncState, Option<String>)> {
+    let p = dialer(hub)?;
+    let c = p.collections.get(VS)?;
+    Some((c.state, c.acked.as_ref().map(|a| a.version.clone())))
+}
+
+async fn ctl(args: &[&str]) -> (bool, String, String) {
+    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_meshhubctl"))
+        .args(args)
+        .env_remove("MESHHUB_USER")
+        .env_remove("USER")
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(30), child)
+        .await
+        .expect("meshhubctl finishes")
+        .expect("meshhubctl runs");
+    (
+        out.status.success(),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+async fn history_json(admin: &str) -> Value {
+    let (ok, out, err) = ctl(&[
+        "history",
+        "--admin",
+        admin,
+        "--cluster",
+        "east",
+        "-o",
+        "json",
+    ])
+    .await;
+    assert!(ok, "{err}");
+    serde_json::from_str(&out).unwrap()
+}
+
+async fn versions(admin: &str) -> usize {
+    // 404 until the first version is recorded.
+    let (ok, out, _) = ctl(&[
+        "history",
+        "--admin",
+        admin,
+        "--cluster",
+        "east",
+        "-o",
+        "json",
+    ])
+    .await;
+    if !ok {
+        return 0;
+    }
+    serde_json::from_str::<Value>(&out).unwrap()["versions"]
+        .as_array()
+        .map_or(0, Vec::len)
+}
+
+fn audit(dir: &Path) -> Vec<Value> {
+    std::fs::read_to_string(dir.join("audit/audit.log"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn tree() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let objects = dir.path().join("objects");
+    std::fs::create_dir_all(&objects).unwrap();
+    std::fs::create_dir_all(dir.path().join("etc")).unwrap();
+    let config = dir.path().join("etc/meshhub.yaml");
+    (dir, objects, config)
+}
+
+#[tokio::test]
+async fn a_nacked_change_is_rolled_back_by_a_pin_unpinned_after_the_fix_all_recorded() {
+    let picky = Arc::new(Picky::default());
+    let shutdown = CancellationToken::new();
+    let tasks = TaskTracker::new();
+    let sink = SinkServer::new(
+        picky.clone(),
+        Arc::new(SinkConfig {
+            node: SinkNode {
+                id: "east".into(),
+                annotations: HashMap::new(),
+            },
+            collections: vec![SinkCollection {
+                name: VS.into(),
+                incremental: false,
+            }],
+        }),
+        Ledger::new(),
+        shutdown.clone(),
+        tasks.clone(),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let sink_addr = listener.local_addr().unwrap();
+    let server = tokio::spawn({
+        let shutdown = shutdown.clone();
+        tonic::transport::Server::builder()
+            .add_service(sink.into_service(16 * 1024 * 1024))
+            .serve_with_incoming_shutdown(
+                TcpListenerStream::new(listener),
+                shutdown.cancelled_owned(),
+            )
+    });
+
+    let (dir, objects, config) = tree();
+    std::fs::write(objects.join("a.yaml"), vs("a", "a-v1")).unwrap();
+    write_config(&config, sink_addr);
+    let hub = start_hub(&config).await;
+    let admin = format!("http://{}", hub.admin_addr());
+    let synced = |hub: &Hub| east_vs(hub).is_some_and(|(s, _)| s == SyncState::Synced);
+    eventually("v1 is ACKed", || async { synced(&hub) }).await;
+
+    // 1. A change, ACKed.
+    std::fs::write(objects.join("a.yaml"), vs("a", "a-v2")).unwrap();
+    eventually("v2 is recorded", || async { versions(&admin).await == 2 }).await;
+    eventually("v2 is ACKed", || async {
+        synced(&hub) && picky.held.lock().unwrap().get("bookinfo/a").is_some()
+    })
+    .await;
+    let a_v2 = picky.held.lock().unwrap()["bookinfo/a"].clone();
+
+    // 2. A bad change: NACKed by the cluster. An unreadable file besides
+    // it is rejected by validation.
+    std::fs::write(objects.join("bad.yaml"), vs("bad", "nowhere")).unwrap();
+    std::fs::write(objects.join("broken.yaml"), "kind: [\n").unwrap();
+    eventually("the NACK", || async {
+        east_vs(&hub).is_some_and(|(s, _)| s == SyncState::Nacked)
+    })
+    .await;
+    eventually("v3 is recorded", || async { versions(&admin).await == 3 }).await;
+
+    // The history lists the three versions with their origins.
+    let (ok, table, err) = ctl(&["history", "--admin", &admin, "--cluster", "east"]).await;
+    assert!(ok, "{err}");
+    eprintln!("meshhubctl history:\n{table}");
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(lines[0].starts_with("#  VERSION"), "{table}");
+    assert!(lines[2].contains("files:a.yaml"), "{table}");
+    assert!(lines[3].contains("files:bad.yaml"), "{table}");
+    assert!(
+        lines[3].contains("files:broken.yaml (1 unreadable)"),
+        "{table}"
+    );
+    assert!(lines[3].contains("virtualservices=2"), "{table}");
+    let h = history_json(&admin).await;
+    let id = |i: usize| h["versions"][i]["id"].as_str().unwrap().to_owned();
+    let (v1, v2, v3) = (id(0), id(1), id(2));
+
+    // The diff between v1 and v2: a changed, with the YAML lines.
+    let (ok, out, err) = ctl(&["diff", "--admin", &admin, "--cluster", "east", &v1, &v2]).await;
+    assert!(ok, "{err}");
+    eprintln!("meshhubctl diff:\n{out}");
+    assert!(
+        out.contains(&format!("~ changed  {VS} bookinfo/a")),
+        "{out}"
+    );
+    assert!(
+        out.contains("-  - a-v1") || out.contains("-  - a-v1"),
+        "{out}"
+    );
+    assert!(out.contains("+  - a-v2"), "{out}");
+    let (ok, out, _) = ctl(&["diff", "--admin", &admin, "--cluster", "east", "#2", "#3"]).await;
+    assert!(ok);
+    assert!(
+        out.contains(&format!("+ added    {VS} bookinfo/bad")),
+        "{out}"
+    );
+    // Without versions: the agent comparison is another command's job.
+    let (ok, _, err) = ctl(&["diff", "--admin", &admin, "--cluster", "east"]).await;
+    assert!(!ok);
+    assert!(err.contains("not built yet"), "{err}");
+
+    // 3. Roll back: pin east to v2. The cluster receives v2's content as a
+    // new version and ACKs it.
+    let (ok, out, err) = ctl(&[
+        "pin",
+        "--admin",
+        &admin,
+        "--cluster",
+        "east",
+        "--to",
+        &v2[..8],
+        "--as",
+        "alice",
+    ])
+    .await;
+    assert!(ok, "{err}");
+    assert!(out.contains(&format!("pinned to {v2} (#2)")), "{out}");
+    eventually("the pinned version is ACKed", || async {
+        east_vs(&hub).is_some_and(|(s, acked)| {
+            s == SyncState::Synced && acked.is_some_and(|v| v.contains(".pin-"))
+        })
+    })
+    .await;
+    assert_eq!(picky.names(), ["bookinfo/a"], "the old content");
+    assert_eq!(picky.held.lock().unwrap()["bookinfo/a"], a_v2);
+    let (ok, status, _) = ctl(&["status", "--admin", &admin]).await;
+    assert!(ok);
+    eprintln!("meshhubctl status while pinned:\n{status}");
+    assert!(
+        status.contains(&format!("PINNED: cluster east is served version {v2} (#2)"))
+            && status.contains("by alice; 1 version(s) behind"),
+        "{status}"
+    );
+
+    // 4. The fix, while pinned: validated and recorded, not served.
+    std::fs::rename(objects.join("bad.yaml"), objects.join("good.yaml")).unwrap();
+    std::fs::write(objects.join("good.yaml"), vs("good", "good")).unwrap();
+    eventually("the fix is recorded", || async {
+        let h = history_json(&admin).await;
+        h["versions"].as_array().unwrap().last().unwrap()["counts"][VS] == 2
+            && h["pinned"]["behind"].as_u64() >= Some(2)
+    })
+    .await;
+    assert_eq!(picky.names(), ["bookinfo/a"], "still pinned");
+
+    // 5. Unpin: the latest (the fix) is delivered and ACKed.
+    let (ok, out, err) = ctl(&[
+        "unpin",
+        "--admin",
+        &admin,
+        "--cluster",
+        "east",
+        "--as",
+        "bob",
+    ])
+    .await;
+    assert!(ok, "{err}");
+    assert!(out.contains("unpinned"), "{out}");
+    eventually("the latest is ACKed", || async {
+        synced(&hub) && picky.names() == ["bookinfo/a", "bookinfo/good"]
+    })
+    .await;
+    let (ok, status, _) = ctl(&["status", "--admin", &admin]).await;
+    assert!(ok);
+    assert!(!status.contains("PINNED"), "{status}");
+    let (ok, _, err) = ctl(&["unpin", "--admin", &admin, "--cluster", "east"]).await;
+    assert!(!ok);
+    assert!(err.contains("east is not pinned"), "{err}");
+
+    // The audit log tells the whole story.
+    eventually("the audit log has the unpin and the last ACK", || async {
+        let lines = audit(dir.path());
+        let unpin = lines.iter().position(|l| l["event"] == "unpin");
+        unpin.is_some_and(|i| lines[i..].iter().any(|l| l["outcome"] == "ACK"))
+    })
+    .await;
+    let lines = audit(dir.path());
+    assert!(lines.iter().all(|l| l["schemaVersion"] == 1));
+    let find = |pred: &dyn Fn(&Value) -> bool| lines.iter().find(|l| pred(l)).cloned();
+    let change = find(&|l| l["event"] == "source_change" && l["unit"] == "bad.yaml").unwrap();
+    assert_eq!(change["objects"][0]["name"], "bookinfo/bad");
+    let rejected = find(&|l| l["event"] == "rejected").unwrap();
+    assert!(
+        rejected["origin"].as_str().unwrap().contains("broken.yaml"),
+        "{rejected}"
+    );
+    assert!(
+        find(&|l| l["event"] == "published"
+            && l["cluster"] == "east"
+            && l["version"] == v3.as_str())
+        .is_some()
+    );
+    let nack = find(&|l| l["outcome"] == "NACK").unwrap();
+    assert_eq!(nack["peer"], "east");
+    assert!(
+        nack["message"].as_str().unwrap().contains("bookinfo/bad"),
+        "{nack}"
+    );
+    let pin = find(&|l| l["event"] == "pin").unwrap();
+    assert_eq!(
+        (
+            pin["cluster"].as_str(),
+            pin["version"].as_str(),
+            pin["by"].as_str()
+        ),
+        (Some("east"), Some(v2.as_str()), Some("alice"))
+    );
+    assert!(find(&|l| l["event"] == "published" && l["servedPinned"] == v2.as_str()).is_some());
+    assert_eq!(find(&|l| l["event"] == "unpin").unwrap()["by"], "bob");
+    let before_restart = history_json(&admin).await["versions"].clone();
+    assert_eq!(before_restart.as_array().unwrap().len(), 4);
+
+    // 6. The history survives a restart (and the same content is no new
+    // version).
+    assert!(hub.shutdown().await);
+    let hub = start_hub(&config).await;
+    let admin = format!("http://{}", hub.admin_addr());
+    let after = history_json(&admin).await;
+    assert_eq!(after["versions"], before_restart);
+    assert!(after["pinned"].is_null());
+
+    assert!(hub.shutdown().await);
+    shutdown.cancel();
+    server.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn a_pin_survives_a_restart_and_history_needs_configuring() {
+    let (dir, objects, config) = tree();
+    std::fs::write(objects.join("a.yaml"), vs("a", "one")).unwrap();
+    // No agent: the group is served to consumers only.
+    let sink: std::net::SocketAddr = "127.0.0.1:9".parse().unwrap();
+    write_config(&config, sink);
+    let hub = start_hub(&config).await;
+    let admin = format!("http://{}", hub.admin_addr());
+    eventually("v1", || async { versions(&admin).await == 1 }).await;
+    let first = hub.cache().snapshot("east").unwrap();
+    std::fs::write(objects.join("a.yaml"), vs("a", "two")).unwrap();
+    eventually("v2", || async { versions(&admin).await == 2 }).await;
+    let (ok, _, err) = ctl(&["pin", "--admin", &admin, "--cluster", "east", "--to", "#1"]).await;
+    assert!(ok, "{err}");
+    eventually("the pin is served", || async {
+        hub.cache().snapshot("east").is_some_and(|s| {
+            s.collection(VS).keys() == first.collection(VS).keys()
+                && s.collection(VS).version() != first.collection(VS).version()
+        })
+    })
+    .await;
+    let served = hub
+        .cache()
+        .snapshot("east")
+        .unwrap()
+        .collection(VS)
+        .version()
+        .to_owned();
+    let (ok, _, err) = ctl(&[
+        "pin",
+        "--admin",
+        &admin,
+        "--cluster",
+        "east",
+        "--to",
+        "ffffffff",
+    ])
+    .await;
+    assert!(!ok);
+    assert!(err.contains("no version ffffffff"), "{err}");
+    assert!(hub.shutdown().await);
+
+    // Restarted: still pinned, same served version, caller recorded.
+    let hub = start_hub(&config).await;
+    assert_eq!(
+        hub.cache()
+            .snapshot("east")
+            .unwrap()
+            .collection(VS)
+            .version(),
+        served
+    );
+    let admin = format!("http://{}", hub.admin_addr());
+    let h = history_json(&admin).await;
+    assert_eq!(h["pinned"]["seq"], 1);
+    assert_eq!(h["pinned"]["by"], "meshhubctl", "no --as, no $USER");
+    assert!(hub.shutdown().await);
+
+    // A hub without `history:` has no history routes.
+    std::fs::write(
+        &config,
+        "sources:\n  - name: files\n    file: {path: ../objects}\nclusters:\n  - name: east\n",
+    )
+    .unwrap();
+    let hub = start_hub(&config).await;
+    let admin = format!("http://{}", hub.admin_addr());
+    let (ok, _, err) = ctl(&["history", "--admin", &admin, "--cluster", "east"]).await;
+    assert!(!ok);
+    assert!(err.contains("is history configured"), "{err}");
+    assert!(hub.shutdown().await);
+    drop(dir);
+}

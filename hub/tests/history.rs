@@ -289,10 +289,11 @@ async fn a_nacked_change_is_rolled_back_by_a_pin_unpinned_after_the_fix_all_reco
         out.contains(&format!("+ added    {VS} bookinfo/bad")),
         "{out}"
     );
-    // Without versions: the agent comparison is another command's job.
+    // Without versions, diff compares the hub with the cluster's agent,
+    // whose re-serve address it needs.
     let (ok, _, err) = ctl(&["diff", "--admin", &admin, "--cluster", "east"]).await;
     assert!(!ok);
-    assert!(err.contains("not built yet"), "{err}");
+    assert!(err.contains("pass it with --agent"), "{err}");
 
     // 3. Roll back: pin east to v2. The cluster receives v2's content as a
     // new version and ACKs it.

@@ -15,6 +15,7 @@ use axum::routing::get;
 use axum::{Json, Router};
 use meshhub_mcp::cache::SnapshotCache;
 use meshhub_mcp::ledger::{Ledger, PeerStatus, Role};
+use meshhub_mcp::tls::reload::TlsStatus;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use serde::Serialize;
 use tokio::net::TcpListener;
@@ -79,6 +80,8 @@ pub struct AdminState {
     pub leader: watch::Receiver<LeaderStatus>,
     /// Prometheus rendering.
     pub metrics: PrometheusHandle,
+    /// TLS on the gRPC port (`None`: plaintext).
+    pub grpc_tls: Option<watch::Receiver<TlsStatus>>,
 }
 
 /// The admin routes.
@@ -183,6 +186,9 @@ pub struct StatusView {
     pub consumers: Vec<PeerStatus>,
     /// Every peer of the engine (dialers and consumers).
     pub ledger: Vec<PeerStatus>,
+    /// TLS on the gRPC port: the certificate served, reloads, the last
+    /// refused file (`null`: plaintext).
+    pub grpc_tls: Option<TlsStatus>,
 }
 
 /// The status document of `s`.
@@ -231,6 +237,7 @@ pub fn status_view(s: &AdminState) -> StatusView {
             .cloned()
             .collect(),
         ledger,
+        grpc_tls: s.grpc_tls.as_ref().map(|t| t.borrow().clone()),
     }
 }
 

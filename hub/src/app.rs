@@ -20,10 +20,10 @@ use meshhub_mcp::group::GroupIndex;
 use meshhub_mcp::ledger::Ledger;
 use meshhub_mcp::source::SourceConfig;
 use meshhub_mcp::source::server::{Shared, SourceServer};
+use meshhub_mcp::tls::reload::{ReloadingServerTls, TlsLoadError};
 use meshhub_proto::object::Object;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
-use tokio_stream::wrappers::TcpListenerStream;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tonic_health::ServingStatus;
@@ -72,6 +72,9 @@ pub enum RunError {
     /// The admission webhook can't start (its port, its certificate).
     #[error(transparent)]
     Webhook(#[from] crate::webhook::WebhookError),
+    /// The gRPC port's TLS files don't load.
+    #[error("grpcTls")]
+    Tls(#[source] TlsLoadError),
     /// Waiting for a signal failed.
     #[error("can't wait for shutdown signals")]
     Signal(#[source] std::io::Error),
@@ -91,6 +94,7 @@ pub struct Hub {
     admin_addr: SocketAddr,
     webhook_addr: Option<SocketAddr>,
     webhook_reload: Option<mpsc::Sender<()>>,
+    tls_reload: Option<mpsc::Sender<()>>,
     cache: SnapshotCache,
     status: watch::Receiver<Arc<Status>>,
     ledger: Ledger,
@@ -126,6 +130,12 @@ impl Hub {
         let ledger = Ledger::new();
         let metrics = admin::prometheus();
 
+        let grpc_tls = match &config.grpc_tls {
+            Some(files) => {
+                Some(ReloadingServerTls::load("grpc", files.clone()).map_err(RunError::Tls)?)
+            }
+            None => None,
+        };
         let grpc = TcpListener::bind(config.grpc_addr)
             .await
             .map_err(|source| RunError::Bind {
@@ -247,21 +257,27 @@ impl Hub {
             .add_service(health_service)
             .add_service(SourceServer::new(shared.clone()).into_service(MAX_MESSAGE_BYTES))
             .add_service(AdsServer::new(shared, types).into_service(MAX_MESSAGE_BYTES));
-        {
-            let shutdown = shutdown.clone();
-            tasks.spawn(
-                async move {
-                    let incoming = TcpListenerStream::new(grpc);
-                    if let Err(e) = router
-                        .serve_with_incoming_shutdown(incoming, shutdown.cancelled_owned())
-                        .await
-                    {
-                        error!(error = %e, "gRPC server failed");
-                    }
+        let tls_reload = grpc_tls.as_ref().map(|tls| {
+            let (tx, rx) = mpsc::channel(1);
+            tasks.spawn(tls.clone().watch(rx, shutdown.clone()));
+            tx
+        });
+        let serve = meshhub_mcp::listen::serve(
+            router,
+            grpc,
+            grpc_tls.clone(),
+            "grpc",
+            tasks.clone(),
+            shutdown.clone(),
+        );
+        tasks.spawn(
+            async move {
+                if let Err(e) = serve.await {
+                    error!(error = %e, "gRPC server failed");
                 }
-                .instrument(info_span!("grpc", listen.addr = %grpc_addr)),
-            );
-        }
+            }
+            .instrument(info_span!("grpc", listen.addr = %grpc_addr)),
+        );
 
         // Leader election for the dial-out role (off: this replica dials).
         let leader = match &config.leader_election {
@@ -315,6 +331,7 @@ impl Hub {
             ledger: ledger.clone(),
             leader: leader.clone(),
             metrics: metrics.clone(),
+            grpc_tls: grpc_tls.as_ref().map(|t| t.status()),
         };
         tasks.spawn(
             {
@@ -346,6 +363,7 @@ impl Hub {
             admin_addr,
             webhook_addr,
             webhook_reload,
+            tls_reload,
             cache,
             status,
             ledger,
@@ -389,12 +407,16 @@ impl Hub {
     }
 
     /// Re-reads the configuration file and applies its clusters, and
-    /// re-reads the webhook's certificate (what SIGHUP does). Returns at
+    /// re-reads the webhook's and the gRPC port's certificates (what
+    /// SIGHUP does). Returns at
     /// once; see [`Hub::reload_status`].
     pub async fn reload(&self) {
         let _ = self.reload.send(Trigger::Forced).await;
-        if let Some(tx) = &self.webhook_reload {
-            // A reload already queued reads the files anyway.
+        // A reload already queued reads the files anyway.
+        for tx in [&self.webhook_reload, &self.tls_reload]
+            .into_iter()
+            .flatten()
+        {
             let _ = tx.try_send(());
         }
     }

@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use meshhub_mcp::reconnect::ReconnectPolicy;
+use meshhub_mcp::tls::reload::ServerTlsFiles;
 use serde::Deserialize;
 
 use crate::groups::{ClusterSpec, DEFAULT_GROUP, Selector};
@@ -53,6 +54,11 @@ pub struct Args {
     /// How long shutdown waits for streams and tasks to end (e.g. `10s`).
     #[arg(long, env = "MESHHUB_SHUTDOWN_GRACE", default_value = "10s", value_parser = humantime::parse_duration)]
     pub shutdown_grace: Duration,
+
+    /// Allow the gRPC port to serve plaintext on a non-loopback address
+    /// (the same as `insecure: true` in the file).
+    #[arg(long, env = "MESHHUB_INSECURE")]
+    pub insecure: bool,
 }
 
 /// The whole, checked configuration.
@@ -85,6 +91,12 @@ pub struct Config {
     pub leader_election: Option<LeaderElectionSpec>,
     /// The validating admission webhook (off when `None`).
     pub webhook: Option<WebhookSpec>,
+    /// TLS on the gRPC port (`grpcTls`; plaintext when `None`).
+    pub grpc_tls: Option<ServerTlsFiles>,
+    /// Plaintext beyond loopback was asked for (`insecure`, `--insecure`).
+    pub insecure: bool,
+    /// `--insecure` itself (kept across reloads).
+    insecure_flag: bool,
 }
 
 /// Default `leaderElection.leaseName`.
@@ -412,6 +424,19 @@ struct FileConfig {
     leader_election: Option<RawLeaderElection>,
     #[serde(default)]
     webhook: Option<RawWebhook>,
+    #[serde(default)]
+    grpc_tls: Option<RawGrpcTls>,
+    #[serde(default)]
+    insecure: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawGrpcTls {
+    cert: PathBuf,
+    key: PathBuf,
+    #[serde(default)]
+    client_ca: Option<PathBuf>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -618,6 +643,7 @@ impl Config {
             admin_addr: self.admin_addr,
             config: Some(self.config_file.clone()),
             shutdown_grace: self.shutdown_grace,
+            insecure: self.insecure_flag,
         };
         Self::from_yaml(&args, &self.config_file, text)
     }
@@ -844,10 +870,32 @@ impl Config {
             })
             .transpose()?;
 
+        let resolve = |p: PathBuf| if p.is_absolute() { p } else { base.join(p) };
+        let grpc_tls = raw.grpc_tls.map(|t| ServerTlsFiles {
+            cert: resolve(t.cert),
+            key: resolve(t.key),
+            client_ca: t.client_ca.map(resolve),
+        });
+        if let Some(files) = &grpc_tls {
+            meshhub_mcp::tls::reload::check(files)
+                .map_err(|e| invalid("grpcTls".to_owned(), e.to_string()))?;
+        }
+        let insecure = args.insecure || raw.insecure;
+        meshhub_mcp::listen::check_plaintext(
+            "the gRPC port",
+            args.grpc_addr,
+            grpc_tls.is_some(),
+            insecure,
+        )
+        .map_err(|e| invalid("grpcTls".to_owned(), e.to_string()))?;
+
         Ok(Self {
             grpc_addr: args.grpc_addr,
             admin_addr: args.admin_addr,
             shutdown_grace: args.shutdown_grace,
+            grpc_tls,
+            insecure,
+            insecure_flag: args.insecure,
             config_file: path.to_owned(),
             sources,
             clusters,

@@ -107,6 +107,8 @@ async fn start_agent_with(cluster: &str, data: &Path, tls: Option<SinkTls>) -> A
             tls,
         },
         grpc_addr: "127.0.0.1:0".parse().unwrap(),
+        grpc_tls: None,
+        insecure: false,
         admin_addr: "127.0.0.1:0".parse().unwrap(),
         collections: KindTable::builtin()
             .iter()

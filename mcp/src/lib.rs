@@ -14,6 +14,7 @@ pub mod ads;
 pub mod cache;
 pub mod group;
 pub mod ledger;
+pub mod listen;
 pub mod reconnect;
 pub mod sink;
 pub mod snapshot;

@@ -23,11 +23,11 @@ use meshhub_mcp::sink::server::SinkServer;
 use meshhub_mcp::sink::{SinkCollection, SinkConfig};
 use meshhub_mcp::source::server::{Shared, SourceServer};
 use meshhub_mcp::source::{IncrementalPolicy, SourceConfig};
+use meshhub_mcp::tls::reload::{ReloadingServerTls, TlsLoadError};
 use meshhub_proto::kinds::KindTable;
 use meshhub_proto::mcp::SinkNode;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-use tokio_stream::wrappers::TcpListenerStream;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tonic::transport::Endpoint;
@@ -36,7 +36,7 @@ use tracing::{Instrument as _, error, info, info_span, warn};
 
 use crate::admin::{self, AdminState};
 use crate::apply::{Applier, ApplierError, ApplyStatus};
-use crate::config::{Config, Mode};
+use crate::config::{Config, Mode, SinkTls};
 use crate::store::{Store, StoreConfig, StoreError, StoreStatus};
 
 /// How long a pull-mode dial may take before it counts as failed.
@@ -68,13 +68,19 @@ pub enum RunError {
         #[source]
         source: tonic::transport::Error,
     },
-    /// The sink port's TLS files can't be read (checked in config; they may
+    /// A server port's TLS files don't load (checked in config; they may
     /// have changed since).
-    #[error("sink TLS")]
-    Tls(#[source] meshhub_mcp::tls::TlsError),
-    /// tonic refused the TLS configuration.
-    #[error("sink TLS setup")]
-    TlsSetup(#[source] tonic::transport::Error),
+    #[error("{what} TLS")]
+    Tls {
+        /// Which port (`sink`, `grpc`).
+        what: &'static str,
+        /// Why.
+        #[source]
+        source: TlsLoadError,
+    },
+    /// The hub's TLS files can't be read (pull mode).
+    #[error("hub TLS")]
+    HubTls(#[source] meshhub_mcp::tls::TlsError),
     /// The applier's Kubernetes client can't be configured.
     #[error("apply")]
     Applier(#[source] ApplierError),
@@ -193,9 +199,17 @@ impl Agent {
             .add_service(health_service)
             .add_service(SourceServer::new(shared.clone()).into_service(config.max_message_bytes))
             .add_service(AdsServer::new(shared, types).into_service(config.max_message_bytes));
+        let grpc_tls = server_tls("grpc", config.grpc_tls.as_ref(), &tasks, &shutdown)?;
         tasks.spawn(
-            serve_grpc(router, grpc, shutdown.clone())
-                .instrument(info_span!("grpc", listen.addr = %grpc_addr)),
+            serve_grpc(
+                router,
+                grpc,
+                grpc_tls,
+                "grpc",
+                tasks.clone(),
+                shutdown.clone(),
+            )
+            .instrument(info_span!("grpc", listen.addr = %grpc_addr)),
         );
 
         // The applier (opt-in) before the store: the store reconciles the
@@ -251,22 +265,37 @@ impl Agent {
                     tasks.clone(),
                 )
                 .into_service(config.max_message_bytes);
-                let mut server = meshhub_mcp::transport::server();
-                if let Some(tls) = tls {
-                    let config = tls.server_config().map_err(RunError::Tls)?;
-                    server = server.tls_config(config).map_err(RunError::TlsSetup)?;
-                }
-                let router = server.add_service(service);
+                let tls = server_tls("sink", tls.as_ref(), &tasks, &shutdown)?;
+                let router = meshhub_mcp::transport::server().add_service(service);
                 let span = info_span!("sink", listen.addr = %sink_addr.map_or_else(String::new, |a| a.to_string()));
-                tasks.spawn(serve_grpc(router, listener, shutdown.clone()).instrument(span));
+                tasks.spawn(
+                    serve_grpc(
+                        router,
+                        listener,
+                        tls,
+                        "sink",
+                        tasks.clone(),
+                        shutdown.clone(),
+                    )
+                    .instrument(span),
+                );
             }
-            Mode::Pull { hub_url } => {
-                let endpoint = Endpoint::from_shared(hub_url.clone())
+            Mode::Pull { hub_url, tls } => {
+                let mut endpoint = Endpoint::from_shared(hub_url.clone())
                     .map_err(|source| RunError::HubUrl {
                         url: hub_url.clone(),
                         source,
                     })?
                     .connect_timeout(CONNECT_TIMEOUT);
+                if let Some(tls) = tls {
+                    let config = tls.client_config().map_err(RunError::HubTls)?;
+                    endpoint = endpoint
+                        .tls_config(config)
+                        .map_err(|source| RunError::HubUrl {
+                            url: hub_url.clone(),
+                            source,
+                        })?;
+                }
                 let target = SourceTarget {
                     name: "hub".to_owned(),
                     endpoint,
@@ -370,16 +399,31 @@ impl Agent {
     }
 }
 
+/// Loads a server port's TLS and follows its files until `shutdown`.
+fn server_tls(
+    what: &'static str,
+    tls: Option<&SinkTls>,
+    tasks: &TaskTracker,
+    shutdown: &CancellationToken,
+) -> Result<Option<Arc<ReloadingServerTls>>, RunError> {
+    let Some(tls) = tls else { return Ok(None) };
+    let tls = ReloadingServerTls::load(what, tls.files())
+        .map_err(|source| RunError::Tls { what, source })?;
+    // No nudges: the agent re-reads on file changes and every minute.
+    let (_, nudge) = tokio::sync::mpsc::channel(1);
+    tasks.spawn(tls.clone().watch(nudge, shutdown.clone()));
+    Ok(Some(tls))
+}
+
 async fn serve_grpc(
     router: tonic::transport::server::Router,
     listener: TcpListener,
+    tls: Option<Arc<ReloadingServerTls>>,
+    port: &'static str,
+    tasks: TaskTracker,
     shutdown: CancellationToken,
 ) {
-    let incoming = TcpListenerStream::new(listener);
-    if let Err(e) = router
-        .serve_with_incoming_shutdown(incoming, shutdown.cancelled_owned())
-        .await
-    {
+    if let Err(e) = meshhub_mcp::listen::serve(router, listener, tls, port, tasks, shutdown).await {
         error!(error = %e, "gRPC server failed");
     }
 }

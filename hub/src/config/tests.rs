@@ -503,3 +503,52 @@ fn the_webhook_is_off_by_default_and_checked_when_on() {
     let mismatch = e("  tls: {cert: tls.crt, key: other.key}\n");
     assert!(mismatch.contains("webhook.tls"), "{mismatch}");
 }
+
+#[test]
+fn the_grpc_port_needs_tls_or_insecure_beyond_loopback() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("objects")).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["meshhub.meshhub.svc".to_owned()])
+        .unwrap()
+        .self_signed(&key)
+        .unwrap();
+    std::fs::write(dir.path().join("tls.crt"), cert.pem()).unwrap();
+    std::fs::write(dir.path().join("tls.key"), key.serialize_pem()).unwrap();
+    std::fs::write(dir.path().join("ca.crt"), cert.pem()).unwrap();
+    let path = dir.path().join("meshhub.yaml");
+    let wide = Args::parse_from(["meshhub", "--grpc-addr", "0.0.0.0:9901"]);
+    let parse_with = |args: &Args, text: &str| Config::from_yaml(args, &path, text);
+
+    // The default (loopback) serves plaintext without asking.
+    let c = parse_with(&args(), SOURCES).unwrap();
+    assert_eq!(c.grpc_tls, None);
+    // Beyond loopback, plaintext is refused with the way out named...
+    let e = parse_with(&wide, SOURCES).unwrap_err().to_string();
+    assert!(
+        e.contains("grpcTls") && e.contains("0.0.0.0:9901") && e.contains("insecure"),
+        "{e}"
+    );
+    // ...unless asked for, in the file or by flag (kept across reloads).
+    assert!(parse_with(&wide, &format!("{SOURCES}insecure: true\n")).is_ok());
+    let flagged = Args::parse_from(["meshhub", "--grpc-addr", "0.0.0.0:9901", "--insecure"]);
+    let c = parse_with(&flagged, SOURCES).unwrap();
+    assert!(c.insecure);
+    assert!(c.reparse(SOURCES).unwrap().insecure);
+    // Or TLS, with paths relative to the file.
+    let c = parse_with(
+        &wide,
+        &format!("{SOURCES}grpcTls: {{cert: tls.crt, key: tls.key, clientCa: ca.crt}}\n"),
+    )
+    .unwrap();
+    let tls = c.grpc_tls.unwrap();
+    assert_eq!(tls.cert, dir.path().join("tls.crt"));
+    assert_eq!(tls.client_ca, Some(dir.path().join("ca.crt")));
+    let e = parse_with(
+        &wide,
+        &format!("{SOURCES}grpcTls: {{cert: nope.crt, key: tls.key}}\n"),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("grpcTls") && e.contains("nope.crt"), "{e}");
+}

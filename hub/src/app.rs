@@ -121,7 +121,8 @@ impl Hub {
         let shutdown = CancellationToken::new();
         let tasks = TaskTracker::new();
         let kinds = config.kinds.clone();
-        let rules = GroupRules::new(&config.clusters);
+        let rules = GroupRules::new(&config.clusters).with_access(config.access.clone());
+        crate::groups::warn_about_access(&config.access, &config.clusters);
         // The reloader is the single writer of the clusters configuration;
         // the pipeline, the gRPC services, the dialers and the admin port
         // follow these.

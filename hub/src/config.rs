@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Parser;
+use meshhub_mcp::authz::{AllowList, GroupAccess};
 use meshhub_mcp::reconnect::ReconnectPolicy;
 use meshhub_mcp::tls::reload::ServerTlsFiles;
 use serde::Deserialize;
@@ -95,6 +96,9 @@ pub struct Config {
     pub grpc_tls: Option<ServerTlsFiles>,
     /// Plaintext beyond loopback was asked for (`insecure`, `--insecure`).
     pub insecure: bool,
+    /// Who may read which group (`clusters[].identities`,
+    /// `defaultIdentities`); enforced when `grpcTls.clientCa` is set.
+    pub access: GroupAccess,
     /// `--insecure` itself (kept across reloads).
     insecure_flag: bool,
 }
@@ -428,6 +432,8 @@ struct FileConfig {
     grpc_tls: Option<RawGrpcTls>,
     #[serde(default)]
     insecure: bool,
+    #[serde(default)]
+    default_identities: Option<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -554,6 +560,8 @@ struct RawCluster {
     labels: BTreeMap<String, String>,
     #[serde(default)]
     agent: Option<RawAgent>,
+    #[serde(default)]
+    identities: Option<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -778,6 +786,7 @@ impl Config {
         }
 
         let mut clusters = Vec::new();
+        let mut access = GroupAccess::default();
         let mut agents = Vec::new();
         let mut seen = BTreeSet::new();
         for (i, c) in raw.clusters.unwrap_or_default().into_iter().enumerate() {
@@ -823,6 +832,11 @@ impl Config {
                 agents.push(agent_spec(&c.name, a, base, |field, message| {
                     invalid(format!("clusters[{i}].agent.{field}"), message)
                 })?);
+            }
+            if let Some(list) = &c.identities {
+                let list = AllowList::parse(list)
+                    .map_err(|(j, e)| invalid(format!("clusters[{i}].identities[{j}]"), e))?;
+                access.groups.push((c.name.as_str().into(), list));
             }
             clusters.push(ClusterSpec {
                 name: c.name,
@@ -870,6 +884,11 @@ impl Config {
             })
             .transpose()?;
 
+        if let Some(list) = &raw.default_identities {
+            let list = AllowList::parse(list)
+                .map_err(|(j, e)| invalid(format!("defaultIdentities[{j}]"), e))?;
+            access.groups.push((DEFAULT_GROUP.into(), list));
+        }
         let resolve = |p: PathBuf| if p.is_absolute() { p } else { base.join(p) };
         let grpc_tls = raw.grpc_tls.map(|t| ServerTlsFiles {
             cert: resolve(t.cert),
@@ -880,6 +899,8 @@ impl Config {
             meshhub_mcp::tls::reload::check(files)
                 .map_err(|e| invalid("grpcTls".to_owned(), e.to_string()))?;
         }
+        // Identities come from client certificates the port verifies.
+        access.enforced = grpc_tls.as_ref().is_some_and(|t| t.client_ca.is_some());
         let insecure = args.insecure || raw.insecure;
         meshhub_mcp::listen::check_plaintext(
             "the gRPC port",
@@ -895,6 +916,7 @@ impl Config {
             shutdown_grace: args.shutdown_grace,
             grpc_tls,
             insecure,
+            access,
             insecure_flag: args.insecure,
             config_file: path.to_owned(),
             sources,

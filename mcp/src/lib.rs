@@ -11,6 +11,7 @@
 //! objects or decide which cluster gets what. The hub and the sink agent do.
 
 pub mod ads;
+pub mod authz;
 pub mod cache;
 pub mod group;
 pub mod ledger;

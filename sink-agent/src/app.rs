@@ -263,7 +263,11 @@ impl Agent {
                     ledger.clone(),
                     shutdown.clone(),
                     tasks.clone(),
-                )
+                );
+                let service = match &config.sink_allowed_identities {
+                    Some(allowed) => service.allow_only(allowed.clone()),
+                    None => service,
+                }
                 .into_service(config.max_message_bytes);
                 let tls = server_tls("sink", tls.as_ref(), &tasks, &shutdown)?;
                 let router = meshhub_mcp::transport::server().add_service(service);

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Parser;
+use meshhub_mcp::authz::AllowList;
 use meshhub_mcp::tls::reload::ServerTlsFiles;
 use meshhub_proto::kinds::KindTable;
 use serde::Deserialize;
@@ -100,6 +101,17 @@ pub struct Args {
     /// it, the hub must present one (mutual TLS).
     #[arg(long, env = "MESHHUB_AGENT_SINK_TLS_CLIENT_CA")]
     pub sink_tls_client_ca: Option<PathBuf>,
+
+    /// Push mode: identities (URI or DNS SANs of the hub's verified client
+    /// certificate; `*` and `**` patterns) allowed to push, comma-separated
+    /// [default: any hub the client CA verifies]. Needs
+    /// `--sink-tls-client-ca`.
+    #[arg(
+        long,
+        env = "MESHHUB_AGENT_SINK_ALLOWED_IDENTITIES",
+        value_delimiter = ','
+    )]
+    pub sink_allowed_identities: Option<Vec<String>>,
 
     /// PEM certificate chain for TLS on the local re-serve gRPC port.
     #[arg(long, env = "MESHHUB_AGENT_GRPC_TLS_CERT")]
@@ -261,6 +273,9 @@ pub struct Config {
     pub grpc_tls: Option<SinkTls>,
     /// Plaintext on a non-loopback address was asked for (`insecure`).
     pub insecure: bool,
+    /// Push mode: the only hub identities that may push (`None`: any hub
+    /// the sink port's client CA verifies, or any hub without TLS).
+    pub sink_allowed_identities: Option<AllowList>,
     /// Admin HTTP address.
     pub admin_addr: SocketAddr,
     /// Collections accepted, sorted; each is in the kind table.
@@ -337,6 +352,7 @@ struct FileConfig {
     sink_tls_cert: Option<PathBuf>,
     sink_tls_key: Option<PathBuf>,
     sink_tls_client_ca: Option<PathBuf>,
+    sink_allowed_identities: Option<Vec<String>>,
     grpc_tls_cert: Option<PathBuf>,
     grpc_tls_key: Option<PathBuf>,
     grpc_tls_client_ca: Option<PathBuf>,
@@ -560,6 +576,33 @@ impl Config {
         if let Mode::Push { listen, tls } = &mode {
             plaintext("sinkTlsCert", "the sink port", *listen, tls.is_some())?;
         }
+        let sink_allowed_identities = match args
+            .sink_allowed_identities
+            .or(raw.sink_allowed_identities)
+        {
+            None => None,
+            Some(list) => {
+                let mutual =
+                    matches!(&mode, Mode::Push { tls: Some(t), .. } if t.client_ca.is_some());
+                if !mutual {
+                    return Err(invalid(
+                        "sinkAllowedIdentities",
+                        "needs push mode with sinkTlsClientCa (identities come from verified client certificates)".to_owned(),
+                    ));
+                }
+                let list: Vec<String> = list.into_iter().filter(|s| !s.trim().is_empty()).collect();
+                if list.is_empty() {
+                    return Err(invalid(
+                        "sinkAllowedIdentities",
+                        "lists no identity".to_owned(),
+                    ));
+                }
+                Some(
+                    AllowList::parse(&list)
+                        .map_err(|(i, e)| invalid(&format!("sinkAllowedIdentities[{i}]"), e))?,
+                )
+            }
+        };
 
         let kinds = KindTable::builtin();
         let collections = match args.collections.or(raw.collections) {
@@ -701,6 +744,7 @@ impl Config {
             grpc_addr,
             grpc_tls,
             insecure,
+            sink_allowed_identities,
             admin_addr,
             collections,
             max_message_bytes,

@@ -131,6 +131,7 @@ fn config(data: &Path, mode: Mode) -> Config {
         grpc_addr: "127.0.0.1:0".parse().unwrap(),
         grpc_tls: None,
         insecure: false,
+        sink_allowed_identities: None,
         admin_addr: "127.0.0.1:0".parse().unwrap(),
         collections: KindTable::builtin()
             .iter()

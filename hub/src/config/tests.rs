@@ -552,3 +552,21 @@ fn the_grpc_port_needs_tls_or_insecure_beyond_loopback() {
     .to_string();
     assert!(e.contains("grpcTls") && e.contains("nope.crt"), "{e}");
 }
+
+#[test]
+fn identity_lists_are_checked_and_enforced_only_with_client_certificates() {
+    let c = parse(&format!(
+        "{SOURCES}clusters:\n  - name: east\n    identities: ['spiffe://east.example/**']\ndefaultIdentities: [istiod.example]\n"
+    ))
+    .unwrap();
+    assert!(c.access.configured());
+    assert_eq!(c.access.groups.len(), 2);
+    assert_eq!(c.access.groups[0].0.as_ref(), "east");
+    assert_eq!(c.access.groups[1].0.as_ref(), "default");
+    assert!(!c.access.enforced, "no grpcTls.clientCa: not enforceable");
+    let e = err(&format!(
+        "{SOURCES}clusters:\n  - name: east\n    identities: [ok, 'a b']\n"
+    ));
+    assert!(e.contains("clusters[0].identities[1]"), "{e}");
+    assert!(!parse(SOURCES).unwrap().access.configured());
+}

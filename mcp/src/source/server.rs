@@ -159,12 +159,13 @@ where
             let group = match s.groups.group(&consumer) {
                 Ok(group) => group,
                 Err(e) => {
-                    tracing::warn!(node.id = %consumer.node.id, error = %e, "consumer refused");
+                    let reason = if e.denied { "permission_denied" } else { "no_group" };
+                    metrics::counter!(crate::authz::METRIC_REFUSED, "protocol" => d.protocol, "reason" => reason)
+                        .increment(1);
+                    tracing::warn!(node.id = %consumer.node.id, identities = ?consumer.identities, error = %e, "consumer refused");
                     record.identify(&consumer.node.id, "");
                     record.disconnected(Some(e.to_string()));
-                    let _ = tx
-                        .send(Err(Status::failed_precondition(e.to_string())))
-                        .await;
+                    let _ = tx.send(Err(e.status())).await;
                     return;
                 }
             };

@@ -363,3 +363,18 @@ fn ports_beyond_loopback_need_tls_or_insecure_and_pull_mode_speaks_tls() {
     );
     assert!(e.contains("hubTlsCert") && e.contains("together"), "{e}");
 }
+
+#[test]
+fn allowed_hub_identities_need_mutual_tls() {
+    let e = err(
+        Args {
+            sink_allowed_identities: Some(vec!["meshhub.example".into()]),
+            ..args(Some("east"), Some("/nonexistent/meshhub-agent-data"))
+        },
+        None,
+    );
+    assert!(
+        e.contains("sinkAllowedIdentities") && e.contains("sinkTlsClientCa"),
+        "{e}"
+    );
+}

@@ -18,6 +18,7 @@ use meshhub_mcp::ads::{AdsServer, TypeMap};
 use meshhub_mcp::cache::{self, SnapshotCache};
 use meshhub_mcp::group::GroupIndex;
 use meshhub_mcp::ledger::Ledger;
+use meshhub_mcp::limits::StreamLimitLayer;
 use meshhub_mcp::source::SourceConfig;
 use meshhub_mcp::source::server::{Shared, SourceServer};
 use meshhub_mcp::tls::reload::{ReloadingServerTls, TlsLoadError};
@@ -44,8 +45,6 @@ use crate::source::mcp::McpSource;
 use crate::store::{SemanticCheck, Store};
 use crate::webhook::{Validator, Webhook};
 
-/// Largest gRPC message accepted or sent.
-const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 /// Capacity of the channel from the sources to the pipeline.
 const EVENT_QUEUE: usize = 64;
 
@@ -181,7 +180,7 @@ impl Hub {
                     m,
                     &kinds,
                     ledger.clone(),
-                    MAX_MESSAGE_BYTES,
+                    config.limits.max_message_bytes,
                 )?),
             });
         }
@@ -217,7 +216,10 @@ impl Hub {
             cache: cache.clone(),
             groups: Arc::new(LiveRules(rules_rx.clone())) as Arc<dyn GroupIndex>,
             ledger: ledger.clone(),
-            config: Arc::new(SourceConfig::default()),
+            config: Arc::new(SourceConfig {
+                send_timeout: config.limits.send_timeout,
+                ..SourceConfig::default()
+            }),
             shutdown: shutdown.clone(),
             tasks: tasks.clone(),
         };
@@ -254,10 +256,15 @@ impl Hub {
                     .await;
             });
         }
-        let router = meshhub_mcp::transport::server()
+        let router = meshhub_mcp::transport::server_with(&config.limits)
+            .layer(StreamLimitLayer::new(&config.limits))
             .add_service(health_service)
-            .add_service(SourceServer::new(shared.clone()).into_service(MAX_MESSAGE_BYTES))
-            .add_service(AdsServer::new(shared, types).into_service(MAX_MESSAGE_BYTES));
+            .add_service(
+                SourceServer::new(shared.clone()).into_service(config.limits.max_message_bytes),
+            )
+            .add_service(
+                AdsServer::new(shared, types).into_service(config.limits.max_message_bytes),
+            );
         let tls_reload = grpc_tls.as_ref().map(|tls| {
             let (tx, rx) = mpsc::channel(1);
             tasks.spawn(tls.clone().watch(rx, shutdown.clone()));
@@ -305,7 +312,7 @@ impl Hub {
                     cache: cache.clone(),
                     ledger: ledger.clone(),
                     tasks: tasks.clone(),
-                    max_message_bytes: MAX_MESSAGE_BYTES,
+                    max_message_bytes: config.limits.max_message_bytes,
                     replica: config.leader_election.as_ref().map(|l| l.identity.clone()),
                 },
                 shutdown.clone(),

@@ -15,6 +15,7 @@ pub mod authz;
 pub mod cache;
 pub mod group;
 pub mod ledger;
+pub mod limits;
 pub mod listen;
 pub mod reconnect;
 pub mod sink;

@@ -12,6 +12,10 @@
 //!
 //! Plaintext must be asked for: [`check_plaintext`] refuses a listener on
 //! a non-loopback address without TLS unless the operator said `insecure`.
+//!
+//! Every connection can be closed from inside: [`cut`] (used when a
+//! consumer stopped reading, see `limits`) makes its next read or write
+//! fail, which ends the connection and frees what its streams hold.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -19,16 +23,26 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Request, Response};
+use std::collections::HashMap;
+use std::io;
+use std::pin::Pin;
+use std::sync::{LazyLock, Mutex};
+use std::task::{Context, Poll};
+
+use futures::StreamExt as _;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
 use tokio_util::sync::CancellationToken;
+use tokio_util::sync::WaitForCancellationFutureOwned;
 use tokio_util::task::TaskTracker;
 use tonic::body::Body;
 use tonic::service::Routes;
 use tonic::transport::server::Router;
+use tonic::transport::server::{Connected, TcpConnectInfo};
 use tower::{Layer, Service};
 use tracing::{Instrument as _, debug, warn};
 
@@ -91,11 +105,9 @@ where
 {
     match tls {
         None => {
+            let incoming = TcpListenerStream::new(listener).map(|r| r.map(Guarded::new));
             router
-                .serve_with_incoming_shutdown(
-                    TcpListenerStream::new(listener),
-                    shutdown.cancelled_owned(),
-                )
+                .serve_with_incoming_shutdown(incoming, shutdown.cancelled_owned())
                 .await
         }
         Some(tls) => {
@@ -114,7 +126,7 @@ fn tls_incoming(
     port: &'static str,
     tasks: TaskTracker,
     shutdown: CancellationToken,
-) -> ReceiverStream<Result<TlsStream<TcpStream>, std::io::Error>> {
+) -> ReceiverStream<Result<TlsStream<Guarded>, std::io::Error>> {
     let (tx, rx) = mpsc::channel(READY_QUEUE);
     let accept_tasks = tasks.clone();
     tasks.spawn(
@@ -136,6 +148,7 @@ fn tls_incoming(
                     },
                 };
                 let _ = tcp.set_nodelay(true);
+                let tcp = Guarded::new(tcp);
                 let acceptor = TlsAcceptor::from(tls.current());
                 let tx = tx.clone();
                 let shutdown = shutdown.clone();
@@ -168,4 +181,127 @@ fn tls_incoming(
         .instrument(tracing::info_span!("tls.accept", port)),
     );
     ReceiverStream::new(rx)
+}
+
+/// Open connections of every server of the process, by (local, remote)
+/// address: what [`cut`] closes.
+static CONNECTIONS: LazyLock<Mutex<HashMap<(SocketAddr, SocketAddr), CancellationToken>>> =
+    LazyLock::new(Mutex::default);
+
+/// Closes the connection from `remote` to our `local` address, if open:
+/// its next read or write fails. Returns whether it was found.
+pub fn cut(local: SocketAddr, remote: SocketAddr) -> bool {
+    let connections = CONNECTIONS.lock().unwrap_or_else(|e| e.into_inner());
+    match connections.get(&(local, remote)) {
+        Some(token) => {
+            token.cancel();
+            true
+        }
+        None => false,
+    }
+}
+
+/// A TCP connection that [`cut`] can close.
+pub struct Guarded {
+    inner: TcpStream,
+    cut: Pin<Box<WaitForCancellationFutureOwned>>,
+    key: Option<(SocketAddr, SocketAddr)>,
+}
+
+impl Guarded {
+    fn new(inner: TcpStream) -> Self {
+        let token = CancellationToken::new();
+        let key = inner.local_addr().ok().zip(inner.peer_addr().ok());
+        if let Some(key) = key {
+            CONNECTIONS
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(key, token.clone());
+        }
+        Self {
+            inner,
+            cut: Box::pin(token.cancelled_owned()),
+            key,
+        }
+    }
+
+    fn closed(&mut self, cx: &mut Context<'_>) -> Option<io::Error> {
+        self.cut.as_mut().poll(cx).is_ready().then(|| {
+            io::Error::new(
+                io::ErrorKind::ConnectionAborted,
+                "connection closed by the server (a stream stopped reading)",
+            )
+        })
+    }
+}
+
+impl Drop for Guarded {
+    fn drop(&mut self) {
+        if let Some(key) = self.key {
+            CONNECTIONS
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&key);
+        }
+    }
+}
+
+impl AsyncRead for Guarded {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if let Some(e) = this.closed(cx) {
+            return Poll::Ready(Err(e));
+        }
+        Pin::new(&mut this.inner).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Guarded {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        if let Some(e) = this.closed(cx) {
+            return Poll::Ready(Err(e));
+        }
+        Pin::new(&mut this.inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        if let Some(e) = this.closed(cx) {
+            return Poll::Ready(Err(e));
+        }
+        Pin::new(&mut this.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+}
+
+impl Connected for Guarded {
+    type ConnectInfo = TcpConnectInfo;
+
+    fn connect_info(&self) -> TcpConnectInfo {
+        self.inner.connect_info()
+    }
 }

@@ -18,6 +18,7 @@ use meshhub_mcp::ads::{AdsServer, TypeMap};
 use meshhub_mcp::cache::{self, Group, SnapshotCache};
 use meshhub_mcp::group::{GroupIndex, SingleGroup};
 use meshhub_mcp::ledger::Ledger;
+use meshhub_mcp::limits::{Limits, StreamLimitLayer};
 use meshhub_mcp::sink::client::{self as sink_client, SourceTarget};
 use meshhub_mcp::sink::server::SinkServer;
 use meshhub_mcp::sink::{SinkCollection, SinkConfig};
@@ -181,6 +182,7 @@ impl Agent {
             config: Arc::new(SourceConfig {
                 incremental: IncrementalPolicy::Always,
                 max_response_bytes: config.max_message_bytes,
+                ..SourceConfig::default()
             }),
             shutdown: shutdown.clone(),
             tasks: tasks.clone(),
@@ -195,7 +197,12 @@ impl Agent {
         health
             .set_service_status("", ServingStatus::NotServing)
             .await;
-        let router = meshhub_mcp::transport::server()
+        let limits = Limits {
+            max_message_bytes: config.max_message_bytes,
+            ..Limits::default()
+        };
+        let router = meshhub_mcp::transport::server_with(&limits)
+            .layer(StreamLimitLayer::new(&limits))
             .add_service(health_service)
             .add_service(SourceServer::new(shared.clone()).into_service(config.max_message_bytes))
             .add_service(AdsServer::new(shared, types).into_service(config.max_message_bytes));
@@ -270,7 +277,9 @@ impl Agent {
                 }
                 .into_service(config.max_message_bytes);
                 let tls = server_tls("sink", tls.as_ref(), &tasks, &shutdown)?;
-                let router = meshhub_mcp::transport::server().add_service(service);
+                let router = meshhub_mcp::transport::server_with(&limits)
+                    .layer(StreamLimitLayer::new(&limits))
+                    .add_service(service);
                 let span = info_span!("sink", listen.addr = %sink_addr.map_or_else(String::new, |a| a.to_string()));
                 tasks.spawn(
                     serve_grpc(
@@ -419,8 +428,13 @@ fn server_tls(
     Ok(Some(tls))
 }
 
+/// A gRPC server of the agent, with its flow-control layer.
+type Router = tonic::transport::server::Router<
+    tower::layer::util::Stack<StreamLimitLayer, tower::layer::util::Identity>,
+>;
+
 async fn serve_grpc(
-    router: tonic::transport::server::Router,
+    router: Router,
     listener: TcpListener,
     tls: Option<Arc<ReloadingServerTls>>,
     port: &'static str,

@@ -570,3 +570,28 @@ fn identity_lists_are_checked_and_enforced_only_with_client_certificates() {
     assert!(e.contains("clusters[0].identities[1]"), "{e}");
     assert!(!parse(SOURCES).unwrap().access.configured());
 }
+
+#[test]
+fn limits_default_for_a_large_hub_and_are_checked() {
+    let c = parse(SOURCES).unwrap();
+    assert_eq!(c.limits, meshhub_mcp::limits::Limits::default());
+    assert_eq!(c.limits.max_streams, 20_000);
+    let c = parse(&format!(
+        "{SOURCES}limits:\n  newStreamsPerSecond: 50\n  newStreamsBurst: 100\n  maxStreams: 10\n  maxMessageSize: 1048576\n  sendTimeout: 0s\n  keepaliveInterval: 1m\n"
+    ))
+    .unwrap();
+    assert_eq!(c.limits.new_streams_per_second.get(), 50);
+    assert_eq!(c.limits.max_streams, 10);
+    assert_eq!(c.limits.max_message_bytes, 1 << 20);
+    assert_eq!(c.limits.send_timeout, None, "0s turns the deadline off");
+    assert_eq!(c.limits.keepalive_interval, Duration::from_secs(60));
+    assert!(
+        err(&format!("{SOURCES}limits: {{newStreamsBurst: 0}}\n"))
+            .contains("limits.newStreamsBurst")
+    );
+    assert!(
+        err(&format!("{SOURCES}limits: {{maxMessageSize: 10}}\n"))
+            .contains("limits.maxMessageSize")
+    );
+    assert!(err(&format!("{SOURCES}limits: {{maxStreamz: 10}}\n")).contains("maxStreamz"));
+}

@@ -300,7 +300,12 @@ pub struct FileSourceSpec {
     /// Files never read as objects (the configuration file itself, when it
     /// lies inside the tree).
     pub exclude: Vec<PathBuf>,
+    /// Larger files are reported as errors and not read (`maxFileSize`).
+    pub max_file_bytes: u64,
 }
+
+/// Default `sources[].file.maxFileSize`: 16 MiB.
+pub const DEFAULT_MAX_FILE_BYTES: u64 = 16 << 20;
 
 /// Default time to establish a connection to a sink agent.
 pub const DEFAULT_AGENT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -645,6 +650,8 @@ struct RawExtraKind {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct RawFileSource {
     path: PathBuf,
+    #[serde(default)]
+    max_file_size: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -797,6 +804,16 @@ impl Config {
                             .unwrap_or_else(|| format!("file:{}", file.path.display())),
                         root,
                         exclude: vec![path.to_owned()],
+                        max_file_bytes: match file.max_file_size {
+                            None => DEFAULT_MAX_FILE_BYTES,
+                            Some(0) => {
+                                return Err(invalid(
+                                    format!("sources[{i}].file.maxFileSize"),
+                                    "must be positive".to_owned(),
+                                ));
+                            }
+                            Some(n) => n,
+                        },
                     })
                 }
                 (None, Some(k), None) => {

@@ -16,6 +16,7 @@ use axum::routing::get;
 use axum::{Json, Router};
 use meshhub_mcp::cache::SnapshotCache;
 use meshhub_mcp::ledger::{Ledger, PeerStatus, Role};
+use meshhub_mcp::tls::reload::TlsStatus;
 use meshhub_proto::kinds::KindTable;
 use meshhub_runtime::admin::{AdminBase, Readiness};
 use serde::Serialize;
@@ -52,6 +53,8 @@ pub struct AdminState {
     pub kinds: KindTable,
     /// Version history and pins, when configured.
     pub history: Option<History>,
+    /// TLS on the gRPC port (`None`: plaintext).
+    pub grpc_tls: Option<watch::Receiver<TlsStatus>>,
 }
 
 /// The admin routes: the runtime's and `/status`.
@@ -130,6 +133,9 @@ pub struct StatusView {
     pub ledger: Vec<PeerStatus>,
     /// Groups served a pinned (historical) version instead of the latest.
     pub pins: Vec<PinView>,
+    /// TLS on the gRPC port: the certificate served, reloads, the last
+    /// refused file (`null`: plaintext).
+    pub grpc_tls: Option<TlsStatus>,
 }
 
 /// The status document of `s`.
@@ -183,6 +189,7 @@ pub fn status_view(s: &AdminState) -> StatusView {
             .as_ref()
             .map(History::pin_views)
             .unwrap_or_default(),
+        grpc_tls: s.grpc_tls.as_ref().map(|t| t.borrow().clone()),
     }
 }
 

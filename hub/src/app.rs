@@ -17,8 +17,10 @@ use meshhub_mcp::ads::{AdsServer, TypeMap};
 use meshhub_mcp::cache::{self, SnapshotCache};
 use meshhub_mcp::group::GroupIndex;
 use meshhub_mcp::ledger::Ledger;
+use meshhub_mcp::limits::StreamLimitLayer;
 use meshhub_mcp::source::SourceConfig;
 use meshhub_mcp::source::server::{Shared, SourceServer};
+use meshhub_mcp::tls::reload::{ReloadingServerTls, TlsLoadError};
 use meshhub_proto::object::Object;
 use meshhub_runtime::admin::{AdminBase, BindError, Identity, bind};
 use meshhub_runtime::grpc::{RESOURCE_SOURCE, ReflectionError};
@@ -47,8 +49,6 @@ use crate::source::mcp::McpSource;
 use crate::store::{SemanticCheck, Store};
 use crate::webhook::{Validator, Webhook};
 
-/// Largest gRPC message accepted or sent.
-const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 /// Capacity of the channel from the sources to the pipeline.
 const EVENT_QUEUE: usize = 64;
 
@@ -79,6 +79,9 @@ pub enum RunError {
     /// The audit log can't be opened.
     #[error("can't open the audit log")]
     Audit(#[source] std::io::Error),
+    /// The gRPC port's TLS files don't load.
+    #[error("grpcTls")]
+    Tls(#[source] TlsLoadError),
     /// Waiting for a signal failed.
     #[error("can't wait for shutdown signals")]
     Signal(#[source] std::io::Error),
@@ -98,6 +101,7 @@ pub struct Hub {
     admin_addr: SocketAddr,
     webhook_addr: Option<SocketAddr>,
     webhook_reload: Option<mpsc::Sender<()>>,
+    tls_reload: Option<mpsc::Sender<()>>,
     cache: SnapshotCache,
     status: watch::Receiver<Arc<Status>>,
     ledger: Ledger,
@@ -123,7 +127,8 @@ impl Hub {
         let shutdown = life.shutdown.clone();
         let tasks = life.tasks.clone();
         let kinds = config.kinds.clone();
-        let rules = GroupRules::new(&config.clusters);
+        let rules = GroupRules::new(&config.clusters).with_access(config.access.clone());
+        crate::groups::warn_about_access(&config.access, &config.clusters);
         // The reloader is the single writer of the clusters configuration;
         // the pipeline, the gRPC services, the dialers and the admin port
         // follow these.
@@ -131,6 +136,12 @@ impl Hub {
         let (agents_tx, agents_rx) = watch::channel(Arc::new(config.agents.clone()));
         let ledger = Ledger::new();
 
+        let grpc_tls = match &config.grpc_tls {
+            Some(files) => {
+                Some(ReloadingServerTls::load("grpc", files.clone()).map_err(RunError::Tls)?)
+            }
+            None => None,
+        };
         let grpc = bind("grpc", config.grpc_addr).await?;
         let admin_listener = bind("admin", config.admin_addr).await?;
         let grpc_addr = grpc.local_addr().unwrap_or(config.grpc_addr);
@@ -163,7 +174,7 @@ impl Hub {
                     m,
                     &kinds,
                     ledger.clone(),
-                    MAX_MESSAGE_BYTES,
+                    config.limits.max_message_bytes,
                 )?),
             });
         }
@@ -222,7 +233,10 @@ impl Hub {
             cache: cache.clone(),
             groups: Arc::new(LiveRules(rules_rx.clone())) as Arc<dyn GroupIndex>,
             ledger: ledger.clone(),
-            config: Arc::new(SourceConfig::default()),
+            config: Arc::new(SourceConfig {
+                send_timeout: config.limits.send_timeout,
+                ..SourceConfig::default()
+            }),
             shutdown: shutdown.clone(),
             tasks: tasks.clone(),
         };
@@ -232,8 +246,13 @@ impl Hub {
                 .by_type_url(type_url)
                 .map(|k| k.collection().to_owned())
         });
-        let base = meshhub_runtime::grpc::base(meshhub_runtime::grpc::server(), &[RESOURCE_SOURCE])
-            .await?;
+        // Transport settings and flow control (`limits`), health, reflection.
+        let base = meshhub_runtime::grpc::base(
+            meshhub_mcp::transport::server_with(&config.limits)
+                .layer(StreamLimitLayer::new(&config.limits)),
+            &[RESOURCE_SOURCE],
+        )
+        .await?;
         let health = base.health;
         {
             let mut status = status.clone();
@@ -260,11 +279,32 @@ impl Hub {
         }
         let router = base
             .router
-            .add_service(SourceServer::new(shared.clone()).into_service(MAX_MESSAGE_BYTES))
-            .add_service(AdsServer::new(shared, types).into_service(MAX_MESSAGE_BYTES));
+            .add_service(
+                SourceServer::new(shared.clone()).into_service(config.limits.max_message_bytes),
+            )
+            .add_service(
+                AdsServer::new(shared, types).into_service(config.limits.max_message_bytes),
+            );
+        let tls_reload = grpc_tls.as_ref().map(|tls| {
+            let (tx, rx) = mpsc::channel(1);
+            tasks.spawn(tls.clone().watch(rx, shutdown.clone()));
+            tx
+        });
+        let serve = meshhub_mcp::listen::serve(
+            router,
+            grpc,
+            grpc_tls.clone(),
+            "grpc",
+            tasks.clone(),
+            shutdown.clone(),
+        );
         tasks.spawn(
-            meshhub_runtime::grpc::serve(router, grpc, shutdown.clone())
-                .instrument(info_span!("grpc", listen.addr = %grpc_addr)),
+            async move {
+                if let Err(e) = serve.await {
+                    error!(error = %e, "gRPC server failed");
+                }
+            }
+            .instrument(info_span!("grpc", listen.addr = %grpc_addr)),
         );
 
         // Leader election for the dial-out role (off: this replica dials).
@@ -292,7 +332,7 @@ impl Hub {
                     cache: cache.clone(),
                     ledger: ledger.clone(),
                     tasks: tasks.clone(),
-                    max_message_bytes: MAX_MESSAGE_BYTES,
+                    max_message_bytes: config.limits.max_message_bytes,
                     replica: config.leader_election.as_ref().map(|l| l.identity.clone()),
                 },
                 shutdown.clone(),
@@ -331,6 +371,7 @@ impl Hub {
             ),
             kinds: kinds.clone(),
             history: history.clone(),
+            grpc_tls: grpc_tls.as_ref().map(|t| t.status()),
         };
         // The history's pin and unpin change what clusters are served: behind
         // the admin authorization like every state-changing endpoint.
@@ -376,6 +417,7 @@ impl Hub {
             admin_addr,
             webhook_addr,
             webhook_reload,
+            tls_reload,
             cache,
             status,
             ledger,
@@ -417,12 +459,16 @@ impl Hub {
     }
 
     /// Re-reads the configuration file and applies its clusters, and
-    /// re-reads the webhook's certificate (what SIGHUP does). Returns at
+    /// re-reads the webhook's and the gRPC port's certificates (what
+    /// SIGHUP does). Returns at
     /// once; see [`Hub::reload_status`].
     pub async fn reload(&self) {
         let _ = self.reload.send(Trigger::Forced).await;
-        if let Some(tx) = &self.webhook_reload {
-            // A reload already queued reads the files anyway.
+        // A reload already queued reads the files anyway.
+        for tx in [&self.webhook_reload, &self.tls_reload]
+            .into_iter()
+            .flatten()
+        {
             let _ = tx.try_send(());
         }
     }

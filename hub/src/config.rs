@@ -9,12 +9,16 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
+use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
+use meshhub_mcp::authz::{AllowList, GroupAccess};
+use meshhub_mcp::limits::Limits;
 use meshhub_mcp::reconnect::ReconnectPolicy;
+use meshhub_mcp::tls::reload::ServerTlsFiles;
 use serde::Deserialize;
 
 use crate::groups::{ClusterSpec, DEFAULT_GROUP, Selector};
@@ -58,6 +62,11 @@ pub struct Args {
     /// How long shutdown waits for streams and tasks to end (e.g. `10s`).
     #[arg(long, env = "MESHHUB_SHUTDOWN_GRACE", default_value = "10s", value_parser = humantime::parse_duration)]
     pub shutdown_grace: Duration,
+
+    /// Allow the gRPC port to serve plaintext on a non-loopback address
+    /// (the same as `insecure: true` in the file).
+    #[arg(long, env = "MESHHUB_INSECURE")]
+    pub insecure: bool,
 }
 
 /// The whole, checked configuration.
@@ -99,6 +108,17 @@ pub struct Config {
     pub history: Option<crate::history::HistorySpec>,
     /// The audit log (off when `None`).
     pub audit: Option<crate::audit::AuditSpec>,
+    /// TLS on the gRPC port (`grpcTls`; plaintext when `None`).
+    pub grpc_tls: Option<ServerTlsFiles>,
+    /// Plaintext beyond loopback was asked for (`insecure`, `--insecure`).
+    pub insecure: bool,
+    /// Who may read which group (`clusters[].identities`,
+    /// `defaultIdentities`); enforced when `grpcTls.clientCa` is set.
+    pub access: GroupAccess,
+    /// Flow control of the gRPC port (`limits`).
+    pub limits: Limits,
+    /// `--insecure` itself (kept across reloads).
+    insecure_flag: bool,
 }
 
 /// Default `leaderElection.leaseName`.
@@ -294,7 +314,12 @@ pub struct FileSourceSpec {
     /// Files never read as objects (the configuration file itself, when it
     /// lies inside the tree).
     pub exclude: Vec<PathBuf>,
+    /// Larger files are reported as errors and not read (`maxFileSize`).
+    pub max_file_bytes: u64,
 }
+
+/// Default `sources[].file.maxFileSize`: 16 MiB.
+pub const DEFAULT_MAX_FILE_BYTES: u64 = 16 << 20;
 
 /// Default time to establish a connection to a sink agent.
 pub const DEFAULT_AGENT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -433,6 +458,113 @@ struct FileConfig {
     history: Option<crate::history::RawHistory>,
     #[serde(default)]
     audit: Option<crate::audit::RawAudit>,
+    grpc_tls: Option<RawGrpcTls>,
+    #[serde(default)]
+    insecure: bool,
+    #[serde(default)]
+    default_identities: Option<Vec<String>>,
+    #[serde(default)]
+    limits: RawLimits,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawLimits {
+    new_streams_per_second: Option<u32>,
+    new_streams_burst: Option<u32>,
+    connection_streams_per_second: Option<u32>,
+    connection_streams_burst: Option<u32>,
+    max_streams: Option<usize>,
+    max_streams_per_connection: Option<u32>,
+    max_message_size: Option<usize>,
+    #[serde(default, deserialize_with = "duration")]
+    keepalive_interval: Option<Duration>,
+    #[serde(default, deserialize_with = "duration")]
+    keepalive_timeout: Option<Duration>,
+    #[serde(default, deserialize_with = "duration")]
+    send_timeout: Option<Duration>,
+}
+
+impl RawLimits {
+    /// The checked limits; `invalid(field, message)` names the field.
+    fn check(self, invalid: &dyn Fn(&str, String) -> ConfigError) -> Result<Limits, ConfigError> {
+        let d = Limits::default();
+        let positive = |field: &str, v: Option<u32>, default: NonZeroU32| match v {
+            None => Ok(default),
+            Some(n) => {
+                NonZeroU32::new(n).ok_or_else(|| invalid(field, "must be positive".to_owned()))
+            }
+        };
+        let limits = Limits {
+            new_streams_per_second: positive(
+                "newStreamsPerSecond",
+                self.new_streams_per_second,
+                d.new_streams_per_second,
+            )?,
+            new_streams_burst: positive(
+                "newStreamsBurst",
+                self.new_streams_burst,
+                d.new_streams_burst,
+            )?,
+            connection_streams_per_second: positive(
+                "connectionStreamsPerSecond",
+                self.connection_streams_per_second,
+                d.connection_streams_per_second,
+            )?,
+            connection_streams_burst: positive(
+                "connectionStreamsBurst",
+                self.connection_streams_burst,
+                d.connection_streams_burst,
+            )?,
+            max_streams: self.max_streams.unwrap_or(d.max_streams),
+            max_streams_per_connection: self
+                .max_streams_per_connection
+                .unwrap_or(d.max_streams_per_connection),
+            max_message_bytes: self.max_message_size.unwrap_or(d.max_message_bytes),
+            keepalive_interval: self.keepalive_interval.unwrap_or(d.keepalive_interval),
+            keepalive_timeout: self.keepalive_timeout.unwrap_or(d.keepalive_timeout),
+            // 0s: no send deadline.
+            send_timeout: match self.send_timeout {
+                None => d.send_timeout,
+                Some(t) if t.is_zero() => None,
+                Some(t) => Some(t),
+            },
+        };
+        if limits.max_streams == 0 {
+            return Err(invalid("maxStreams", "must be positive".to_owned()));
+        }
+        if limits.max_streams_per_connection == 0 {
+            return Err(invalid(
+                "maxStreamsPerConnection",
+                "must be positive".to_owned(),
+            ));
+        }
+        if limits.max_message_bytes < 4096 {
+            return Err(invalid(
+                "maxMessageSize",
+                format!(
+                    "{} bytes is below the minimum of 4096",
+                    limits.max_message_bytes
+                ),
+            ));
+        }
+        if limits.keepalive_interval.is_zero() || limits.keepalive_timeout.is_zero() {
+            return Err(invalid(
+                "keepaliveInterval",
+                "keepaliveInterval and keepaliveTimeout must be positive".to_owned(),
+            ));
+        }
+        Ok(limits)
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawGrpcTls {
+    cert: PathBuf,
+    key: PathBuf,
+    #[serde(default)]
+    client_ca: Option<PathBuf>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -538,6 +670,8 @@ struct RawExtraKind {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct RawFileSource {
     path: PathBuf,
+    #[serde(default)]
+    max_file_size: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -550,6 +684,8 @@ struct RawCluster {
     labels: BTreeMap<String, String>,
     #[serde(default)]
     agent: Option<RawAgent>,
+    #[serde(default)]
+    identities: Option<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -645,6 +781,7 @@ impl Config {
             config: Some(self.config_file.clone()),
             admin_token_file: self.admin_token_file.clone(),
             shutdown_grace: self.shutdown_grace,
+            insecure: self.insecure_flag,
         };
         let mut config = Self::from_yaml(&args, &self.config_file, text)?;
         config.embedded.clone_from(&self.embedded);
@@ -695,6 +832,16 @@ impl Config {
                             .unwrap_or_else(|| format!("file:{}", file.path.display())),
                         root,
                         exclude: vec![path.to_owned()],
+                        max_file_bytes: match file.max_file_size {
+                            None => DEFAULT_MAX_FILE_BYTES,
+                            Some(0) => {
+                                return Err(invalid(
+                                    format!("sources[{i}].file.maxFileSize"),
+                                    "must be positive".to_owned(),
+                                ));
+                            }
+                            Some(n) => n,
+                        },
                     })
                 }
                 (None, Some(k), None) => {
@@ -781,6 +928,7 @@ impl Config {
         }
 
         let mut clusters = Vec::new();
+        let mut access = GroupAccess::default();
         let mut agents = Vec::new();
         let mut seen = BTreeSet::new();
         for (i, c) in raw.clusters.unwrap_or_default().into_iter().enumerate() {
@@ -826,6 +974,11 @@ impl Config {
                 agents.push(agent_spec(&c.name, a, base, |field, message| {
                     invalid(format!("clusters[{i}].agent.{field}"), message)
                 })?);
+            }
+            if let Some(list) = &c.identities {
+                let list = AllowList::parse(list)
+                    .map_err(|(j, e)| invalid(format!("clusters[{i}].identities[{j}]"), e))?;
+                access.groups.push((c.name.as_str().into(), list));
             }
             clusters.push(ClusterSpec {
                 name: c.name,
@@ -883,11 +1036,45 @@ impl Config {
             .transpose()
             .map_err(|(field, message)| invalid(format!("audit.{field}"), message))?;
 
+        if let Some(list) = &raw.default_identities {
+            let list = AllowList::parse(list)
+                .map_err(|(j, e)| invalid(format!("defaultIdentities[{j}]"), e))?;
+            access.groups.push((DEFAULT_GROUP.into(), list));
+        }
+        let resolve = |p: PathBuf| if p.is_absolute() { p } else { base.join(p) };
+        let grpc_tls = raw.grpc_tls.map(|t| ServerTlsFiles {
+            cert: resolve(t.cert),
+            key: resolve(t.key),
+            client_ca: t.client_ca.map(resolve),
+        });
+        if let Some(files) = &grpc_tls {
+            meshhub_mcp::tls::reload::check(files)
+                .map_err(|e| invalid("grpcTls".to_owned(), e.to_string()))?;
+        }
+        let limits = raw
+            .limits
+            .check(&|field, message| invalid(format!("limits.{field}"), message))?;
+        // Identities come from client certificates the port verifies.
+        access.enforced = grpc_tls.as_ref().is_some_and(|t| t.client_ca.is_some());
+        let insecure = args.insecure || raw.insecure;
+        meshhub_mcp::listen::check_plaintext(
+            "the gRPC port",
+            args.grpc_addr,
+            grpc_tls.is_some(),
+            insecure,
+        )
+        .map_err(|e| invalid("grpcTls".to_owned(), e.to_string()))?;
+
         Ok(Self {
             grpc_addr: args.grpc_addr,
             admin_addr: args.admin_addr,
             shutdown_grace: args.shutdown_grace,
             admin_token_file: args.admin_token_file.clone(),
+            grpc_tls,
+            insecure,
+            access,
+            limits,
+            insecure_flag: args.insecure,
             config_file: path.to_owned(),
             embedded: None,
             sources,

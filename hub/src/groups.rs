@@ -17,10 +17,17 @@
 //! `default`, otherwise the stream is refused with the reason); without it, a
 //! node id equal to a cluster name selects that cluster; anything else gets
 //! the default group.
+//!
+//! With identity lists (`clusters[].identities`, `defaultIdentities`) and
+//! client certificates verified on the gRPC port, the verified identity
+//! decides instead ([`GroupAccess`]): a consumer that names a group its
+//! identity does not allow is refused with `PERMISSION_DENIED`; one that
+//! names none gets the first group its identity allows.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use meshhub_mcp::authz::GroupAccess;
 use meshhub_mcp::cache::Group;
 use meshhub_mcp::group::{Consumer, GroupError, GroupIndex};
 use meshhub_proto::object::ObjectMeta;
@@ -68,6 +75,7 @@ pub struct ClusterSpec {
 pub struct GroupRules {
     clusters: Arc<Vec<(Group, Selector)>>,
     default: Group,
+    access: Arc<GroupAccess>,
 }
 
 impl GroupRules {
@@ -82,7 +90,14 @@ impl GroupRules {
                     .collect(),
             ),
             default: Group::from(DEFAULT_GROUP),
+            access: Arc::default(),
         }
+    }
+
+    /// These rules with identity lists deciding consumer placement.
+    pub fn with_access(mut self, access: GroupAccess) -> Self {
+        self.access = Arc::new(access);
+        self
     }
 
     /// Every group: the default group first, then the clusters in
@@ -151,20 +166,50 @@ impl GroupRules {
 impl GroupIndex for GroupRules {
     fn group(&self, consumer: &Consumer) -> Result<Group, GroupError> {
         let node = &consumer.node;
-        if let Some(name) = node.annotations.get(CLUSTER_ANNOTATION) {
-            let name = name.trim();
-            return self.find(name).ok_or_else(|| {
-                GroupError(format!(
-                    "node {:?}: annotation {CLUSTER_ANNOTATION}={name:?} names no configured cluster",
-                    node.id
-                ))
-            });
-        }
-        Ok(self
-            .clusters
-            .iter()
-            .find(|(g, _)| g.as_ref() == node.id)
-            .map_or_else(|| self.default.clone(), |(g, _)| g.clone()))
+        let claimed = match node.annotations.get(CLUSTER_ANNOTATION) {
+            Some(name) => {
+                let name = name.trim();
+                Some(self.find(name).ok_or_else(|| {
+                    GroupError::new(format!(
+                        "node {:?}: annotation {CLUSTER_ANNOTATION}={name:?} names no configured cluster",
+                        node.id
+                    ))
+                })?)
+            }
+            None => self
+                .clusters
+                .iter()
+                .find(|(g, _)| g.as_ref() == node.id)
+                .map(|(g, _)| g.clone()),
+        };
+        self.access
+            .decide(claimed, self.default.clone(), &consumer.identities)
+    }
+}
+
+/// Says at start what the identity lists can and cannot do: nothing
+/// without client certificates verified on the gRPC port; nobody reads a
+/// group without a list once lists are configured.
+pub fn warn_about_access(access: &GroupAccess, clusters: &[ClusterSpec]) {
+    if !access.configured() {
+        return;
+    }
+    if !access.enforced {
+        tracing::warn!(
+            "clusters[].identities / defaultIdentities are set but cannot be enforced: the gRPC port does not verify client certificates (set grpcTls.clientCa); consumers are placed by the cluster they claim"
+        );
+        return;
+    }
+    let listed = |name: &str| access.groups.iter().any(|(g, _)| g.as_ref() == name);
+    let unlisted: Vec<&str> = std::iter::once(DEFAULT_GROUP)
+        .chain(clusters.iter().map(|c| c.name.as_str()))
+        .filter(|n| !listed(n))
+        .collect();
+    if !unlisted.is_empty() {
+        tracing::warn!(
+            groups = %unlisted.join(", "),
+            "groups without an identity list are readable by no consumer (identity lists are enforced)"
+        );
     }
 }
 
@@ -303,6 +348,6 @@ mod tests {
         );
         assert_eq!(r.group(&consumer("", None)).unwrap().as_ref(), "default");
         let err = r.group(&consumer("east", Some("north"))).unwrap_err();
-        assert!(err.0.contains("north"), "{err}");
+        assert!(err.message.contains("north"), "{err}");
     }
 }

@@ -231,7 +231,8 @@ impl Reloader {
             self.agents.send_replace(Arc::new(new.agents.clone()));
         }
         if new.clusters != self.current.clusters {
-            self.rules.send_replace(GroupRules::new(&new.clusters));
+            self.rules
+                .send_replace(GroupRules::new(&new.clusters).with_access(new.access.clone()));
         }
         self.current.clusters = new.clusters;
         self.current.agents = new.agents;

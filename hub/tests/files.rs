@@ -325,3 +325,42 @@ async fn consumers_and_objects_are_grouped_as_configured() {
     .await;
     hub.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_over_max_file_size_is_reported_and_not_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let objects = dir.path().join("objects");
+    std::fs::create_dir_all(&objects).unwrap();
+    std::fs::write(objects.join("a.yaml"), vs("a", "a")).unwrap();
+    // 2 KiB of objects in a source limited to 1 KiB per file.
+    let mut huge = String::new();
+    while huge.len() < 2048 {
+        huge.push_str(&format!("{}---\n", vs(&format!("h{}", huge.len()), "h")));
+    }
+    std::fs::write(objects.join("huge.yaml"), huge).unwrap();
+    let path = dir.path().join("meshhub.yaml");
+    let text = "sources:\n  - name: files\n    file: {path: objects, maxFileSize: 1024}\ndebounce:\n  quiet: 20ms\n  maxWait: 200ms\n";
+    std::fs::write(&path, text).unwrap();
+    let args = Args::parse_from([
+        "meshhub",
+        "--grpc-addr",
+        "127.0.0.1:0",
+        "--admin-addr",
+        "127.0.0.1:0",
+    ]);
+    let config = Config::from_yaml(&args, &path, text).unwrap();
+    let hub = Hub::start(config).await.unwrap();
+    tokio::time::timeout(DEADLINE, hub.ready())
+        .await
+        .expect("ready");
+    let mut consumer = Consumer::connect(&hub, node("anyone")).await.unwrap();
+    consumer.until(&["bookinfo/a"]).await;
+    let (_, body) = http_get(&hub, "/status").await;
+    let status: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let text = serde_json::to_string(&status["rejected"]).unwrap();
+    assert!(
+        text.contains("huge.yaml") && text.contains("exceed maxFileSize (1024 bytes)"),
+        "{text}"
+    );
+    hub.shutdown().await;
+}

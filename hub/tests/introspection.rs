@@ -124,6 +124,9 @@ async fn agent(data: &std::path::Path) -> Agent {
         grpc_addr: "127.0.0.1:0".parse().unwrap(),
         admin_addr: "127.0.0.1:0".parse().unwrap(),
         admin_token_file: None,
+        grpc_tls: None,
+        insecure: false,
+        sink_allowed_identities: None,
         collections: KindTable::builtin()
             .iter()
             .map(|k| k.collection().to_owned())

@@ -116,6 +116,9 @@ async fn start_agent(data: &Path) -> Agent {
         shutdown_grace: Duration::from_secs(5),
         apply: None,
         admin_token_file: None,
+        grpc_tls: None,
+        insecure: false,
+        sink_allowed_identities: None,
     })
     .await
     .unwrap()

@@ -13,6 +13,7 @@ use clap::Parser as _;
 use meshhub::app::Hub;
 use meshhub::clusters::is_dialer;
 use meshhub::config::{Args, Config};
+use meshhub_mcp::authz::AllowList;
 use meshhub_mcp::ledger::{Ledger, PeerStatus, SyncState};
 use meshhub_mcp::sink::server::SinkServer;
 use meshhub_mcp::sink::{ApplyError, Change, SinkCollection, SinkConfig, Updater};
@@ -99,6 +100,15 @@ async fn start_agent(cluster: &str, data: &Path) -> Agent {
 }
 
 async fn start_agent_with(cluster: &str, data: &Path, tls: Option<SinkTls>) -> Agent {
+    start_agent_allowing(cluster, data, tls, None).await
+}
+
+async fn start_agent_allowing(
+    cluster: &str,
+    data: &Path,
+    tls: Option<SinkTls>,
+    sink_allowed_identities: Option<AllowList>,
+) -> Agent {
     Agent::start(AgentConfig {
         cluster: cluster.into(),
         data_dir: data.to_owned(),
@@ -107,6 +117,9 @@ async fn start_agent_with(cluster: &str, data: &Path, tls: Option<SinkTls>) -> A
             tls,
         },
         grpc_addr: "127.0.0.1:0".parse().unwrap(),
+        grpc_tls: None,
+        insecure: false,
+        sink_allowed_identities,
         admin_addr: "127.0.0.1:0".parse().unwrap(),
         admin_token_file: None,
         collections: KindTable::builtin()
@@ -510,6 +523,14 @@ fn pki(dir: &Path) {
 /// [`pki`]), and a hub dialing it over https with the given `tls:` block
 /// (paths relative to the hub's config in etc/). One virtual service to push.
 async fn mtls_mesh(hub_tls: &str) -> (tempfile::TempDir, Agent, Hub) {
+    mtls_mesh_allowing(hub_tls, None).await
+}
+
+/// [`mtls_mesh`] with an agent that lets only `allowed` push.
+async fn mtls_mesh_allowing(
+    hub_tls: &str,
+    allowed: Option<&[&str]>,
+) -> (tempfile::TempDir, Agent, Hub) {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let (dir, config) = tree();
     let pki_dir = dir.path().join("pki");
@@ -520,7 +541,7 @@ async fn mtls_mesh(hub_tls: &str) -> (tempfile::TempDir, Agent, Hub) {
         vs("reviews", "bookinfo", "reviews", ""),
     )
     .unwrap();
-    let agent = start_agent_with(
+    let agent = start_agent_allowing(
         "east",
         &dir.path().join("east-data"),
         Some(SinkTls {
@@ -528,6 +549,7 @@ async fn mtls_mesh(hub_tls: &str) -> (tempfile::TempDir, Agent, Hub) {
             key: pki_dir.join("agent-key.pem"),
             client_ca: Some(pki_dir.join("ca.pem")),
         }),
+        allowed.map(|a| AllowList::parse(a).unwrap()),
     )
     .await;
     let port = agent.sink_addr().expect("push mode").port();
@@ -564,6 +586,35 @@ async fn an_agent_requiring_mutual_tls_refuses_a_hub_without_a_certificate() {
             .view()
             .iter()
             .any(|p| is_dialer(p) && p.peer == "east" && !p.connected && p.last_error.is_some())
+    })
+    .await;
+    assert!(held(&agent, "east").is_empty(), "nothing reached the agent");
+    hub.shutdown().await;
+    agent.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_agent_lets_only_the_hubs_identity_push() {
+    const HUB_TLS: &str = "{ca: ../pki/ca.pem, cert: ../pki/hub.pem, key: ../pki/hub-key.pem}";
+    // The hub's certificate names meshhub.istio-system.svc: allowed.
+    let (_dir, agent, hub) = mtls_mesh_allowing(HUB_TLS, Some(&["meshhub.istio-system.svc"])).await;
+    eventually("the allowed hub's push to arrive", || async {
+        held(&agent, "east") == ["bookinfo/reviews"]
+    })
+    .await;
+    hub.shutdown().await;
+    agent.shutdown().await;
+
+    // Another identity only: the same hub (a trusted certificate) is refused.
+    let (_dir, agent, hub) = mtls_mesh_allowing(HUB_TLS, Some(&["*.other.svc"])).await;
+    eventually("the refusal in the hub's ledger", || async {
+        hub.ledger().view().iter().any(|p| {
+            is_dialer(p)
+                && p.peer == "east"
+                && p.last_error
+                    .as_deref()
+                    .is_some_and(|e| e.contains("may not push"))
+        })
     })
     .await;
     assert!(held(&agent, "east").is_empty(), "nothing reached the agent");

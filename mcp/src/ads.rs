@@ -26,7 +26,7 @@ use meshhub_proto::mcp::{RequestResources, SinkNode};
 use meshhub_proto::wire::{EncodedDiscoveryResponse, EncodedResources};
 use tonic::{Request, Streaming};
 
-use crate::source::server::{Dialect, Shared, peer_identities, serve};
+use crate::source::server::{Dialect, PeerInfo, Shared, serve};
 use crate::source::service::{AdsService, StreamMethod};
 use crate::source::{IncrementalPolicy, SourceConfig, SourceStream};
 use delta::DeltaStream;
@@ -73,7 +73,7 @@ impl AdsServer {
             "/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources",
             Arc::new(move |request: Request<Streaming<DiscoveryRequest>>| {
                 let addr = request.remote_addr();
-                let identities = peer_identities(&request);
+                let identities = PeerInfo::of(&request);
                 let dialect = Dialect {
                     protocol: "ads",
                     node: |req: &DiscoveryRequest| node_of(req.node.as_ref()),
@@ -101,7 +101,7 @@ impl AdsServer {
             "/envoy.service.discovery.v3.AggregatedDiscoveryService/DeltaAggregatedResources",
             Arc::new(move |request: Request<Streaming<DeltaDiscoveryRequest>>| {
                 let addr = request.remote_addr();
-                let identities = peer_identities(&request);
+                let identities = PeerInfo::of(&request);
                 let dialect = Dialect {
                     protocol: "delta-ads",
                     node: |req: &DeltaDiscoveryRequest| node_of(req.node.as_ref()),

@@ -21,8 +21,42 @@ pub struct Consumer {
 
 /// Why a consumer could not be placed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct GroupError(pub String);
+#[error("{message}")]
+pub struct GroupError {
+    /// The reason, sent to the consumer.
+    pub message: String,
+    /// Whether its verified identity does not allow what it asked for
+    /// (`PERMISSION_DENIED`); otherwise its request names no usable group
+    /// (`FAILED_PRECONDITION`).
+    pub denied: bool,
+}
+
+impl GroupError {
+    /// The request names no usable group.
+    pub fn new(message: String) -> Self {
+        Self {
+            message,
+            denied: false,
+        }
+    }
+
+    /// The consumer's identity does not allow the group.
+    pub fn denied(message: String) -> Self {
+        Self {
+            message,
+            denied: true,
+        }
+    }
+
+    /// The gRPC status the stream is refused with.
+    pub fn status(&self) -> tonic::Status {
+        if self.denied {
+            tonic::Status::permission_denied(self.message.clone())
+        } else {
+            tonic::Status::failed_precondition(self.message.clone())
+        }
+    }
+}
 
 /// Maps a consumer to its snapshot group.
 pub trait GroupIndex: Send + Sync + 'static {

@@ -11,9 +11,12 @@
 //! objects or decide which cluster gets what. The hub and the sink agent do.
 
 pub mod ads;
+pub mod authz;
 pub mod cache;
 pub mod group;
 pub mod ledger;
+pub mod limits;
+pub mod listen;
 pub mod reconnect;
 pub mod sink;
 pub mod snapshot;

@@ -77,6 +77,10 @@ pub struct SourceConfig {
     pub incremental: IncrementalPolicy,
     /// Largest encoded response the peer accepts (its receive limit).
     pub max_response_bytes: usize,
+    /// How long a response may wait for a dial-in consumer that stopped
+    /// reading before its stream and connection are closed (`None`: no
+    /// limit).
+    pub send_timeout: Option<std::time::Duration>,
 }
 
 impl Default for SourceConfig {
@@ -85,6 +89,7 @@ impl Default for SourceConfig {
             incremental: IncrementalPolicy::Always,
             // Pilot's default receive limit is 4 MiB; we raise our own peers'.
             max_response_bytes: 64 * 1024 * 1024,
+            send_timeout: crate::limits::Limits::default().send_timeout,
         }
     }
 }

@@ -24,12 +24,19 @@ pub const MAX_CONCURRENT_STREAMS: u32 = 1024;
 
 /// A tonic server builder with meshhub's transport settings.
 pub fn server() -> Server {
+    server_with(&crate::limits::Limits::default())
+}
+
+/// A tonic server builder with meshhub's transport settings and the
+/// connection-level parts of `limits` (streams per connection, keepalive).
+/// The stream-level parts are [`crate::limits::StreamLimitLayer`]'s.
+pub fn server_with(limits: &crate::limits::Limits) -> Server {
     Server::builder()
         .initial_stream_window_size(STREAM_WINDOW)
         .initial_connection_window_size(CONNECTION_WINDOW)
-        .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
-        .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
-        .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
+        .max_concurrent_streams(limits.max_streams_per_connection)
+        .http2_keepalive_interval(Some(limits.keepalive_interval))
+        .http2_keepalive_timeout(Some(limits.keepalive_timeout))
         .tcp_nodelay(true)
 }
 

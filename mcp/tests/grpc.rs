@@ -42,7 +42,7 @@ impl GroupIndex for ByNode {
             "east" | "west" => Ok(c.node.id.as_str().into()),
             // An istiod-style proxy id names no cluster.
             id if id.contains('~') => Ok("default".into()),
-            other => Err(GroupError(format!("unknown cluster {other:?}"))),
+            other => Err(GroupError::new(format!("unknown cluster {other:?}"))),
         }
     }
 }

@@ -32,7 +32,7 @@ impl GroupIndex for ByIdentity {
         if c.identities.iter().any(|i| i == EAST_ID) {
             Ok("east".into())
         } else {
-            Err(GroupError(format!(
+            Err(GroupError::new(format!(
                 "no known identity in {:?}",
                 c.identities
             )))

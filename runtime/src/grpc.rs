@@ -24,15 +24,16 @@ pub use meshhub_mcp::transport::server;
 #[error("can't build gRPC reflection")]
 pub struct ReflectionError(#[source] tonic_reflection::server::Error);
 
-/// A port's router with health (not serving until told) and reflection.
-pub struct Base {
+/// A port's router with health (not serving until told) and reflection;
+/// `L` is the server's layer stack (flow control).
+pub struct Base<L = tower::layer::util::Identity> {
     /// Sets the port's health.
     pub health: HealthReporter,
     /// Add the port's own services to this.
-    pub router: Router,
+    pub router: Router<L>,
 }
 
-impl std::fmt::Debug for Base {
+impl<L> std::fmt::Debug for Base<L> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Base").finish_non_exhaustive()
     }
@@ -47,7 +48,10 @@ pub const HEALTH: &str = "grpc.health.v1.Health";
 
 /// `server` (see [`server()`]) with health and reflection added;
 /// reflection lists `services` (the port's own), health and itself.
-pub async fn base(mut server: Server, services: &[&str]) -> Result<Base, ReflectionError> {
+pub async fn base<L: Clone>(
+    mut server: Server<L>,
+    services: &[&str],
+) -> Result<Base<L>, ReflectionError> {
     let (health, health_service) = tonic_health::server::health_reporter();
     health
         .set_service_status("", ServingStatus::NotServing)

@@ -18,25 +18,30 @@ use meshhub_mcp::ads::{AdsServer, TypeMap};
 use meshhub_mcp::cache::{self, Group, SnapshotCache};
 use meshhub_mcp::group::{GroupIndex, SingleGroup};
 use meshhub_mcp::ledger::Ledger;
+use meshhub_mcp::limits::{Limits, StreamLimitLayer};
 use meshhub_mcp::sink::client::{self as sink_client, SourceTarget};
 use meshhub_mcp::sink::server::SinkServer;
 use meshhub_mcp::sink::{SinkCollection, SinkConfig};
 use meshhub_mcp::source::server::{Shared, SourceServer};
 use meshhub_mcp::source::{IncrementalPolicy, SourceConfig};
+use meshhub_mcp::tls::reload::{ReloadingServerTls, TlsLoadError};
 use meshhub_proto::kinds::KindTable;
 use meshhub_proto::mcp::SinkNode;
 use meshhub_runtime::admin::{AdminBase, BindError, Identity, bind};
 use meshhub_runtime::grpc::{RESOURCE_SINK, RESOURCE_SOURCE, ReflectionError};
 use meshhub_runtime::lifecycle::Lifecycle;
 use meshhub_runtime::signal::{Signal, Signals};
+use tokio::net::TcpListener;
 use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use tonic::transport::Endpoint;
 use tonic_health::ServingStatus;
-use tracing::{Instrument as _, info, info_span};
+use tracing::{Instrument as _, error, info, info_span};
 
 use crate::admin::{self, AdminState};
 use crate::apply::{Applier, ApplierError, ApplyStatus};
-use crate::config::{Config, Mode};
+use crate::config::{Config, Mode, SinkTls};
 use crate::store::{Store, StoreConfig, StoreError, StoreStatus};
 
 /// How long a pull-mode dial may take before it counts as failed.
@@ -63,13 +68,19 @@ pub enum RunError {
         #[source]
         source: tonic::transport::Error,
     },
-    /// The sink port's TLS files can't be read (checked in config; they may
+    /// A server port's TLS files don't load (checked in config; they may
     /// have changed since).
-    #[error("sink TLS")]
-    Tls(#[source] meshhub_mcp::tls::TlsError),
-    /// tonic refused the TLS configuration.
-    #[error("sink TLS setup")]
-    TlsSetup(#[source] tonic::transport::Error),
+    #[error("{what} TLS")]
+    Tls {
+        /// Which port (`sink`, `grpc`).
+        what: &'static str,
+        /// Why.
+        #[source]
+        source: TlsLoadError,
+    },
+    /// The hub's TLS files can't be read (pull mode).
+    #[error("hub TLS")]
+    HubTls(#[source] meshhub_mcp::tls::TlsError),
     /// The applier's Kubernetes client can't be configured.
     #[error("apply")]
     Applier(#[source] ApplierError),
@@ -161,6 +172,7 @@ impl Agent {
             config: Arc::new(SourceConfig {
                 incremental: IncrementalPolicy::Always,
                 max_response_bytes: config.max_message_bytes,
+                ..SourceConfig::default()
             }),
             shutdown: shutdown.clone(),
             tasks: tasks.clone(),
@@ -171,16 +183,31 @@ impl Agent {
                 .by_type_url(type_url)
                 .map(|k| k.collection().to_owned())
         });
-        let base = meshhub_runtime::grpc::base(meshhub_runtime::grpc::server(), &[RESOURCE_SOURCE])
-            .await?;
+        let limits = Limits {
+            max_message_bytes: config.max_message_bytes,
+            ..Limits::default()
+        };
+        let base = meshhub_runtime::grpc::base(
+            meshhub_mcp::transport::server_with(&limits).layer(StreamLimitLayer::new(&limits)),
+            &[RESOURCE_SOURCE],
+        )
+        .await?;
         let health = base.health;
         let router = base
             .router
             .add_service(SourceServer::new(shared.clone()).into_service(config.max_message_bytes))
             .add_service(AdsServer::new(shared, types).into_service(config.max_message_bytes));
+        let grpc_tls = server_tls("grpc", config.grpc_tls.as_ref(), &tasks, &shutdown)?;
         tasks.spawn(
-            meshhub_runtime::grpc::serve(router, grpc, shutdown.clone())
-                .instrument(info_span!("grpc", listen.addr = %grpc_addr)),
+            serve_grpc(
+                router,
+                grpc,
+                grpc_tls,
+                "grpc",
+                tasks.clone(),
+                shutdown.clone(),
+            )
+            .instrument(info_span!("grpc", listen.addr = %grpc_addr)),
         );
 
         // The applier (opt-in) before the store: the store reconciles the
@@ -236,29 +263,50 @@ impl Agent {
                     ledger.clone(),
                     shutdown.clone(),
                     tasks.clone(),
-                )
-                .into_service(config.max_message_bytes);
-                let mut server = meshhub_runtime::grpc::server();
-                if let Some(tls) = tls {
-                    let config = tls.server_config().map_err(RunError::Tls)?;
-                    server = server.tls_config(config).map_err(RunError::TlsSetup)?;
+                );
+                let service = match &config.sink_allowed_identities {
+                    Some(allowed) => service.allow_only(allowed.clone()),
+                    None => service,
                 }
-                let base = meshhub_runtime::grpc::base(server, &[RESOURCE_SINK]).await?;
+                .into_service(config.max_message_bytes);
+                let tls = server_tls("sink", tls.as_ref(), &tasks, &shutdown)?;
+                let base = meshhub_runtime::grpc::base(
+                    meshhub_mcp::transport::server_with(&limits)
+                        .layer(StreamLimitLayer::new(&limits)),
+                    &[RESOURCE_SINK],
+                )
+                .await?;
                 sink_health = Some(base.health);
                 let router = base.router.add_service(service);
                 let span = info_span!("sink", listen.addr = %sink_addr.map_or_else(String::new, |a| a.to_string()));
                 tasks.spawn(
-                    meshhub_runtime::grpc::serve(router, listener, shutdown.clone())
-                        .instrument(span),
+                    serve_grpc(
+                        router,
+                        listener,
+                        tls,
+                        "sink",
+                        tasks.clone(),
+                        shutdown.clone(),
+                    )
+                    .instrument(span),
                 );
             }
-            Mode::Pull { hub_url } => {
-                let endpoint = Endpoint::from_shared(hub_url.clone())
+            Mode::Pull { hub_url, tls } => {
+                let mut endpoint = Endpoint::from_shared(hub_url.clone())
                     .map_err(|source| RunError::HubUrl {
                         url: hub_url.clone(),
                         source,
                     })?
                     .connect_timeout(CONNECT_TIMEOUT);
+                if let Some(tls) = tls {
+                    let config = tls.client_config().map_err(RunError::HubTls)?;
+                    endpoint = endpoint
+                        .tls_config(config)
+                        .map_err(|source| RunError::HubUrl {
+                            url: hub_url.clone(),
+                            source,
+                        })?;
+                }
                 let target = SourceTarget {
                     name: "hub".to_owned(),
                     endpoint,
@@ -349,6 +397,40 @@ impl Agent {
         // Dropping the last handle releases the data directory's lock.
         drop(self.store);
         done
+    }
+}
+
+/// Loads a server port's TLS and follows its files until `shutdown`.
+fn server_tls(
+    what: &'static str,
+    tls: Option<&SinkTls>,
+    tasks: &TaskTracker,
+    shutdown: &CancellationToken,
+) -> Result<Option<Arc<ReloadingServerTls>>, RunError> {
+    let Some(tls) = tls else { return Ok(None) };
+    let tls = ReloadingServerTls::load(what, tls.files())
+        .map_err(|source| RunError::Tls { what, source })?;
+    // No nudges: the agent re-reads on file changes and every minute.
+    let (_, nudge) = tokio::sync::mpsc::channel(1);
+    tasks.spawn(tls.clone().watch(nudge, shutdown.clone()));
+    Ok(Some(tls))
+}
+
+/// A gRPC server of the agent, with its flow-control layer.
+type Router = tonic::transport::server::Router<
+    tower::layer::util::Stack<StreamLimitLayer, tower::layer::util::Identity>,
+>;
+
+async fn serve_grpc(
+    router: Router,
+    listener: TcpListener,
+    tls: Option<Arc<ReloadingServerTls>>,
+    port: &'static str,
+    tasks: TaskTracker,
+    shutdown: CancellationToken,
+) {
+    if let Err(e) = meshhub_mcp::listen::serve(router, listener, tls, port, tasks, shutdown).await {
+        error!(error = %e, "gRPC server failed");
     }
 }
 

@@ -13,6 +13,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Parser;
+use meshhub_mcp::authz::AllowList;
+use meshhub_mcp::tls::reload::ServerTlsFiles;
 use meshhub_proto::kinds::KindTable;
 use serde::Deserialize;
 
@@ -106,6 +108,53 @@ pub struct Args {
     #[arg(long, env = "MESHHUB_AGENT_SINK_TLS_CLIENT_CA")]
     pub sink_tls_client_ca: Option<PathBuf>,
 
+    /// Push mode: identities (URI or DNS SANs of the hub's verified client
+    /// certificate; `*` and `**` patterns) allowed to push, comma-separated
+    /// [default: any hub the client CA verifies]. Needs
+    /// `--sink-tls-client-ca`.
+    #[arg(
+        long,
+        env = "MESHHUB_AGENT_SINK_ALLOWED_IDENTITIES",
+        value_delimiter = ','
+    )]
+    pub sink_allowed_identities: Option<Vec<String>>,
+
+    /// PEM certificate chain for TLS on the local re-serve gRPC port.
+    #[arg(long, env = "MESHHUB_AGENT_GRPC_TLS_CERT")]
+    pub grpc_tls_cert: Option<PathBuf>,
+
+    /// PEM private key for TLS on the local re-serve gRPC port.
+    #[arg(long, env = "MESHHUB_AGENT_GRPC_TLS_KEY")]
+    pub grpc_tls_key: Option<PathBuf>,
+
+    /// PEM roots that verify local consumers' client certificates; with
+    /// it, every consumer must present one (mutual TLS).
+    #[arg(long, env = "MESHHUB_AGENT_GRPC_TLS_CLIENT_CA")]
+    pub grpc_tls_client_ca: Option<PathBuf>,
+
+    /// Pull mode: PEM roots that verify the hub's certificate (required
+    /// with an `https://` hub URL).
+    #[arg(long, env = "MESHHUB_AGENT_HUB_TLS_CA")]
+    pub hub_tls_ca: Option<PathBuf>,
+
+    /// Pull mode: our PEM client certificate chain (mutual TLS).
+    #[arg(long, env = "MESHHUB_AGENT_HUB_TLS_CERT")]
+    pub hub_tls_cert: Option<PathBuf>,
+
+    /// Pull mode: our PEM client private key (mutual TLS).
+    #[arg(long, env = "MESHHUB_AGENT_HUB_TLS_KEY")]
+    pub hub_tls_key: Option<PathBuf>,
+
+    /// Pull mode: the name to verify in the hub's certificate [default:
+    /// the host of the hub URL].
+    #[arg(long, env = "MESHHUB_AGENT_HUB_TLS_SERVER_NAME")]
+    pub hub_tls_server_name: Option<String>,
+
+    /// Allow a gRPC port without TLS on a non-loopback address
+    /// (`true`/`false`) [default: false].
+    #[arg(long, env = "MESHHUB_AGENT_INSECURE", num_args = 0..=1, default_missing_value = "true")]
+    pub insecure: Option<String>,
+
     /// Apply every ACKed object to this cluster's Kubernetes API
     /// (server-side apply, field manager `meshhub`) [default: false].
     #[arg(long, env = "MESHHUB_AGENT_APPLY", num_args = 0..=1, default_missing_value = "true")]
@@ -146,7 +195,8 @@ pub const DEFAULT_SOURCE_CLUSTER: &str = "primary";
 /// Default interval of the applier's full reconciles.
 pub const DEFAULT_APPLY_RESYNC: Duration = Duration::from_secs(300);
 
-/// TLS on the sink port (push mode).
+/// TLS on a server port: the sink port (push mode) or the local re-serve
+/// port. The files are re-read when they change.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SinkTls {
     /// Certificate chain.
@@ -158,11 +208,39 @@ pub struct SinkTls {
 }
 
 impl SinkTls {
-    /// The tonic server configuration (reads the files).
-    pub fn server_config(
+    /// The files, as the engine's reloading TLS reads them.
+    pub fn files(&self) -> ServerTlsFiles {
+        ServerTlsFiles {
+            cert: self.cert.clone(),
+            key: self.key.clone(),
+            client_ca: self.client_ca.clone(),
+        }
+    }
+}
+
+/// TLS to the hub (pull mode, `https://` hub URL).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HubTls {
+    /// Roots that verify the hub's certificate.
+    pub ca: PathBuf,
+    /// Our client certificate chain (mutual TLS), with `key`.
+    pub cert: Option<PathBuf>,
+    /// Our client private key, with `cert`.
+    pub key: Option<PathBuf>,
+    /// The name to verify in the hub's certificate (default: the URL's host).
+    pub server_name: Option<String>,
+}
+
+impl HubTls {
+    /// The tonic client configuration (reads the files).
+    pub fn client_config(
         &self,
-    ) -> Result<tonic::transport::ServerTlsConfig, meshhub_mcp::tls::TlsError> {
-        meshhub_mcp::tls::server_config(&self.cert, &self.key, self.client_ca.as_deref(), false)
+    ) -> Result<tonic::transport::ClientTlsConfig, meshhub_mcp::tls::TlsError> {
+        let client = match (&self.cert, &self.key) {
+            (Some(c), Some(k)) => Some((c.as_path(), k.as_path())),
+            _ => None,
+        };
+        meshhub_mcp::tls::client_config(&self.ca, client, self.server_name.as_deref())
     }
 }
 
@@ -178,8 +256,11 @@ pub enum Mode {
     },
     /// Dial the hub's `ResourceSource` at this URL and subscribe as a sink.
     Pull {
-        /// The hub's URL (`http://host:port`).
+        /// The hub's URL (`http://host:port`, or `https://host:port` with
+        /// `tls`).
         hub_url: String,
+        /// TLS to the hub.
+        tls: Option<HubTls>,
     },
 }
 
@@ -194,6 +275,13 @@ pub struct Config {
     pub mode: Mode,
     /// Local re-serve gRPC address.
     pub grpc_addr: SocketAddr,
+    /// TLS on the local re-serve port (plaintext when `None`).
+    pub grpc_tls: Option<SinkTls>,
+    /// Plaintext on a non-loopback address was asked for (`insecure`).
+    pub insecure: bool,
+    /// Push mode: the only hub identities that may push (`None`: any hub
+    /// the sink port's client CA verifies, or any hub without TLS).
+    pub sink_allowed_identities: Option<AllowList>,
     /// Admin HTTP address.
     pub admin_addr: SocketAddr,
     /// The admin token file (see [`Args::admin_token_file`]).
@@ -273,6 +361,15 @@ struct FileConfig {
     sink_tls_cert: Option<PathBuf>,
     sink_tls_key: Option<PathBuf>,
     sink_tls_client_ca: Option<PathBuf>,
+    sink_allowed_identities: Option<Vec<String>>,
+    grpc_tls_cert: Option<PathBuf>,
+    grpc_tls_key: Option<PathBuf>,
+    grpc_tls_client_ca: Option<PathBuf>,
+    hub_tls_ca: Option<PathBuf>,
+    hub_tls_cert: Option<PathBuf>,
+    hub_tls_key: Option<PathBuf>,
+    hub_tls_server_name: Option<String>,
+    insecure: Option<bool>,
     apply: Option<RawApply>,
 }
 
@@ -369,6 +466,18 @@ impl Config {
         }
 
         let mode = args.mode.or(raw.mode).unwrap_or_else(|| "push".to_owned());
+        let hub_tls_ca = args.hub_tls_ca.or(raw.hub_tls_ca);
+        let hub_tls_cert = args.hub_tls_cert.or(raw.hub_tls_cert);
+        let hub_tls_key = args.hub_tls_key.or(raw.hub_tls_key);
+        let hub_tls_server_name = args.hub_tls_server_name.or(raw.hub_tls_server_name);
+        if mode == "push"
+            && (hub_tls_ca.is_some() || hub_tls_cert.is_some() || hub_tls_key.is_some())
+        {
+            return Err(invalid(
+                "hubTlsCa",
+                "hub TLS settings are only used in pull mode (mode is push)".to_owned(),
+            ));
+        }
         let sink_addr = args.sink_addr.or(raw.sink_addr);
         let hub_url = args.hub_url.or(raw.hub_url);
         let tls_cert = args.sink_tls_cert.or(raw.sink_tls_cert);
@@ -382,27 +491,7 @@ impl Config {
                         format!("{url:?} is only used in pull mode (mode is push)"),
                     ));
                 }
-                let tls = match (tls_cert, tls_key, tls_client_ca) {
-                    (None, None, None) => None,
-                    (Some(cert), Some(key), client_ca) => {
-                        let tls = SinkTls {
-                            cert,
-                            key,
-                            client_ca,
-                        };
-                        // Read the files now: a bad path is a config error.
-                        tls.server_config()
-                            .map_err(|e| invalid("sinkTlsCert", e.to_string()))?;
-                        Some(tls)
-                    }
-                    _ => {
-                        return Err(invalid(
-                            "sinkTlsCert",
-                            "sinkTlsCert and sinkTlsKey go together (sinkTlsClientCa needs both)"
-                                .to_owned(),
-                        ));
-                    }
-                };
+                let tls = server_tls("sinkTls", tls_cert, tls_key, tls_client_ca)?;
                 Mode::Push {
                     listen: parse_addr("sinkAddr", sink_addr.as_deref(), DEFAULT_SINK_ADDR)?,
                     tls,
@@ -427,8 +516,34 @@ impl Config {
                     env: "MESHHUB_AGENT_HUB_URL",
                     key: "hubUrl",
                 })?;
-                check_url(&url)?;
-                Mode::Pull { hub_url: url }
+                let tls = match (hub_tls_ca, hub_tls_cert, hub_tls_key) {
+                    (None, None, None) => None,
+                    (Some(ca), cert, key) if cert.is_some() == key.is_some() => Some(HubTls {
+                        ca,
+                        cert,
+                        key,
+                        server_name: hub_tls_server_name,
+                    }),
+                    (None, _, _) => {
+                        return Err(invalid(
+                            "hubTlsCa",
+                            "hubTlsCert/hubTlsKey need hubTlsCa (the roots that verify the hub)"
+                                .to_owned(),
+                        ));
+                    }
+                    _ => {
+                        return Err(invalid(
+                            "hubTlsCert",
+                            "hubTlsCert and hubTlsKey go together".to_owned(),
+                        ));
+                    }
+                };
+                check_url(&url, tls.is_some())?;
+                if let Some(tls) = &tls {
+                    tls.client_config()
+                        .map_err(|e| invalid("hubTlsCa", e.to_string()))?;
+                }
+                Mode::Pull { hub_url: url, tls }
             }
             other => {
                 return Err(invalid(
@@ -448,6 +563,56 @@ impl Config {
             DEFAULT_ADMIN_ADDR,
         )?;
         let admin_token_file = args.admin_token_file.or(raw.admin_token_file);
+        let grpc_tls = server_tls(
+            "grpcTls",
+            args.grpc_tls_cert.or(raw.grpc_tls_cert),
+            args.grpc_tls_key.or(raw.grpc_tls_key),
+            args.grpc_tls_client_ca.or(raw.grpc_tls_client_ca),
+        )?;
+        let insecure = match &args.insecure {
+            Some(s) => parse_bool("insecure", s)?,
+            None => raw.insecure.unwrap_or(false),
+        };
+        let plaintext = |setting: &str, what, addr, tls: bool| {
+            meshhub_mcp::listen::check_plaintext(what, addr, tls, insecure)
+                .map_err(|e| invalid(setting, e.to_string()))
+        };
+        plaintext(
+            "grpcTlsCert",
+            "the re-serve gRPC port",
+            grpc_addr,
+            grpc_tls.is_some(),
+        )?;
+        if let Mode::Push { listen, tls } = &mode {
+            plaintext("sinkTlsCert", "the sink port", *listen, tls.is_some())?;
+        }
+        let sink_allowed_identities = match args
+            .sink_allowed_identities
+            .or(raw.sink_allowed_identities)
+        {
+            None => None,
+            Some(list) => {
+                let mutual =
+                    matches!(&mode, Mode::Push { tls: Some(t), .. } if t.client_ca.is_some());
+                if !mutual {
+                    return Err(invalid(
+                        "sinkAllowedIdentities",
+                        "needs push mode with sinkTlsClientCa (identities come from verified client certificates)".to_owned(),
+                    ));
+                }
+                let list: Vec<String> = list.into_iter().filter(|s| !s.trim().is_empty()).collect();
+                if list.is_empty() {
+                    return Err(invalid(
+                        "sinkAllowedIdentities",
+                        "lists no identity".to_owned(),
+                    ));
+                }
+                Some(
+                    AllowList::parse(&list)
+                        .map_err(|(i, e)| invalid(&format!("sinkAllowedIdentities[{i}]"), e))?,
+                )
+            }
+        };
 
         let kinds = KindTable::builtin();
         let collections = match args.collections.or(raw.collections) {
@@ -587,6 +752,9 @@ impl Config {
             data_dir,
             mode,
             grpc_addr,
+            grpc_tls,
+            insecure,
+            sink_allowed_identities,
             admin_addr,
             admin_token_file,
             collections,
@@ -620,15 +788,59 @@ fn parse_addr(
     })
 }
 
-fn check_url(url: &str) -> Result<(), ConfigError> {
+/// A server port's TLS settings (`<prefix>Cert`, `Key`, `ClientCa`): none,
+/// or a certificate and key that load.
+fn server_tls(
+    prefix: &str,
+    cert: Option<PathBuf>,
+    key: Option<PathBuf>,
+    client_ca: Option<PathBuf>,
+) -> Result<Option<SinkTls>, ConfigError> {
+    let invalid = |message: String| ConfigError::Invalid {
+        setting: format!("{prefix}Cert"),
+        message,
+    };
+    match (cert, key, client_ca) {
+        (None, None, None) => Ok(None),
+        (Some(cert), Some(key), client_ca) => {
+            let tls = SinkTls {
+                cert,
+                key,
+                client_ca,
+            };
+            // Read the files now: a bad path is a config error.
+            meshhub_mcp::tls::reload::check(&tls.files()).map_err(|e| invalid(e.to_string()))?;
+            Ok(Some(tls))
+        }
+        _ => Err(invalid(format!(
+            "{prefix}Cert and {prefix}Key go together ({prefix}ClientCa needs both)"
+        ))),
+    }
+}
+
+fn check_url(url: &str, tls: bool) -> Result<(), ConfigError> {
     let invalid = |message: String| ConfigError::Invalid {
         setting: "hubUrl".to_owned(),
         message,
     };
-    let Some(rest) = url.strip_prefix("http://") else {
-        return Err(invalid(format!(
-            "{url:?} must start with http:// (TLS to the hub is not supported yet)"
-        )));
+    let rest = match (url.strip_prefix("http://"), url.strip_prefix("https://")) {
+        (Some(rest), _) if !tls => rest,
+        (Some(_), _) => {
+            return Err(invalid(format!(
+                "{url:?}: hub TLS settings need an https:// URL"
+            )));
+        }
+        (_, Some(rest)) if tls => rest,
+        (_, Some(_)) => {
+            return Err(invalid(format!(
+                "{url:?} is https://: give hubTlsCa (and hubTlsCert/hubTlsKey for mutual TLS)"
+            )));
+        }
+        _ => {
+            return Err(invalid(format!(
+                "{url:?} must start with http:// or https://"
+            )));
+        }
     };
     if rest.is_empty() || rest.starts_with('/') {
         return Err(invalid(format!("{url:?} names no host")));

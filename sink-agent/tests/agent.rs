@@ -129,6 +129,9 @@ fn config(data: &Path, mode: Mode) -> Config {
         data_dir: data.to_owned(),
         mode,
         grpc_addr: "127.0.0.1:0".parse().unwrap(),
+        grpc_tls: None,
+        insecure: false,
+        sink_allowed_identities: None,
         admin_addr: "127.0.0.1:0".parse().unwrap(),
         admin_token_file: None,
         collections: KindTable::builtin()
@@ -533,9 +536,15 @@ async fn a_restarted_agent_serves_its_persisted_state_without_a_hub() {
     let nobody = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", nobody.local_addr().unwrap());
     drop(nobody);
-    let agent = Agent::start(config(data.path(), Mode::Pull { hub_url: url }))
-        .await
-        .unwrap();
+    let agent = Agent::start(config(
+        data.path(),
+        Mode::Pull {
+            hub_url: url,
+            tls: None,
+        },
+    ))
+    .await
+    .unwrap();
     let consumer = Consumer::connect(agent.grpc_addr(), &[VS, GW]);
     consumer.wait_for(VS, &want_vs).await;
     consumer.wait_for(GW, &want_gw).await;
@@ -610,6 +619,7 @@ async fn pull_mode_subscribes_as_the_cluster_and_applies_deltas() {
         data.path(),
         Mode::Pull {
             hub_url: format!("http://{}", hub.addr),
+            tls: None,
         },
     );
     cfg.incremental = true;

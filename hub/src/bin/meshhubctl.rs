@@ -30,6 +30,7 @@ mod output;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::Write as _;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -149,6 +150,36 @@ struct WatchArgs {
     /// Give up connecting after this long (e.g. 5s).
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     connect_timeout: Duration,
+    /// PEM roots that verify the hub's certificate (an `https://` server).
+    #[arg(long, env = "MESHHUB_TLS_CA")]
+    tls_ca: Option<PathBuf>,
+    /// PEM client certificate chain for mutual TLS (with `--tls-key`).
+    #[arg(long, env = "MESHHUB_TLS_CERT", requires_all = ["tls_key", "tls_ca"])]
+    tls_cert: Option<PathBuf>,
+    /// PEM client private key for mutual TLS (with `--tls-cert`).
+    #[arg(long, env = "MESHHUB_TLS_KEY", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// The name to verify in the hub's certificate [default: the server's host].
+    #[arg(long, requires = "tls_ca")]
+    tls_server_name: Option<String>,
+}
+
+impl WatchArgs {
+    /// The endpoint of `--server`, with TLS when `--tls-ca` is given.
+    fn endpoint(&self) -> Result<Endpoint, String> {
+        let endpoint = Endpoint::from_shared(self.server.clone())
+            .map_err(|e| format!("--server {:?}: {e}", self.server))?
+            .connect_timeout(self.connect_timeout);
+        let Some(ca) = &self.tls_ca else {
+            return Ok(endpoint);
+        };
+        let client = self.tls_cert.as_deref().zip(self.tls_key.as_deref());
+        let config = meshhub_mcp::tls::client_config(ca, client, self.tls_server_name.as_deref())
+            .map_err(|e| format!("--tls-ca: {e}"))?;
+        endpoint
+            .tls_config(config)
+            .map_err(|e| format!("--server {:?}: {e}", self.server))
+    }
 }
 
 /// Prints each applied change; with `--once`, cancels when every
@@ -305,9 +336,7 @@ async fn watch(args: WatchArgs) -> Result<(), String> {
     } else {
         args.collections.clone()
     };
-    let endpoint = Endpoint::from_shared(args.server.clone())
-        .map_err(|e| format!("--server {:?}: {e}", args.server))?
-        .connect_timeout(args.connect_timeout);
+    let endpoint = args.endpoint()?;
     let stop = CancellationToken::new();
     let target = SourceTarget {
         name: args.server.clone(),

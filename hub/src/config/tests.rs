@@ -503,3 +503,95 @@ fn the_webhook_is_off_by_default_and_checked_when_on() {
     let mismatch = e("  tls: {cert: tls.crt, key: other.key}\n");
     assert!(mismatch.contains("webhook.tls"), "{mismatch}");
 }
+
+#[test]
+fn the_grpc_port_needs_tls_or_insecure_beyond_loopback() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("objects")).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["meshhub.meshhub.svc".to_owned()])
+        .unwrap()
+        .self_signed(&key)
+        .unwrap();
+    std::fs::write(dir.path().join("tls.crt"), cert.pem()).unwrap();
+    std::fs::write(dir.path().join("tls.key"), key.serialize_pem()).unwrap();
+    std::fs::write(dir.path().join("ca.crt"), cert.pem()).unwrap();
+    let path = dir.path().join("meshhub.yaml");
+    let wide = Args::parse_from(["meshhub", "--grpc-addr", "0.0.0.0:9901"]);
+    let parse_with = |args: &Args, text: &str| Config::from_yaml(args, &path, text);
+
+    // The default (loopback) serves plaintext without asking.
+    let c = parse_with(&args(), SOURCES).unwrap();
+    assert_eq!(c.grpc_tls, None);
+    // Beyond loopback, plaintext is refused with the way out named...
+    let e = parse_with(&wide, SOURCES).unwrap_err().to_string();
+    assert!(
+        e.contains("grpcTls") && e.contains("0.0.0.0:9901") && e.contains("insecure"),
+        "{e}"
+    );
+    // ...unless asked for, in the file or by flag (kept across reloads).
+    assert!(parse_with(&wide, &format!("{SOURCES}insecure: true\n")).is_ok());
+    let flagged = Args::parse_from(["meshhub", "--grpc-addr", "0.0.0.0:9901", "--insecure"]);
+    let c = parse_with(&flagged, SOURCES).unwrap();
+    assert!(c.insecure);
+    assert!(c.reparse(SOURCES).unwrap().insecure);
+    // Or TLS, with paths relative to the file.
+    let c = parse_with(
+        &wide,
+        &format!("{SOURCES}grpcTls: {{cert: tls.crt, key: tls.key, clientCa: ca.crt}}\n"),
+    )
+    .unwrap();
+    let tls = c.grpc_tls.unwrap();
+    assert_eq!(tls.cert, dir.path().join("tls.crt"));
+    assert_eq!(tls.client_ca, Some(dir.path().join("ca.crt")));
+    let e = parse_with(
+        &wide,
+        &format!("{SOURCES}grpcTls: {{cert: nope.crt, key: tls.key}}\n"),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("grpcTls") && e.contains("nope.crt"), "{e}");
+}
+
+#[test]
+fn identity_lists_are_checked_and_enforced_only_with_client_certificates() {
+    let c = parse(&format!(
+        "{SOURCES}clusters:\n  - name: east\n    identities: ['spiffe://east.example/**']\ndefaultIdentities: [istiod.example]\n"
+    ))
+    .unwrap();
+    assert!(c.access.configured());
+    assert_eq!(c.access.groups.len(), 2);
+    assert_eq!(c.access.groups[0].0.as_ref(), "east");
+    assert_eq!(c.access.groups[1].0.as_ref(), "default");
+    assert!(!c.access.enforced, "no grpcTls.clientCa: not enforceable");
+    let e = err(&format!(
+        "{SOURCES}clusters:\n  - name: east\n    identities: [ok, 'a b']\n"
+    ));
+    assert!(e.contains("clusters[0].identities[1]"), "{e}");
+    assert!(!parse(SOURCES).unwrap().access.configured());
+}
+
+#[test]
+fn limits_default_for_a_large_hub_and_are_checked() {
+    let c = parse(SOURCES).unwrap();
+    assert_eq!(c.limits, meshhub_mcp::limits::Limits::default());
+    assert_eq!(c.limits.max_streams, 20_000);
+    let c = parse(&format!(
+        "{SOURCES}limits:\n  newStreamsPerSecond: 50\n  newStreamsBurst: 100\n  maxStreams: 10\n  maxMessageSize: 1048576\n  sendTimeout: 0s\n  keepaliveInterval: 1m\n"
+    ))
+    .unwrap();
+    assert_eq!(c.limits.new_streams_per_second.get(), 50);
+    assert_eq!(c.limits.max_streams, 10);
+    assert_eq!(c.limits.max_message_bytes, 1 << 20);
+    assert_eq!(c.limits.send_timeout, None, "0s turns the deadline off");
+    assert_eq!(c.limits.keepalive_interval, Duration::from_secs(60));
+    assert!(
+        err(&format!("{SOURCES}limits: {{newStreamsBurst: 0}}\n"))
+            .contains("limits.newStreamsBurst")
+    );
+    assert!(
+        err(&format!("{SOURCES}limits: {{maxMessageSize: 10}}\n"))
+            .contains("limits.maxMessageSize")
+    );
+    assert!(err(&format!("{SOURCES}limits: {{maxStreamz: 10}}\n")).contains("maxStreamz"));
+}

@@ -43,6 +43,7 @@ pub struct FileSource {
     name: Arc<str>,
     root: PathBuf,
     exclude: Vec<PathBuf>,
+    max_file_bytes: u64,
 }
 
 /// What is known about one file.
@@ -70,6 +71,7 @@ impl FileSource {
             name: Arc::from(spec.name.as_str()),
             root: spec.root.clone(),
             exclude: spec.exclude.clone(),
+            max_file_bytes: spec.max_file_bytes,
         }
     }
 
@@ -187,8 +189,9 @@ impl FileSource {
         let exclude = exclude.clone();
         let fallback = known.clone();
         let tx = events.clone();
+        let max = self.max_file_bytes;
         let scanned = tokio::task::spawn_blocking(move || {
-            scan(&name, &root, &exclude, known, &force, &mut |ev| {
+            scan(&name, &root, &exclude, max, known, &force, &mut |ev| {
                 tx.blocking_send(ev).is_ok()
             })
         })
@@ -249,6 +252,7 @@ fn scan(
     source: &Arc<str>,
     root: &Path,
     exclude: &HashSet<PathBuf>,
+    max_file_bytes: u64,
     mut known: Known,
     force: &Force,
     emit: &mut dyn FnMut(SourceEvent) -> bool,
@@ -267,7 +271,16 @@ fn scan(
             continue;
         }
         let unit: Arc<str> = Arc::from(unit_name(&rel).as_str());
-        let (hash, entries) = match std::fs::read(root.join(&rel)) {
+        // Bounded: a huge file is reported, not read.
+        let read = if meta.len() > max_file_bytes {
+            Err(std::io::Error::other(format!(
+                "{} bytes exceed maxFileSize ({max_file_bytes} bytes); not read",
+                meta.len()
+            )))
+        } else {
+            std::fs::read(root.join(&rel))
+        };
+        let (hash, entries) = match read {
             Ok(bytes) => {
                 let hash: [u8; 32] = Sha256::digest(&bytes).into();
                 if prev.is_some_and(|p| p.hash == hash) {

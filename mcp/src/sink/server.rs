@@ -14,6 +14,7 @@ use tracing::Instrument;
 
 use super::drive::drive;
 use super::{SinkConfig, SinkStream, Updater};
+use crate::authz::AllowList;
 use crate::ledger::{Ledger, Role};
 
 /// The `ResourceSink` service, applying to `U`.
@@ -23,6 +24,7 @@ pub struct SinkServer<U> {
     ledger: Ledger,
     shutdown: CancellationToken,
     tasks: TaskTracker,
+    allowed: Option<AllowList>,
 }
 
 impl<U: Updater> SinkServer<U> {
@@ -40,7 +42,15 @@ impl<U: Updater> SinkServer<U> {
             ledger,
             shutdown,
             tasks,
+            allowed: None,
         }
+    }
+
+    /// Only sources whose verified client certificate has an identity in
+    /// `allowed` may push; others are refused with `PERMISSION_DENIED`.
+    pub fn allow_only(mut self, allowed: AllowList) -> Self {
+        self.allowed = Some(allowed);
+        self
     }
 
     /// The tonic service, with the given message size limit.
@@ -62,6 +72,22 @@ impl<U: Updater> ResourceSink for SinkServer<U> {
         let peer = request
             .remote_addr()
             .map_or_else(|| "unknown".to_owned(), |a| a.to_string());
+        if let Some(allowed) = &self.allowed {
+            let identities = crate::source::server::peer_identities(&request);
+            if !allowed.allows(&identities) {
+                metrics::counter!(crate::authz::METRIC_REFUSED, "protocol" => "sink", "reason" => "permission_denied")
+                    .increment(1);
+                tracing::warn!(peer.addr = %peer, ?identities, "source refused: identity not allowed to push");
+                return Err(Status::permission_denied(format!(
+                    "identity {} may not push to this sink",
+                    if identities.is_empty() {
+                        "(none: no client certificate)".to_owned()
+                    } else {
+                        identities.join(", ")
+                    }
+                )));
+            }
+        }
         // A meshhub hub names its replica (leader election); shown on the
         // agent's status.
         let replica = request

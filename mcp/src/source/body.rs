@@ -27,6 +27,8 @@ use prost::Message;
 use prost::encoding::{self, WireType, encode_key, encode_varint, encoded_len_varint, key_len};
 use tonic::Status;
 
+use crate::limits::SendProgress;
+
 /// Largest chunk built by copying.
 pub const CHUNK: usize = 32 * 1024;
 /// Resources at least this large are sent as they are, not copied.
@@ -172,6 +174,7 @@ pub struct ResponseBody<M, S> {
     /// Trailers to send once the messages end.
     finished: Option<Status>,
     done: bool,
+    progress: Option<SendProgress>,
 }
 
 impl<M: Layout, S> ResponseBody<M, S>
@@ -187,7 +190,14 @@ where
             max_message_bytes,
             finished: None,
             done: false,
+            progress: None,
         }
+    }
+
+    /// Reports on `progress` whether what it was given is written.
+    pub fn with_progress(mut self, progress: SendProgress) -> Self {
+        self.progress = Some(progress);
+        self
     }
 
     /// Copies pieces of the current message into `buf` until it is full,
@@ -264,8 +274,16 @@ where
                 return Poll::Ready(Some(Ok(Frame::trailers(trailers(&status)))));
             }
             match Pin::new(&mut this.messages).poll_next(cx) {
-                Poll::Pending => return Poll::Pending,
+                Poll::Pending => {
+                    if let Some(p) = &this.progress {
+                        p.idle();
+                    }
+                    return Poll::Pending;
+                }
                 Poll::Ready(Some(Ok(msg))) => {
+                    if let Some(p) = &this.progress {
+                        p.busy();
+                    }
                     let len = msg.message_len();
                     if len > this.max_message_bytes || len > u32::MAX as usize {
                         this.finished = Some(Status::resource_exhausted(format!(

@@ -3,6 +3,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::StreamExt;
 use meshhub_proto::mcp::{RequestResources, SinkNode};
@@ -14,12 +15,13 @@ use tokio_util::task::TaskTracker;
 use tonic::{Request, Status, Streaming};
 use tracing::Instrument;
 
-use super::drive::{Machine, Plumbing, drive};
+use super::drive::{End, Machine, Plumbing, drive};
 use super::service::{ResourceSourceService, StreamMethod};
 use super::{SourceConfig, SourceStream};
 use crate::cache::SnapshotCache;
 use crate::group::{Consumer, GroupIndex};
 use crate::ledger::{Ledger, Role};
+use crate::limits::SendProgress;
 
 /// Everything a source-side server needs; shared by every stream.
 #[derive(Clone)]
@@ -62,7 +64,7 @@ impl SourceServer {
             "/istio.mcp.v1alpha1.ResourceSource/EstablishResourceStream",
             Arc::new(move |request: Request<Streaming<RequestResources>>| {
                 let addr = request.remote_addr();
-                let identities = peer_identities(&request);
+                let identities = PeerInfo::of(&request);
                 let dialect = Dialect {
                     protocol: "mcp",
                     node: |req: &RequestResources| req.sink_node.clone().unwrap_or_default(),
@@ -102,7 +104,7 @@ pub(crate) struct Dialect<In, Out, M: Machine> {
 pub(crate) fn serve<In, Out, M>(
     shared: &Shared,
     addr: Option<SocketAddr>,
-    identities: Vec<String>,
+    peer_info: PeerInfo,
     incoming: Streaming<In>,
     d: Dialect<In, Out, M>,
 ) -> ReceiverStream<Result<Out, Status>>
@@ -124,6 +126,11 @@ where
         group = tracing::field::Empty
     );
     let mut incoming = incoming;
+    let PeerInfo {
+        identities,
+        progress,
+        local,
+    } = peer_info;
     shared.tasks.spawn(
         async move {
             let record = s.ledger.register(Role::Source, peer, "");
@@ -159,12 +166,13 @@ where
             let group = match s.groups.group(&consumer) {
                 Ok(group) => group,
                 Err(e) => {
-                    tracing::warn!(node.id = %consumer.node.id, error = %e, "consumer refused");
+                    let reason = if e.denied { "permission_denied" } else { "no_group" };
+                    metrics::counter!(crate::authz::METRIC_REFUSED, "protocol" => d.protocol, "reason" => reason)
+                        .increment(1);
+                    tracing::warn!(node.id = %consumer.node.id, identities = ?consumer.identities, error = %e, "consumer refused");
                     record.identify(&consumer.node.id, "");
                     record.disconnected(Some(e.to_string()));
-                    let _ = tx
-                        .send(Err(Status::failed_precondition(e.to_string())))
-                        .await;
+                    let _ = tx.send(Err(e.status())).await;
                     return;
                 }
             };
@@ -175,7 +183,8 @@ where
             metrics::gauge!("meshhub_mcp_streams", "role" => d.protocol).increment(1.0);
             tracing::info!("stream opened");
             let mut machine = d.machine;
-            let end = drive(
+            let stalled = stalled(progress, s.config.send_timeout);
+            let driven = drive(
                 Plumbing {
                     cache: &s.cache,
                     group,
@@ -189,8 +198,24 @@ where
                 &tx,
                 d.response,
                 || {},
-            )
-            .await;
+            );
+            let end = tokio::select! {
+                end = driven => end,
+                waited = stalled => {
+                    metrics::counter!(crate::limits::METRIC_CUT, "protocol" => d.protocol).increment(1);
+                    tracing::warn!(waited = ?waited, "consumer stopped reading; closing its connection");
+                    // The response body is stuck behind HTTP/2 flow control
+                    // and holds what it was given: only closing the
+                    // connection frees it.
+                    if let (Some(local), Some(remote)) = (local, addr) {
+                        crate::listen::cut(local, remote);
+                    }
+                    End::Failed(Status::deadline_exceeded(format!(
+                        "consumer did not read a response for {}",
+                        humantime::format_duration(Duration::from_millis(waited.as_millis() as u64))
+                    )))
+                }
+            };
             metrics::gauge!("meshhub_mcp_streams", "role" => d.protocol).decrement(1.0);
             tracing::info!(reason = ?end, "stream closed");
             record.disconnected(end.error());
@@ -201,6 +226,43 @@ where
         .instrument(span),
     );
     ReceiverStream::new(rx)
+}
+
+/// What is known about a dial-in peer from its request.
+pub(crate) struct PeerInfo {
+    /// Identities of its verified client certificate.
+    pub identities: Vec<String>,
+    /// Whether its stream's responses get written (see `limits`).
+    pub progress: Option<SendProgress>,
+    /// Our address of its connection.
+    pub local: Option<SocketAddr>,
+}
+
+impl PeerInfo {
+    /// From the request's extensions.
+    pub fn of<T>(request: &Request<T>) -> Self {
+        Self {
+            identities: peer_identities(request),
+            progress: request.extensions().get::<SendProgress>().cloned(),
+            local: request.local_addr(),
+        }
+    }
+}
+
+/// Resolves once a response has waited longer than `timeout` to be
+/// written (never without a timeout or progress), with how long it waited.
+async fn stalled(progress: Option<SendProgress>, timeout: Option<Duration>) -> Duration {
+    let (Some(progress), Some(timeout)) = (progress, timeout) else {
+        return std::future::pending().await;
+    };
+    let mut tick = tokio::time::interval((timeout / 4).max(Duration::from_millis(10)));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        if let Some(waited) = progress.waiting().filter(|w| *w >= timeout) {
+            return waited;
+        }
+    }
 }
 
 /// The identities of the peer's verified client certificate, if it sent one.

@@ -20,6 +20,7 @@ use tonic::{Request, Status};
 use tonic_prost::ProstCodec;
 
 use super::body::{Layout, ResponseBody};
+use crate::limits::SendProgress;
 
 /// Initial decode buffer of a request stream.
 const REQUEST_BUFFER: usize = 512;
@@ -86,9 +87,11 @@ where
         let decoder =
             ProstCodec::<Out, In>::raw_decoder(BufferSettings::new(REQUEST_BUFFER, 32 * 1024));
         let decoded = Streaming::new_request(decoder, body, None, Some(self.max_message_bytes));
-        let request = Request::from_http(http::Request::from_parts(parts, decoded));
+        let mut request = Request::from_http(http::Request::from_parts(parts, decoded));
+        let progress = SendProgress::default();
+        request.extensions_mut().insert(progress.clone());
         let responses = (self.handler)(request);
-        let body = ResponseBody::new(responses, self.max_message_bytes);
+        let body = ResponseBody::new(responses, self.max_message_bytes).with_progress(progress);
         let mut response = http::Response::new(tonic::body::Body::new(body));
         response.headers_mut().insert(
             http::header::CONTENT_TYPE,

@@ -76,7 +76,8 @@ fn the_file_fills_what_flags_leave_out_and_flags_win() {
     assert_eq!(
         c.mode,
         Mode::Pull {
-            hub_url: "http://hub:9901".into()
+            hub_url: "http://hub:9901".into(),
+            tls: None,
         }
     );
     assert_eq!(c.collections, ["istio/networking/v1alpha3/gateways"]);
@@ -258,4 +259,122 @@ fn apply_namespaces_from_the_file_or_the_flag() {
         Some("apply: {enabled: true, namespaces: [Not_A_Namespace]}\n"),
     );
     assert!(e.contains("apply.namespaces"), "{e}");
+}
+
+#[test]
+fn ports_beyond_loopback_need_tls_or_insecure_and_pull_mode_speaks_tls() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["agent.example".to_owned()])
+        .unwrap()
+        .self_signed(&key)
+        .unwrap();
+    let file = |name: &str, text: String| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    let crt = file("tls.crt", cert.pem());
+    let pem_key = file("tls.key", key.serialize_pem());
+    let wide = |a: Args| Args {
+        sink_addr: Some("0.0.0.0:9911".into()),
+        grpc_addr: Some("0.0.0.0:9912".into()),
+        ..a
+    };
+    let base = || args(Some("east"), Some("/nonexistent/meshhub-agent-data"));
+
+    // Loopback defaults: plaintext without asking.
+    let c = Config::from_parts(base(), None).unwrap();
+    assert!(c.grpc_tls.is_none() && !c.insecure);
+    // Beyond loopback: refused, naming the port and the way out.
+    let e = err(wide(base()), None);
+    assert!(e.contains("0.0.0.0:9912") && e.contains("insecure"), "{e}");
+    // TLS on the re-serve port only: the sink port is still plaintext.
+    let tls_grpc = |a: Args| Args {
+        grpc_tls_cert: Some(crt.clone()),
+        grpc_tls_key: Some(pem_key.clone()),
+        ..a
+    };
+    let e = err(tls_grpc(wide(base())), None);
+    assert!(e.contains("sink port") && e.contains("0.0.0.0:9911"), "{e}");
+    // Both ports with TLS, or --insecure.
+    let both = Args {
+        sink_tls_cert: Some(crt.clone()),
+        sink_tls_key: Some(pem_key.clone()),
+        ..tls_grpc(wide(base()))
+    };
+    let c = Config::from_parts(both, None).unwrap();
+    assert_eq!(c.grpc_tls.unwrap().cert, crt);
+    let c = Config::from_parts(
+        Args {
+            insecure: Some("true".into()),
+            ..wide(base())
+        },
+        None,
+    )
+    .unwrap();
+    assert!(c.insecure);
+    assert!(
+        Config::from_parts(
+            wide(base()),
+            Some((Path::new("a.yaml"), "insecure: true\n"))
+        )
+        .is_ok()
+    );
+
+    // Pull mode: https:// needs hubTlsCa, and the other way round.
+    let pull = |url: &str| Args {
+        mode: Some("pull".into()),
+        hub_url: Some(url.into()),
+        ..base()
+    };
+    let e = err(pull("https://hub:9901"), None);
+    assert!(e.contains("hubTlsCa"), "{e}");
+    let e = err(
+        Args {
+            hub_tls_ca: Some(crt.clone()),
+            ..pull("http://hub:9901")
+        },
+        None,
+    );
+    assert!(e.contains("https://"), "{e}");
+    let c = Config::from_parts(
+        Args {
+            hub_tls_ca: Some(crt.clone()),
+            hub_tls_cert: Some(crt.clone()),
+            hub_tls_key: Some(pem_key.clone()),
+            hub_tls_server_name: Some("meshhub.example".into()),
+            ..pull("https://hub:9901")
+        },
+        None,
+    )
+    .unwrap();
+    let Mode::Pull { tls: Some(tls), .. } = c.mode else {
+        panic!("pull with TLS: {:?}", c.mode)
+    };
+    assert_eq!(tls.server_name.as_deref(), Some("meshhub.example"));
+    let e = err(
+        Args {
+            hub_tls_ca: Some(crt.clone()),
+            hub_tls_cert: Some(crt.clone()),
+            ..pull("https://hub:9901")
+        },
+        None,
+    );
+    assert!(e.contains("hubTlsCert") && e.contains("together"), "{e}");
+}
+
+#[test]
+fn allowed_hub_identities_need_mutual_tls() {
+    let e = err(
+        Args {
+            sink_allowed_identities: Some(vec!["meshhub.example".into()]),
+            ..args(Some("east"), Some("/nonexistent/meshhub-agent-data"))
+        },
+        None,
+    );
+    assert!(
+        e.contains("sinkAllowedIdentities") && e.contains("sinkTlsClientCa"),
+        "{e}"
+    );
 }

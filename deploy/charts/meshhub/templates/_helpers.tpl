@@ -48,5 +48,12 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- if .Values.webhook.enabled -}}
 {{- $_ := set $config "webhook" (dict "addr" (printf "0.0.0.0:%d" (int .Values.webhook.port)) "tls" (dict "cert" "/etc/meshhub/webhook/tls.crt" "key" "/etc/meshhub/webhook/tls.key")) -}}
 {{- end -}}
+{{- if .Values.grpc.tls.existingSecret -}}
+{{- $tls := dict "cert" "/etc/meshhub/grpc-tls/tls.crt" "key" "/etc/meshhub/grpc-tls/tls.key" -}}
+{{- if .Values.grpc.tls.mutual -}}
+{{- $_ := set $tls "clientCa" "/etc/meshhub/grpc-tls/ca.crt" -}}
+{{- end -}}
+{{- $_ := set $config "grpcTls" $tls -}}
+{{- end -}}
 {{- toYaml $config -}}
 {{- end -}}

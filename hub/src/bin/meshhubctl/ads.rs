@@ -25,7 +25,7 @@ use prost::Message;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 
 use super::{Printer, WatchArgs};
 
@@ -74,10 +74,7 @@ pub(super) async fn watch(args: WatchArgs) -> Result<(), String> {
             })
             .collect()
     };
-    let endpoint = Endpoint::from_shared(args.server.clone())
-        .map_err(|e| format!("--server {:?}: {e}", args.server))?
-        .connect_timeout(args.connect_timeout);
-    let endpoint = meshhub_mcp::transport::tune(endpoint);
+    let endpoint = meshhub_mcp::transport::tune(args.endpoint()?);
     let stop = CancellationToken::new();
     let ctrl_c = stop.clone();
     tokio::spawn(async move {

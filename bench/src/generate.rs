@@ -74,7 +74,21 @@ impl Corpus {
         std::fs::create_dir_all(dir.join("objects"))?;
         std::fs::write(
             dir.join("meshhub.yaml"),
-            "sources:\n  - name: bench\n    file:\n      path: objects\n",
+            // The load generator multiplexes many consumers over few
+            // connections and opens them all at once: it measures serving,
+            // not the flow-control limits, which it lifts.
+            concat!(
+                "sources:\n",
+                "  - name: bench\n",
+                "    file:\n",
+                "      path: objects\n",
+                "limits:\n",
+                "  newStreamsPerSecond: 1000000\n",
+                "  newStreamsBurst: 1000000\n",
+                "  connectionStreamsPerSecond: 1000000\n",
+                "  connectionStreamsBurst: 1000000\n",
+                "  maxStreams: 1000000\n",
+            ),
         )?;
         let corpus = Self {
             dir: dir.to_owned(),

@@ -46,7 +46,15 @@ fn start_copy(dir: &Path, env: &[(&str, &str)]) -> Running {
     std::fs::create_dir_all(&bin).unwrap();
     std::fs::create_dir_all(&work).unwrap();
     let exe = bin.join("meshhub");
-    std::fs::copy(env!("CARGO_BIN_EXE_meshhub"), &exe).unwrap();
+    // Copied by a `cp` process, not by this one: a file this (multi-threaded)
+    // test process held open for writing could be inherited by a child
+    // another test forks at that moment, and exec would fail with ETXTBSY.
+    let copied = Command::new("cp")
+        .arg(env!("CARGO_BIN_EXE_meshhub"))
+        .arg(&exe)
+        .status()
+        .unwrap();
+    assert!(copied.success(), "cp of the meshhub binary failed");
     let stderr = dir.join("meshhub.err");
     let child = Command::new(&exe)
         .args(["--grpc-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"])

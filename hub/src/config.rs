@@ -316,10 +316,18 @@ pub struct FileSourceSpec {
     pub exclude: Vec<PathBuf>,
     /// Larger files are reported as errors and not read (`maxFileSize`).
     pub max_file_bytes: u64,
+    /// Larger documents (YAML documents, JSON values) are reported as errors
+    /// and not parsed (`maxObjectSize`).
+    pub max_object_bytes: u64,
 }
 
 /// Default `sources[].file.maxFileSize`: 16 MiB.
 pub const DEFAULT_MAX_FILE_BYTES: u64 = 16 << 20;
+
+/// Default `sources[].file.maxObjectSize`: 1.5 MiB, etcd's default request
+/// limit (`--max-request-bytes`), so a larger object could not be stored
+/// by a cluster's API server anyway.
+pub const DEFAULT_MAX_OBJECT_BYTES: u64 = 3 << 19;
 
 /// Default time to establish a connection to a sink agent.
 pub const DEFAULT_AGENT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -672,6 +680,8 @@ struct RawFileSource {
     path: PathBuf,
     #[serde(default)]
     max_file_size: Option<u64>,
+    #[serde(default)]
+    max_object_size: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -837,6 +847,16 @@ impl Config {
                             Some(0) => {
                                 return Err(invalid(
                                     format!("sources[{i}].file.maxFileSize"),
+                                    "must be positive".to_owned(),
+                                ));
+                            }
+                            Some(n) => n,
+                        },
+                        max_object_bytes: match file.max_object_size {
+                            None => DEFAULT_MAX_OBJECT_BYTES,
+                            Some(0) => {
+                                return Err(invalid(
+                                    format!("sources[{i}].file.maxObjectSize"),
                                     "must be positive".to_owned(),
                                 ));
                             }

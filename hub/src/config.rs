@@ -9,14 +9,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
-use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
 use meshhub_mcp::authz::{AllowList, GroupAccess};
-use meshhub_mcp::limits::Limits;
+use meshhub_mcp::limits::{Limits, RawLimits};
 use meshhub_mcp::reconnect::ReconnectPolicy;
 use meshhub_mcp::tls::reload::ServerTlsFiles;
 use serde::Deserialize;
@@ -473,97 +472,6 @@ struct FileConfig {
     default_identities: Option<Vec<String>>,
     #[serde(default)]
     limits: RawLimits,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct RawLimits {
-    new_streams_per_second: Option<u32>,
-    new_streams_burst: Option<u32>,
-    connection_streams_per_second: Option<u32>,
-    connection_streams_burst: Option<u32>,
-    max_streams: Option<usize>,
-    max_streams_per_connection: Option<u32>,
-    max_message_size: Option<usize>,
-    #[serde(default, deserialize_with = "duration")]
-    keepalive_interval: Option<Duration>,
-    #[serde(default, deserialize_with = "duration")]
-    keepalive_timeout: Option<Duration>,
-    #[serde(default, deserialize_with = "duration")]
-    send_timeout: Option<Duration>,
-}
-
-impl RawLimits {
-    /// The checked limits; `invalid(field, message)` names the field.
-    fn check(self, invalid: &dyn Fn(&str, String) -> ConfigError) -> Result<Limits, ConfigError> {
-        let d = Limits::default();
-        let positive = |field: &str, v: Option<u32>, default: NonZeroU32| match v {
-            None => Ok(default),
-            Some(n) => {
-                NonZeroU32::new(n).ok_or_else(|| invalid(field, "must be positive".to_owned()))
-            }
-        };
-        let limits = Limits {
-            new_streams_per_second: positive(
-                "newStreamsPerSecond",
-                self.new_streams_per_second,
-                d.new_streams_per_second,
-            )?,
-            new_streams_burst: positive(
-                "newStreamsBurst",
-                self.new_streams_burst,
-                d.new_streams_burst,
-            )?,
-            connection_streams_per_second: positive(
-                "connectionStreamsPerSecond",
-                self.connection_streams_per_second,
-                d.connection_streams_per_second,
-            )?,
-            connection_streams_burst: positive(
-                "connectionStreamsBurst",
-                self.connection_streams_burst,
-                d.connection_streams_burst,
-            )?,
-            max_streams: self.max_streams.unwrap_or(d.max_streams),
-            max_streams_per_connection: self
-                .max_streams_per_connection
-                .unwrap_or(d.max_streams_per_connection),
-            max_message_bytes: self.max_message_size.unwrap_or(d.max_message_bytes),
-            keepalive_interval: self.keepalive_interval.unwrap_or(d.keepalive_interval),
-            keepalive_timeout: self.keepalive_timeout.unwrap_or(d.keepalive_timeout),
-            // 0s: no send deadline.
-            send_timeout: match self.send_timeout {
-                None => d.send_timeout,
-                Some(t) if t.is_zero() => None,
-                Some(t) => Some(t),
-            },
-        };
-        if limits.max_streams == 0 {
-            return Err(invalid("maxStreams", "must be positive".to_owned()));
-        }
-        if limits.max_streams_per_connection == 0 {
-            return Err(invalid(
-                "maxStreamsPerConnection",
-                "must be positive".to_owned(),
-            ));
-        }
-        if limits.max_message_bytes < 4096 {
-            return Err(invalid(
-                "maxMessageSize",
-                format!(
-                    "{} bytes is below the minimum of 4096",
-                    limits.max_message_bytes
-                ),
-            ));
-        }
-        if limits.keepalive_interval.is_zero() || limits.keepalive_timeout.is_zero() {
-            return Err(invalid(
-                "keepaliveInterval",
-                "keepaliveInterval and keepaliveTimeout must be positive".to_owned(),
-            ));
-        }
-        Ok(limits)
-    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -1073,7 +981,8 @@ impl Config {
         }
         let limits = raw
             .limits
-            .check(&|field, message| invalid(format!("limits.{field}"), message))?;
+            .check()
+            .map_err(|e| invalid(format!("limits.{}", e.field), e.message))?;
         // Identities come from client certificates the port verifies.
         access.enforced = grpc_tls.as_ref().is_some_and(|t| t.client_ca.is_some());
         let insecure = args.insecure || raw.insecure;

@@ -9,14 +9,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
-use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
 use meshhub_mcp::authz::{AllowList, GroupAccess};
-use meshhub_mcp::limits::Limits;
+use meshhub_mcp::limits::{Limits, RawLimits};
 use meshhub_mcp::reconnect::ReconnectPolicy;
 use meshhub_mcp::tls::reload::ServerTlsFiles;
 use serde::Deserialize;
@@ -316,10 +315,18 @@ pub struct FileSourceSpec {
     pub exclude: Vec<PathBuf>,
     /// Larger files are reported as errors and not read (`maxFileSize`).
     pub max_file_bytes: u64,
+    /// Larger documents (YAML documents, JSON values) are reported as errors
+    /// and not parsed (`maxObjectSize`).
+    pub max_object_bytes: u64,
 }
 
 /// Default `sources[].file.maxFileSize`: 16 MiB.
 pub const DEFAULT_MAX_FILE_BYTES: u64 = 16 << 20;
+
+/// Default `sources[].file.maxObjectSize`: 1.5 MiB, etcd's default request
+/// limit (`--max-request-bytes`), so a larger object could not be stored
+/// by a cluster's API server anyway.
+pub const DEFAULT_MAX_OBJECT_BYTES: u64 = 3 << 19;
 
 /// Default time to establish a connection to a sink agent.
 pub const DEFAULT_AGENT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -467,97 +474,6 @@ struct FileConfig {
     limits: RawLimits,
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct RawLimits {
-    new_streams_per_second: Option<u32>,
-    new_streams_burst: Option<u32>,
-    connection_streams_per_second: Option<u32>,
-    connection_streams_burst: Option<u32>,
-    max_streams: Option<usize>,
-    max_streams_per_connection: Option<u32>,
-    max_message_size: Option<usize>,
-    #[serde(default, deserialize_with = "duration")]
-    keepalive_interval: Option<Duration>,
-    #[serde(default, deserialize_with = "duration")]
-    keepalive_timeout: Option<Duration>,
-    #[serde(default, deserialize_with = "duration")]
-    send_timeout: Option<Duration>,
-}
-
-impl RawLimits {
-    /// The checked limits; `invalid(field, message)` names the field.
-    fn check(self, invalid: &dyn Fn(&str, String) -> ConfigError) -> Result<Limits, ConfigError> {
-        let d = Limits::default();
-        let positive = |field: &str, v: Option<u32>, default: NonZeroU32| match v {
-            None => Ok(default),
-            Some(n) => {
-                NonZeroU32::new(n).ok_or_else(|| invalid(field, "must be positive".to_owned()))
-            }
-        };
-        let limits = Limits {
-            new_streams_per_second: positive(
-                "newStreamsPerSecond",
-                self.new_streams_per_second,
-                d.new_streams_per_second,
-            )?,
-            new_streams_burst: positive(
-                "newStreamsBurst",
-                self.new_streams_burst,
-                d.new_streams_burst,
-            )?,
-            connection_streams_per_second: positive(
-                "connectionStreamsPerSecond",
-                self.connection_streams_per_second,
-                d.connection_streams_per_second,
-            )?,
-            connection_streams_burst: positive(
-                "connectionStreamsBurst",
-                self.connection_streams_burst,
-                d.connection_streams_burst,
-            )?,
-            max_streams: self.max_streams.unwrap_or(d.max_streams),
-            max_streams_per_connection: self
-                .max_streams_per_connection
-                .unwrap_or(d.max_streams_per_connection),
-            max_message_bytes: self.max_message_size.unwrap_or(d.max_message_bytes),
-            keepalive_interval: self.keepalive_interval.unwrap_or(d.keepalive_interval),
-            keepalive_timeout: self.keepalive_timeout.unwrap_or(d.keepalive_timeout),
-            // 0s: no send deadline.
-            send_timeout: match self.send_timeout {
-                None => d.send_timeout,
-                Some(t) if t.is_zero() => None,
-                Some(t) => Some(t),
-            },
-        };
-        if limits.max_streams == 0 {
-            return Err(invalid("maxStreams", "must be positive".to_owned()));
-        }
-        if limits.max_streams_per_connection == 0 {
-            return Err(invalid(
-                "maxStreamsPerConnection",
-                "must be positive".to_owned(),
-            ));
-        }
-        if limits.max_message_bytes < 4096 {
-            return Err(invalid(
-                "maxMessageSize",
-                format!(
-                    "{} bytes is below the minimum of 4096",
-                    limits.max_message_bytes
-                ),
-            ));
-        }
-        if limits.keepalive_interval.is_zero() || limits.keepalive_timeout.is_zero() {
-            return Err(invalid(
-                "keepaliveInterval",
-                "keepaliveInterval and keepaliveTimeout must be positive".to_owned(),
-            ));
-        }
-        Ok(limits)
-    }
-}
-
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct RawGrpcTls {
@@ -672,6 +588,8 @@ struct RawFileSource {
     path: PathBuf,
     #[serde(default)]
     max_file_size: Option<u64>,
+    #[serde(default)]
+    max_object_size: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -837,6 +755,16 @@ impl Config {
                             Some(0) => {
                                 return Err(invalid(
                                     format!("sources[{i}].file.maxFileSize"),
+                                    "must be positive".to_owned(),
+                                ));
+                            }
+                            Some(n) => n,
+                        },
+                        max_object_bytes: match file.max_object_size {
+                            None => DEFAULT_MAX_OBJECT_BYTES,
+                            Some(0) => {
+                                return Err(invalid(
+                                    format!("sources[{i}].file.maxObjectSize"),
                                     "must be positive".to_owned(),
                                 ));
                             }
@@ -1053,7 +981,8 @@ impl Config {
         }
         let limits = raw
             .limits
-            .check(&|field, message| invalid(format!("limits.{field}"), message))?;
+            .check()
+            .map_err(|e| invalid(format!("limits.{}", e.field), e.message))?;
         // Identities come from client certificates the port verifies.
         access.enforced = grpc_tls.as_ref().is_some_and(|t| t.client_ca.is_some());
         let insecure = args.insecure || raw.insecure;

@@ -364,3 +364,61 @@ async fn a_file_over_max_file_size_is_reported_and_not_read() {
     );
     hub.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_document_over_max_object_size_is_reported_and_the_others_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let objects = dir.path().join("objects");
+    std::fs::create_dir_all(&objects).unwrap();
+    // Document 2 of three is over the 1 KiB per-object limit.
+    let mut big = vs("big", "big");
+    big.push_str("  gateways:\n");
+    while big.len() < 2048 {
+        big.push_str(&format!("  - gateway-{}\n", big.len()));
+    }
+    let file = format!("{}---\n{big}---\n{}", vs("a", "a"), vs("c", "c"));
+    std::fs::write(objects.join("mixed.yaml"), file).unwrap();
+    let path = dir.path().join("meshhub.yaml");
+    let text = "sources:\n  - name: files\n    file: {path: objects, maxObjectSize: 1024}\ndebounce:\n  quiet: 20ms\n  maxWait: 200ms\n";
+    std::fs::write(&path, text).unwrap();
+    let args = Args::parse_from([
+        "meshhub",
+        "--grpc-addr",
+        "127.0.0.1:0",
+        "--admin-addr",
+        "127.0.0.1:0",
+    ]);
+    let config = Config::from_yaml(&args, &path, text).unwrap();
+    let hub = Hub::start(config).await.unwrap();
+    tokio::time::timeout(DEADLINE, hub.ready())
+        .await
+        .expect("ready");
+    let mut consumer = Consumer::connect(&hub, node("anyone")).await.unwrap();
+    consumer.until(&["bookinfo/a", "bookinfo/c"]).await;
+    let (_, body) = http_get(&hub, "/status").await;
+    let status: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let rejected = status["rejected"].as_array().expect("rejected entries");
+    assert_eq!(rejected.len(), 1, "{rejected:?}");
+    let text = serde_json::to_string(&rejected[0]).unwrap();
+    assert!(
+        text.contains("mixed.yaml")
+            && text.contains("exceed maxObjectSize (1024 bytes); not parsed"),
+        "{text}"
+    );
+    assert_eq!(rejected[0]["origin"]["document"], 2, "{text}");
+    hub.shutdown().await;
+}
+
+#[test]
+fn max_object_size_must_be_positive() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("objects")).unwrap();
+    let path = dir.path().join("meshhub.yaml");
+    let text = "sources:\n  - file: {path: objects, maxObjectSize: 0}\n";
+    let args = Args::parse_from(["meshhub"]);
+    let e = Config::from_yaml(&args, &path, text).unwrap_err();
+    assert!(
+        e.to_string().contains("sources[0].file.maxObjectSize"),
+        "{e}"
+    );
+}

@@ -132,6 +132,7 @@ async fn agent(data: &std::path::Path) -> Agent {
             .map(|k| k.collection().to_owned())
             .collect(),
         max_message_bytes: 64 << 20,
+        limits: meshhub_mcp::limits::Limits::default(),
         incremental: false,
         shutdown_grace: Duration::from_secs(5),
         apply: None,

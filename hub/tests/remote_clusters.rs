@@ -127,6 +127,7 @@ async fn start_agent_allowing(
             .map(|k| k.collection().to_owned())
             .collect(),
         max_message_bytes: 64 * 1024 * 1024,
+        limits: meshhub_mcp::limits::Limits::default(),
         incremental: false,
         shutdown_grace: Duration::from_secs(5),
         apply: None,

@@ -37,6 +37,10 @@ use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo};
 
 use crate::authz::METRIC_REFUSED;
 
+mod raw;
+
+pub use raw::{LimitsError, RawLimits};
+
 /// Counter: streams ended by the server because the consumer stopped
 /// reading, by `protocol`.
 pub const METRIC_CUT: &str = "meshhub_mcp_streams_cut_total";

@@ -44,7 +44,10 @@ use crate::kinds::{Kind, KindTable};
 use crate::mcp::{Metadata, Resource};
 use crate::object::{Object, ObjectMeta};
 
-pub use parse::{ParseError, RenderError, parse_json, parse_yaml, to_json, to_yaml};
+pub use parse::{
+    ParseError, RenderError, parse_json, parse_json_limited, parse_yaml, parse_yaml_limited,
+    to_json, to_yaml,
+};
 
 /// Namespace of a namespaced object that names none (as `kubectl apply`
 /// without `-n` would place it).

@@ -18,7 +18,7 @@ use meshhub_mcp::ads::{AdsServer, TypeMap};
 use meshhub_mcp::cache::{self, Group, SnapshotCache};
 use meshhub_mcp::group::{GroupIndex, SingleGroup};
 use meshhub_mcp::ledger::Ledger;
-use meshhub_mcp::limits::{Limits, StreamLimitLayer};
+use meshhub_mcp::limits::StreamLimitLayer;
 use meshhub_mcp::sink::client::{self as sink_client, SourceTarget};
 use meshhub_mcp::sink::server::SinkServer;
 use meshhub_mcp::sink::{SinkCollection, SinkConfig};
@@ -183,10 +183,7 @@ impl Agent {
                 .by_type_url(type_url)
                 .map(|k| k.collection().to_owned())
         });
-        let limits = Limits {
-            max_message_bytes: config.max_message_bytes,
-            ..Limits::default()
-        };
+        let limits = config.limits.clone();
         let base = meshhub_runtime::grpc::base(
             meshhub_mcp::transport::server_with(&limits).layer(StreamLimitLayer::new(&limits)),
             &[RESOURCE_SOURCE],

@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use meshhub_mcp::authz::AllowList;
+use meshhub_mcp::limits::{Limits, RawLimits};
 use meshhub_mcp::tls::reload::ServerTlsFiles;
 use meshhub_proto::kinds::KindTable;
 use serde::Deserialize;
@@ -290,6 +291,9 @@ pub struct Config {
     pub collections: Vec<String>,
     /// gRPC message limit both ways.
     pub max_message_bytes: usize,
+    /// Flow control of the agent's gRPC port (`limits`); its
+    /// `max_message_bytes` is always [`Config::max_message_bytes`].
+    pub limits: Limits,
     /// Whether to ask for incremental responses.
     pub incremental: bool,
     /// Shutdown grace period.
@@ -371,6 +375,7 @@ struct FileConfig {
     hub_tls_server_name: Option<String>,
     insecure: Option<bool>,
     apply: Option<RawApply>,
+    limits: Option<RawLimits>,
 }
 
 /// `apply:` in the file.
@@ -647,10 +652,17 @@ impl Config {
         collections.sort();
         collections.dedup();
 
+        // The same block and checks as the hub's `limits`.
+        let mut limits = raw
+            .limits
+            .unwrap_or_default()
+            .check()
+            .map_err(|e| invalid(&format!("limits.{}", e.field), e.message))?;
+        // The flag, then `maxMessageSize`, then `limits.maxMessageSize`.
         let max_message_bytes = match args.max_message_size {
             Some(s) => parse_size(&s).map_err(|m| invalid("maxMessageSize", m))?,
             None => match raw.max_message_size {
-                None => DEFAULT_MAX_MESSAGE_BYTES,
+                None => limits.max_message_bytes,
                 Some(SizeValue::Bytes(b)) => usize::try_from(b)
                     .map_err(|_| invalid("maxMessageSize", format!("{b} is too large")))?,
                 Some(SizeValue::Text(s)) => {
@@ -664,6 +676,7 @@ impl Config {
                 format!("{max_message_bytes} bytes is below the minimum of 4KiB"),
             ));
         }
+        limits.max_message_bytes = max_message_bytes;
         let incremental = match args.incremental {
             Some(s) => match s.to_ascii_lowercase().as_str() {
                 "true" | "1" | "yes" | "on" => true,
@@ -759,6 +772,7 @@ impl Config {
             admin_token_file,
             collections,
             max_message_bytes,
+            limits,
             incremental,
             shutdown_grace,
         })

@@ -139,6 +139,10 @@ fn config(data: &Path, mode: Mode) -> Config {
             .map(|k| k.collection().to_owned())
             .collect(),
         max_message_bytes: MAX,
+        limits: meshhub_mcp::limits::Limits {
+            max_message_bytes: MAX,
+            ..Default::default()
+        },
         incremental: false,
         shutdown_grace: Duration::from_secs(5),
         apply: None,

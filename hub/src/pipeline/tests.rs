@@ -87,7 +87,7 @@ fn start(sources: &[&str]) -> Harness {
 
 fn file(name: &str, text: &str) -> SourceEvent {
     let (source, unit): (Arc<str>, Arc<str>) = ("files".into(), name.into());
-    let entries = parse_file(&source, &unit, Path::new(name), text.as_bytes());
+    let entries = parse_file(&source, &unit, Path::new(name), text.as_bytes(), usize::MAX);
     SourceEvent::Unit {
         source,
         unit,

@@ -22,7 +22,7 @@ use std::time::{Duration, SystemTime};
 
 use futures::FutureExt as _;
 use futures::future::BoxFuture;
-use meshhub_proto::transcode::{parse_json, parse_yaml};
+use meshhub_proto::transcode::{parse_json_limited, parse_yaml_limited};
 use notify::{RecursiveMode, Watcher as _};
 use sha2::{Digest as _, Sha256};
 use tokio::sync::mpsc;
@@ -44,6 +44,7 @@ pub struct FileSource {
     root: PathBuf,
     exclude: Vec<PathBuf>,
     max_file_bytes: u64,
+    max_object_bytes: u64,
 }
 
 /// What is known about one file.
@@ -72,6 +73,7 @@ impl FileSource {
             root: spec.root.clone(),
             exclude: spec.exclude.clone(),
             max_file_bytes: spec.max_file_bytes,
+            max_object_bytes: spec.max_object_bytes,
         }
     }
 
@@ -189,9 +191,12 @@ impl FileSource {
         let exclude = exclude.clone();
         let fallback = known.clone();
         let tx = events.clone();
-        let max = self.max_file_bytes;
+        let limits = Limits {
+            file_bytes: self.max_file_bytes,
+            object_bytes: self.max_object_bytes,
+        };
         let scanned = tokio::task::spawn_blocking(move || {
-            scan(&name, &root, &exclude, max, known, &force, &mut |ev| {
+            scan(&name, &root, &exclude, limits, known, &force, &mut |ev| {
                 tx.blocking_send(ev).is_ok()
             })
         })
@@ -246,13 +251,22 @@ fn note(root: &Path, ev: notify::Result<notify::Event>, force: &mut Force) {
     }
 }
 
+/// Size limits of a file source.
+#[derive(Clone, Copy, Debug)]
+struct Limits {
+    /// `maxFileSize`.
+    file_bytes: u64,
+    /// `maxObjectSize`.
+    object_bytes: u64,
+}
+
 /// Walks the tree, emitting every unit that changed; returns the new file
 /// states, or `None` as soon as `emit` says the receiver is gone.
 fn scan(
     source: &Arc<str>,
     root: &Path,
     exclude: &HashSet<PathBuf>,
-    max_file_bytes: u64,
+    limits: Limits,
     mut known: Known,
     force: &Force,
     emit: &mut dyn FnMut(SourceEvent) -> bool,
@@ -272,10 +286,11 @@ fn scan(
         }
         let unit: Arc<str> = Arc::from(unit_name(&rel).as_str());
         // Bounded: a huge file is reported, not read.
-        let read = if meta.len() > max_file_bytes {
+        let read = if meta.len() > limits.file_bytes {
             Err(std::io::Error::other(format!(
-                "{} bytes exceed maxFileSize ({max_file_bytes} bytes); not read",
-                meta.len()
+                "{} bytes exceed maxFileSize ({} bytes); not read",
+                meta.len(),
+                limits.file_bytes
             )))
         } else {
             std::fs::read(root.join(&rel))
@@ -294,7 +309,8 @@ fn scan(
                     );
                     continue;
                 }
-                (hash, parse_file(source, &unit, &rel, &bytes))
+                let max_object = usize::try_from(limits.object_bytes).unwrap_or(usize::MAX);
+                (hash, parse_file(source, &unit, &rel, &bytes, max_object))
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 // Gone between the walk and the read: the next event says so.
@@ -412,21 +428,28 @@ fn unit_error(source: &Arc<str>, unit: &Arc<str>, message: String) -> Entry {
     }
 }
 
-/// Parses one file's bytes into entries.
+/// Parses one file's bytes into entries; a document longer than
+/// `max_object_bytes` is an error entry and is not parsed.
 ///
 /// Objects from files carry no Kubernetes `resourceVersion` (one copied in
 /// from `kubectl get -o yaml` would freeze the MCP version while the content
 /// changes), so it is cleared and the content version is used.
-pub fn parse_file(source: &Arc<str>, unit: &Arc<str>, rel: &Path, bytes: &[u8]) -> Vec<Entry> {
+pub fn parse_file(
+    source: &Arc<str>,
+    unit: &Arc<str>,
+    rel: &Path,
+    bytes: &[u8],
+    max_object_bytes: usize,
+) -> Vec<Entry> {
     let text = match std::str::from_utf8(bytes) {
         Ok(t) => t,
         Err(e) => return vec![unit_error(source, unit, format!("not UTF-8 text: {e}"))],
     };
     let is_json = rel.extension().is_some_and(|e| e == "json");
     let results = if is_json {
-        parse_json(text)
+        parse_json_limited(text, max_object_bytes)
     } else {
-        parse_yaml(text)
+        parse_yaml_limited(text, max_object_bytes)
     };
     results
         .into_iter()

@@ -22,7 +22,7 @@ fn store(policy: UnknownFields) -> Store {
 
 fn unit(source: &str, file: &str, text: &str) -> SourceEvent {
     let (source, unit): (Arc<str>, Arc<str>) = (source.into(), file.into());
-    let entries = parse_file(&source, &unit, Path::new(file), text.as_bytes());
+    let entries = parse_file(&source, &unit, Path::new(file), text.as_bytes(), usize::MAX);
     SourceEvent::Unit {
         source,
         unit,

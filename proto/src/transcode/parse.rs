@@ -6,6 +6,7 @@
 //! its own, so that one bad document is reported with its number and line
 //! and doesn't stop the others.
 
+use serde::de::IgnoredAny;
 use serde_json::Value;
 
 use crate::object::Object;
@@ -44,9 +45,28 @@ pub enum RenderError {
 /// Empty documents (and documents holding only comments or `null`) are
 /// skipped, but still counted in document numbers.
 pub fn parse_yaml(text: &str) -> Vec<Result<Object, ParseError>> {
+    parse_yaml_limited(text, usize::MAX)
+}
+
+/// [`parse_yaml`], but a document whose text is longer than
+/// `max_document_bytes` is reported as an error and not parsed (the other
+/// documents are). A `List` document counts as one document.
+pub fn parse_yaml_limited(
+    text: &str,
+    max_document_bytes: usize,
+) -> Vec<Result<Object, ParseError>> {
     let mut out = Vec::new();
     for (i, doc) in split_documents(text).iter().enumerate() {
         let document = i + 1;
+        if doc.text.len() > max_document_bytes {
+            out.push(Err(too_large(
+                document,
+                doc.start_line,
+                doc.text.len(),
+                max_document_bytes,
+            )));
+            continue;
+        }
         let options = serde_saphyr::options! { with_snippet: false };
         match serde_saphyr::from_str_with_options::<Option<Value>>(&doc.text, options) {
             Ok(None) | Ok(Some(Value::Null)) => {}
@@ -72,24 +92,78 @@ pub fn parse_yaml(text: &str) -> Vec<Result<Object, ParseError>> {
 /// Parses a JSON text (one value, an array of objects, or a stream of values)
 /// into objects, one result per object. A syntax error ends the text.
 pub fn parse_json(text: &str) -> Vec<Result<Object, ParseError>> {
+    parse_json_limited(text, usize::MAX)
+}
+
+/// [`parse_json`], but a value (a top-level value, or an element of a
+/// top-level array) whose text is longer than `max_document_bytes` is
+/// reported as an error and not parsed (the others are). A `List` counts as
+/// one value.
+pub fn parse_json_limited(
+    text: &str,
+    max_document_bytes: usize,
+) -> Vec<Result<Object, ParseError>> {
     let mut out = Vec::new();
-    let mut stream = serde_json::Deserializer::from_str(text).into_iter::<Value>();
+    // First only the extent of each value is found (nothing is built), so
+    // that an oversized one is never turned into a tree.
+    let mut stream = serde_json::Deserializer::from_str(text).into_iter::<IgnoredAny>();
     let mut document = 0;
     loop {
         let start = stream.byte_offset();
         let Some(next) = stream.next() else { break };
-        let start_line = line_of(
-            text,
-            start + leading_whitespace(text.get(start..).unwrap_or_default()),
-        );
+        let start = start + leading_whitespace(text.get(start..).unwrap_or_default());
+        let start_line = line_of(text, start);
+        let raw = text.get(start..stream.byte_offset()).unwrap_or_default();
+        // `None`: over the limit, not parsed.
+        let next = next.and_then(|IgnoredAny| {
+            if raw.len() > max_document_bytes {
+                Ok(None)
+            } else {
+                serde_json::from_str::<Value>(raw).map(Some)
+            }
+        });
         match next {
-            Ok(Value::Array(items)) => {
+            // An oversized array: its elements are checked one by one.
+            Ok(None) if raw.starts_with('[') => {
+                for element in array_elements(raw) {
+                    document += 1;
+                    let line = line_of(text, start + element.offset);
+                    if element.text.len() > max_document_bytes {
+                        out.push(Err(too_large(
+                            document,
+                            line,
+                            element.text.len(),
+                            max_document_bytes,
+                        )));
+                        continue;
+                    }
+                    match serde_json::from_str::<Value>(element.text) {
+                        Ok(value) => push_objects(&mut out, value, document, line),
+                        Err(e) => out.push(Err(ParseError {
+                            document,
+                            start_line: line,
+                            line: Some(line + e.line().saturating_sub(1)),
+                            message: e.to_string(),
+                        })),
+                    }
+                }
+            }
+            Ok(None) => {
+                document += 1;
+                out.push(Err(too_large(
+                    document,
+                    start_line,
+                    raw.len(),
+                    max_document_bytes,
+                )));
+            }
+            Ok(Some(Value::Array(items))) => {
                 for item in items {
                     document += 1;
                     push_objects(&mut out, item, document, start_line);
                 }
             }
-            Ok(value) => {
+            Ok(Some(value)) => {
                 document += 1;
                 push_objects(&mut out, value, document, start_line);
             }
@@ -105,6 +179,50 @@ pub fn parse_json(text: &str) -> Vec<Result<Object, ParseError>> {
         }
     }
     out
+}
+
+/// One element of a JSON array: its text and its byte offset in the array.
+struct Element<'a> {
+    offset: usize,
+    text: &'a str,
+}
+
+/// The elements of `raw`, the text of a valid JSON array.
+fn array_elements(raw: &str) -> Vec<Element<'_>> {
+    let mut out = Vec::new();
+    let mut at = 1; // after `[`
+    loop {
+        at += leading_whitespace(&raw[at..]);
+        match raw.as_bytes().get(at) {
+            Some(b']') | None => break,
+            Some(b',') => {
+                at += 1;
+                continue;
+            }
+            Some(_) => {}
+        }
+        let mut one = serde_json::Deserializer::from_str(&raw[at..]).into_iter::<IgnoredAny>();
+        if !matches!(one.next(), Some(Ok(IgnoredAny))) {
+            break;
+        }
+        let end = at + one.byte_offset();
+        out.push(Element {
+            offset: at,
+            text: &raw[at..end],
+        });
+        at = end;
+    }
+    out
+}
+
+/// The error for a document over the size limit.
+fn too_large(document: usize, start_line: usize, len: usize, max: usize) -> ParseError {
+    ParseError {
+        document,
+        start_line,
+        line: None,
+        message: format!("{len} bytes exceed maxObjectSize ({max} bytes); not parsed"),
+    }
 }
 
 /// `obj` as pretty-printed JSON.

@@ -548,6 +548,73 @@ fn json_texts_hold_objects_arrays_and_streams() {
 }
 
 #[test]
+fn documents_over_the_size_limit_are_reported_and_the_others_read() {
+    let big = "x".repeat(300);
+    let yaml = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: a}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: big}}\ndata: {{k: {big}}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: c}}\n"
+    );
+    let results = parse_yaml_limited(&yaml, 200);
+    assert_eq!(results.len(), 3, "{results:#?}");
+    assert_eq!(
+        results[0].as_ref().map(|o| o.metadata.name.as_str()),
+        Ok("a")
+    );
+    let e = results[1].as_ref().expect_err("too large");
+    assert_eq!((e.document, e.start_line), (2, 4));
+    assert!(
+        e.message
+            .ends_with("bytes exceed maxObjectSize (200 bytes); not parsed"),
+        "{e}"
+    );
+    assert_eq!(
+        results[2].as_ref().map(|o| o.metadata.name.as_str()),
+        Ok("c")
+    );
+    assert_eq!(parse_yaml(&yaml).iter().filter(|r| r.is_ok()).count(), 3);
+
+    let cm = |name: &str, data: &str| {
+        format!(
+            r#"{{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {{"name": "{name}"}}, "data": {{"k": "{data}"}}}}"#
+        )
+    };
+    // A stream of a small value, an oversized array with one oversized
+    // element, and an oversized value.
+    let json = format!(
+        "{}\n[{}, \n {}, {}]\n{}\n",
+        cm("a", ""),
+        cm("b", ""),
+        cm("big", &big),
+        cm("c", ""),
+        cm("big2", &big)
+    );
+    let results = parse_json_limited(&json, 200);
+    let names: Vec<_> = results
+        .iter()
+        .map(|r| {
+            r.as_ref()
+                .map(|o| o.metadata.name.clone())
+                .map_err(|e| (e.document, e.start_line))
+        })
+        .collect();
+    assert_eq!(
+        names,
+        vec![
+            Ok("a".to_owned()),
+            Ok("b".to_owned()),
+            Err((3, 3)),
+            Ok("c".to_owned()),
+            Err((5, 4)),
+        ]
+    );
+    let e = results[2].as_ref().expect_err("too large");
+    assert!(
+        e.message.contains("exceed maxObjectSize (200 bytes)"),
+        "{e}"
+    );
+    assert_eq!(parse_json(&json).iter().filter(|r| r.is_ok()).count(), 5);
+}
+
+#[test]
 fn objects_render_as_json_and_yaml_that_read_back() {
     let obj = one(REVIEWS);
     let json = to_json(&obj).expect("json");

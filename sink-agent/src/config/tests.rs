@@ -378,3 +378,50 @@ fn allowed_hub_identities_need_mutual_tls() {
         "{e}"
     );
 }
+
+#[test]
+fn limits_are_read_and_checked_like_the_hubs_and_max_message_size_wins() {
+    let base = || args(Some("east"), Some("/nonexistent/meshhub-agent-data"));
+    let c = Config::from_parts(base(), None).unwrap();
+    assert_eq!(c.limits, meshhub_mcp::limits::Limits::default());
+
+    let file = "limits:\n  newStreamsPerSecond: 50\n  maxStreams: 10\n  maxMessageSize: 1048576\n  sendTimeout: 0s\n  keepaliveInterval: 1m\n";
+    let c = Config::from_parts(base(), Some((Path::new("a.yaml"), file))).unwrap();
+    assert_eq!(c.limits.new_streams_per_second.get(), 50);
+    assert_eq!(c.limits.max_streams, 10);
+    assert_eq!(c.limits.send_timeout, None, "0s turns the deadline off");
+    assert_eq!(c.limits.keepalive_interval, Duration::from_secs(60));
+    assert_eq!(c.limits.connection_streams_burst.get(), 20, "a default");
+    assert_eq!(
+        c.max_message_bytes,
+        1 << 20,
+        "limits.maxMessageSize applies"
+    );
+    assert_eq!(c.limits.max_message_bytes, 1 << 20);
+
+    // The top-level maxMessageSize wins over limits.maxMessageSize, the
+    // flag over both.
+    let file = "maxMessageSize: 2MiB\nlimits: {maxMessageSize: 1048576}\n";
+    let c = Config::from_parts(base(), Some((Path::new("a.yaml"), file))).unwrap();
+    assert_eq!(
+        (c.max_message_bytes, c.limits.max_message_bytes),
+        (2 << 20, 2 << 20)
+    );
+    let mut flagged = base();
+    flagged.max_message_size = Some("3MiB".into());
+    let c = Config::from_parts(flagged, Some((Path::new("a.yaml"), file))).unwrap();
+    assert_eq!(
+        (c.max_message_bytes, c.limits.max_message_bytes),
+        (3 << 20, 3 << 20)
+    );
+
+    let e = err(base(), Some("limits: {newStreamsBurst: 0}\n"));
+    assert!(
+        e.starts_with("limits.newStreamsBurst: must be positive"),
+        "{e}"
+    );
+    let e = err(base(), Some("limits: {maxMessageSize: 10}\n"));
+    assert!(e.starts_with("limits.maxMessageSize: "), "{e}");
+    let e = err(base(), Some("limits: {maxStreamz: 10}\n"));
+    assert!(e.contains("maxStreamz"), "{e}");
+}

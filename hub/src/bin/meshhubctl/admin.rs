@@ -128,3 +128,18 @@ pub async fn unknown_cluster(
         }
     }
 }
+
+/// The admin token given by `--token-file FILE` (first) or the token itself
+/// (`--token`, `MESHHUB_ADMIN_TOKEN`), trimmed; `None` when neither is.
+pub fn token(
+    file: Option<&std::path::Path>,
+    token: Option<&str>,
+) -> Result<Option<String>, String> {
+    match (file, token) {
+        (Some(path), _) => std::fs::read_to_string(path)
+            .map(|t| Some(t.trim().to_owned()))
+            .map_err(|e| format!("--token-file {}: {e}", path.display())),
+        (None, Some(t)) => Ok(Some(t.trim().to_owned())),
+        (None, None) => Ok(None),
+    }
+}

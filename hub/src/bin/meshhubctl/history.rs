@@ -10,6 +10,8 @@ use hyper_util::rt::TokioExecutor;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::output::render;
+
 /// Where the hub is.
 #[derive(clap::Args, Debug)]
 pub struct Admin {
@@ -32,13 +34,7 @@ pub struct Admin {
 impl Admin {
     /// The admin token, when one is given.
     fn token(&self) -> Result<Option<String>, String> {
-        match (&self.token_file, &self.token) {
-            (Some(path), _) => std::fs::read_to_string(path)
-                .map(|t| Some(t.trim().to_owned()))
-                .map_err(|e| format!("--token-file {}: {e}", path.display())),
-            (None, Some(t)) => Ok(Some(t.trim().to_owned())),
-            (None, None) => Ok(None),
-        }
+        super::admin::token(self.token_file.as_deref(), self.token.as_deref())
     }
 }
 
@@ -414,32 +410,4 @@ pub async fn unpin(args: UnpinArgs) -> Result<(), String> {
         args.cluster, p.version, p.seq
     );
     Ok(())
-}
-
-/// Left-aligned columns separated by two spaces.
-fn render(rows: &[Vec<String>]) -> String {
-    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let widths: Vec<usize> = (0..cols)
-        .map(|i| {
-            rows.iter()
-                .filter_map(|r| r.get(i))
-                .map(|c| c.chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let mut out = String::new();
-    for r in rows {
-        let mut line = String::new();
-        for (i, cell) in r.iter().enumerate() {
-            if i + 1 == r.len() {
-                line.push_str(cell);
-            } else {
-                line.push_str(&format!("{cell:<w$}  ", w = widths[i]));
-            }
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out
 }

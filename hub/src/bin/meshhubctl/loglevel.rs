@@ -60,13 +60,7 @@ fn body(filter: &str, replace: bool) -> serde_json::Value {
 }
 
 fn token(args: &LogLevelArgs) -> Result<Option<String>, String> {
-    match (&args.token_file, &args.token) {
-        (Some(path), _) => std::fs::read_to_string(path)
-            .map(|t| Some(t.trim().to_owned()))
-            .map_err(|e| format!("--token-file {}: {e}", path.display())),
-        (None, Some(t)) => Ok(Some(t.trim().to_owned())),
-        (None, None) => Ok(None),
-    }
+    super::admin::token(args.token_file.as_deref(), args.token.as_deref())
 }
 
 pub(super) async fn run(args: LogLevelArgs) -> Result<(), String> {

@@ -118,8 +118,11 @@ pub struct ControlPlanes {
     logs: PathBuf,
     etcd_url: String,
     clusters: BTreeMap<String, Cluster>,
-    // Declared last: killed after the API servers.
+    // Killed after the API servers.
     _etcd: Proc,
+    // Declared after etcd: removed once etcd is gone. On tmpfs this is RAM,
+    // so it must never outlive the test (kept dirs once filled /dev/shm).
+    _etcd_data: Option<tempfile::TempDir>,
 }
 
 impl ControlPlanes {
@@ -144,13 +147,18 @@ impl ControlPlanes {
         // etcd's data on tmpfs when there is one: its fsyncs are most of a
         // control plane's start time on a slow disk.
         let shm = Path::new("/dev/shm");
-        let etcd_data = if shm.is_dir() {
-            tempfile::tempdir_in(shm)
-                .map(tempfile::TempDir::keep)
-                .unwrap_or_else(|_| dir.path().join("etcd"))
-        } else {
-            dir.path().join("etcd")
-        };
+        let etcd_tmpfs = shm
+            .is_dir()
+            .then(|| {
+                tempfile::Builder::new()
+                    .prefix("meshhub-etcd-")
+                    .tempdir_in(shm)
+                    .ok()
+            })
+            .flatten();
+        let etcd_data = etcd_tmpfs
+            .as_ref()
+            .map_or_else(|| dir.path().join("etcd"), |d| d.path().to_path_buf());
         let (client, peer) = (free_port(), free_port());
         let etcd_url = format!("http://127.0.0.1:{client}");
         let peer_url = format!("http://127.0.0.1:{peer}");
@@ -182,6 +190,7 @@ impl ControlPlanes {
             etcd_url,
             logs,
             _etcd: etcd,
+            _etcd_data: etcd_tmpfs,
             dir,
         };
         for name in names {

@@ -116,7 +116,7 @@ async fn the_charts_render_and_every_object_is_accepted_by_a_real_api_server() {
         dir,
         "hub-values.yaml",
         &format!(
-            "replicaCount: 2\nleaderElection: {{enabled: true}}\npodDisruptionBudget: {{enabled: true}}\nwebhook:\n  enabled: true\n  certSecret: meshhub-webhook-tls\n  caBundle: {}\nconfig:\n  sources:\n    - name: kubernetes\n      kubernetes: {{namespaces: [bookinfo]}}\n  clusters:\n    - name: east\n      namespaces: [bookinfo]\n      agent:\n        address: https://agent.east.example:9911\n        tls: {{ca: /etc/meshhub/tls/ca.crt, cert: /etc/meshhub/tls/tls.crt, key: /etc/meshhub/tls/tls.key}}\n",
+            "replicaCount: 2\nleaderElection: {{enabled: true}}\npodDisruptionBudget: {{enabled: true}}\nhistory: {{enabled: true, keep: 20}}\naudit: {{enabled: true, file: true}}\nwebhook:\n  enabled: true\n  certSecret: meshhub-webhook-tls\n  caBundle: {}\nconfig:\n  sources:\n    - name: kubernetes\n      kubernetes: {{namespaces: [bookinfo]}}\n  clusters:\n    - name: east\n      namespaces: [bookinfo]\n      agent:\n        address: https://agent.east.example:9911\n        tls: {{ca: /etc/meshhub/tls/ca.crt, cert: /etc/meshhub/tls/tls.crt, key: /etc/meshhub/tls/tls.key}}\n",
             base64(&ca)
         ),
     );
@@ -200,6 +200,31 @@ async fn the_charts_render_and_every_object_is_accepted_by_a_real_api_server() {
         "{config}"
     );
     assert!(config.contains("name: east"), "{config}");
+    // History and audit: the hub's blocks, each on its own volume.
+    let parsed: serde_json::Value = serde_saphyr::from_str(config).unwrap();
+    assert_eq!(parsed["history"]["dir"], "/var/lib/meshhub", "{config}");
+    assert_eq!(parsed["history"]["keep"], 20, "{config}");
+    assert_eq!(
+        parsed["audit"]["file"], "/var/log/meshhub/audit.log",
+        "{config}"
+    );
+    assert_eq!(parsed["audit"]["stdout"], true, "{config}");
+    let mounts: Vec<&str> = c["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["mountPath"].as_str())
+        .collect();
+    assert!(
+        mounts.contains(&"/var/lib/meshhub") && mounts.contains(&"/var/log/meshhub"),
+        "{mounts:?}"
+    );
+    let volumes = pod["volumes"].as_array().unwrap();
+    let history = volumes.iter().find(|v| v["name"] == "history").unwrap();
+    assert!(
+        history["emptyDir"].is_object(),
+        "per-pod with 2 replicas: {history}"
+    );
 
     install(&client, &hub).await;
     for obj in &hub {
@@ -311,6 +336,24 @@ async fn the_charts_render_and_every_object_is_accepted_by_a_real_api_server() {
     })
     .unwrap_err();
     assert!(err.contains("webhook.caBundle"), "{err}");
+    // Replicas can't share one history database.
+    let err = tokio::task::block_in_place(|| {
+        template(
+            "meshhub",
+            "meshhub",
+            NS,
+            &[
+                "--set",
+                "replicaCount=2",
+                "--set",
+                "history.enabled=true",
+                "--set",
+                "history.persistence.existingClaim=meshhub-history",
+            ],
+        )
+    })
+    .unwrap_err();
+    assert!(err.contains("existingClaim needs replicaCount 1"), "{err}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

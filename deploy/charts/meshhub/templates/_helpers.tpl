@@ -55,5 +55,21 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 {{- $_ := set $config "grpcTls" $tls -}}
 {{- end -}}
+{{- if .Values.history.enabled -}}
+{{- if and .Values.history.persistence.existingClaim (gt (int .Values.replicaCount) 1) -}}
+{{- fail "history.persistence.existingClaim needs replicaCount 1: each replica locks its own history database (leave it empty for a per-pod emptyDir)" -}}
+{{- end -}}
+{{- $_ := set $config "history" (dict "dir" "/var/lib/meshhub" "keep" (int .Values.history.keep)) -}}
+{{- end -}}
+{{- if .Values.audit.enabled -}}
+{{- if not (or .Values.audit.stdout .Values.audit.file) -}}
+{{- fail "audit.enabled needs audit.stdout or audit.file" -}}
+{{- end -}}
+{{- $audit := dict "stdout" .Values.audit.stdout "maxBytes" (int64 .Values.audit.maxBytes) "keep" (int .Values.audit.keep) -}}
+{{- if .Values.audit.file -}}
+{{- $_ := set $audit "file" "/var/log/meshhub/audit.log" -}}
+{{- end -}}
+{{- $_ := set $config "audit" $audit -}}
+{{- end -}}
 {{- toYaml $config -}}
 {{- end -}}

@@ -24,7 +24,7 @@ use tokio::sync::watch;
 
 use crate::clusters::{Agents, RemoteView, is_dialer, remote_views};
 use crate::groups::GroupRules;
-use crate::history::{History, PinView};
+use crate::history::{History, PinView, UnresolvedPin};
 use crate::leader::LeaderStatus;
 use crate::pipeline::Status;
 use crate::reload::ReloadStatus;
@@ -133,6 +133,9 @@ pub struct StatusView {
     pub ledger: Vec<PeerStatus>,
     /// Groups served a pinned (historical) version instead of the latest.
     pub pins: Vec<PinView>,
+    /// Shared pins (from another replica) this replica can't serve: the
+    /// version is not in its history.
+    pub unresolved_pins: Vec<UnresolvedPin>,
     /// TLS on the gRPC port: the certificate served, reloads, the last
     /// refused file (`null`: plaintext).
     pub grpc_tls: Option<TlsStatus>,
@@ -188,6 +191,11 @@ pub fn status_view(s: &AdminState) -> StatusView {
             .history
             .as_ref()
             .map(History::pin_views)
+            .unwrap_or_default(),
+        unresolved_pins: s
+            .history
+            .as_ref()
+            .map(History::unresolved_pins)
             .unwrap_or_default(),
         grpc_tls: s.grpc_tls.as_ref().map(|t| t.borrow().clone()),
     }

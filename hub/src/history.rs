@@ -32,7 +32,7 @@ pub mod pins;
 pub mod routes;
 pub mod shared;
 
-pub use self::pins::{ActivePin, PinRecord, PinView, Pins};
+pub use self::pins::{ActivePin, PinRecord, PinView, Pins, UnresolvedPin};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -72,6 +72,9 @@ pub const METRIC_DROPPED: &str = "meshhub_history_dropped_total";
 pub const METRIC_ERRORS: &str = "meshhub_history_errors_total";
 /// Gauge: groups currently pinned.
 pub const METRIC_PINNED: &str = "meshhub_pinned_groups";
+/// Gauge: shared pins this replica can't serve (the version is not in its
+/// history).
+pub const METRIC_UNRESOLVED_PINS: &str = "meshhub_unresolved_pins";
 
 /// `history:` as written in the configuration file.
 #[derive(Debug, Default, Deserialize)]
@@ -283,6 +286,9 @@ struct Inner {
     keep: usize,
     queue: mpsc::Sender<Publication>,
     pins: watch::Sender<Pins>,
+    /// Shared pins this replica could not resolve, by group (written only
+    /// by the shared-pins reconciler).
+    unresolved: std::sync::Mutex<BTreeMap<String, UnresolvedPin>>,
     shared: Option<SharedPins>,
 }
 
@@ -335,6 +341,7 @@ impl History {
                 keep: spec.keep,
                 queue,
                 pins: watch::channel(Arc::new(pins)).0,
+                unresolved: std::sync::Mutex::default(),
                 shared: shared.clone(),
             }),
         };

@@ -465,6 +465,8 @@ mod status {
         consumers: Vec<Peer>,
         #[serde(default)]
         pins: Vec<serde_json::Value>,
+        #[serde(default)]
+        unresolved_pins: Vec<serde_json::Value>,
     }
 
     #[derive(Debug, Deserialize)]
@@ -519,6 +521,9 @@ mod status {
         consumers: Vec<Row>,
         /// Pinned clusters, as the hub reports them.
         pins: Vec<serde_json::Value>,
+        /// Shared pins this hub replica can't serve.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        unresolved_pins: Vec<serde_json::Value>,
     }
 
     #[derive(Debug, Serialize)]
@@ -606,6 +611,7 @@ mod status {
                 .map(|p| row(p, false))
                 .collect(),
             pins: doc.pins,
+            unresolved_pins: doc.unresolved_pins,
         };
         match structured(&report, args.output) {
             Some(text) => text,
@@ -769,6 +775,18 @@ mod status {
                 s("by"),
                 p["behind"],
                 s("latest"),
+            ));
+        }
+        for p in &report.unresolved_pins {
+            let s = |k: &str| p[k].as_str().unwrap_or("?").to_owned();
+            out.push_str(&format!(
+                "\nPIN NOT SERVED BY THIS REPLICA: cluster {} is pinned to {} since {} by {}, but {}; serving {} instead (pin a version this replica has, or unpin)\n",
+                s("cluster"),
+                s("version"),
+                s("since"),
+                s("by"),
+                s("reason"),
+                s("serving"),
             ));
         }
         out

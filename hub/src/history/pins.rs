@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use tracing::warn;
 
 use super::db::{Db, DbError};
-use super::{History, HistoryError, METRIC_PINNED};
+use super::{History, HistoryError, METRIC_PINNED, METRIC_UNRESOLVED_PINS};
 use crate::audit::{AuditEvent, AuditLog};
 
 /// A pin as stored.
@@ -188,6 +188,7 @@ impl History {
     /// Returns how many pins changed.
     pub fn reconcile(&self, desired: BTreeMap<String, PinRecord>) -> usize {
         let current = self.inner.pins.borrow().clone();
+        let mut unresolved = BTreeMap::new();
         let mut changed = 0;
         for (cluster, mut record) in desired.clone() {
             record.cluster.clone_from(&cluster);
@@ -200,7 +201,19 @@ impl History {
             match self.find(&cluster, &record.version) {
                 Ok(v) => record.seq = v.seq,
                 Err(e) => {
-                    warn!(cluster = %cluster, version = %record.version, error = %e, "shared pin names a version this replica has not recorded; serving the latest");
+                    let serving = match current.get(&cluster) {
+                        Some(a) => format!("the earlier pin {}", a.record.version),
+                        None => "the latest version".to_owned(),
+                    };
+                    warn!(cluster = %cluster, version = %record.version, error = %e, serving = %serving, "shared pin names a version this replica has not recorded; it keeps serving what it served");
+                    unresolved.insert(
+                        cluster,
+                        UnresolvedPin {
+                            reason: e.to_string(),
+                            serving,
+                            record,
+                        },
+                    );
                     continue;
                 }
             }
@@ -214,7 +227,25 @@ impl History {
                 changed += 1;
             }
         }
+        metrics::gauge!(METRIC_UNRESOLVED_PINS).set(unresolved.len() as f64);
+        *self
+            .inner
+            .unresolved
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = unresolved;
         changed
+    }
+
+    /// Shared pins this replica can't serve (the version is not in its
+    /// history), with what it serves instead.
+    pub fn unresolved_pins(&self) -> Vec<UnresolvedPin> {
+        self.inner
+            .unresolved
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect()
     }
 
     /// The pins in force, with how far behind their group's newest
@@ -246,6 +277,20 @@ pub struct PinView {
     pub latest: Option<String>,
     /// How many versions the sources produced after the pinned one.
     pub behind: usize,
+}
+
+/// A shared pin (another replica's) that names a version this replica has
+/// not recorded, as `/status` shows it.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UnresolvedPin {
+    /// The pin as shared.
+    #[serde(flatten)]
+    pub record: PinRecord,
+    /// Why it can't be served here.
+    pub reason: String,
+    /// What this replica serves the group instead.
+    pub serving: String,
 }
 
 async fn blocking<T: Send + 'static>(

@@ -212,14 +212,26 @@ async fn a_pin_serves_old_content_under_new_versions_survives_reopen_and_is_not_
         since_unix_ms: 1,
         ..theirs
     };
+    assert!(h.unresolved_pins().is_empty());
     assert_eq!(h.reconcile([("west".to_owned(), unknown)].into()), 0);
     assert_eq!(
         h.pins().borrow()["west"].record.since_unix_ms,
         0x1234,
         "kept"
     );
+    // Shown, with what is served instead, until the pin is lifted.
+    let unresolved = h.unresolved_pins();
+    assert_eq!(unresolved.len(), 1, "{unresolved:?}");
+    assert_eq!(unresolved[0].record.version, "ffffffffffff");
+    assert_eq!(unresolved[0].record.by, "bob");
+    assert_eq!(unresolved[0].serving, format!("the earlier pin {}", v5.id));
+    assert!(
+        unresolved[0].reason.contains("ffffffffffff"),
+        "{unresolved:?}"
+    );
     assert_eq!(h.reconcile(BTreeMap::new()), 1);
     assert!(h.pins().borrow().is_empty());
+    assert!(h.unresolved_pins().is_empty(), "lifted");
     shutdown.cancel();
 }
 

@@ -20,6 +20,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use meshhub_mcp::cache::{Group, SnapshotCache};
+use meshhub_mcp::dial::DialTarget;
 use meshhub_mcp::ledger::{At, CollectionStatus, Ledger, PeerStatus, Role};
 use meshhub_mcp::source::SourceConfig;
 use meshhub_mcp::source::dialer::{self, SinkTarget};
@@ -51,7 +52,7 @@ pub struct EndpointError {
 }
 
 /// The gRPC endpoint for an agent.
-pub fn endpoint(spec: &AgentSpec) -> Result<Endpoint, EndpointError> {
+pub fn endpoint(spec: &AgentSpec) -> Result<DialTarget, EndpointError> {
     let error = |source: Box<dyn std::error::Error + Send + Sync>| EndpointError {
         cluster: spec.cluster.clone(),
         address: spec.address.clone(),
@@ -62,15 +63,9 @@ pub fn endpoint(spec: &AgentSpec) -> Result<Endpoint, EndpointError> {
     let endpoint = Endpoint::from_shared(spec.address.clone())
         .map(|e| meshhub_mcp::transport::tune(e).connect_timeout(spec.connect_timeout))
         .map_err(|e| error(e.into()))?;
-    match &spec.tls {
-        // The files are read each time the dialer (re)starts, so rotated
-        // certificates are picked up by a reload.
-        Some(tls) => {
-            let config = tls.client_config().map_err(|e| error(e.into()))?;
-            endpoint.tls_config(config).map_err(|e| error(e.into()))
-        }
-        None => Ok(endpoint),
-    }
+    // The files are checked now and read again at every connection
+    // attempt, so rotated client certificates are used by the next one.
+    DialTarget::new(endpoint, spec.tls.clone()).map_err(|e| error(e.into()))
 }
 
 /// What a dialer task needs besides its agent.

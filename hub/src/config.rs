@@ -349,32 +349,9 @@ pub struct AgentSpec {
 
 /// TLS settings of a connection the hub makes: to an agent
 /// (`clusters[].agent.tls`) or to an upstream MCP source
-/// (`sources[].mcp.tls`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct AgentTls {
-    /// PEM roots that verify the agent's certificate.
-    pub ca: PathBuf,
-    /// Our client certificate chain (mutual TLS), with `key`.
-    pub cert: Option<PathBuf>,
-    /// Our client private key, with `cert`.
-    pub key: Option<PathBuf>,
-    /// The name to verify in the agent's certificate (default: the host of
-    /// the address).
-    pub server_name: Option<String>,
-}
-
-impl AgentTls {
-    /// The tonic client configuration (reads the files).
-    pub fn client_config(
-        &self,
-    ) -> Result<tonic::transport::ClientTlsConfig, meshhub_mcp::tls::TlsError> {
-        let client = match (&self.cert, &self.key) {
-            (Some(c), Some(k)) => Some((c.as_path(), k.as_path())),
-            _ => None,
-        };
-        meshhub_mcp::tls::client_config(&self.ca, client, self.server_name.as_deref())
-    }
-}
+/// (`sources[].mcp.tls`). The files are read again at every connection
+/// attempt.
+pub type AgentTls = meshhub_mcp::dial::ClientTlsFiles;
 
 /// Debounce settings: a change is published once no further change arrived
 /// for `quiet`, and at the latest `max_wait` after the first unpublished

@@ -129,7 +129,9 @@ impl Consumer {
         let stop = CancellationToken::new();
         let target = SourceTarget {
             name: "consumer".into(),
-            endpoint: Endpoint::from_shared(format!("http://{addr}")).unwrap(),
+            endpoint: meshhub_mcp::dial::DialTarget::plaintext(
+                Endpoint::from_shared(format!("http://{addr}")).unwrap(),
+            ),
             config: Arc::new(SinkConfig {
                 node: Default::default(),
                 collections: [VS, DR]

@@ -13,6 +13,7 @@
 pub mod ads;
 pub mod authz;
 pub mod cache;
+pub mod dial;
 pub mod group;
 pub mod ledger;
 pub mod limits;

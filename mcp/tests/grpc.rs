@@ -374,7 +374,9 @@ async fn dial_out_pushes_to_a_sink_server_after_the_trigger_probe() {
     let target = dialer::SinkTarget {
         name: "east".into(),
         group: "east".into(),
-        endpoint: Endpoint::from_shared(format!("http://{agent_addr}")).unwrap(),
+        endpoint: meshhub_mcp::dial::DialTarget::plaintext(
+            Endpoint::from_shared(format!("http://{agent_addr}")).unwrap(),
+        ),
         reconnect: Default::default(),
         config: Arc::new(SourceConfig::default()),
         max_message_bytes: MAX,
@@ -439,7 +441,9 @@ async fn sink_client_reconnects_with_a_correct_delta() {
     let (updater, mut changes) = InMemoryUpdater::with_changes();
     let target = SourceTarget {
         name: "hub".into(),
-        endpoint: Endpoint::from_shared(format!("http://{}", hub.addr)).unwrap(),
+        endpoint: meshhub_mcp::dial::DialTarget::plaintext(
+            Endpoint::from_shared(format!("http://{}", hub.addr)).unwrap(),
+        ),
         config: Arc::new(SinkConfig {
             node: SinkNode::default(),
             collections: vec![SinkCollection {

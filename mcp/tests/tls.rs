@@ -256,3 +256,102 @@ fn bad_pem_files_get_clear_errors() {
         "{e}"
     );
 }
+
+/// Records the collections applied; signals each.
+struct Applied(tokio::sync::mpsc::UnboundedSender<String>);
+impl meshhub_mcp::sink::Updater for Applied {
+    async fn apply(
+        &self,
+        change: meshhub_mcp::sink::Change,
+    ) -> Result<(), meshhub_mcp::sink::ApplyError> {
+        let _ = self.0.send(change.collection);
+        Ok(())
+    }
+    fn held(&self, _: &str) -> std::collections::HashMap<String, String> {
+        std::collections::HashMap::new()
+    }
+}
+
+/// A dialer reads its client certificate at every attempt: one that was
+/// refused (signed by a CA the server does not trust) is replaced on disk,
+/// and the next attempt connects — no restart, no reload.
+#[tokio::test]
+async fn a_dialer_presents_a_rotated_client_certificate_at_its_next_attempt() {
+    use meshhub_mcp::dial::{ClientTlsFiles, DialTarget};
+    use meshhub_mcp::sink::client::{SourceTarget, run};
+    use meshhub_mcp::sink::{SinkCollection, SinkConfig};
+
+    let pki = Pki::new();
+    let (addr, shutdown) = start(&pki).await;
+    let (cert, key) = (pki.path("dialer.pem"), pki.path("dialer-key.pem"));
+    std::fs::copy(pki.path("rogue-client.pem"), &cert).unwrap();
+    std::fs::copy(pki.path("rogue-client-key.pem"), &key).unwrap();
+    let endpoint = DialTarget::new(
+        Endpoint::from_shared(format!("https://{addr}")).unwrap(),
+        Some(ClientTlsFiles {
+            ca: pki.path("ca.pem"),
+            cert: Some(cert.clone()),
+            key: Some(key.clone()),
+            server_name: Some("localhost".into()),
+        }),
+    )
+    .unwrap();
+    let target = SourceTarget {
+        name: "hub".into(),
+        endpoint,
+        config: Arc::new(SinkConfig {
+            node: meshhub_proto::mcp::SinkNode::default(),
+            collections: vec![SinkCollection {
+                name: VS.into(),
+                incremental: false,
+            }],
+        }),
+        reconnect: meshhub_mcp::reconnect::ReconnectPolicy {
+            initial: Duration::from_millis(50),
+            max: Duration::from_millis(200),
+            factor: 2.0,
+        },
+        max_message_bytes: 1 << 20,
+    };
+    let (tx, mut applied) = tokio::sync::mpsc::unbounded_channel();
+    let ledger = Ledger::new();
+    let stop = CancellationToken::new();
+    let task = tokio::spawn(run(
+        target,
+        Arc::new(Applied(tx)),
+        ledger.clone(),
+        stop.clone(),
+    ));
+
+    // Refused while the rogue certificate is on disk: attempts fail with a
+    // recorded error and nothing is applied.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let errors: Vec<String> = ledger
+            .view()
+            .into_iter()
+            .filter_map(|p| p.last_error)
+            .collect();
+        if !errors.is_empty() {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no failed attempt recorded"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(applied.try_recv().is_err(), "nothing before the rotation");
+
+    // Rotated in place (as cert-manager does: new files, same paths).
+    std::fs::copy(pki.path("client.pem"), &cert).unwrap();
+    std::fs::copy(pki.path("client-key.pem"), &key).unwrap();
+    let got = tokio::time::timeout(Duration::from_secs(10), applied.recv())
+        .await
+        .expect("the next attempt presents the rotated certificate")
+        .unwrap();
+    assert_eq!(got, VS);
+    stop.cancel();
+    task.await.unwrap();
+    shutdown.cancel();
+}

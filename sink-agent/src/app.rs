@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use meshhub_mcp::ads::{AdsServer, TypeMap};
 use meshhub_mcp::cache::{self, Group, SnapshotCache};
+use meshhub_mcp::dial::DialTarget;
 use meshhub_mcp::group::{GroupIndex, SingleGroup};
 use meshhub_mcp::ledger::Ledger;
 use meshhub_mcp::limits::StreamLimitLayer;
@@ -80,7 +81,7 @@ pub enum RunError {
     },
     /// The hub's TLS files can't be read (pull mode).
     #[error("hub TLS")]
-    HubTls(#[source] meshhub_mcp::tls::TlsError),
+    HubTls(#[source] meshhub_mcp::dial::DialError),
     /// The applier's Kubernetes client can't be configured.
     #[error("apply")]
     Applier(#[source] ApplierError),
@@ -289,21 +290,14 @@ impl Agent {
                 );
             }
             Mode::Pull { hub_url, tls } => {
-                let mut endpoint = Endpoint::from_shared(hub_url.clone())
+                let endpoint = Endpoint::from_shared(hub_url.clone())
                     .map_err(|source| RunError::HubUrl {
                         url: hub_url.clone(),
                         source,
                     })?
                     .connect_timeout(CONNECT_TIMEOUT);
-                if let Some(tls) = tls {
-                    let config = tls.client_config().map_err(RunError::HubTls)?;
-                    endpoint = endpoint
-                        .tls_config(config)
-                        .map_err(|source| RunError::HubUrl {
-                            url: hub_url.clone(),
-                            source,
-                        })?;
-                }
+                // Checked now, read again at every connection attempt.
+                let endpoint = DialTarget::new(endpoint, tls.clone()).map_err(RunError::HubTls)?;
                 let target = SourceTarget {
                     name: "hub".to_owned(),
                     endpoint,

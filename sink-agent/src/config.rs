@@ -219,31 +219,9 @@ impl SinkTls {
     }
 }
 
-/// TLS to the hub (pull mode, `https://` hub URL).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct HubTls {
-    /// Roots that verify the hub's certificate.
-    pub ca: PathBuf,
-    /// Our client certificate chain (mutual TLS), with `key`.
-    pub cert: Option<PathBuf>,
-    /// Our client private key, with `cert`.
-    pub key: Option<PathBuf>,
-    /// The name to verify in the hub's certificate (default: the URL's host).
-    pub server_name: Option<String>,
-}
-
-impl HubTls {
-    /// The tonic client configuration (reads the files).
-    pub fn client_config(
-        &self,
-    ) -> Result<tonic::transport::ClientTlsConfig, meshhub_mcp::tls::TlsError> {
-        let client = match (&self.cert, &self.key) {
-            (Some(c), Some(k)) => Some((c.as_path(), k.as_path())),
-            _ => None,
-        };
-        meshhub_mcp::tls::client_config(&self.ca, client, self.server_name.as_deref())
-    }
-}
+/// TLS to the hub (pull mode, `https://` hub URL). The files are read
+/// again at every connection attempt.
+pub type HubTls = meshhub_mcp::dial::ClientTlsFiles;
 
 /// How the agent gets its configuration.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -36,6 +36,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use clap::{CommandFactory as _, Parser, Subcommand, ValueEnum};
+use meshhub_mcp::dial::{ClientTlsFiles, DialTarget};
 use meshhub_mcp::ledger::{Ledger, Role};
 use meshhub_mcp::sink::client::{SourceTarget, connect_once};
 use meshhub_mcp::sink::{ApplyError, Change, SinkCollection, SinkConfig, Updater};
@@ -166,19 +167,17 @@ struct WatchArgs {
 
 impl WatchArgs {
     /// The endpoint of `--server`, with TLS when `--tls-ca` is given.
-    fn endpoint(&self) -> Result<Endpoint, String> {
+    fn endpoint(&self) -> Result<DialTarget, String> {
         let endpoint = Endpoint::from_shared(self.server.clone())
             .map_err(|e| format!("--server {:?}: {e}", self.server))?
             .connect_timeout(self.connect_timeout);
-        let Some(ca) = &self.tls_ca else {
-            return Ok(endpoint);
-        };
-        let client = self.tls_cert.as_deref().zip(self.tls_key.as_deref());
-        let config = meshhub_mcp::tls::client_config(ca, client, self.tls_server_name.as_deref())
-            .map_err(|e| format!("--tls-ca: {e}"))?;
-        endpoint
-            .tls_config(config)
-            .map_err(|e| format!("--server {:?}: {e}", self.server))
+        let tls = self.tls_ca.as_ref().map(|ca| ClientTlsFiles {
+            ca: ca.clone(),
+            cert: self.tls_cert.clone(),
+            key: self.tls_key.clone(),
+            server_name: self.tls_server_name.clone(),
+        });
+        DialTarget::new(endpoint, tls).map_err(|e| format!("--server {:?}: {e}", self.server))
     }
 }
 

@@ -45,6 +45,7 @@ use std::time::Duration;
 
 use futures::FutureExt as _;
 use futures::future::BoxFuture;
+use meshhub_mcp::dial::DialTarget;
 use meshhub_mcp::ledger::{Ledger, PeerRecord, Role};
 use meshhub_mcp::reconnect::{Attempt, Backoff, ReconnectPolicy, reconnect_loop};
 use meshhub_mcp::sink::client::{SourceTarget, connect_once};
@@ -78,7 +79,7 @@ const REFUSAL_CODES: [Code; 3] = [Code::InvalidArgument, Code::Unimplemented, Co
 pub struct McpSource {
     name: Arc<str>,
     address: String,
-    endpoint: Endpoint,
+    endpoint: DialTarget,
     kinds: KindTable,
     collections: Vec<String>,
     node: SinkNode,
@@ -113,13 +114,12 @@ impl McpSource {
             address: spec.address.clone(),
             source,
         };
-        let mut endpoint = Endpoint::from_shared(spec.address.clone())
+        let endpoint = Endpoint::from_shared(spec.address.clone())
             .map_err(|e| fail(e.into()))?
             .connect_timeout(spec.connect_timeout);
-        if let Some(tls) = &spec.tls {
-            let config = tls.client_config().map_err(|e| fail(e.into()))?;
-            endpoint = endpoint.tls_config(config).map_err(|e| fail(e.into()))?;
-        }
+        // The TLS files are checked now and read again at every connection
+        // attempt (rotated client certificates are used by the next one).
+        let endpoint = DialTarget::new(endpoint, spec.tls.clone()).map_err(|e| fail(e.into()))?;
         Ok(Self {
             name: Arc::from(spec.name.as_str()),
             address: spec.address.clone(),

@@ -11,7 +11,6 @@ use meshhub_proto::mcp::{RequestResources, Resources};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
-use tonic::transport::Endpoint;
 use tracing::Instrument;
 
 use super::{SinkConfig, SinkStream, Updater};
@@ -24,8 +23,8 @@ use crate::source::drive::{End, settle};
 pub struct SourceTarget {
     /// Name shown in the ledger.
     pub name: String,
-    /// Where the source listens.
-    pub endpoint: Endpoint,
+    /// Where the source listens (with TLS files if any, read per attempt).
+    pub endpoint: crate::dial::DialTarget,
     /// What to subscribe to and as whom.
     pub config: Arc<SinkConfig>,
     /// Reconnect policy.
@@ -69,7 +68,8 @@ pub async fn connect_once<U: Updater>(
     record: &PeerRecord,
     shutdown: &CancellationToken,
 ) -> Result<(End, bool), String> {
-    let endpoint = crate::transport::tune(target.endpoint.clone());
+    let endpoint = target.endpoint.endpoint().map_err(|e| e.to_string())?;
+    let endpoint = crate::transport::tune(endpoint);
     let channel = tokio::select! {
         () = shutdown.cancelled() => return Ok((End::Shutdown, false)),
         c = endpoint.connect() => c.map_err(|e| crate::transport::connect_error(&e))?,

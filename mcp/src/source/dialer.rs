@@ -13,7 +13,6 @@ use meshhub_proto::wire::sink_client::ResourceSinkClient;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
-use tonic::transport::Endpoint;
 use tracing::Instrument;
 
 use super::drive::{End, Plumbing, drive, settle};
@@ -32,8 +31,8 @@ pub struct SinkTarget {
     pub name: String,
     /// The group pushed.
     pub group: Group,
-    /// Where the sink listens (with TLS settings if any).
-    pub endpoint: Endpoint,
+    /// Where the sink listens (with TLS files if any, read per attempt).
+    pub endpoint: crate::dial::DialTarget,
     /// Reconnect policy.
     pub reconnect: ReconnectPolicy,
     /// Protocol settings.
@@ -79,7 +78,8 @@ async fn dial_once(
     record: &crate::ledger::PeerRecord,
     shutdown: &CancellationToken,
 ) -> Result<(End, bool), String> {
-    let endpoint = crate::transport::tune(target.endpoint.clone());
+    let endpoint = target.endpoint.endpoint().map_err(|e| e.to_string())?;
+    let endpoint = crate::transport::tune(endpoint);
     let channel = tokio::select! {
         () = shutdown.cancelled() => return Ok((End::Shutdown, false)),
         c = endpoint.connect() => c.map_err(|e| crate::transport::connect_error(&e))?,

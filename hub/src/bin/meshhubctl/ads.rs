@@ -74,7 +74,8 @@ pub(super) async fn watch(args: WatchArgs) -> Result<(), String> {
             })
             .collect()
     };
-    let endpoint = meshhub_mcp::transport::tune(args.endpoint()?);
+    let endpoint = args.endpoint()?.endpoint().map_err(|e| e.to_string())?;
+    let endpoint = meshhub_mcp::transport::tune(endpoint);
     let stop = CancellationToken::new();
     let ctrl_c = stop.clone();
     tokio::spawn(async move {

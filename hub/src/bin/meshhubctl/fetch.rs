@@ -122,7 +122,7 @@ pub async fn state(target: &Target<'_>, collections: &[String]) -> Result<State,
         .unwrap_or_default();
     let source = SourceTarget {
         name: target.server.to_owned(),
-        endpoint,
+        endpoint: meshhub_mcp::dial::DialTarget::plaintext(endpoint),
         config: Arc::new(SinkConfig {
             node: SinkNode {
                 id: NODE_ID.to_owned(),

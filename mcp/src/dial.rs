@@ -1,0 +1,108 @@
+//! Where a dialer connects: an endpoint, and the client TLS files read
+//! again at every connection attempt.
+//!
+//! Client certificates rotate (cert-manager renews before expiry; Istio's
+//! workload certificates live 24 hours). A dialer that read its files once
+//! would present an expired certificate on its first reconnect after the
+//! rotation and fail every handshake until restarted. Reading them per
+//! attempt costs a few small file reads per connection; an established
+//! connection keeps the certificate it was opened with, which is what TLS
+//! checks (at the handshake only).
+
+use std::path::PathBuf;
+
+use tonic::transport::{ClientTlsConfig, Endpoint, Uri};
+
+use crate::tls::TlsError;
+
+/// Why a connection attempt could not be prepared.
+#[derive(Debug, thiserror::Error)]
+pub enum DialError {
+    /// The TLS files could not be read.
+    #[error("client TLS: {0}")]
+    Tls(#[from] TlsError),
+    /// tonic refused the TLS settings for this endpoint.
+    #[error("client TLS for {uri}: {source}")]
+    Endpoint {
+        /// The endpoint.
+        uri: Uri,
+        /// Why.
+        #[source]
+        source: tonic::transport::Error,
+    },
+}
+
+/// PEM files of a client's TLS: roots that verify the server, an optional
+/// client certificate for mutual TLS, and the name to verify.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClientTlsFiles {
+    /// PEM roots that verify the server's certificate.
+    pub ca: PathBuf,
+    /// Our client certificate chain (mutual TLS), with `key`.
+    pub cert: Option<PathBuf>,
+    /// Our client private key, with `cert`.
+    pub key: Option<PathBuf>,
+    /// The name to verify in the server's certificate (default: the host of
+    /// the address dialed).
+    pub server_name: Option<String>,
+}
+
+impl ClientTlsFiles {
+    /// The tonic client configuration (reads the files now).
+    pub fn client_config(&self) -> Result<ClientTlsConfig, TlsError> {
+        let client = self.cert.as_deref().zip(self.key.as_deref());
+        crate::tls::client_config(&self.ca, client, self.server_name.as_deref())
+    }
+}
+
+/// An endpoint to dial, plaintext or with client TLS files.
+#[derive(Clone, Debug)]
+pub struct DialTarget {
+    endpoint: Endpoint,
+    tls: Option<ClientTlsFiles>,
+}
+
+impl DialTarget {
+    /// A plaintext (h2c) endpoint.
+    pub fn plaintext(endpoint: Endpoint) -> Self {
+        Self {
+            endpoint,
+            tls: None,
+        }
+    }
+
+    /// `endpoint` with client TLS from `tls` (none: plaintext). Reads the
+    /// files once now, so that a wrong path is a configuration error at
+    /// start rather than a retried connection error.
+    pub fn new(endpoint: Endpoint, tls: Option<ClientTlsFiles>) -> Result<Self, DialError> {
+        let target = Self { endpoint, tls };
+        target.endpoint()?;
+        Ok(target)
+    }
+
+    /// The address dialed.
+    pub fn uri(&self) -> &Uri {
+        self.endpoint.uri()
+    }
+
+    /// Whether the connection uses TLS.
+    pub fn is_tls(&self) -> bool {
+        self.tls.is_some()
+    }
+
+    /// The endpoint for one connection attempt, with the TLS files as they
+    /// are now.
+    pub fn endpoint(&self) -> Result<Endpoint, DialError> {
+        let Some(tls) = &self.tls else {
+            return Ok(self.endpoint.clone());
+        };
+        let config = tls.client_config()?;
+        self.endpoint
+            .clone()
+            .tls_config(config)
+            .map_err(|source| DialError::Endpoint {
+                uri: self.endpoint.uri().clone(),
+                source,
+            })
+    }
+}

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+pub mod chaos;
 pub mod helm;
 pub mod istio;
 pub mod kube;

@@ -202,9 +202,15 @@ impl Soak {
         self.heal_all();
         let i = self.generator.rng().random_range(0..CLUSTERS.len());
         let link = self.proxy.link("stuck-consumer", self.hub().grpc);
-        let mut stuck = StuckConsumer::connect(link.addr(), CLUSTERS[i], VS);
+        // Connected when the hub is idle: the stuck consumer holds the
+        // group's current version, so the bulk below is what it is sent.
+        let mut stuck = crate::eventually("the stuck consumer holds the current version", || {
+            let stuck = StuckConsumer::connect(link.addr(), CLUSTERS[i], VS);
+            let current = group_version(&self.hub().status(), CLUSTERS[i], VS);
+            (current.as_ref() == Some(&stuck.version)).then_some(stuck)
+        });
         let cuts = self.hub_counter("meshhub_mcp_streams_cut_total");
-        let before = group_version(&self.hub().status(), CLUSTERS[i], VS);
+        let before = Some(stuck.version.clone());
         self.generator
             .bulk(1500, 3072, Some(vec![CLUSTERS[i].to_owned()]));
         let deadline = Instant::now() + Duration::from_secs(60);

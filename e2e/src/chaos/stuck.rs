@@ -17,6 +17,8 @@ use tokio_stream::wrappers::ReceiverStream;
 pub struct StuckConsumer {
     rt: tokio::runtime::Runtime,
     responses: tonic::Streaming<Resources>,
+    /// The version it ACKed last.
+    pub version: String,
     _requests: mpsc::Sender<RequestResources>,
 }
 
@@ -28,7 +30,8 @@ impl std::fmt::Debug for StuckConsumer {
 
 impl StuckConsumer {
     /// Subscribes to `collection` at `addr` as a consumer of `cluster`,
-    /// takes and ACKs the first response, then stops reading.
+    /// takes and ACKs responses until none came for a second, then stops
+    /// reading.
     pub fn connect(addr: SocketAddr, cluster: &str, collection: &str) -> Self {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
@@ -39,7 +42,7 @@ impl StuckConsumer {
             id: cluster.to_owned(),
             ..Default::default()
         };
-        let (requests, responses) = rt.block_on(async {
+        let (requests, responses, version) = rt.block_on(async {
             let mut client = ResourceSourceClient::connect(format!("http://{addr}"))
                 .await
                 .expect("stuck consumer connects");
@@ -56,24 +59,37 @@ impl StuckConsumer {
                 .await
                 .expect("stream")
                 .into_inner();
-            let first = tokio::time::timeout(crate::DEADLINE, responses.message())
+            // Take and ACK responses until the hub has sent nothing for a
+            // second: then the next response is the one it gets stuck on
+            // (the hub sends one un-ACKed response per collection).
+            let mut version = String::new();
+            let deadline = tokio::time::Instant::now() + crate::DEADLINE;
+            loop {
+                let next = tokio::time::timeout(Duration::from_secs(1), responses.message()).await;
+                let Ok(next) = next else {
+                    if !version.is_empty() {
+                        break;
+                    }
+                    assert!(tokio::time::Instant::now() < deadline, "no first response");
+                    continue;
+                };
+                let r = next.expect("a response").expect("stream open");
+                version = r.system_version_info;
+                tx.send(RequestResources {
+                    sink_node: Some(node.clone()),
+                    collection: collection.to_owned(),
+                    response_nonce: r.nonce,
+                    ..Default::default()
+                })
                 .await
-                .expect("a first response in time")
-                .expect("a first response")
-                .expect("stream open");
-            tx.send(RequestResources {
-                sink_node: Some(node),
-                collection: collection.to_owned(),
-                response_nonce: first.nonce,
-                ..Default::default()
-            })
-            .await
-            .expect("ACK");
-            (tx, responses)
+                .expect("ACK");
+            }
+            (tx, responses, version)
         });
         Self {
             rt,
             responses,
+            version,
             _requests: requests,
         }
     }

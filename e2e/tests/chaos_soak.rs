@@ -37,12 +37,11 @@ fn every_cluster_converges_to_the_hubs_snapshot_after_random_faults() {
     };
 
     let started = Instant::now();
-    let healed = soak.chaos(ran);
+    soak.chaos(ran);
     report.ran = started.elapsed();
     // Every view equals the hub's snapshot for its cluster, which equals
     // the generator's model: no lost update.
     report.convergence = soak.converge(Duration::from_secs(120));
-    let _ = healed;
     report.faults = soak.faults.clone();
     report.changes = soak.generator.counts.clone();
     report.consumer_updates = soak.consumer_updates();
@@ -55,6 +54,13 @@ fn every_cluster_converges_to_the_hubs_snapshot_after_random_faults() {
     // No resend loop: with nothing changing, the hub sends nothing and no
     // NACK arrives, over a quiet window of 3 s (an observation window, not
     // a wait for an event).
+    meshhub_e2e::eventually("every agent ACKed the hub's versions", || {
+        let s = soak.hub().status();
+        CLUSTERS
+            .iter()
+            .all(|c| meshhub_e2e::synced(&s, c, meshhub_e2e::VS))
+            .then_some(())
+    });
     let responses = soak.hub_counter("meshhub_mcp_responses_total");
     let nacks = soak.hub_counter("meshhub_mcp_nacks_total");
     let quiet = Instant::now();

@@ -185,11 +185,8 @@ fn churn_leaves_memory_tasks_fds_and_the_ledger_at_baseline() {
     let link = proxy.link("churn", hub.grpc);
 
     // Warm-up: the paths the churn takes, allocated once.
-    rt.block_on(graceful_cycles(hub.grpc, 500));
-    rt.block_on(async {
-        let (_tx, _rx) = open(connect(link.addr()).await).await;
-        link.drop_all();
-    });
+    rt.block_on(graceful_cycles(hub.grpc, 1000));
+    rt.block_on(abrupt_drops(&link, 5 * DROP_BATCH));
     let baseline = eventually("the warm-up's streams to end", || {
         let u = usage(&hub);
         let peers = hub.status()["consumers"].as_array().map_or(0, Vec::len);
@@ -219,9 +216,13 @@ fn churn_leaves_memory_tasks_fds_and_the_ledger_at_baseline() {
         );
         rounds.push(after);
     }
-    // RSS within 8 MiB of the baseline (measured: see docs/reliability.md),
-    // and the second round adds at most 2 MiB to the first.
-    const RSS_TOLERANCE: u64 = 8 << 20;
+    // RSS within 16 MiB of the baseline, and the second round adds at most
+    // 2 MiB to the first. Measured (debug hub, mimalloc): the first round
+    // of the bursts ends 7–10 MB over a baseline taken after a smaller
+    // warm-up, the second round then ends 0.15 MB *below* the first: pages
+    // the allocator keeps after the burst (32 streams in flight, 20
+    // connections at once), not a leak, which would grow in both rounds.
+    const RSS_TOLERANCE: u64 = 16 << 20;
     const ROUND_TOLERANCE: u64 = 2 << 20;
     let (first, second) = (rounds[0], rounds[1]);
     assert!(

@@ -277,11 +277,17 @@ impl Soak {
     pub fn converge(&mut self, deadline: Duration) -> Duration {
         let start = Instant::now();
         let mut last = String::new();
+        let mut reported = Duration::ZERO;
         while start.elapsed() < deadline {
             self.revive_consumers();
             match self.divergence() {
                 None => return start.elapsed(),
                 Some(d) => last = d,
+            }
+            // What is still behind, every 10 s: who converges slowest.
+            if start.elapsed() >= reported {
+                eprintln!("chaos: converging, {:?}: {last}", start.elapsed());
+                reported += Duration::from_secs(10);
             }
             std::thread::sleep(Duration::from_millis(200));
         }

@@ -274,3 +274,91 @@ async fn pump(
         to.write_all(&buf[..n]).await.map_err(drop)?;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::{ErrorKind, Read as _, Write as _};
+    use std::net::{TcpListener, TcpStream};
+
+    use super::*;
+
+    /// An echo server on loopback (one thread per connection).
+    fn echo() -> SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        std::thread::spawn(move || {
+            for s in listener.incoming().flatten() {
+                std::thread::spawn(move || {
+                    let mut s = s;
+                    let mut buf = [0u8; 1024];
+                    while let Ok(n) = s.read(&mut buf) {
+                        if n == 0 || s.write_all(&buf[..n]).is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+        });
+        addr
+    }
+
+    fn client(link: &Link) -> TcpStream {
+        let s = TcpStream::connect(link.addr()).unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(500)))
+            .unwrap();
+        s
+    }
+
+    fn roundtrip(s: &mut TcpStream, text: &[u8]) -> std::io::Result<Vec<u8>> {
+        s.write_all(text)?;
+        let mut got = vec![0u8; text.len()];
+        s.read_exact(&mut got)?;
+        Ok(got)
+    }
+
+    #[test]
+    fn forwards_stalls_drops_cuts_slows_and_heals() {
+        let proxy = FaultProxy::new();
+        let link = proxy.link("echo", echo());
+        let mut s = client(&link);
+        assert_eq!(roundtrip(&mut s, b"one").unwrap(), b"one");
+
+        // Stalled: nothing comes back, the socket stays open; healed: the
+        // held bytes arrive.
+        link.stall();
+        s.write_all(b"two").unwrap();
+        let mut buf = [0u8; 3];
+        let e = s.read_exact(&mut buf).unwrap_err();
+        assert!(
+            matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut),
+            "{e}"
+        );
+        link.heal();
+        s.read_exact(&mut buf).unwrap();
+        assert_eq!(&buf, b"two");
+
+        // Dropped: the open connection is reset; a new one works.
+        link.drop_all();
+        assert!(roundtrip(&mut s, b"three").is_err());
+        let mut s = client(&link);
+        assert_eq!(roundtrip(&mut s, b"four").unwrap(), b"four");
+
+        // Cut: open and new connections fail until healed.
+        link.cut();
+        assert!(roundtrip(&mut s, b"five").is_err());
+        let mut refused = client(&link);
+        assert!(roundtrip(&mut refused, b"six").is_err());
+        link.heal();
+        let mut s = client(&link);
+        assert_eq!(roundtrip(&mut s, b"seven").unwrap(), b"seven");
+
+        // Slowed: each forwarded chunk waits (one each way here).
+        link.slow(Duration::from_millis(150));
+        let started = std::time::Instant::now();
+        assert_eq!(roundtrip(&mut s, b"eight").unwrap(), b"eight");
+        assert!(started.elapsed() >= Duration::from_millis(300));
+        link.heal();
+        let (accepted, refused) = link.counts();
+        assert_eq!((accepted, refused), (3, 1));
+    }
+}

@@ -80,6 +80,14 @@ fn every_cluster_converges_to_the_hubs_snapshot_after_random_faults() {
     let memory: serde_json::Value = serde_json::from_str(&memory).expect("memory JSON");
     report.hub_rss = memory["rss_bytes"].as_u64().unwrap_or_default();
     eprintln!("chaos: hub /debug/memory at the end: {memory}");
+    // Measured 87–89 MiB at the end of 30 s to 5 min runs (peak 98 MiB,
+    // debug build); twice that means something accumulates.
+    const RSS_BOUND: u64 = 192 << 20;
+    assert!(
+        report.hub_rss > 0 && report.hub_rss < RSS_BOUND,
+        "hub RSS {} at the end (bound {RSS_BOUND})",
+        report.hub_rss
+    );
 
     // What each agent persisted: with the hub down, each agent restarted
     // (SIGKILL) serves what it loads from its data directory, which must

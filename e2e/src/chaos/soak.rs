@@ -273,15 +273,25 @@ impl Soak {
     }
 
     /// Waits until [`Soak::divergence`] is `None`, within `deadline`; how
-    /// long it took. Panics with the last difference.
+    /// long it took, to the end of the check that found every view equal
+    /// (an upper bound: one check runs nine `meshhubctl` processes).
+    /// Panics with the last difference.
     pub fn converge(&mut self, deadline: Duration) -> Duration {
         let start = Instant::now();
         let mut last = String::new();
         let mut reported = Duration::ZERO;
         while start.elapsed() < deadline {
             self.revive_consumers();
+            let check = Instant::now();
             match self.divergence() {
-                None => return start.elapsed(),
+                None => {
+                    eprintln!(
+                        "chaos: converged; the last check (started {:?} after the heal) took {:?}",
+                        check - start,
+                        check.elapsed()
+                    );
+                    return start.elapsed();
+                }
                 Some(d) => last = d,
             }
             // What is still behind, every 10 s: who converges slowest.

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+pub mod chaos;
 pub mod helm;
 pub mod istio;
 pub mod kube;
@@ -329,8 +330,10 @@ impl HubProc {
             "2s",
         ]
         .map(str::to_owned);
+        // Counted before the start: a fast start would otherwise be
+        // counted as an earlier run and waited for again.
+        let runs = count_started(logs, name, "meshhub started");
         let mut proc = Proc::spawn(name, "meshhub", &args, logs);
-        let runs = count_lines(&proc, "meshhub started");
         let fields = proc.wait_log("meshhub started", runs);
         let hub = Self {
             grpc: addr(&fields, "grpc.addr"),
@@ -353,10 +356,19 @@ impl HubProc {
     }
 }
 
-fn count_lines(proc: &Proc, message: &str) -> usize {
-    (0..)
-        .take_while(|i| proc.log_fields(message, *i).is_some())
-        .count()
+/// How many JSON log lines `message` the process `name` wrote so far to
+/// its logs under `logs` (earlier runs: the files are appended to).
+fn count_started(logs: &Path, name: &str, message: &str) -> usize {
+    ["out", "err"]
+        .iter()
+        .map(|ext| std::fs::read_to_string(logs.join(format!("{name}.{ext}"))).unwrap_or_default())
+        .map(|text| {
+            text.lines()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .filter(|v| v["fields"]["message"] == message)
+                .count()
+        })
+        .sum()
 }
 
 /// A running sink agent (push mode).
@@ -420,8 +432,8 @@ impl AgentProc {
         args.extend_from_slice(extra);
         let name = format!("agent-{cluster}");
         let started = Instant::now();
+        let runs = count_started(logs, &name, "meshhub-sink-agent started");
         let mut proc = Proc::spawn(&name, "meshhub-sink-agent", &args, logs);
-        let runs = count_lines(&proc, "meshhub-sink-agent started");
         let fields = proc.wait_log("meshhub-sink-agent started", runs);
         Self {
             cluster: cluster.to_owned(),

@@ -1,0 +1,253 @@
+//! Reconnect churn (issue 13): against a real `meshhub` process, 10,000
+//! stream open/close cycles and 1,000 abrupt connection drops (TCP RST
+//! mid-stream, through the fault proxy); afterwards the hub's resident
+//! memory, live tokio tasks and open file descriptors return to their
+//! baseline within a tolerance, the ledger keeps only its bounded history,
+//! and a new consumer is served as before.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use meshhub_e2e::chaos::proxy::FaultProxy;
+use meshhub_e2e::*;
+use meshhub_proto::mcp::resource_source_client::ResourceSourceClient;
+use meshhub_proto::mcp::{RequestResources, SinkNode};
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::transport::{Channel, Endpoint};
+
+const CYCLES: usize = 10_000;
+const DROPS: usize = 1_000;
+/// Streams in flight at once during the graceful cycles.
+const PARALLEL: usize = 32;
+/// Connections the graceful cycles share.
+const CONNECTIONS: usize = 8;
+/// Connections dropped together in one abrupt batch.
+const DROP_BATCH: usize = 20;
+
+/// The ledger's retention of disconnected peers (`mcp/src/ledger.rs`
+/// `RETAINED_DISCONNECTED`).
+const RETAINED_DISCONNECTED: usize = 256;
+
+#[derive(Debug, Clone, Copy)]
+struct Usage {
+    rss: u64,
+    tasks: u64,
+    fds: usize,
+}
+
+fn usage(hub: &HubProc) -> Usage {
+    let (_, body) = http_get(hub.admin, "/debug/memory").expect("/debug/memory");
+    let m: Value = serde_json::from_str(&body).expect("memory JSON");
+    let fds = std::fs::read_dir(format!("/proc/{}/fd", hub.proc.pid()))
+        .expect("/proc/<pid>/fd")
+        .count();
+    Usage {
+        rss: m["rss_bytes"].as_u64().expect("rss_bytes"),
+        tasks: m["tokio_alive_tasks"].as_u64().expect("tokio_alive_tasks"),
+        fds,
+    }
+}
+
+fn request(nonce: String) -> RequestResources {
+    RequestResources {
+        sink_node: Some(SinkNode {
+            id: "east".to_owned(),
+            ..Default::default()
+        }),
+        collection: VS.to_owned(),
+        response_nonce: nonce,
+        ..Default::default()
+    }
+}
+
+/// Opens a stream on `channel`, takes the first response and ACKs it;
+/// returns the request sender and the response stream.
+async fn open(
+    channel: Channel,
+) -> (
+    mpsc::Sender<RequestResources>,
+    tonic::Streaming<meshhub_proto::mcp::Resources>,
+) {
+    let (tx, rx) = mpsc::channel(2);
+    tx.send(request(String::new())).await.expect("request");
+    let mut responses = ResourceSourceClient::new(channel)
+        .establish_resource_stream(ReceiverStream::new(rx))
+        .await
+        .expect("stream accepted")
+        .into_inner();
+    let first = tokio::time::timeout(DEADLINE, responses.message())
+        .await
+        .expect("first response in time")
+        .expect("first response")
+        .expect("stream open");
+    assert!(!first.resources.is_empty(), "the snapshot is served");
+    tx.send(request(first.nonce)).await.expect("ACK");
+    (tx, responses)
+}
+
+/// One graceful cycle: open, take the snapshot, ACK, half-close, and read
+/// to the end the hub gives the stream.
+async fn graceful(channel: Channel) {
+    let (tx, mut responses) = open(channel).await;
+    drop(tx);
+    let end = tokio::time::timeout(DEADLINE, async {
+        while let Ok(Some(_)) = responses.message().await {}
+    })
+    .await;
+    assert!(end.is_ok(), "the hub ends a half-closed stream");
+}
+
+async fn connect(addr: SocketAddr) -> Channel {
+    Endpoint::from_shared(format!("http://{addr}"))
+        .expect("endpoint")
+        .connect()
+        .await
+        .expect("connect")
+}
+
+fn hub(dir: &std::path::Path) -> HubProc {
+    let objects = dir.join("objects");
+    let logs = dir.join("logs");
+    std::fs::create_dir_all(&objects).unwrap();
+    std::fs::create_dir_all(&logs).unwrap();
+    for i in 0..20 {
+        std::fs::write(
+            objects.join(format!("vs{i}.yaml")),
+            vs(&format!("vs{i}"), &format!("host{i}"), ""),
+        )
+        .unwrap();
+    }
+    let config = dir.join("meshhub.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "sources:\n  - name: files\n    file: {{path: {}}}\nclusters:\n  - name: east\n    namespaces: [bookinfo]\nlimits:\n  newStreamsPerSecond: 100000\n  newStreamsBurst: 100000\n  connectionStreamsPerSecond: 100000\n  connectionStreamsBurst: 100000\n",
+            objects.display()
+        ),
+    )
+    .unwrap();
+    HubProc::start("hub", &config, &logs)
+}
+
+async fn graceful_cycles(addr: SocketAddr, cycles: usize) {
+    let mut channels = Vec::new();
+    for _ in 0..CONNECTIONS {
+        channels.push(connect(addr).await);
+    }
+    let channels = Arc::new(channels);
+    let mut workers = tokio::task::JoinSet::new();
+    for w in 0..PARALLEL {
+        let channels = channels.clone();
+        workers.spawn(async move {
+            for i in (w..cycles).step_by(PARALLEL) {
+                graceful(channels[i % CONNECTIONS].clone()).await;
+            }
+        });
+    }
+    while let Some(r) = workers.join_next().await {
+        r.expect("worker");
+    }
+}
+
+/// `drops` connections, each with a stream that got its snapshot, reset
+/// `DROP_BATCH` at a time by the proxy (RST to both ends); every client
+/// sees its stream fail.
+async fn abrupt_drops(link: &meshhub_e2e::chaos::proxy::Link, drops: usize) {
+    for _ in 0..drops / DROP_BATCH {
+        let mut open_streams = Vec::new();
+        for _ in 0..DROP_BATCH {
+            let channel = connect(link.addr()).await;
+            open_streams.push(open(channel).await);
+        }
+        link.drop_all();
+        for (_tx, mut responses) in open_streams {
+            let end = tokio::time::timeout(DEADLINE, responses.message())
+                .await
+                .expect("the reset reaches the client");
+            assert!(end.is_err(), "a reset stream fails: {end:?}");
+        }
+    }
+}
+
+#[test]
+fn churn_leaves_memory_tasks_fds_and_the_ledger_at_baseline() {
+    let dir = tempfile::tempdir().unwrap();
+    let hub = hub(dir.path());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let proxy = FaultProxy::new();
+    let link = proxy.link("churn", hub.grpc);
+
+    // Warm-up: the paths the churn takes, allocated once.
+    rt.block_on(graceful_cycles(hub.grpc, 1000));
+    rt.block_on(abrupt_drops(&link, 5 * DROP_BATCH));
+    let baseline = eventually("the warm-up's streams to end", || {
+        let u = usage(&hub);
+        let peers = hub.status()["consumers"].as_array().map_or(0, Vec::len);
+        (peers <= RETAINED_DISCONNECTED).then_some(u)
+    });
+    eprintln!("churn: baseline {baseline:?}");
+
+    // Two rounds of half the churn each: a leak grows in both, memory the
+    // allocator keeps after the first burst does not grow in the second.
+    let mut rounds = Vec::new();
+    for round in 1..=2 {
+        let started = Instant::now();
+        rt.block_on(graceful_cycles(hub.grpc, CYCLES / 2));
+        let graceful_took = started.elapsed();
+        let started = Instant::now();
+        rt.block_on(abrupt_drops(&link, DROPS / 2));
+        let drops_took = started.elapsed();
+        // Tasks and fds exactly back: every stream's task and socket gone.
+        let after = eventually("tasks and fds back to baseline", || {
+            let u = usage(&hub);
+            (u.tasks <= baseline.tasks && u.fds <= baseline.fds).then_some(u)
+        });
+        eprintln!(
+            "churn: round {round}: {} graceful cycles in {graceful_took:?}, {} abrupt drops in {drops_took:?}; after: {after:?}",
+            CYCLES / 2,
+            DROPS / 2
+        );
+        rounds.push(after);
+    }
+    // RSS within 16 MiB of the baseline, and the second round adds at most
+    // 2 MiB to the first. Measured (debug hub, mimalloc): the first round
+    // of the bursts ends 7–10 MB over a baseline taken after a smaller
+    // warm-up, the second round then ends 0.15 MB *below* the first: pages
+    // the allocator keeps after the burst (32 streams in flight, 20
+    // connections at once), not a leak, which would grow in both rounds.
+    const RSS_TOLERANCE: u64 = 16 << 20;
+    const ROUND_TOLERANCE: u64 = 2 << 20;
+    let (first, second) = (rounds[0], rounds[1]);
+    assert!(
+        second.rss <= baseline.rss + RSS_TOLERANCE,
+        "RSS {} grew over baseline {} + {RSS_TOLERANCE}",
+        second.rss,
+        baseline.rss
+    );
+    assert!(
+        second.rss <= first.rss + ROUND_TOLERANCE,
+        "RSS grew by {} in the second round (a leak?)",
+        second.rss.saturating_sub(first.rss)
+    );
+
+    // The ledger keeps its bounded history only.
+    let status = hub.status();
+    let peers = status["consumers"].as_array().map_or(0, Vec::len);
+    eprintln!("churn: ledger rows after the churn: {peers}");
+    assert!(
+        peers <= RETAINED_DISCONNECTED,
+        "ledger rows {peers} > {RETAINED_DISCONNECTED}"
+    );
+
+    // Still serving.
+    rt.block_on(async {
+        let (_tx, _rx) = open(connect(hub.grpc).await).await;
+    });
+}

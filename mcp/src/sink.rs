@@ -75,6 +75,17 @@ pub trait Updater: Send + Sync + 'static {
     /// What the updater holds of a collection (name → version), for
     /// `initial_resource_versions` when a stream (re)starts.
     fn held(&self, collection: &str) -> HashMap<String, String>;
+
+    /// After [`Self::apply`] of `collection` failed: whether the failure may
+    /// pass by itself (a full disk) and when to ask for the collection
+    /// again. The stream then sends a new request for it (empty nonce,
+    /// what it holds), which makes the source resend its current version,
+    /// even the one just NACKed; a newer response meanwhile cancels the
+    /// retry. `None` (the default): the refusal stands until the source has
+    /// a new version.
+    fn retry_after(&self, _collection: &str) -> Option<std::time::Duration> {
+        None
+    }
 }
 
 /// What to do with a response.
@@ -116,19 +127,43 @@ impl SinkStream {
         self.config
             .collections
             .iter()
-            .map(|c| RequestResources {
-                sink_node: Some(self.config.node.clone()),
-                collection: c.name.clone(),
-                initial_resource_versions: if c.incremental {
-                    held(&c.name)
-                } else {
-                    HashMap::new()
-                },
-                response_nonce: String::new(),
-                error_detail: None,
-                incremental: c.incremental,
-            })
+            .map(|c| self.subscribe(c, &held))
             .collect()
+    }
+
+    /// A new request for one configured collection (empty nonce, with what
+    /// is held when incremental): the source answers it with its current
+    /// version, even one this stream NACKed. `None` for a collection not
+    /// configured.
+    pub fn request_again(
+        &self,
+        collection: &str,
+        held: impl Fn(&str) -> HashMap<String, String>,
+    ) -> Option<RequestResources> {
+        self.config
+            .collections
+            .iter()
+            .find(|c| c.name == collection)
+            .map(|c| self.subscribe(c, &held))
+    }
+
+    fn subscribe(
+        &self,
+        c: &SinkCollection,
+        held: &impl Fn(&str) -> HashMap<String, String>,
+    ) -> RequestResources {
+        RequestResources {
+            sink_node: Some(self.config.node.clone()),
+            collection: c.name.clone(),
+            initial_resource_versions: if c.incremental {
+                held(&c.name)
+            } else {
+                HashMap::new()
+            },
+            response_nonce: String::new(),
+            error_detail: None,
+            incremental: c.incremental,
+        }
     }
 
     /// Handles one response.

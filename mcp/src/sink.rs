@@ -356,6 +356,16 @@ mod tests {
     }
 
     #[test]
+    fn asking_again_is_a_new_request_with_what_is_held() {
+        let held = |_: &str| HashMap::from([("ns/a".to_owned(), "1".to_owned())]);
+        let again = sink(true).request_again(VS, held).unwrap();
+        assert!(again.response_nonce.is_empty() && again.error_detail.is_none());
+        assert_eq!(again.initial_resource_versions.len(), 1);
+        assert_eq!(again, sink(true).initial_requests(held).remove(0));
+        assert!(sink(true).request_again("other/collection", held).is_none());
+    }
+
+    #[test]
     fn ack_has_no_error_detail_and_nack_has_the_reason() {
         let mut s = sink(true);
         let ack = s.on_applied(VS, "3", &Ok(()));

@@ -806,23 +806,19 @@ fn sync_dir(_: &Path) -> std::io::Result<()> {
 
 fn lock_dir(format_dir: &Path) -> Result<File, StoreError> {
     let path = format_dir.join(LOCK_FILE);
-    let file = std::fs::OpenOptions::new()
+    // Create it if missing (a read-only directory that has none fails
+    // below), then hold it open for reading only: an OS lock needs no write
+    // access, and a descriptor open for writing would keep an operator
+    // from remounting the data directory read-only.
+    let created = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
-        .open(&path)
-        // A read-only data directory still serves what it holds: lock the
-        // existing file for reading (an OS lock needs no write access).
-        .or_else(|e| match e.kind() {
-            std::io::ErrorKind::ReadOnlyFilesystem | std::io::ErrorKind::PermissionDenied => {
-                File::open(&path).map_err(|_| e)
-            }
-            _ => Err(e),
-        })
-        .map_err(|source| StoreError::Lock {
-            path: path.clone(),
-            source,
-        })?;
+        .open(&path);
+    let file = File::open(&path).map_err(|source| StoreError::Lock {
+        path: path.clone(),
+        source: created.err().unwrap_or(source),
+    })?;
     match file.try_lock() {
         Ok(()) => {}
         Err(std::fs::TryLockError::WouldBlock) => {
@@ -844,11 +840,7 @@ fn lock_dir(format_dir: &Path) -> Result<File, StoreError> {
         std::process::id(),
         humantime::format_rfc3339_seconds(SystemTime::now())
     );
-    let written = file
-        .set_len(0)
-        .and_then(|()| (&file).write_all(holder.as_bytes()))
-        .and_then(|()| file.sync_all());
-    if let Err(e) = written {
+    if let Err(e) = std::fs::write(&path, holder.as_bytes()) {
         tracing::warn!(path = %path.display(), error = %e, "can't write the lock holder");
     }
     Ok(file)

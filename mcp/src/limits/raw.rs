@@ -36,6 +36,10 @@ pub struct RawLimits {
     /// `sendTimeout` (`0s`: none).
     #[serde(default, deserialize_with = "duration")]
     pub send_timeout: Option<Duration>,
+    /// `streamRequestsPerSecond`.
+    pub stream_requests_per_second: Option<u32>,
+    /// `streamRequestsBurst`.
+    pub stream_requests_burst: Option<u32>,
 }
 
 /// A `limits` key with a value out of range.
@@ -97,6 +101,16 @@ impl RawLimits {
                 Some(t) if t.is_zero() => None,
                 Some(t) => Some(t),
             },
+            stream_requests_per_second: positive(
+                "streamRequestsPerSecond",
+                self.stream_requests_per_second,
+                d.stream_requests_per_second,
+            )?,
+            stream_requests_burst: positive(
+                "streamRequestsBurst",
+                self.stream_requests_burst,
+                d.stream_requests_burst,
+            )?,
         };
         if limits.max_streams == 0 {
             return Err(error("maxStreams", "must be positive"));

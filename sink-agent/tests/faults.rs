@@ -5,7 +5,8 @@
 //! the failure on `/status` and `/metrics`, and recovers by itself (it asks
 //! again, with backoff) once writes succeed. A torn file is never served and
 //! the next push repairs it. A second agent is refused with the holder's
-//! name.
+//! name. Garbage bytes, an HTTP/1 request and HTTP/2 noise on the sink and
+//! re-serve ports leave the hub's stream and a consumer's unaffected.
 //!
 //! These tests mount tmpfs file systems (under a temp dir, unmounted on
 //! drop), so they need root, as on the project's machines and in CI; without
@@ -573,5 +574,44 @@ async fn a_second_agent_is_refused_with_the_holder_named() {
             && err.contains(&format!("pid {}", std::process::id())),
         "{err}"
     );
+    assert!(agent.shutdown().await);
+}
+
+/// Writes `bytes` on a fresh connection and reads until the agent closes it.
+async fn raw_tcp(addr: SocketAddr, bytes: &[u8]) {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let _ = s.write_all(bytes).await;
+    let mut out = Vec::new();
+    let read = tokio::time::timeout(DEADLINE, s.read_to_end(&mut out)).await;
+    assert!(read.is_ok(), "the agent closes a bad connection in time");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn garbage_on_the_sink_and_reserve_ports_leaves_the_streams_unaffected() {
+    let data = tempfile::tempdir().unwrap();
+    let agent = Agent::start(config(data.path())).await.unwrap();
+    let a = snapshot(services(3, "a"));
+    let hub = PushHub::dial(agent.sink_addr().unwrap(), a);
+    let consumer = Consumer::connect(agent.grpc_addr());
+    consumer.wait_for_tag("a", 3).await;
+
+    let noise: Vec<u8> = (0..64 * 1024u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    let mut h2 = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    h2.extend(&noise);
+    for port in [agent.sink_addr().unwrap(), agent.grpc_addr()] {
+        raw_tcp(port, &noise).await;
+        raw_tcp(port, b"POST /istio.mcp.v1alpha1.ResourceSink/EstablishResourceStream HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc").await;
+        raw_tcp(port, &h2).await;
+    }
+
+    let b = snapshot(services(4, "b"));
+    let version = b.collection(VS).version().to_owned();
+    hub.writer.set("east", b);
+    eventually("b ACKed", || hub.acked(VS, &version)).await;
+    consumer.wait_for_tag("b", 4).await;
+    drop(consumer);
+    drop(hub);
     assert!(agent.shutdown().await);
 }

@@ -15,8 +15,8 @@
 //! * `streamRequestsPerSecond`/`streamRequestsBurst`: a token bucket per
 //!   stream for the requests (subscriptions, ACKs, NACKs) a peer sends on
 //!   it ([`RequestRate`]). A stream over it is ended with
-//!   `RESOURCE_EXHAUSTED` and counted in [`METRIC_CUT`]
-//!   (`reason="request_rate"`); the other streams are not touched. An
+//!   `RESOURCE_EXHAUSTED` and counted in [`METRIC_REQUEST_RATE`]; the
+//!   other streams are not touched. An
 //!   honest peer sends one request per response it gets, plus one per
 //!   collection it subscribes.
 //! * `sendTimeout`: a response that the consumer has not taken off the
@@ -51,6 +51,8 @@ pub use raw::{LimitsError, RawLimits};
 /// Counter: streams ended by the server because the consumer stopped
 /// reading, by `protocol`.
 pub const METRIC_CUT: &str = "meshhub_mcp_streams_cut_total";
+/// Counts streams ended for sending requests faster than allowed.
+pub const METRIC_REQUEST_RATE: &str = "meshhub_mcp_streams_request_rate_exceeded_total";
 
 /// Flow-control settings of one gRPC port.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -131,7 +133,7 @@ impl RequestLimiter {
     /// counted) when the stream is over its rate.
     pub fn check(&self, rate: &RequestRate) -> Result<(), tonic::Status> {
         self.0.check().map_err(|_| {
-            metrics::counter!(METRIC_CUT, "reason" => "request_rate").increment(1);
+            metrics::counter!(METRIC_REQUEST_RATE).increment(1);
             tonic::Status::resource_exhausted(format!(
                 "this stream sent requests faster than {}/s (burst {}); reconnect with backoff",
                 rate.per_second, rate.burst

@@ -162,6 +162,16 @@ mod tests {
         assert_eq!(l.max_message_bytes, 8192);
         assert_eq!(l.keepalive_interval, Duration::from_secs(2));
         assert_eq!(l.send_timeout, None);
+        let l = raw(r#"{"streamRequestsPerSecond": 5, "streamRequestsBurst": 9}"#)
+            .check()
+            .expect("valid");
+        assert_eq!(
+            (
+                l.request_rate().per_second.get(),
+                l.request_rate().burst.get()
+            ),
+            (5, 9)
+        );
     }
 
     #[test]
@@ -175,6 +185,11 @@ mod tests {
             ),
             (r#"{"maxMessageSize": 100}"#, "maxMessageSize"),
             (r#"{"keepaliveTimeout": "0s"}"#, "keepaliveInterval"),
+            (
+                r#"{"streamRequestsPerSecond": 0}"#,
+                "streamRequestsPerSecond",
+            ),
+            (r#"{"streamRequestsBurst": 0}"#, "streamRequestsBurst"),
         ] {
             assert_eq!(raw(json).check().map_err(|e| e.field), Err(field), "{json}");
         }

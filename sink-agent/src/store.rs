@@ -364,6 +364,7 @@ impl Store {
         // hub.
         writer.set(&config.group, Arc::new(snapshot.clone()));
         metrics::gauge!("meshhub_agent_collections").set(held.len() as f64);
+        metrics::gauge!("meshhub_agent_persist_failing").set(0.0);
         tracing::info!(
             collections = held.len(),
             errors = status.load_errors.len(),
@@ -454,6 +455,12 @@ impl Store {
         let upserts = match validated {
             Ok(v) => v,
             Err(e) => {
+                // Invalid content is not asked for again (only a write
+                // failure is), whatever failed before.
+                self.failing
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&collection);
                 refused(&inner.status, &collection, &version, &e.0);
                 return Err(e);
             }

@@ -235,6 +235,7 @@ impl Hub {
             ledger: ledger.clone(),
             config: Arc::new(SourceConfig {
                 send_timeout: config.limits.send_timeout,
+                request_rate: Some(config.limits.request_rate()),
                 ..SourceConfig::default()
             }),
             shutdown: shutdown.clone(),

@@ -12,6 +12,13 @@
 //! * `maxStreams` bounds the open streams of the port (a semaphore permit
 //!   lives as long as the response body); `maxStreamsPerConnection` is
 //!   HTTP/2's `SETTINGS_MAX_CONCURRENT_STREAMS`.
+//! * `streamRequestsPerSecond`/`streamRequestsBurst`: a token bucket per
+//!   stream for the requests (subscriptions, ACKs, NACKs) a peer sends on
+//!   it ([`RequestRate`]). A stream over it is ended with
+//!   `RESOURCE_EXHAUSTED` and counted in [`METRIC_REQUEST_RATE`]; the
+//!   other streams are not touched. An
+//!   honest peer sends one request per response it gets, plus one per
+//!   collection it subscribes.
 //! * `sendTimeout`: a response that the consumer has not taken off the
 //!   connection (HTTP/2 flow control: it stopped reading) within this time
 //!   ends its stream and closes its connection, so that it cannot pin old
@@ -44,6 +51,8 @@ pub use raw::{LimitsError, RawLimits};
 /// Counter: streams ended by the server because the consumer stopped
 /// reading, by `protocol`.
 pub const METRIC_CUT: &str = "meshhub_mcp_streams_cut_total";
+/// Counts streams ended for sending requests faster than allowed.
+pub const METRIC_REQUEST_RATE: &str = "meshhub_mcp_streams_request_rate_exceeded_total";
 
 /// Flow-control settings of one gRPC port.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -70,6 +79,67 @@ pub struct Limits {
     /// How long a response may wait for a consumer that stopped reading
     /// (`None`: forever).
     pub send_timeout: Option<Duration>,
+    /// Requests per second one stream may send (refill rate).
+    pub stream_requests_per_second: NonZeroU32,
+    /// Requests one stream may send at once.
+    pub stream_requests_burst: NonZeroU32,
+}
+
+impl Limits {
+    /// The per-stream request rate of these limits.
+    pub fn request_rate(&self) -> RequestRate {
+        RequestRate {
+            per_second: self.stream_requests_per_second,
+            burst: self.stream_requests_burst,
+        }
+    }
+}
+
+/// How fast one stream's peer may send requests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RequestRate {
+    /// Refill rate.
+    pub per_second: NonZeroU32,
+    /// Bucket size.
+    pub burst: NonZeroU32,
+}
+
+impl Default for RequestRate {
+    fn default() -> Self {
+        Limits::default().request_rate()
+    }
+}
+
+impl RequestRate {
+    /// A fresh bucket for one stream.
+    pub fn limiter(&self) -> RequestLimiter {
+        RequestLimiter(RateLimiter::direct(
+            Quota::per_second(self.per_second).allow_burst(self.burst),
+        ))
+    }
+}
+
+/// One stream's request bucket.
+pub struct RequestLimiter(DefaultDirectRateLimiter);
+
+impl std::fmt::Debug for RequestLimiter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RequestLimiter").finish_non_exhaustive()
+    }
+}
+
+impl RequestLimiter {
+    /// Takes a token for one request; `RESOURCE_EXHAUSTED` (and the cut
+    /// counted) when the stream is over its rate.
+    pub fn check(&self, rate: &RequestRate) -> Result<(), tonic::Status> {
+        self.0.check().map_err(|_| {
+            metrics::counter!(METRIC_REQUEST_RATE).increment(1);
+            tonic::Status::resource_exhausted(format!(
+                "this stream sent requests faster than {}/s (burst {}); reconnect with backoff",
+                rate.per_second, rate.burst
+            ))
+        })
+    }
 }
 
 const fn nz(n: u32) -> NonZeroU32 {
@@ -95,6 +165,10 @@ impl Default for Limits {
             keepalive_interval: crate::transport::KEEPALIVE_INTERVAL,
             keepalive_timeout: crate::transport::KEEPALIVE_TIMEOUT,
             send_timeout: Some(Duration::from_secs(120)),
+            // An honest peer sends one request per response; this leaves
+            // room for hundreds of collections changing every second.
+            stream_requests_per_second: nz(200),
+            stream_requests_burst: nz(2000),
         }
     }
 }

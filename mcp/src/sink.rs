@@ -75,6 +75,17 @@ pub trait Updater: Send + Sync + 'static {
     /// What the updater holds of a collection (name → version), for
     /// `initial_resource_versions` when a stream (re)starts.
     fn held(&self, collection: &str) -> HashMap<String, String>;
+
+    /// After [`Self::apply`] of `collection` failed: whether the failure may
+    /// pass by itself (a full disk) and when to ask for the collection
+    /// again. The stream then sends a new request for it (empty nonce,
+    /// what it holds), which makes the source resend its current version,
+    /// even the one just NACKed; a newer response meanwhile cancels the
+    /// retry. `None` (the default): the refusal stands until the source has
+    /// a new version.
+    fn retry_after(&self, _collection: &str) -> Option<std::time::Duration> {
+        None
+    }
 }
 
 /// What to do with a response.
@@ -116,19 +127,43 @@ impl SinkStream {
         self.config
             .collections
             .iter()
-            .map(|c| RequestResources {
-                sink_node: Some(self.config.node.clone()),
-                collection: c.name.clone(),
-                initial_resource_versions: if c.incremental {
-                    held(&c.name)
-                } else {
-                    HashMap::new()
-                },
-                response_nonce: String::new(),
-                error_detail: None,
-                incremental: c.incremental,
-            })
+            .map(|c| self.subscribe(c, &held))
             .collect()
+    }
+
+    /// A new request for one configured collection (empty nonce, with what
+    /// is held when incremental): the source answers it with its current
+    /// version, even one this stream NACKed. `None` for a collection not
+    /// configured.
+    pub fn request_again(
+        &self,
+        collection: &str,
+        held: impl Fn(&str) -> HashMap<String, String>,
+    ) -> Option<RequestResources> {
+        self.config
+            .collections
+            .iter()
+            .find(|c| c.name == collection)
+            .map(|c| self.subscribe(c, &held))
+    }
+
+    fn subscribe(
+        &self,
+        c: &SinkCollection,
+        held: &impl Fn(&str) -> HashMap<String, String>,
+    ) -> RequestResources {
+        RequestResources {
+            sink_node: Some(self.config.node.clone()),
+            collection: c.name.clone(),
+            initial_resource_versions: if c.incremental {
+                held(&c.name)
+            } else {
+                HashMap::new()
+            },
+            response_nonce: String::new(),
+            error_detail: None,
+            incremental: c.incremental,
+        }
     }
 
     /// Handles one response.
@@ -318,6 +353,16 @@ mod tests {
             assert_eq!(req.response_nonce, "7");
             assert!(!req.incremental);
         }
+    }
+
+    #[test]
+    fn asking_again_is_a_new_request_with_what_is_held() {
+        let held = |_: &str| HashMap::from([("ns/a".to_owned(), "1".to_owned())]);
+        let again = sink(true).request_again(VS, held).unwrap();
+        assert!(again.response_nonce.is_empty() && again.error_detail.is_none());
+        assert_eq!(again.initial_resource_versions.len(), 1);
+        assert_eq!(again, sink(true).initial_requests(held).remove(0));
+        assert!(sink(true).request_again("other/collection", held).is_none());
     }
 
     #[test]

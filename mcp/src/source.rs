@@ -81,6 +81,9 @@ pub struct SourceConfig {
     /// reading before its stream and connection are closed (`None`: no
     /// limit).
     pub send_timeout: Option<std::time::Duration>,
+    /// How fast the peer may send requests on one stream (`None`: no
+    /// limit); see [`crate::limits::RequestRate`].
+    pub request_rate: Option<crate::limits::RequestRate>,
 }
 
 impl Default for SourceConfig {
@@ -90,6 +93,7 @@ impl Default for SourceConfig {
             // Pilot's default receive limit is 4 MiB; we raise our own peers'.
             max_response_bytes: 64 * 1024 * 1024,
             send_timeout: crate::limits::Limits::default().send_timeout,
+            request_rate: Some(crate::limits::RequestRate::default()),
         }
     }
 }

@@ -173,6 +173,7 @@ impl Agent {
             config: Arc::new(SourceConfig {
                 incremental: IncrementalPolicy::Always,
                 max_response_bytes: config.max_message_bytes,
+                request_rate: Some(config.limits.request_rate()),
                 ..SourceConfig::default()
             }),
             shutdown: shutdown.clone(),

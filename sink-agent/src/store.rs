@@ -13,9 +13,18 @@
 //! collection>.pb`, each an encoded `istio.mcp.v1alpha1.Resources` with the
 //! collection, the hub's `system_version_info` and every resource. Files are
 //! replaced by write-to-temp, fsync, rename, fsync of the directory, so a
-//! crash leaves the old or the new file, never a torn one. `<data>/v1/LOCK`
-//! is held (an OS file lock) for the life of the store, so two agents can't
-//! share a data directory.
+//! crash leaves the old or the new file, never a torn one. Each file ends
+//! with a seal (a SHA-256 of everything before it, see [`seal`]): a file cut
+//! short or damaged is skipped on load and reported, never served.
+//! `<data>/v1/LOCK` is held (an OS file lock) for the life of the store, so
+//! two agents can't share a data directory; it names its holder (process id
+//! and start time), and a second agent's refusal quotes it.
+//!
+//! A change that can't be persisted (a full disk, a read-only directory) is
+//! NACKed with the reason and the last good state stays served. The store
+//! then tells the stream to ask again ([`Updater::retry_after`]: after
+//! [`RETRY_FIRST`], doubling up to [`RETRY_MAX`]), so the hub resends its
+//! current version and the agent recovers by itself once writes succeed.
 //!
 //! Each resource is encoded once, on receipt; the same bytes are written to
 //! disk, re-read from disk and shared by every local stream.
@@ -31,7 +40,8 @@ use std::fs::File;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Instant, SystemTime};
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
 use meshhub_mcp::cache::{Group, SnapshotCache, SnapshotWriter};
@@ -59,6 +69,13 @@ pub const EXTENSION: &str = "pb";
 const TEMP_SUFFIX: &str = ".tmp";
 /// At most this many rejected resources are named in one NACK.
 const NAMED_IN_NACK: usize = 3;
+/// After a change fails to persist, the stream asks for the collection
+/// again after this long...
+pub const RETRY_FIRST: Duration = Duration::from_millis(500);
+/// ...doubling on each further failure, up to this.
+pub const RETRY_MAX: Duration = Duration::from_secs(10);
+
+pub mod seal;
 
 /// What the store needs to know.
 #[derive(Clone, Debug)]
@@ -97,10 +114,12 @@ pub enum StoreError {
         source: std::io::Error,
     },
     /// Another process holds the data directory.
-    #[error("data directory {path}: in use by another agent")]
+    #[error("data directory {path}: in use by another agent ({holder})")]
     InUse {
         /// The lock file.
         path: PathBuf,
+        /// What the lock file says of its holder.
+        holder: String,
     },
     /// The collections directory can't be listed.
     #[error("data directory {path}: can't list")]
@@ -124,6 +143,15 @@ pub enum LoadError {
         /// Why.
         #[source]
         source: std::io::Error,
+    },
+    /// The file's seal does not hold: cut short or damaged.
+    #[error("{path}: torn")]
+    Torn {
+        /// The file.
+        path: PathBuf,
+        /// How.
+        #[source]
+        source: seal::SealError,
     },
     /// The file is not an encoded `Resources`.
     #[error("{path}: not an encoded istio.mcp.v1alpha1.Resources")]
@@ -217,6 +245,24 @@ pub struct StoreStatus {
     pub load_errors: Vec<String>,
     /// Per collection held.
     pub collections: BTreeMap<String, CollectionInfo>,
+    /// While writes fail: the last failure (cleared by the next write that
+    /// succeeds).
+    pub persist_failure: Option<PersistFailure>,
+}
+
+/// The last failed write, while writes fail.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PersistFailure {
+    /// The collection whose change could not be written.
+    pub collection: String,
+    /// The hub's version of that change.
+    pub version: String,
+    /// Why (the OS error, e.g. `No space left on device`).
+    pub message: String,
+    /// Failed writes in a row.
+    pub consecutive: u32,
+    /// When.
+    pub at: At,
 }
 
 /// One collection's resources, by name.
@@ -239,6 +285,9 @@ pub struct Store {
     status: watch::Receiver<Arc<StoreStatus>>,
     applier: Option<crate::apply::Applier>,
     inner: tokio::sync::Mutex<Inner>,
+    /// Failed writes in a row, per collection (read by
+    /// [`Updater::retry_after`], which can't wait for `inner`).
+    failing: Mutex<HashMap<String, u32>>,
     // Held for the store's life: the OS lock on `<data>/v1/LOCK`.
     _lock: File,
 }
@@ -315,6 +364,7 @@ impl Store {
         // hub.
         writer.set(&config.group, Arc::new(snapshot.clone()));
         metrics::gauge!("meshhub_agent_collections").set(held.len() as f64);
+        metrics::gauge!("meshhub_agent_persist_failing").set(0.0);
         tracing::info!(
             collections = held.len(),
             errors = status.load_errors.len(),
@@ -351,6 +401,7 @@ impl Store {
                 snapshot,
                 status: status_tx,
             }),
+            failing: Mutex::new(HashMap::new()),
             _lock: lock,
         })
     }
@@ -404,6 +455,12 @@ impl Store {
         let upserts = match validated {
             Ok(v) => v,
             Err(e) => {
+                // Invalid content is not asked for again (only a write
+                // failure is), whatever failed before.
+                self.failing
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&collection);
                 refused(&inner.status, &collection, &version, &e.0);
                 return Err(e);
             }
@@ -420,13 +477,14 @@ impl Store {
         }
 
         let path = self.path_of(&collection);
-        let file = EncodedResources {
+        let mut file = EncodedResources {
             system_version_info: version.clone(),
             collection: collection.clone(),
             resources: Arc::new(resources.values().map(|r| r.encoded.clone()).collect()),
             ..Default::default()
         }
         .encode_to_vec();
+        seal::append(&mut file);
         let started = Instant::now();
         let written = {
             let path = path.clone();
@@ -440,10 +498,35 @@ impl Store {
             let message = format!("can't persist: {}", error_chain(&e));
             tracing::error!(%collection, %version, error = %message, "persisting failed; NACK");
             metrics::counter!("meshhub_agent_persist_errors_total").increment(1);
+            metrics::gauge!("meshhub_agent_persist_failing").set(1.0);
+            let consecutive = {
+                let mut failing = self.failing.lock().unwrap_or_else(|e| e.into_inner());
+                let n = failing.entry(collection.clone()).or_default();
+                *n = n.saturating_add(1);
+                *n
+            };
+            let failure = PersistFailure {
+                collection: collection.clone(),
+                version: version.clone(),
+                message: message.clone(),
+                consecutive,
+                at: At(SystemTime::now()),
+            };
+            inner
+                .status
+                .send_modify(|s| Arc::make_mut(s).persist_failure = Some(failure));
             refused(&inner.status, &collection, &version, &message);
             return Err(ApplyError(message));
         }
         metrics::histogram!("meshhub_agent_persist_seconds").record(started.elapsed());
+        let recovered = {
+            let mut failing = self.failing.lock().unwrap_or_else(|e| e.into_inner());
+            failing.remove(&collection);
+            failing.is_empty()
+        };
+        if recovered {
+            metrics::gauge!("meshhub_agent_persist_failing").set(0.0);
+        }
 
         let c = Arc::new(CollectionSnapshot::new(
             resources.values().cloned().collect(),
@@ -465,10 +548,14 @@ impl Store {
         held.insert(collection.clone(), resources);
         let now = At(SystemTime::now());
         status.send_modify(|s| {
-            Arc::make_mut(s).collections.insert(
+            let s = Arc::make_mut(s);
+            s.collections.insert(
                 collection.clone(),
                 info(&version, &c, Origin::Hub, now, None),
             );
+            if recovered && s.persist_failure.take().is_some() {
+                tracing::info!(%collection, %version, "writes succeed again");
+            }
         });
         metrics::gauge!("meshhub_agent_collections").set(held.len() as f64);
         // Persisted and served locally; now the cluster's API. Its refusal
@@ -494,6 +581,20 @@ impl Updater for Store {
             incremental = change.incremental,
         );
         tracing::Instrument::instrument(self.apply_change(change), span).await
+    }
+
+    /// A change that failed to persist is asked for again: after
+    /// [`RETRY_FIRST`], doubling with each failure in a row, at most
+    /// [`RETRY_MAX`]. Invalid changes are not: the hub must send a new
+    /// version.
+    fn retry_after(&self, collection: &str) -> Option<Duration> {
+        let failing = self.failing.lock().unwrap_or_else(|e| e.into_inner());
+        let n = *failing.get(collection)?;
+        Some(
+            RETRY_FIRST
+                .saturating_mul(1 << n.saturating_sub(1).min(16))
+                .min(RETRY_MAX),
+        )
     }
 
     /// What is published (and therefore persisted) of the collection.
@@ -712,20 +813,44 @@ fn sync_dir(_: &Path) -> std::io::Result<()> {
 
 fn lock_dir(format_dir: &Path) -> Result<File, StoreError> {
     let path = format_dir.join(LOCK_FILE);
-    let file = std::fs::OpenOptions::new()
+    // Create it if missing (a read-only directory that has none fails
+    // below), then hold it open for reading only: an OS lock needs no write
+    // access, and a descriptor open for writing would keep an operator
+    // from remounting the data directory read-only.
+    let created = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
-        .open(&path)
-        .map_err(|source| StoreError::Lock {
-            path: path.clone(),
-            source,
-        })?;
+        .open(&path);
+    let file = File::open(&path).map_err(|source| StoreError::Lock {
+        path: path.clone(),
+        source: created.err().unwrap_or(source),
+    })?;
     match file.try_lock() {
-        Ok(()) => Ok(file),
-        Err(std::fs::TryLockError::WouldBlock) => Err(StoreError::InUse { path }),
-        Err(std::fs::TryLockError::Error(source)) => Err(StoreError::Lock { path, source }),
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            // The holder wrote who it is (below); quote it.
+            let holder = std::fs::read_to_string(&path)
+                .ok()
+                .map(|s| s.trim().to_owned())
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| "holder unknown".to_owned());
+            return Err(StoreError::InUse { path, holder });
+        }
+        Err(std::fs::TryLockError::Error(source)) => return Err(StoreError::Lock { path, source }),
     }
+    // Name the holder for a second agent's error. Best effort: the lock,
+    // not this text, is what keeps a second writer out (and a read-only
+    // directory must not stop the agent from serving what it holds).
+    let holder = format!(
+        "pid {} since {}",
+        std::process::id(),
+        humantime::format_rfc3339_seconds(SystemTime::now())
+    );
+    if let Err(e) = std::fs::write(&path, holder.as_bytes()) {
+        tracing::warn!(path = %path.display(), error = %e, "can't write the lock holder");
+    }
+    Ok(file)
 }
 
 type Loaded = Result<(String, String, Vec<EncodedResource>), LoadError>;
@@ -783,9 +908,16 @@ pub fn load_one(path: &Path, collection: &str, kinds: &KindTable) -> Loaded {
         path: path.to_owned(),
         source,
     })?;
+    let content = seal::check(&data)
+        .map_err(|source| LoadError::Torn {
+            path: path.to_owned(),
+            source,
+        })?
+        .len();
     // Decoding from `Bytes` slices the resources out of the file's buffer:
     // they are served as read, with no copy and no re-encoding.
-    let file = EncodedResources::decode(Bytes::from(data)).map_err(|source| LoadError::Decode {
+    let data = Bytes::from(data).slice(..content);
+    let file = EncodedResources::decode(data).map_err(|source| LoadError::Decode {
         path: path.to_owned(),
         source,
     })?;

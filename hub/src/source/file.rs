@@ -272,7 +272,7 @@ fn scan(
     emit: &mut dyn FnMut(SourceEvent) -> bool,
 ) -> Option<Known> {
     let mut found = Vec::new();
-    walk(root, root, exclude, &mut found);
+    walk(root, root, exclude, &mut Vec::new(), &mut found);
     let mut seen = HashSet::new();
     for (rel, meta) in found {
         seen.insert(rel.clone());
@@ -359,10 +359,36 @@ fn scan(
 }
 
 /// Collects the object files below `dir` with their metadata.
+/// `ancestors` holds the (device, inode) of every directory being walked
+/// above: a symlink back to one of them (a loop) is not followed, or the
+/// walk would never end.
 fn walk(
     root: &Path,
     dir: &Path,
     exclude: &HashSet<PathBuf>,
+    ancestors: &mut Vec<(u64, u64)>,
+    out: &mut Vec<(PathBuf, std::fs::Metadata)>,
+) {
+    use std::os::unix::fs::MetadataExt as _;
+    let Ok(here) = std::fs::metadata(dir) else {
+        return;
+    };
+    let id = (here.dev(), here.ino());
+    if ancestors.contains(&id) {
+        warn!(dir = %dir.display(), "symlink loop: a directory links to one above it; not followed");
+        metrics::counter!("meshhub_file_source_symlink_loops_total").increment(1);
+        return;
+    }
+    ancestors.push(id);
+    walk_entries(root, dir, exclude, ancestors, out);
+    ancestors.pop();
+}
+
+fn walk_entries(
+    root: &Path,
+    dir: &Path,
+    exclude: &HashSet<PathBuf>,
+    ancestors: &mut Vec<(u64, u64)>,
     out: &mut Vec<(PathBuf, std::fs::Metadata)>,
 ) {
     let entries = match std::fs::read_dir(dir) {
@@ -388,7 +414,7 @@ fn walk(
             continue;
         };
         if meta.is_dir() {
-            walk(root, &path, exclude, out);
+            walk(root, &path, exclude, ancestors, out);
             continue;
         }
         let object_file = path

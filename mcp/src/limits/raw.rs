@@ -36,6 +36,10 @@ pub struct RawLimits {
     /// `sendTimeout` (`0s`: none).
     #[serde(default, deserialize_with = "duration")]
     pub send_timeout: Option<Duration>,
+    /// `streamRequestsPerSecond`.
+    pub stream_requests_per_second: Option<u32>,
+    /// `streamRequestsBurst`.
+    pub stream_requests_burst: Option<u32>,
 }
 
 /// A `limits` key with a value out of range.
@@ -97,6 +101,16 @@ impl RawLimits {
                 Some(t) if t.is_zero() => None,
                 Some(t) => Some(t),
             },
+            stream_requests_per_second: positive(
+                "streamRequestsPerSecond",
+                self.stream_requests_per_second,
+                d.stream_requests_per_second,
+            )?,
+            stream_requests_burst: positive(
+                "streamRequestsBurst",
+                self.stream_requests_burst,
+                d.stream_requests_burst,
+            )?,
         };
         if limits.max_streams == 0 {
             return Err(error("maxStreams", "must be positive"));
@@ -148,6 +162,16 @@ mod tests {
         assert_eq!(l.max_message_bytes, 8192);
         assert_eq!(l.keepalive_interval, Duration::from_secs(2));
         assert_eq!(l.send_timeout, None);
+        let l = raw(r#"{"streamRequestsPerSecond": 5, "streamRequestsBurst": 9}"#)
+            .check()
+            .expect("valid");
+        assert_eq!(
+            (
+                l.request_rate().per_second.get(),
+                l.request_rate().burst.get()
+            ),
+            (5, 9)
+        );
     }
 
     #[test]
@@ -161,6 +185,11 @@ mod tests {
             ),
             (r#"{"maxMessageSize": 100}"#, "maxMessageSize"),
             (r#"{"keepaliveTimeout": "0s"}"#, "keepaliveInterval"),
+            (
+                r#"{"streamRequestsPerSecond": 0}"#,
+                "streamRequestsPerSecond",
+            ),
+            (r#"{"streamRequestsBurst": 0}"#, "streamRequestsBurst"),
         ] {
             assert_eq!(raw(json).check().map_err(|e| e.field), Err(field), "{json}");
         }

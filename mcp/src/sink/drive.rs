@@ -1,6 +1,13 @@
 //! Pumps one sink-side stream: responses from the source go through the
 //! [`SinkStream`] machine and the [`Updater`]; exactly one ACK or NACK goes
 //! back per response. Shared by the sink client and the `ResourceSink` server.
+//!
+//! A NACK the updater expects to pass ([`Updater::retry_after`], e.g. a full
+//! disk) schedules a new request for the collection; the source then
+//! resends its current version, so the sink recovers without a new version
+//! and without an operator.
+
+use std::collections::BTreeMap;
 
 use futures::{Stream, StreamExt};
 use meshhub_proto::mcp::{RequestResources, Resources};
@@ -51,10 +58,33 @@ pub async fn answer<U: Updater, S>(
 where
     S: Stream<Item = Result<Resources, Status>> + Unpin,
 {
+    // Collections to ask for again, and when.
+    let mut retries: BTreeMap<String, tokio::time::Instant> = BTreeMap::new();
     loop {
+        let next_retry = retries.values().min().copied();
         let response = tokio::select! {
             biased;
             () = shutdown.cancelled() => return End::Shutdown,
+            () = until(next_retry) => {
+                let now = tokio::time::Instant::now();
+                let due: Vec<String> = retries
+                    .iter()
+                    .filter(|(_, at)| **at <= now)
+                    .map(|(c, _)| c.clone())
+                    .collect();
+                for collection in due {
+                    retries.remove(&collection);
+                    let Some(req) = machine.request_again(&collection, |c| updater.held(c)) else {
+                        continue;
+                    };
+                    tracing::info!(%collection, "asking again for a change that failed to apply");
+                    metrics::counter!(METRIC_REQUESTED_AGAIN).increment(1);
+                    if tx.send(Ok(req)).await.is_err() {
+                        return End::PeerClosed;
+                    }
+                }
+                continue;
+            }
             r = responses.next() => match r {
                 None => return End::PeerClosed,
                 Some(Err(status)) => return End::Failed(status),
@@ -76,6 +106,8 @@ where
                     change.nonce.clone(),
                 );
                 record.sent(&collection, &version, &nonce);
+                // A newer response supersedes a pending retry.
+                retries.remove(&collection);
                 let resources = change.resources.len();
                 // Applying is not interrupted by shutdown: a half-applied
                 // change is worse than a slightly later exit.
@@ -86,8 +118,12 @@ where
                         record.acked(&collection, &version, &nonce);
                     }
                     Err(e) => {
-                        tracing::warn!(%collection, %version, error = %e, "rejected; NACK");
+                        let retry = updater.retry_after(&collection);
+                        tracing::warn!(%collection, %version, error = %e, retry.after = ?retry, "rejected; NACK");
                         record.nacked(&collection, &version, super::CODE_INVALID_ARGUMENT, &e.0);
+                        if let Some(after) = retry {
+                            retries.insert(collection.clone(), tokio::time::Instant::now() + after);
+                        }
                     }
                 }
                 machine.on_applied(&collection, &nonce, &result)
@@ -96,5 +132,17 @@ where
         if tx.send(Ok(reply)).await.is_err() {
             return End::PeerClosed;
         }
+    }
+}
+
+/// Counts the requests a sink sent again after a change failed to apply
+/// for a reason expected to pass.
+pub const METRIC_REQUESTED_AGAIN: &str = "meshhub_mcp_sink_requested_again_total";
+
+/// Waits until `at`, or forever.
+async fn until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }

@@ -120,6 +120,7 @@ async fn dial_once(
             record,
             shutdown: shutdown.clone(),
             collection_of: Arc::new(str::to_owned),
+            request_rate: target.config.request_rate,
         },
         &mut machine,
         None,

@@ -18,6 +18,7 @@ use tonic::Status;
 use super::{Event, SourceStream, Step};
 use crate::cache::{CollectionState, Group, SnapshotCache};
 use crate::ledger::PeerRecord;
+use crate::limits::RequestRate;
 use crate::snapshot::CollectionSnapshot;
 
 /// A source-side stream machine as the driver sees it: requests and
@@ -129,6 +130,8 @@ pub struct Plumbing<'a> {
     /// Maps a subscription key to the cache collection (identity for MCP;
     /// type URL → collection for ADS).
     pub collection_of: Arc<dyn Fn(&str) -> String + Send + Sync>,
+    /// How fast the peer may send requests (`None`: no limit).
+    pub request_rate: Option<RequestRate>,
 }
 
 /// Runs the stream until the peer leaves, the transport fails, the group is
@@ -166,6 +169,7 @@ where
         }
         step.responses
     };
+    let limiter = p.request_rate.map(|r| (r, r.limiter()));
     let mut outgoing = Vec::new();
     if let Some(req) = first {
         outgoing = handle(machine.on_request(&req), &mut watches);
@@ -183,6 +187,12 @@ where
                 None => return End::PeerClosed,
                 Some(Err(status)) => return End::Failed(status),
                 Some(Ok(req)) => {
+                    if let Some((rate, limiter)) = &limiter
+                        && let Err(status) = limiter.check(rate)
+                    {
+                        tracing::warn!(limit.per_second = rate.per_second.get(), limit.burst = rate.burst.get(), "peer sends requests faster than allowed; ending its stream");
+                        return End::Failed(status);
+                    }
                     on_message();
                     outgoing = handle(machine.on_request(&req), &mut watches);
                 }

@@ -143,7 +143,11 @@ where
                 first = incoming.next() => match first {
                     Some(Ok(first)) => first,
                     Some(Err(status)) => {
+                        // A message that does not decode, or is over the
+                        // size limit: say so to the peer, not just end.
+                        tracing::warn!(code = ?status.code(), error = %status.message(), "bad first message; ending the stream");
                         record.disconnected(Some(status.message().to_owned()));
+                        let _ = tx.send(Err(status)).await;
                         return;
                     }
                     None => return,
@@ -191,6 +195,7 @@ where
                     record: &record,
                     shutdown: s.shutdown.clone(),
                     collection_of: d.collection_of,
+                    request_rate: s.config.request_rate,
                 },
                 &mut machine,
                 first,

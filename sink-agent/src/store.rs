@@ -63,6 +63,11 @@ pub const FORMAT_DIR: &str = "v1";
 pub const COLLECTIONS_DIR: &str = "collections";
 /// The lock file inside [`FORMAT_DIR`].
 pub const LOCK_FILE: &str = "LOCK";
+/// Marker inside [`FORMAT_DIR`]: every collection file of this directory
+/// ends with a seal. Absent (a directory written by an agent before seals
+/// existed), unsealed files that decode are accepted once, sealed in
+/// place, and then the marker is written.
+pub const SEALED_MARKER: &str = "SEALED";
 /// Extension of a persisted collection.
 pub const EXTENSION: &str = "pb";
 /// Suffix of a file being written (removed on start if a crash left one).
@@ -321,7 +326,13 @@ impl Store {
                     source,
                 })?;
                 let lock = lock_dir(&format_dir)?;
-                let loaded = load_all(&dir, &kinds, &accepted)?;
+                let marker = format_dir.join(SEALED_MARKER);
+                let sealed = marker.exists();
+                let loaded = load_all(&dir, &kinds, &accepted, sealed)?;
+                if !sealed {
+                    migrate_to_sealed(&dir, &marker, &loaded);
+                }
+                let loaded: Vec<Loaded> = loaded.into_iter().map(|l| l.map(|(r, _)| r)).collect();
                 Ok((lock, loaded))
             })
             .await
@@ -854,6 +865,45 @@ fn lock_dir(format_dir: &Path) -> Result<File, StoreError> {
 }
 
 type Loaded = Result<(String, String, Vec<EncodedResource>), LoadError>;
+/// A loaded collection, and the path of its file when it had no seal (a
+/// file written before seals existed).
+type LoadedFile = Result<((String, String, Vec<EncodedResource>), Option<PathBuf>), LoadError>;
+
+/// Seals in place every unsealed file that loaded, then writes the marker,
+/// so that from now on a file without a seal is torn. Failures (a
+/// read-only directory) are logged: the next start tries again, and until
+/// then unsealed files keep being accepted.
+fn migrate_to_sealed(dir: &Path, marker: &Path, loaded: &[LoadedFile]) {
+    let mut complete = true;
+    for (_, path) in loaded.iter().filter_map(|l| l.as_ref().ok()) {
+        let Some(path) = path else { continue };
+        let resealed = std::fs::read(path)
+            .map_err(|source| PersistError {
+                path: path.clone(),
+                source,
+            })
+            .and_then(|mut data| {
+                seal::append(&mut data);
+                write_atomic(path, &data)
+            });
+        match resealed {
+            Ok(()) => {
+                tracing::info!(path = %path.display(), "sealed a file written before seals existed")
+            }
+            Err(e) => {
+                complete = false;
+                tracing::warn!(path = %path.display(), error = %error_chain(&e), "can't seal a file written before seals existed; accepted unsealed until it can be");
+            }
+        }
+    }
+    let written = complete
+        && write_atomic(marker, b"every collection file in collections/ ends with a seal\n")
+            .inspect_err(|e| tracing::warn!(path = %marker.display(), error = %error_chain(e), "can't write the seal marker; unsealed files stay accepted until it is written"))
+            .is_ok();
+    if written {
+        tracing::debug!(dir = %dir.display(), "collection files are sealed");
+    }
+}
 
 /// Reads every persisted collection of `dir`. Leftover temp files (a crash
 /// during a write) are removed; files of collections no longer accepted are
@@ -862,7 +912,8 @@ fn load_all(
     dir: &Path,
     kinds: &KindTable,
     accepted: &BTreeSet<String>,
-) -> Result<Vec<Loaded>, StoreError> {
+    sealed: bool,
+) -> Result<Vec<LoadedFile>, StoreError> {
     let entries = std::fs::read_dir(dir).map_err(|source| StoreError::List {
         path: dir.to_owned(),
         source,
@@ -896,24 +947,34 @@ fn load_all(
             tracing::info!(%collection, path = %path.display(), "persisted collection not accepted any more; not served");
             continue;
         }
-        out.push(load_one(&path, &collection, kinds));
+        out.push(load_file(&path, &collection, kinds, !sealed));
     }
     Ok(out)
 }
 
 /// Reads and re-validates one persisted collection (the schema may have
-/// changed since it was written).
+/// changed since it was written). The file must end with its seal.
 pub fn load_one(path: &Path, collection: &str, kinds: &KindTable) -> Loaded {
+    load_file(path, collection, kinds, false).map(|(loaded, _)| loaded)
+}
+
+/// [`load_one`]; with `unsealed_ok`, a file without a seal that decodes is
+/// accepted (its path returned, to be sealed).
+fn load_file(path: &Path, collection: &str, kinds: &KindTable, unsealed_ok: bool) -> LoadedFile {
     let data = std::fs::read(path).map_err(|source| LoadError::Read {
         path: path.to_owned(),
         source,
     })?;
-    let content = seal::check(&data)
-        .map_err(|source| LoadError::Torn {
-            path: path.to_owned(),
-            source,
-        })?
-        .len();
+    let (content, unsealed) = match seal::check(&data) {
+        Ok(content) => (content.len(), None),
+        Err(seal::SealError::Missing) if unsealed_ok => (data.len(), Some(path.to_owned())),
+        Err(source) => {
+            return Err(LoadError::Torn {
+                path: path.to_owned(),
+                source,
+            });
+        }
+    };
     // Decoding from `Bytes` slices the resources out of the file's buffer:
     // they are served as read, with no copy and no re-encoding.
     let data = Bytes::from(data).slice(..content);
@@ -947,7 +1008,10 @@ pub fn load_one(path: &Path, collection: &str, kinds: &KindTable) -> Loaded {
             encoded: encoded.clone(),
         });
     }
-    Ok((collection.to_owned(), file.system_version_info, resources))
+    Ok((
+        (collection.to_owned(), file.system_version_info, resources),
+        unsealed,
+    ))
 }
 
 pub use meshhub_runtime::error_chain;

@@ -204,3 +204,50 @@ async fn changes_apply_persist_publish_and_reload() {
         "the served version is stable across restarts"
     );
 }
+
+/// A data directory written before seals existed: its files are served on
+/// the first start of an upgraded agent, sealed in place, and from then on
+/// a file without a seal (a cut one) is torn.
+#[tokio::test]
+async fn files_written_before_seals_are_served_once_sealed_and_then_required() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = StoreConfig {
+        data_dir: dir.path().to_owned(),
+        group: "local".into(),
+        collections: vec![VS.to_owned()],
+        kinds: KindTable::builtin(),
+        applier: None,
+    };
+    // What an older agent wrote: the same message, no seal, no marker.
+    let collections = dir.path().join(FORMAT_DIR).join(COLLECTIONS_DIR);
+    std::fs::create_dir_all(&collections).unwrap();
+    let path = collections.join(file_name(VS));
+    let encoded = resource("ns/a", VS_URL, vec![]).encode_to_vec();
+    let legacy = EncodedResources {
+        system_version_info: "old".into(),
+        collection: VS.into(),
+        resources: Arc::new(vec![Bytes::from(encoded)]),
+        ..Default::default()
+    }
+    .encode_to_vec();
+    std::fs::write(&path, &legacy).unwrap();
+    let marker = dir.path().join(FORMAT_DIR).join(SEALED_MARKER);
+
+    let (writer, cache) = meshhub_mcp::cache::new();
+    let store = Store::open(config.clone(), writer).await.unwrap();
+    assert!(store.status().borrow().load_errors.is_empty());
+    assert_eq!(cache.snapshot("local").unwrap().collection(VS).len(), 1);
+    assert!(marker.exists(), "marker written after the migration");
+    let sealed = std::fs::read(&path).unwrap();
+    assert_eq!(seal::check(&sealed), Ok(&legacy[..]), "sealed in place");
+    drop(store);
+
+    // Now a file without a seal is a torn one.
+    std::fs::write(&path, &legacy).unwrap();
+    let (writer, cache) = meshhub_mcp::cache::new();
+    let store = Store::open(config, writer).await.unwrap();
+    let errors = store.status().borrow().load_errors.clone();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(errors[0].contains("no seal"), "{errors:?}");
+    assert!(cache.snapshot("local").unwrap().collection(VS).is_empty());
+}

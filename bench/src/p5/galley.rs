@@ -242,6 +242,8 @@ async fn start_galley(
         "1000000".into(),
         "--server-maxReceivedMessageSize".into(),
         "536870912".into(),
+        // Without it Galley reads its files once (and on SIGUSR1).
+        "--watchConfigFiles=true".into(),
         "--disableResourceReadyCheck".into(),
         "--monitoringPort".into(),
         free_port().to_string(),

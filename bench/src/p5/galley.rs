@@ -357,7 +357,7 @@ fn check(r: &Value, expected: &Value, exact: bool, results: &mut Results) -> Res
         let count = digest.split(':').next().unwrap_or_default();
         let e = &expected[&c];
         ensure!(
-            count == e["count"].to_string(),
+            count.parse::<u64>().ok() == e["count"].as_u64(),
             "oracle: {c}: streams hold {count} resources, meshhub publishes {}",
             e["count"]
         );

@@ -239,11 +239,14 @@ func main() {
 				emit(map[string]any{"event": "error", "message": err.Error()})
 				continue
 			}
+			// SetSnapshot answers open watches before it returns: publish
+			// time is its start.
+			at := time.Now().UnixNano()
 			if err := cache.SetSnapshot(ctx, group, s); err != nil {
 				emit(map[string]any{"event": "error", "message": err.Error()})
 				continue
 			}
-			emit(map[string]any{"event": "published", "objects": n, "at_ns": time.Now().UnixNano()})
+			emit(map[string]any{"event": "published", "objects": n, "at_ns": at})
 		case "acks":
 			typeURL, _ := cmd["type"].(string)
 			version, _ := cmd["version"].(string)

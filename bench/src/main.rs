@@ -7,9 +7,12 @@
 //! subcommands — so that the hub's RSS is its own and neither process nears
 //! the open-file limit. See `docs/performance.md`.
 
+mod adsload;
 mod digest;
 mod generate;
+mod k8s;
 mod load;
+mod p5;
 mod proc;
 mod rawtcp;
 mod server;
@@ -37,7 +40,7 @@ enum Command {
         /// Small sizes: proves the harness works, measures nothing useful.
         #[arg(long)]
         quick: bool,
-        /// Only these scenarios (p1, p2, p3, p4), comma-separated.
+        /// Only these scenarios (p1, p2, p3, p4, p5, k8s), comma-separated.
         #[arg(long, value_delimiter = ',')]
         only: Vec<String>,
         /// Size overrides, e.g. `--size p2.resources=40` (repeatable).
@@ -64,6 +67,18 @@ enum Command {
         /// Ask for incremental responses.
         #[arg(long)]
         incremental: bool,
+    },
+    /// (internal) The ADS load generator (P5).
+    AdsLoad {
+        /// The server's gRPC address.
+        #[arg(long)]
+        addr: SocketAddr,
+        /// HTTP/2 connections the streams share.
+        #[arg(long)]
+        conns: usize,
+        /// Type URLs each stream subscribes, comma-separated.
+        #[arg(long, value_delimiter = ',')]
+        types: Vec<String>,
     },
     /// (internal) Raw TCP reader.
     RawReader {
@@ -106,6 +121,7 @@ async fn main() -> ExitCode {
             collections,
             incremental,
         } => load::run(addr, conns, collections, incremental).await,
+        Command::AdsLoad { addr, conns, types } => adsload::run(addr, conns, types).await,
         Command::RawReader { conns } => rawtcp::reader(conns).await,
         Command::RawWriter {
             addr,

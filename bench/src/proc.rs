@@ -77,7 +77,13 @@ impl Child {
     /// Starts this binary with `args`.
     pub fn spawn(name: &str, args: &[String]) -> Result<Self> {
         let exe = std::env::current_exe().context("locating the harness binary")?;
-        let mut child = Command::new(exe)
+        Self::spawn_program(name, &exe, args)
+    }
+
+    /// Starts another program that speaks the same line protocol (a peer
+    /// server of scenario P5).
+    pub fn spawn_program(name: &str, program: &std::path::Path, args: &[String]) -> Result<Self> {
+        let mut child = Command::new(program)
             .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

@@ -23,6 +23,10 @@ pub struct Params {
     pub p3: (usize, usize, usize),
     /// P4: resources.
     pub p4: usize,
+    /// P5: side by side with the go-control-plane peer.
+    pub p5: crate::p5::Sizes,
+    /// k8s: objects in the kube-apiserver (only with `--only k8s`).
+    pub k8s: usize,
 }
 
 impl Params {
@@ -33,6 +37,8 @@ impl Params {
             p2: (10_000, 100, 1_000),
             p3: (100, 10, 10_000),
             p4: 100_000,
+            p5: crate::p5::Sizes::full(),
+            k8s: 100_000,
         }
     }
 
@@ -57,6 +63,8 @@ impl Params {
             "p3.conns" => self.p3.1 = v,
             "p3.resources" => self.p3.2 = v,
             "p4.resources" => self.p4 = v,
+            "k8s.resources" => self.k8s = v,
+            k if k.starts_with("p5.") => self.p5.set(k, v)?,
             _ => bail!("unknown size {key:?}"),
         }
         Ok(())
@@ -69,6 +77,8 @@ impl Params {
             p2: (100, 4, 100),
             p3: (8, 2, 200),
             p4: 2_000,
+            p5: crate::p5::Sizes::quick(),
+            k8s: 1_000,
         }
     }
 }
@@ -92,7 +102,13 @@ pub struct Results {
 }
 
 impl Results {
-    fn row(&mut self, figure: String, measured: String, target: &str, met: Option<bool>) {
+    pub(crate) fn row(
+        &mut self,
+        figure: String,
+        measured: String,
+        target: &str,
+        met: Option<bool>,
+    ) {
         self.rows.push(Row {
             figure,
             measured,
@@ -138,6 +154,17 @@ pub async fn run(params: &Params, only: &[String]) -> Result<Results> {
     }
     if want("p4") {
         p4(params, &mut results).await.context("P4")?;
+    }
+    let explicit = only.iter().any(|o| o.eq_ignore_ascii_case("p5"));
+    if explicit || (only.is_empty() && params.p5.by_default) {
+        crate::p5::run(params.p5, &mut results)
+            .await
+            .context("P5")?;
+    }
+    if only.iter().any(|o| o.eq_ignore_ascii_case("k8s")) {
+        crate::k8s::run(params.k8s, &mut results)
+            .await
+            .context("k8s")?;
     }
     Ok(results)
 }

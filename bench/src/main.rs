@@ -8,6 +8,7 @@
 //! the open-file limit. See `docs/performance.md`.
 
 mod digest;
+mod envelope;
 mod generate;
 mod load;
 mod proc;
@@ -64,6 +65,9 @@ enum Command {
         /// Ask for incremental responses.
         #[arg(long)]
         incremental: bool,
+        /// Decode only each response's envelope (full state only).
+        #[arg(long)]
+        envelope: bool,
     },
     /// (internal) Raw TCP reader.
     RawReader {
@@ -105,7 +109,8 @@ async fn main() -> ExitCode {
             conns,
             collections,
             incremental,
-        } => load::run(addr, conns, collections, incremental).await,
+            envelope,
+        } => load::run(addr, conns, collections, incremental, envelope).await,
         Command::RawReader { conns } => rawtcp::reader(conns).await,
         Command::RawWriter {
             addr,

@@ -88,6 +88,12 @@ impl Corpus {
                 "  connectionStreamsPerSecond: 1000000\n",
                 "  connectionStreamsBurst: 1000000\n",
                 "  maxStreams: 1000000\n",
+                // P3 rewrites every file at once; on a loaded machine the
+                // rescan can outlast the default 1 s maximum wait and the
+                // burst would be published in two parts. One change (P1) and
+                // the initial snapshot (P4) are unaffected.
+                "debounce:\n",
+                "  maxWait: 10s\n",
             ),
         )?;
         let corpus = Self {

@@ -10,6 +10,11 @@
 //! `report`: per collection the distinct (version, digest) states and how
 //! many streams hold each, optionally every stream's receipt time, and the
 //! bytes received.
+//!
+//! With `--envelope` (full state only) a stream decodes only each
+//! response's envelope and keeps every resource as its encoded bytes
+//! (`crate::envelope`); its digest then hashes those bytes, which the hub
+//! side's `expected` reports as `raw_digest`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
@@ -27,6 +32,7 @@ use tokio_stream::wrappers::UnboundedReceiverStream;
 use tonic::transport::{Channel, Endpoint};
 
 use crate::digest::{Digest, name_hash, resource_hash};
+use crate::envelope;
 use crate::proc::{Commands, emit, now_ns};
 
 /// Largest response a consumer accepts.
@@ -52,6 +58,7 @@ struct Load {
     channels: Vec<Channel>,
     collections: Arc<Vec<String>>,
     incremental: bool,
+    envelope: bool,
     streams: Vec<Arc<Mutex<StreamState>>>,
     bytes: Arc<AtomicU64>,
 }
@@ -62,6 +69,7 @@ pub async fn run(
     conns: usize,
     collections: Vec<String>,
     incremental: bool,
+    envelope: bool,
 ) -> Result<()> {
     let mut load = Load {
         addr,
@@ -69,6 +77,7 @@ pub async fn run(
         channels: Vec::new(),
         collections: Arc::new(collections),
         incremental,
+        envelope,
         streams: Vec::new(),
         bytes: Arc::new(AtomicU64::new(0)),
     };
@@ -118,8 +127,19 @@ impl Load {
             let collections = self.collections.clone();
             let bytes = self.bytes.clone();
             let incremental = self.incremental;
+            let envelope = self.envelope;
             tokio::spawn(async move {
-                if let Err(e) = stream(channel, i, collections, incremental, &state, &bytes).await {
+                if let Err(e) = stream(
+                    channel,
+                    i,
+                    collections,
+                    incremental,
+                    envelope,
+                    &state,
+                    &bytes,
+                )
+                .await
+                {
                     lock(&state).failed = Some(format!("{e:#}"));
                 }
             });
@@ -223,10 +243,10 @@ async fn stream(
     id: usize,
     collections: Arc<Vec<String>>,
     incremental: bool,
+    envelope: bool,
     state: &Mutex<StreamState>,
     bytes: &AtomicU64,
 ) -> Result<()> {
-    let mut client = ResourceSourceClient::new(channel).max_decoding_message_size(MAX_MESSAGE);
     // Unbounded is bounded by the protocol: one ACK per response received.
     let (tx, rx) = mpsc::unbounded_channel();
     for (k, c) in collections.iter().enumerate() {
@@ -240,40 +260,79 @@ async fn stream(
             ..Default::default()
         })?;
     }
-    let mut responses = client
-        .establish_resource_stream(UnboundedReceiverStream::new(rx))
-        .await
-        .context("opening the stream")?
-        .into_inner();
+    let requests = UnboundedReceiverStream::new(rx);
     let mut held: HashMap<String, HashMap<u64, u64>> = HashMap::new();
-    while let Some(msg) = responses.message().await.context("receiving")? {
+    let mut apply = |collection: String,
+                     version: String,
+                     nonce: String,
+                     full: bool,
+                     removed: &mut dyn Iterator<Item = u64>,
+                     entries: &mut dyn Iterator<Item = (u64, u64)>|
+     -> Result<()> {
         let recv_ns = now_ns();
-        bytes.fetch_add(msg.encoded_len() as u64, Ordering::Relaxed);
-        let map = held.entry(msg.collection.clone()).or_default();
-        if !msg.incremental {
+        let map = held.entry(collection.clone()).or_default();
+        if full {
             map.clear();
         }
-        for name in &msg.removed_resources {
-            map.remove(&name_hash(name));
+        for name in removed {
+            map.remove(&name);
         }
-        for r in &msg.resources {
-            let (name, entry) = resource_hash(r);
-            map.insert(name, entry);
-        }
+        map.extend(entries);
         let digest = Digest::of(map.values());
         lock(state).collections.insert(
-            msg.collection.clone(),
+            collection.clone(),
             Held {
-                version: msg.system_version_info,
+                version,
                 digest,
                 recv_ns,
             },
         );
         tx.send(RequestResources {
-            collection: msg.collection,
-            response_nonce: msg.nonce,
+            collection,
+            response_nonce: nonce,
             ..Default::default()
         })?;
+        Ok(())
+    };
+    if envelope {
+        // Full state only: without names, a delta could not be applied.
+        anyhow::ensure!(!incremental, "the envelope consumer asks for full state");
+        let mut responses = envelope::open(channel, MAX_MESSAGE, requests)
+            .await
+            .context("opening the stream")?;
+        while let Some(msg) = responses.message().await.context("receiving")? {
+            bytes.fetch_add(msg.encoded_len() as u64, Ordering::Relaxed);
+            apply(
+                msg.collection,
+                msg.system_version_info,
+                msg.nonce,
+                true,
+                &mut std::iter::empty(),
+                &mut msg
+                    .resources
+                    .iter()
+                    .enumerate()
+                    .map(|(i, r)| (i as u64, envelope::raw_hash(r))),
+            )?;
+        }
+    } else {
+        let mut client = ResourceSourceClient::new(channel).max_decoding_message_size(MAX_MESSAGE);
+        let mut responses = client
+            .establish_resource_stream(requests)
+            .await
+            .context("opening the stream")?
+            .into_inner();
+        while let Some(msg) = responses.message().await.context("receiving")? {
+            bytes.fetch_add(msg.encoded_len() as u64, Ordering::Relaxed);
+            apply(
+                msg.collection,
+                msg.system_version_info,
+                msg.nonce,
+                !msg.incremental,
+                &mut msg.removed_resources.iter().map(|n| name_hash(n)),
+                &mut msg.resources.iter().map(resource_hash),
+            )?;
+        }
     }
     anyhow::bail!("the hub ended the stream")
 }

@@ -9,6 +9,7 @@
 
 mod adsload;
 mod digest;
+mod envelope;
 mod generate;
 mod k8s;
 mod load;
@@ -67,6 +68,9 @@ enum Command {
         /// Ask for incremental responses.
         #[arg(long)]
         incremental: bool,
+        /// Decode only each response's envelope (full state only).
+        #[arg(long)]
+        envelope: bool,
     },
     /// (internal) The ADS load generator (P5).
     AdsLoad {
@@ -120,7 +124,8 @@ async fn main() -> ExitCode {
             conns,
             collections,
             incremental,
-        } => load::run(addr, conns, collections, incremental).await,
+            envelope,
+        } => load::run(addr, conns, collections, incremental, envelope).await,
         Command::AdsLoad { addr, conns, types } => adsload::run(addr, conns, types).await,
         Command::RawReader { conns } => rawtcp::reader(conns).await,
         Command::RawWriter {

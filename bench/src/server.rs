@@ -6,9 +6,9 @@
 //! called), `ready` (every source synced, first snapshot published: objects,
 //! rejections, encoded size), `published` (a watched collection changed
 //! version, with the time). Commands: `expected` (per collection version,
-//! digest, count, encoded bytes of the default group), `acks` (wait until
-//! `peers` streams ACKed `version` of `collection`; the ACK and send times
-//! from the ledger).
+//! digest, digest of the encoded bytes (`raw_digest`), count, encoded bytes
+//! of the default group), `acks` (wait until `peers` streams ACKed `version`
+//! of `collection`; the ACK and send times from the ledger).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -22,6 +22,7 @@ use prost::Message as _;
 use serde_json::{Value, json};
 
 use crate::digest::{Digest, resource_hash};
+use crate::envelope::raw_hash;
 use crate::proc::{Commands, emit, now_ns, system_ns};
 
 /// The group every benchmark consumer lands in (no cluster configured).
@@ -100,15 +101,18 @@ fn expected(hub: &Hub) -> Result<Value> {
     let mut out = serde_json::Map::new();
     for (name, c) in snapshot.collections() {
         let mut entries = Vec::with_capacity(c.len());
+        let mut raw = Vec::with_capacity(c.len());
         for bytes in c.resources().iter() {
             let r = Resource::decode(bytes.clone()).context("published bytes do not decode")?;
             entries.push(resource_hash(&r).1);
+            raw.push(raw_hash(bytes));
         }
         out.insert(
             name.to_owned(),
             json!({
                 "version": c.version(),
                 "digest": Digest::of(&entries).key(),
+                "raw_digest": Digest::of(&raw).key(),
                 "count": c.len(),
                 "bytes": c.encoded_bytes(),
             }),

@@ -28,6 +28,7 @@ use meshhub_proto::kinds::KindTable;
 use meshhub_proto::object::{Object, ObjectMeta};
 use meshhub_proto::transcode::{self, TranscodeError};
 use prost::Message as _;
+use rayon::iter::{IntoParallelIterator as _, ParallelIterator as _};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -41,6 +42,9 @@ pub type SemanticCheck = Arc<dyn Fn(&Object) -> Vec<String> + Send + Sync>;
 
 /// Bound on pruning rounds (one unknown field is found per round).
 const MAX_PRUNED_FIELDS: usize = 256;
+/// A unit with at least this many entries is transcoded on the rayon pool;
+/// below it, handing the work over costs more than it saves.
+const PARALLEL_MIN: usize = 8;
 
 /// An object's identity: its collection and MCP name.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -254,10 +258,16 @@ impl Store {
                     .map(|e| ((&*e.collection, e.name.as_str()), s))
             })
             .collect();
-        let new: Vec<Stored> = entries
+        // Transcoding is the costly part of a change; a file's objects are
+        // independent, so they are transcoded on the rayon pool (in order).
+        let evaluated: Vec<Stored> = if entries.len() >= PARALLEL_MIN {
+            entries.into_par_iter().map(|e| self.evaluate(e)).collect()
+        } else {
+            entries.into_iter().map(|e| self.evaluate(e)).collect()
+        };
+        let new: Vec<Stored> = evaluated
             .into_iter()
-            .map(|e| {
-                let stored = self.evaluate(e);
+            .map(|stored| {
                 match (
                     &stored.evaluated,
                     stored

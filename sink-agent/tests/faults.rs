@@ -207,7 +207,9 @@ impl PushHub {
         let target = dialer::SinkTarget {
             name: "east".into(),
             group: "east".into(),
-            endpoint: Endpoint::from_shared(format!("http://{agent}")).unwrap(),
+            endpoint: meshhub_mcp::dial::DialTarget::plaintext(
+                Endpoint::from_shared(format!("http://{agent}")).unwrap(),
+            ),
             reconnect: Default::default(),
             config: Arc::new(SourceConfig::default()),
             max_message_bytes: MAX,
@@ -254,7 +256,9 @@ impl Consumer {
     fn connect(agent: SocketAddr) -> Self {
         let target = SourceTarget {
             name: "agent".into(),
-            endpoint: Endpoint::from_shared(format!("http://{agent}")).unwrap(),
+            endpoint: meshhub_mcp::dial::DialTarget::plaintext(
+                Endpoint::from_shared(format!("http://{agent}")).unwrap(),
+            ),
             config: Arc::new(SinkConfig {
                 node: SinkNode {
                     id: "istiod".into(),

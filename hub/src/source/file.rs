@@ -24,6 +24,7 @@ use futures::FutureExt as _;
 use futures::future::BoxFuture;
 use meshhub_proto::transcode::{parse_json_limited, parse_yaml_limited};
 use notify::{RecursiveMode, Watcher as _};
+use rayon::iter::{IntoParallelRefIterator as _, ParallelIterator as _};
 use sha2::{Digest as _, Sha256};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -36,6 +37,8 @@ use crate::config::FileSourceSpec;
 const SETTLE: Duration = Duration::from_millis(50);
 /// Longest a stream of events can delay a rescan.
 const SETTLE_MAX: Duration = Duration::from_millis(500);
+/// Files read and parsed in parallel before their units are sent.
+const READ_BATCH: usize = 16;
 
 /// A watched directory tree.
 #[derive(Clone, Debug)]
@@ -274,69 +277,63 @@ fn scan(
     let mut found = Vec::new();
     walk(root, root, exclude, &mut Vec::new(), &mut found);
     let mut seen = HashSet::new();
+    let mut to_read = Vec::new();
     for (rel, meta) in found {
         seen.insert(rel.clone());
         let modified = meta.modified().ok();
-        let prev = known.get(&rel);
+        let prev = known.get(&rel).map(|p| (p.len, p.modified, p.hash));
         let must_read = force.all
             || force.paths.contains(&rel)
-            || prev.is_none_or(|p| p.len != meta.len() || p.modified != modified);
-        if !must_read {
-            continue;
+            || prev.is_none_or(|(len, m, _)| len != meta.len() || m != modified);
+        if must_read {
+            to_read.push((rel, meta.len(), modified, prev.map(|(_, _, h)| h)));
         }
-        let unit: Arc<str> = Arc::from(unit_name(&rel).as_str());
-        // Bounded: a huge file is reported, not read.
-        let read = if meta.len() > limits.file_bytes {
-            Err(std::io::Error::other(format!(
-                "{} bytes exceed maxFileSize ({} bytes); not read",
-                meta.len(),
-                limits.file_bytes
-            )))
-        } else {
-            std::fs::read(root.join(&rel))
-        };
-        let (hash, entries) = match read {
-            Ok(bytes) => {
-                let hash: [u8; 32] = Sha256::digest(&bytes).into();
-                if prev.is_some_and(|p| p.hash == hash) {
+    }
+    // Files are read and parsed on the rayon pool, a batch at a time, and
+    // emitted in walk order; a batch bounds how many parsed files are alive
+    // beyond the pipeline's queue.
+    for batch in to_read.chunks(READ_BATCH) {
+        let read: Vec<Read> = batch
+            .par_iter()
+            .map(|(rel, len, _, prev)| read_file(source, root, rel, *len, *prev, limits))
+            .collect();
+        for ((rel, len, modified, _), read) in batch.iter().zip(read) {
+            let (hash, entries) = match read {
+                Read::Gone => {
+                    // Gone between the walk and the read: the next event says so.
+                    seen.remove(rel);
+                    continue;
+                }
+                Read::Unchanged(hash) => {
                     known.insert(
-                        rel,
+                        rel.clone(),
                         FileState {
-                            len: meta.len(),
-                            modified,
+                            len: *len,
+                            modified: *modified,
                             hash,
                         },
                     );
                     continue;
                 }
-                let max_object = usize::try_from(limits.object_bytes).unwrap_or(usize::MAX);
-                (hash, parse_file(source, &unit, &rel, &bytes, max_object))
+                Read::Changed(hash, entries) => (hash, entries),
+            };
+            let unit: Arc<str> = Arc::from(unit_name(rel).as_str());
+            debug!(file = %unit, entries = entries.len(), "file changed");
+            known.insert(
+                rel.clone(),
+                FileState {
+                    len: *len,
+                    modified: *modified,
+                    hash,
+                },
+            );
+            if !emit(SourceEvent::Unit {
+                source: source.clone(),
+                unit,
+                entries,
+            }) {
+                return None;
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                // Gone between the walk and the read: the next event says so.
-                seen.remove(&rel);
-                continue;
-            }
-            Err(e) => (
-                [0; 32],
-                vec![unit_error(source, &unit, format!("can't read: {e}"))],
-            ),
-        };
-        debug!(file = %unit, entries = entries.len(), "file changed");
-        known.insert(
-            rel,
-            FileState {
-                len: meta.len(),
-                modified,
-                hash,
-            },
-        );
-        if !emit(SourceEvent::Unit {
-            source: source.clone(),
-            unit,
-            entries,
-        }) {
-            return None;
         }
     }
     let gone: Vec<PathBuf> = known
@@ -356,6 +353,52 @@ fn scan(
         }
     }
     Some(known)
+}
+
+/// What reading one file found.
+enum Read {
+    /// It disappeared after the walk.
+    Gone,
+    /// Same content hash as before: nothing to send.
+    Unchanged([u8; 32]),
+    /// New content (or unreadable: hash zero and an error entry).
+    Changed([u8; 32], Vec<Entry>),
+}
+
+/// Reads, hashes and (if its content changed) parses one file.
+fn read_file(
+    source: &Arc<str>,
+    root: &Path,
+    rel: &Path,
+    len: u64,
+    prev: Option<[u8; 32]>,
+    limits: Limits,
+) -> Read {
+    // Bounded: a huge file is reported, not read.
+    let read = if len > limits.file_bytes {
+        Err(std::io::Error::other(format!(
+            "{len} bytes exceed maxFileSize ({} bytes); not read",
+            limits.file_bytes
+        )))
+    } else {
+        std::fs::read(root.join(rel))
+    };
+    let unit = || Arc::from(unit_name(rel).as_str());
+    match read {
+        Ok(bytes) => {
+            let hash: [u8; 32] = Sha256::digest(&bytes).into();
+            if prev == Some(hash) {
+                return Read::Unchanged(hash);
+            }
+            let max_object = usize::try_from(limits.object_bytes).unwrap_or(usize::MAX);
+            Read::Changed(hash, parse_file(source, &unit(), rel, &bytes, max_object))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Read::Gone,
+        Err(e) => Read::Changed(
+            [0; 32],
+            vec![unit_error(source, &unit(), format!("can't read: {e}"))],
+        ),
+    }
 }
 
 /// Collects the object files below `dir` with their metadata.

@@ -200,29 +200,47 @@ impl Soak {
         self.heal_all();
         let i = self.generator.rng().random_range(0..CLUSTERS.len());
         let link = self.proxy.link("stuck-consumer", self.hub().grpc);
-        // Connected when the hub is idle: the stuck consumer holds the
-        // group's current version, so the bulk below is what it is sent.
-        let mut stuck = crate::eventually("the stuck consumer holds the current version", || {
-            let stuck = StuckConsumer::connect(link.addr(), CLUSTERS[i], VS);
-            let current = group_version(&self.hub().status(), CLUSTERS[i], VS);
-            (current.as_ref() == Some(&stuck.version)).then_some(stuck)
-        });
-        let cuts = self.hub_counter("meshhub_mcp_streams_cut_total");
-        let before = Some(stuck.version.clone());
+        // The bulk is published and ACKed by the agent first; the stuck
+        // consumer then subscribes and never reads, so its first response
+        // (the full state, bulk included) is the one it is stuck on. (Had
+        // it subscribed before the bulk, any small change published in
+        // between would be the response it holds un-ACKed, and the hub,
+        // which sends one un-ACKed response per collection, would never
+        // send it the bulk.)
+        let before = group_version(&self.hub().status(), CLUSTERS[i], VS);
         self.generator
             .bulk(1500, 3072, Some(vec![CLUSTERS[i].to_owned()]));
-        let deadline = Instant::now() + Duration::from_secs(60);
+        let deadline = Instant::now() + Duration::from_secs(120);
         loop {
             let s = self.hub().status();
-            let cut = self.hub_counter("meshhub_mcp_streams_cut_total") > cuts;
-            let acked = group_version(&s, CLUSTERS[i], VS) != before && synced(&s, CLUSTERS[i], VS);
-            if cut && acked {
+            let resources = s["groups"]
+                .as_array()
+                .and_then(|g| g.iter().find(|g| g["name"] == CLUSTERS[i]))
+                .and_then(|g| g["collections"][VS]["resources"].as_u64())
+                .unwrap_or(0);
+            let acked = group_version(&s, CLUSTERS[i], VS) != before
+                && resources >= 1500
+                && synced(&s, CLUSTERS[i], VS);
+            if acked {
                 break;
             }
             assert!(
                 Instant::now() < deadline,
-                "a consumer of {} stopped reading: cut {cut}, agent ACKed the new version {acked}",
+                "the agent of {} did not ACK the bulk (1500 resources published: {})",
                 CLUSTERS[i],
+                resources >= 1500,
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let cuts = self.hub_counter("meshhub_mcp_streams_cut_total");
+        let mut stuck = StuckConsumer::subscribe_unread(link.addr(), CLUSTERS[i], VS);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while self.hub_counter("meshhub_mcp_streams_cut_total") <= cuts {
+            assert!(
+                Instant::now() < deadline,
+                "a consumer of {} stopped reading a {} KB response and was not cut",
+                CLUSTERS[i],
+                1500 * 3,
             );
             std::thread::sleep(Duration::from_millis(100));
         }

@@ -1,6 +1,6 @@
 //! A consumer that stops reading: an in-process MCP `ResourceSource`
-//! client that takes its first response, ACKs it, and then never polls its
-//! stream again while its HTTP/2 connection stays alive (pings answered),
+//! client that subscribes and never polls its stream while its HTTP/2
+//! connection stays alive (pings answered),
 //! which is what a wedged consumer looks like to the hub. (A SIGSTOPped
 //! process answers no keepalive ping and is cut by keepalive instead.)
 
@@ -17,8 +17,6 @@ use tokio_stream::wrappers::ReceiverStream;
 pub struct StuckConsumer {
     rt: tokio::runtime::Runtime,
     responses: tonic::Streaming<Resources>,
-    /// The version it ACKed last.
-    pub version: String,
     _requests: mpsc::Sender<RequestResources>,
 }
 
@@ -29,67 +27,40 @@ impl std::fmt::Debug for StuckConsumer {
 }
 
 impl StuckConsumer {
-    /// Subscribes to `collection` at `addr` as a consumer of `cluster`,
-    /// takes and ACKs responses until none came for a second, then stops
-    /// reading.
-    pub fn connect(addr: SocketAddr, cluster: &str, collection: &str) -> Self {
+    /// Subscribes to `collection` at `addr` as a consumer of `cluster` and
+    /// never reads: the first response (the full state) is the one it is
+    /// stuck on.
+    pub fn subscribe_unread(addr: SocketAddr, cluster: &str, collection: &str) -> Self {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
             .build()
             .expect("runtime");
-        let node = SinkNode {
-            id: cluster.to_owned(),
-            ..Default::default()
-        };
-        let (requests, responses, version) = rt.block_on(async {
+        let (requests, responses) = rt.block_on(async {
             let mut client = ResourceSourceClient::connect(format!("http://{addr}"))
                 .await
                 .expect("stuck consumer connects");
             let (tx, rx) = mpsc::channel(4);
             tx.send(RequestResources {
-                sink_node: Some(node.clone()),
+                sink_node: Some(SinkNode {
+                    id: cluster.to_owned(),
+                    ..Default::default()
+                }),
                 collection: collection.to_owned(),
                 ..Default::default()
             })
             .await
             .expect("request");
-            let mut responses = client
+            let responses = client
                 .establish_resource_stream(ReceiverStream::new(rx))
                 .await
                 .expect("stream")
                 .into_inner();
-            // Take and ACK responses until the hub has sent nothing for a
-            // second: then the next response is the one it gets stuck on
-            // (the hub sends one un-ACKed response per collection).
-            let mut version = String::new();
-            let deadline = tokio::time::Instant::now() + crate::DEADLINE;
-            loop {
-                let next = tokio::time::timeout(Duration::from_secs(1), responses.message()).await;
-                let Ok(next) = next else {
-                    if !version.is_empty() {
-                        break;
-                    }
-                    assert!(tokio::time::Instant::now() < deadline, "no first response");
-                    continue;
-                };
-                let r = next.expect("a response").expect("stream open");
-                version = r.system_version_info;
-                tx.send(RequestResources {
-                    sink_node: Some(node.clone()),
-                    collection: collection.to_owned(),
-                    response_nonce: r.nonce,
-                    ..Default::default()
-                })
-                .await
-                .expect("ACK");
-            }
-            (tx, responses, version)
+            (tx, responses)
         });
         Self {
             rt,
             responses,
-            version,
             _requests: requests,
         }
     }

@@ -359,7 +359,7 @@ fn the_hub_restarted_agents_keep_serving_and_converge_with_nothing_lost() {
 }
 
 #[test]
-fn an_agent_that_cannot_persist_nacks_visibly_is_not_resent_and_takes_the_fix() {
+fn an_agent_that_cannot_persist_nacks_visibly_retries_with_backoff_and_recovers_by_itself() {
     let mesh = Mesh::start(&[("reviews.yaml", vs("reviews", "reviews-v1", ""))]);
     let admin = format!("http://{}", mesh.hub().admin);
 
@@ -376,7 +376,6 @@ fn an_agent_that_cannot_persist_nacks_visibly_is_not_resent_and_takes_the_fix() 
     });
     let east = &remote(&s, "east")["collections"][VS];
     let nacked_version = east["nacked"]["version"].as_str().unwrap().to_owned();
-    let nonce = east["sent"]["nonce"].clone();
     assert_eq!(east["sent"]["version"], nacked_version.as_str());
     assert!(
         east["nacked"]["message"]
@@ -386,10 +385,8 @@ fn an_agent_that_cannot_persist_nacks_visibly_is_not_resent_and_takes_the_fix() 
         "{east}"
     );
 
-    // meshhubctl status shows it, table and JSON.
-    let (ok, table, err) = meshhubctl(&["status", "--admin", &admin]);
-    assert!(ok.success(), "{err}");
-    eprintln!("e2e: meshhubctl status during the NACK:\n{table}");
+    // meshhubctl status shows it, table and JSON (the agent asks again with
+    // backoff, so a snapshot may catch the version in flight: poll).
     let row = |table: &str, peer: &str| {
         table
             .lines()
@@ -397,55 +394,82 @@ fn an_agent_that_cannot_persist_nacks_visibly_is_not_resent_and_takes_the_fix() 
             .unwrap_or_else(|| panic!("no {peer} {VS} row in\n{table}"))
             .to_owned()
     };
-    let east_row = row(&table, "east");
-    assert!(
-        east_row.contains("NACKED") && east_row.contains("can't persist"),
-        "{east_row}"
-    );
+    let table = eventually("meshhubctl status shows the NACK", || {
+        let (ok, table, err) = meshhubctl(&["status", "--admin", &admin]);
+        assert!(ok.success(), "{err}");
+        let east_row = row(&table, "east");
+        (east_row.contains("NACKED") && east_row.contains("can't persist")).then_some(table)
+    });
+    eprintln!("e2e: meshhubctl status during the NACK:\n{table}");
     assert!(row(&table, "west").contains("SYNCED"));
-    let (ok, json, _) = meshhubctl(&["status", "--admin", &admin, "-o", "json"]);
-    assert!(ok.success());
-    let json: Value = serde_json::from_str(&json).unwrap();
-    let east_json = json["clusters"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "east")
-        .unwrap();
-    assert_eq!(east_json["collections"][VS]["state"], "NACKED");
-    assert_eq!(
-        east_json["collections"][VS]["nacked"],
-        nacked_version.as_str()
-    );
+    eventually("meshhubctl status -o json shows the NACK", || {
+        let (ok, json, _) = meshhubctl(&["status", "--admin", &admin, "-o", "json"]);
+        assert!(ok.success());
+        let json: Value = serde_json::from_str(&json).unwrap();
+        let east_json = json["clusters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == "east")
+            .cloned()
+            .unwrap();
+        (east_json["collections"][VS]["state"] == "NACKED"
+            && east_json["collections"][VS]["nacked"] == nacked_version.as_str())
+        .then_some(())
+    });
 
     // The agent keeps serving its last good state.
     assert!(served_once(&mesh.east).contains("reviews-v1"));
 
-    // The hub goes on publishing (a destination rule for both) but does not
-    // resend the NACKed version: nothing more was sent for the virtual
-    // services on that stream.
+    // The hub never resends a NACKed version by itself; the agent asks for
+    // it again because a write failure may pass, with a doubling delay
+    // (0.5 s → 10 s): no resend loop. Meanwhile the hub goes on publishing.
     mesh.write(
         "dr.yaml",
         "apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: reviews, namespace: bookinfo}\nspec: {host: reviews}\n",
     );
     let dr = "istio/networking/v1alpha3/destinationrules";
-    let s = mesh.wait_synced(dr);
-    let east = &remote(&s, "east")["collections"][VS];
-    assert_eq!(east["state"], "NACKED");
-    assert_eq!(
-        east["sent"]["nonce"], nonce,
-        "the NACKed version was not resent"
+    mesh.wait_synced(dr);
+    let nacks = |s: &Value| {
+        remote(s, "east")["collections"][VS]["nacks"]
+            .as_u64()
+            .unwrap()
+    };
+    // Past the first attempts, retries are at least 2 s apart.
+    eventually("east has retried a few times", || {
+        (nacks(&mesh.hub().status()) >= 3).then_some(())
+    });
+    let before = nacks(&mesh.hub().status());
+    let watched = std::time::Instant::now();
+    std::thread::sleep(Duration::from_secs(4));
+    let after = nacks(&mesh.hub().status());
+    assert!(
+        after - before <= 2,
+        "{} NACKs in {:?}: the failed version is retried in a loop",
+        after - before,
+        watched.elapsed()
     );
-    assert_eq!(east["nacks"], 1);
 
-    // The volume is repaired and a corrected version comes: ACKed.
+    // The volume is repaired: the agent's next attempt persists and ACKs
+    // the version it NACKed — no new version, no operator.
     std::fs::remove_dir(&blocker).unwrap();
+    let s = mesh.wait_synced(VS);
+    let e = remote(&s, "east");
+    assert_eq!(
+        e["collections"][VS]["acked"]["version"],
+        nacked_version.as_str()
+    );
+    assert!(served_once(&mesh.east).contains("reviews-v2"));
+
+    // And the next version goes through as usual, on the same stream.
     mesh.write("reviews.yaml", &vs("reviews", "reviews-v3", ""));
     let s = mesh.wait_synced(VS);
     let e = remote(&s, "east");
     assert_eq!(e["streams"], 1, "one stream throughout");
-    assert_eq!(e["collections"][VS]["nacks"], 1);
-    assert_eq!(e["collections"][VS]["acks"], 2, "v1 and v3; v2 never again");
+    assert_eq!(
+        e["collections"][VS]["acks"], 3,
+        "v1, v2 after the repair, v3"
+    );
     assert!(served_once(&mesh.east).contains("reviews-v3"));
     let (_, table, _) = meshhubctl(&["status", "--admin", &admin]);
     assert!(row(&table, "east").contains("SYNCED"), "{table}");

@@ -463,7 +463,12 @@ fn an_agent_that_cannot_persist_nacks_visibly_retries_with_backoff_and_recovers_
 
     // And the next version goes through as usual, on the same stream.
     mesh.write("reviews.yaml", &vs("reviews", "reviews-v3", ""));
-    let s = mesh.wait_synced(VS);
+    let s = eventually("east ACKs the next version", || {
+        let s = mesh.hub().status();
+        (group_version(&s, "east", VS).as_deref() != Some(nacked_version.as_str())
+            && synced(&s, "east", VS))
+        .then_some(s)
+    });
     let e = remote(&s, "east");
     assert_eq!(e["streams"], 1, "one stream throughout");
     // The agent's fresh request re-subscribes the collection, which starts

@@ -113,30 +113,41 @@ impl Default for RequestRate {
 impl RequestRate {
     /// A fresh bucket for one stream.
     pub fn limiter(&self) -> RequestLimiter {
-        RequestLimiter(RateLimiter::direct(
-            Quota::per_second(self.per_second).allow_burst(self.burst),
-        ))
+        RequestLimiter {
+            rate: *self,
+            bucket: RateLimiter::direct(Quota::per_second(self.per_second).allow_burst(self.burst)),
+        }
     }
 }
 
 /// One stream's request bucket.
-pub struct RequestLimiter(DefaultDirectRateLimiter);
+pub struct RequestLimiter {
+    rate: RequestRate,
+    bucket: DefaultDirectRateLimiter,
+}
 
 impl std::fmt::Debug for RequestLimiter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RequestLimiter").finish_non_exhaustive()
+        f.debug_struct("RequestLimiter")
+            .field("rate", &self.rate)
+            .finish_non_exhaustive()
     }
 }
 
 impl RequestLimiter {
     /// Takes a token for one request; `RESOURCE_EXHAUSTED` (and the cut
     /// counted) when the stream is over its rate.
-    pub fn check(&self, rate: &RequestRate) -> Result<(), tonic::Status> {
-        self.0.check().map_err(|_| {
+    pub fn check(&self) -> Result<(), tonic::Status> {
+        self.bucket.check().map_err(|_| {
             metrics::counter!(METRIC_REQUEST_RATE).increment(1);
+            tracing::warn!(
+                limit.per_second = self.rate.per_second.get(),
+                limit.burst = self.rate.burst.get(),
+                "peer sends requests faster than allowed; ending its stream"
+            );
             tonic::Status::resource_exhausted(format!(
                 "this stream sent requests faster than {}/s (burst {}); reconnect with backoff",
-                rate.per_second, rate.burst
+                self.rate.per_second, self.rate.burst
             ))
         })
     }

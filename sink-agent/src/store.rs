@@ -417,6 +417,18 @@ impl Store {
         })
     }
 
+    /// `collection` is not failing to persist (any more): once no
+    /// collection is, the failure leaves `/status` and the gauge.
+    fn writes_ok(&self, status: &watch::Sender<Arc<StoreStatus>>, collection: &str) {
+        let mut failing = self.failing.lock().unwrap_or_else(|e| e.into_inner());
+        if failing.remove(collection).is_none() || !failing.is_empty() {
+            return;
+        }
+        metrics::gauge!("meshhub_agent_persist_failing").set(0.0);
+        status.send_modify(|s| Arc::make_mut(s).persist_failure = None);
+        tracing::info!(%collection, "no collection fails to persist any more");
+    }
+
     /// A reader of the store's status.
     pub fn status(&self) -> watch::Receiver<Arc<StoreStatus>> {
         self.status.clone()
@@ -468,10 +480,7 @@ impl Store {
             Err(e) => {
                 // Invalid content is not asked for again (only a write
                 // failure is), whatever failed before.
-                self.failing
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .remove(&collection);
+                self.writes_ok(&inner.status, &collection);
                 refused(&inner.status, &collection, &version, &e.0);
                 return Err(e);
             }
@@ -530,14 +539,7 @@ impl Store {
             return Err(ApplyError(message));
         }
         metrics::histogram!("meshhub_agent_persist_seconds").record(started.elapsed());
-        let recovered = {
-            let mut failing = self.failing.lock().unwrap_or_else(|e| e.into_inner());
-            failing.remove(&collection);
-            failing.is_empty()
-        };
-        if recovered {
-            metrics::gauge!("meshhub_agent_persist_failing").set(0.0);
-        }
+        self.writes_ok(&inner.status, &collection);
 
         let c = Arc::new(CollectionSnapshot::new(
             resources.values().cloned().collect(),
@@ -564,9 +566,6 @@ impl Store {
                 collection.clone(),
                 info(&version, &c, Origin::Hub, now, None),
             );
-            if recovered && s.persist_failure.take().is_some() {
-                tracing::info!(%collection, %version, "writes succeed again");
-            }
         });
         metrics::gauge!("meshhub_agent_collections").set(held.len() as f64);
         // Persisted and served locally; now the cluster's API. Its refusal

@@ -298,27 +298,14 @@ fn scan(
             .map(|(rel, len, _, prev)| read_file(source, root, rel, *len, *prev, limits))
             .collect();
         for ((rel, len, modified, _), read) in batch.iter().zip(read) {
-            let (hash, entries) = match read {
+            let hash = match &read {
                 Read::Gone => {
                     // Gone between the walk and the read: the next event says so.
                     seen.remove(rel);
                     continue;
                 }
-                Read::Unchanged(hash) => {
-                    known.insert(
-                        rel.clone(),
-                        FileState {
-                            len: *len,
-                            modified: *modified,
-                            hash,
-                        },
-                    );
-                    continue;
-                }
-                Read::Changed(hash, entries) => (hash, entries),
+                Read::Unchanged(hash) | Read::Changed(hash, _) => *hash,
             };
-            let unit: Arc<str> = Arc::from(unit_name(rel).as_str());
-            debug!(file = %unit, entries = entries.len(), "file changed");
             known.insert(
                 rel.clone(),
                 FileState {
@@ -327,6 +314,11 @@ fn scan(
                     hash,
                 },
             );
+            let Read::Changed(_, entries) = read else {
+                continue;
+            };
+            let unit: Arc<str> = Arc::from(unit_name(rel).as_str());
+            debug!(file = %unit, entries = entries.len(), "file changed");
             if !emit(SourceEvent::Unit {
                 source: source.clone(),
                 unit,

@@ -169,7 +169,7 @@ where
         }
         step.responses
     };
-    let limiter = p.request_rate.map(|r| (r, r.limiter()));
+    let limiter = p.request_rate.map(|r| r.limiter());
     let mut outgoing = Vec::new();
     if let Some(req) = first {
         outgoing = handle(machine.on_request(&req), &mut watches);
@@ -187,10 +187,7 @@ where
                 None => return End::PeerClosed,
                 Some(Err(status)) => return End::Failed(status),
                 Some(Ok(req)) => {
-                    if let Some((rate, limiter)) = &limiter
-                        && let Err(status) = limiter.check(rate)
-                    {
-                        tracing::warn!(limit.per_second = rate.per_second.get(), limit.burst = rate.burst.get(), "peer sends requests faster than allowed; ending its stream");
+                    if let Some(Err(status)) = limiter.as_ref().map(|l| l.check()) {
                         return End::Failed(status);
                     }
                     on_message();

@@ -10,6 +10,7 @@
 mod adsload;
 mod digest;
 mod envelope;
+mod floor;
 mod generate;
 mod k8s;
 mod load;
@@ -54,6 +55,8 @@ enum Command {
         #[arg(long)]
         config: PathBuf,
     },
+    /// (internal) P2's floor: a minimal tonic `ResourceSource` server.
+    Floor,
     /// (internal) The load generator process.
     Load {
         /// The hub's gRPC address.
@@ -119,6 +122,7 @@ async fn main() -> ExitCode {
     let result = match cli.command {
         Command::All { quick, only, size } => all(quick, &only, &size).await,
         Command::Server { config } => server::run(config).await,
+        Command::Floor => floor::run().await,
         Command::Load {
             addr,
             conns,

@@ -477,55 +477,122 @@ async fn p1(params: &Params, results: &mut Results) -> Result<()> {
     Ok(())
 }
 
+/// RSS of a server process: settled after start, after `conns` streams
+/// (one per connection), after `n` streams over them (P2's three points).
+struct StreamMemory {
+    rss0: u64,
+    rss1: u64,
+    rss2: u64,
+    n: usize,
+    conns: usize,
+}
+
+impl StreamMemory {
+    /// Opens the streams against `grpc`, reading `pid`'s RSS between steps;
+    /// returns the load generator's final report too.
+    async fn measure(
+        grpc: &str,
+        pid: u32,
+        corpus: &Corpus,
+        n: usize,
+        conns: usize,
+    ) -> Result<(Self, Child, Value)> {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let rss0 = rss_bytes(pid)?;
+        let mut load = spawn_load(grpc, conns, corpus, true)?;
+        load_cmd(
+            &mut load,
+            json!({"cmd": "open", "streams": conns, "timeout_ms": 120_000}),
+        )
+        .await?;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let rss1 = rss_bytes(pid)?;
+        let report = load_cmd(
+            &mut load,
+            json!({"cmd": "open", "streams": n, "timeout_ms": 240_000}),
+        )
+        .await?;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let rss2 = rss_bytes(pid)?;
+        let m = Self {
+            rss0,
+            rss1,
+            rss2,
+            n,
+            conns,
+        };
+        Ok((m, load, report))
+    }
+
+    fn per_stream(&self) -> f64 {
+        (self.rss2 as f64 - self.rss1 as f64) / (self.n - self.conns).max(1) as f64
+    }
+
+    fn per_conn(&self) -> f64 {
+        (self.rss1 as f64 - self.rss0 as f64) / self.conns as f64 - self.per_stream()
+    }
+
+    fn overall(&self) -> f64 {
+        (self.rss2 as f64 - self.rss0 as f64) / self.n as f64
+    }
+}
+
 async fn p2(params: &Params, results: &mut Results) -> Result<()> {
     let (n, conns, r) = params.p2;
     let dir = tempfile::tempdir()?;
     let corpus = Corpus::generate(dir.path(), r, 10)?;
     let mut server = Server::start(&corpus).await?;
     server.ready(r).await?;
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let rss0 = server.rss()?;
-    let mut load = spawn_load(&server.grpc, conns, &corpus, true)?;
-    load_cmd(
-        &mut load,
-        json!({"cmd": "open", "streams": conns, "timeout_ms": 120_000}),
-    )
-    .await?;
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let rss1 = server.rss()?;
-    let report = load_cmd(
-        &mut load,
-        json!({"cmd": "open", "streams": n, "timeout_ms": 240_000}),
-    )
-    .await?;
+    let (hub, load, report) =
+        StreamMemory::measure(&server.grpc, server.child.pid()?, &corpus, n, conns).await?;
     let expected = server.expected().await?;
     check_oracle(&report, &expected, results)?;
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let rss2 = server.rss()?;
     load.finish().await;
     server.child.finish().await;
 
-    let per_stream = (rss2 as f64 - rss1 as f64) / (n - conns).max(1) as f64;
-    let per_conn = (rss1 as f64 - rss0 as f64) / conns as f64 - per_stream;
-    let overall = (rss2 as f64 - rss0 as f64) / n as f64;
+    // The floor: the same streams against a minimal tonic server.
+    let mut floor = Child::spawn("floor", &["floor".into()])?;
+    let listening = floor.expect("listening", Duration::from_secs(60)).await?;
+    let grpc = listening["grpc"]
+        .as_str()
+        .context("floor address")?
+        .to_owned();
+    let (base, load, _) = StreamMemory::measure(&grpc, floor.pid()?, &corpus, n, conns).await?;
+    load.finish().await;
+    floor.finish().await;
+
+    let per_stream = hub.per_stream();
     let f = &mut results.figures;
-    f.insert("p2.rss0_bytes".into(), rss0 as f64);
-    f.insert("p2.rss_bytes".into(), rss2 as f64);
+    f.insert("p2.rss0_bytes".into(), hub.rss0 as f64);
+    f.insert("p2.rss_bytes".into(), hub.rss2 as f64);
     f.insert("p2.per_stream_bytes".into(), per_stream);
-    f.insert("p2.per_conn_bytes".into(), per_conn);
-    f.insert("p2.overall_per_stream_bytes".into(), overall);
+    f.insert("p2.per_conn_bytes".into(), hub.per_conn());
+    f.insert("p2.overall_per_stream_bytes".into(), hub.overall());
+    f.insert("p2.floor_per_stream_bytes".into(), base.per_stream());
+    f.insert("p2.floor_per_conn_bytes".into(), base.per_conn());
     results.row(
         format!("P2 hub RSS per idle synced stream (N={n} over {conns} conns, R={r})"),
         format!(
             "{:.1} KiB/stream; +{:.1} KiB/connection; RSS {:.0} → {:.0} MiB (all-in {:.1} KiB/stream)",
             per_stream / 1024.0,
-            per_conn / 1024.0,
-            mib(rss0 as f64),
-            mib(rss2 as f64),
-            overall / 1024.0
+            hub.per_conn() / 1024.0,
+            mib(hub.rss0 as f64),
+            mib(hub.rss2 as f64),
+            hub.overall() / 1024.0
         ),
         "≤ 32 KiB",
         Some(per_stream <= 32.0 * 1024.0),
+    );
+    results.row(
+        "P2 floor: a minimal tonic server, same streams (h2 + tonic + task + queue)".to_string(),
+        format!(
+            "{:.1} KiB/stream; +{:.1} KiB/connection; hub − floor = {:.1} KiB/stream",
+            base.per_stream() / 1024.0,
+            base.per_conn() / 1024.0,
+            (per_stream - base.per_stream()) / 1024.0
+        ),
+        "(reported)",
+        None,
     );
     Ok(())
 }

@@ -1,6 +1,9 @@
-//! The snapshot cache: one writer publishes group snapshots; streams watch
-//! single collections of a group and are woken only when that collection's
-//! version changes.
+//! The snapshot cache: one writer publishes group snapshots. A stream
+//! watches its group once ([`SnapshotCache::watch_group`]) and compares the
+//! versions of the collections it serves on each publish: one watch per
+//! stream, whatever it subscribes. Single collections can be watched too
+//! ([`SnapshotCache::watch`]: woken only when that collection's version
+//! changes), for readers that follow one collection.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -33,15 +36,36 @@ impl CollectionState {
     }
 }
 
-#[derive(Default)]
-struct GroupState {
+/// What a group watch sees.
+#[derive(Clone, Debug)]
+pub enum GroupState {
+    /// The group has not been published yet: wait.
+    Pending,
+    /// The group's current snapshot.
+    Ready(Arc<Snapshot>),
+    /// The group was removed: streams serving it should end.
+    Withdrawn,
+}
+
+struct Entry {
     snapshot: Option<Arc<Snapshot>>,
+    group: watch::Sender<GroupState>,
     collections: HashMap<String, watch::Sender<CollectionState>>,
+}
+
+impl Default for Entry {
+    fn default() -> Self {
+        Self {
+            snapshot: None,
+            group: watch::Sender::new(GroupState::Pending),
+            collections: HashMap::new(),
+        }
+    }
 }
 
 #[derive(Default)]
 struct Inner {
-    groups: HashMap<Group, GroupState>,
+    groups: HashMap<Group, Entry>,
 }
 
 /// Read handle: cheap to clone, shared by every stream.
@@ -90,6 +114,17 @@ impl SnapshotCache {
         rx
     }
 
+    /// Watches a group: the receiver holds the current state at once and
+    /// changes on every publish of the group (and when it is withdrawn).
+    pub fn watch_group(&self, group: &str) -> watch::Receiver<GroupState> {
+        self.lock()
+            .groups
+            .entry(Group::from(group))
+            .or_default()
+            .group
+            .subscribe()
+    }
+
     /// The group's current snapshot, if published.
     pub fn snapshot(&self, group: &str) -> Option<Arc<Snapshot>> {
         self.lock()
@@ -111,13 +146,15 @@ impl SnapshotCache {
         groups
     }
 
-    /// Number of open collection watches in a group (for status pages).
+    /// Number of open watches of a group (for status pages): one per
+    /// stream serving it, plus single-collection watches.
     pub fn watch_count(&self, group: &str) -> usize {
         self.lock().groups.get(group).map_or(0, |g| {
-            g.collections
-                .values()
-                .map(watch::Sender::receiver_count)
-                .sum()
+            g.group.receiver_count()
+                + g.collections
+                    .values()
+                    .map(watch::Sender::receiver_count)
+                    .sum::<usize>()
         })
     }
 }
@@ -128,9 +165,9 @@ impl SnapshotWriter {
         self.cache.clone()
     }
 
-    /// Publishes a group's snapshot. Watches of collections whose version
-    /// changed are woken; the others are not. Returns the collections whose
-    /// version changed among those being watched.
+    /// Publishes a group's snapshot. Group watches are woken; watches of
+    /// single collections only if their version changed. Returns the
+    /// collections whose version changed among those watched singly.
     pub fn set(&self, group: &str, snapshot: Arc<Snapshot>) -> Vec<String> {
         let mut inner = self.cache.lock();
         let state = inner.groups.entry(Group::from(group)).or_default();
@@ -150,6 +187,9 @@ impl SnapshotWriter {
                 changed.push(name.clone());
             }
         }
+        state
+            .group
+            .send_replace(GroupState::Ready(snapshot.clone()));
         state.snapshot = Some(snapshot);
         changed
     }
@@ -159,6 +199,7 @@ impl SnapshotWriter {
     pub fn remove(&self, group: &str) {
         let mut inner = self.cache.lock();
         if let Some(state) = inner.groups.remove(group) {
+            state.group.send_replace(GroupState::Withdrawn);
             for tx in state.collections.values() {
                 tx.send_replace(CollectionState::Withdrawn);
             }
@@ -216,6 +257,34 @@ mod tests {
             CollectionState::Ready(c) => assert!(c.is_empty()),
             other => panic!("unexpected {other:?}"),
         }
+    }
+
+    #[tokio::test]
+    async fn a_group_watch_sees_every_publish_of_its_group_and_the_withdrawal() {
+        let (writer, cache) = new();
+        let mut a = cache.watch_group("a");
+        let b = cache.watch_group("b");
+        assert!(matches!(*a.borrow(), GroupState::Pending));
+        let s1 = Arc::new(Snapshot::new().with_collection("vs", coll(&[("n/x", "1")])));
+        writer.set("a", s1.clone());
+        assert!(a.has_changed().unwrap());
+        assert!(!b.has_changed().unwrap());
+        match &*a.borrow_and_update() {
+            GroupState::Ready(s) => assert!(Arc::ptr_eq(s, &s1)),
+            other => panic!("unexpected {other:?}"),
+        }
+        // A late watcher holds the current snapshot at once.
+        assert!(matches!(
+            *cache.watch_group("a").borrow(),
+            GroupState::Ready(_)
+        ));
+        assert_eq!(cache.watch_count("a"), 1);
+        writer.remove("a");
+        // `changed` (what streams wait on) reports the withdrawal before
+        // the close.
+        assert!(a.changed().await.is_ok());
+        assert!(matches!(*a.borrow_and_update(), GroupState::Withdrawn));
+        assert!(a.changed().await.is_err());
     }
 
     #[tokio::test]

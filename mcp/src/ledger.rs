@@ -219,10 +219,80 @@ pub struct PeerStatus {
     pub replica: Option<String>,
 }
 
+/// One collection as a record keeps it: the rare parts boxed, the state
+/// derived when someone looks.
+#[derive(Clone, Debug, Default)]
+struct Entry {
+    sent: Option<Versioned>,
+    acked: Option<Versioned>,
+    nacked: Option<Box<Rejection>>,
+    blocked: Option<Box<Rejection>>,
+    acks: u64,
+    nacks: u64,
+    stale: u64,
+}
+
+impl Entry {
+    fn status(&self) -> CollectionStatus {
+        let mut c = CollectionStatus {
+            sent: self.sent.clone(),
+            acked: self.acked.clone(),
+            nacked: self.nacked.as_deref().cloned(),
+            blocked: self.blocked.as_deref().cloned(),
+            acks: self.acks,
+            nacks: self.nacks,
+            stale: self.stale,
+            state: SyncState::NotSent,
+        };
+        c.derive_state();
+        c
+    }
+}
+
+/// What a [`PeerRecord`] keeps: its peer's status in a compact form. Every
+/// stream holds one for its whole life, so its size is a large part of an
+/// idle stream's memory: the collections are one sorted vector (a
+/// `BTreeMap` of full [`CollectionStatus`]es took ~11 KiB for 14
+/// collections), and a [`PeerStatus`] is built only when someone looks.
+#[derive(Debug)]
+struct Record {
+    /// Everything but the collections (`head.collections` stays empty).
+    head: PeerStatus,
+    /// By name.
+    collections: Vec<(Box<str>, Entry)>,
+}
+
+impl Record {
+    fn status(&self) -> PeerStatus {
+        let mut s = self.head.clone();
+        s.collections = self
+            .collections
+            .iter()
+            .map(|(name, e)| (name.to_string(), e.status()))
+            .collect();
+        s
+    }
+
+    fn entry(&mut self, collection: &str) -> &mut Entry {
+        let i = match self
+            .collections
+            .binary_search_by(|(name, _)| (**name).cmp(collection))
+        {
+            Ok(i) => i,
+            Err(i) => {
+                self.collections
+                    .insert(i, (collection.into(), Entry::default()));
+                i
+            }
+        };
+        &mut self.collections[i].1
+    }
+}
+
 #[derive(Default)]
 struct Registry {
     next_id: u64,
-    live: BTreeMap<u64, watch::Receiver<PeerStatus>>,
+    live: BTreeMap<u64, watch::Receiver<Record>>,
     gone: VecDeque<PeerStatus>,
 }
 
@@ -284,7 +354,10 @@ impl Ledger {
             collections: BTreeMap::new(),
             replica: None,
         };
-        let (tx, rx) = watch::channel(status);
+        let (tx, rx) = watch::channel(Record {
+            head: status,
+            collections: Vec::new(),
+        });
         reg.live.insert(id, rx);
         PeerRecord {
             tx,
@@ -296,7 +369,7 @@ impl Ledger {
     /// (newest first).
     pub fn view(&self) -> Vec<PeerStatus> {
         let reg = self.lock();
-        let mut out: Vec<PeerStatus> = reg.live.values().map(|rx| rx.borrow().clone()).collect();
+        let mut out: Vec<PeerStatus> = reg.live.values().map(|rx| rx.borrow().status()).collect();
         out.extend(reg.gone.iter().rev().cloned());
         out
     }
@@ -304,23 +377,23 @@ impl Ledger {
 
 /// The writer of one peer's status.
 pub struct PeerRecord {
-    tx: watch::Sender<PeerStatus>,
+    tx: watch::Sender<Record>,
     ledger: Ledger,
 }
 
 impl PeerRecord {
     /// The current status.
     pub fn status(&self) -> PeerStatus {
-        self.tx.borrow().clone()
+        self.tx.borrow().status()
     }
 
     /// A stream came up.
     pub fn connected(&self) {
         self.tx.send_modify(|s| {
-            s.connected = true;
-            s.connected_since = Some(now());
-            s.disconnected_at = None;
-            s.streams += 1;
+            s.head.connected = true;
+            s.head.connected_since = Some(now());
+            s.head.disconnected_at = None;
+            s.head.streams += 1;
         });
         metrics::counter!("meshhub_mcp_streams_opened_total", "role" => self.role().as_str())
             .increment(1);
@@ -329,12 +402,12 @@ impl PeerRecord {
     /// A stream ended or a dial failed.
     pub fn disconnected(&self, error: Option<String>) {
         self.tx.send_modify(|s| {
-            if s.connected {
-                s.disconnected_at = Some(now());
+            if s.head.connected {
+                s.head.disconnected_at = Some(now());
             }
-            s.connected = false;
+            s.head.connected = false;
             if error.is_some() {
-                s.last_error = error;
+                s.head.last_error = error;
             }
         });
     }
@@ -342,25 +415,25 @@ impl PeerRecord {
     /// Records the protocol the stream speaks (when not MCP).
     pub fn protocol(&self, protocol: &str) {
         self.tx
-            .send_modify(|s| protocol.clone_into(&mut s.protocol));
+            .send_modify(|s| protocol.clone_into(&mut s.head.protocol));
     }
 
     /// Records the node the peer announced, and the group it was placed in.
     pub fn identify(&self, node_id: &str, group: &str) {
         self.tx.send_modify(|s| {
-            s.node_id = node_id.to_owned();
-            s.group = group.to_owned();
+            s.head.node_id = node_id.to_owned();
+            s.head.group = group.to_owned();
         });
     }
 
     /// Records the hub replica that pushes on this stream.
     pub fn replica(&self, replica: &str) {
         self.tx
-            .send_modify(|s| s.replica = Some(replica.to_owned()));
+            .send_modify(|s| s.head.replica = Some(replica.to_owned()));
     }
 
     fn role(&self) -> Role {
-        self.tx.borrow().role
+        self.tx.borrow().head.role
     }
 
     fn announce(
@@ -373,7 +446,7 @@ impl PeerRecord {
         if self.ledger.deliveries.receiver_count() == 0 {
             return;
         }
-        let s = self.tx.borrow();
+        let s = &self.tx.borrow().head;
         // No receiver left is not an error: nobody audits.
         let _ = self.ledger.deliveries.send(Delivery {
             role: s.role,
@@ -388,12 +461,8 @@ impl PeerRecord {
         });
     }
 
-    fn collection(&self, collection: &str, f: impl FnOnce(&mut CollectionStatus)) {
-        self.tx.send_modify(|s| {
-            let c = s.collections.entry(collection.to_owned()).or_default();
-            f(c);
-            c.derive_state();
-        });
+    fn collection(&self, collection: &str, f: impl FnOnce(&mut Entry)) {
+        self.tx.send_modify(|s| f(s.entry(collection)));
     }
 
     /// Records a source-side event.
@@ -437,12 +506,12 @@ impl PeerRecord {
                 let message =
                     format!("response of {bytes} bytes exceeds the peer's limit of {limit}");
                 self.collection(collection, |c| {
-                    c.blocked = Some(Rejection {
+                    c.blocked = Some(Box::new(Rejection {
                         version: version.clone(),
                         code: 8,
                         message,
                         at: now(),
-                    })
+                    }))
                 });
                 metrics::counter!("meshhub_mcp_oversized_total", "collection" => collection.clone()).increment(1);
             }
@@ -478,12 +547,12 @@ impl PeerRecord {
     /// A NACK was received (source) or sent (sink).
     pub fn nacked(&self, collection: &str, version: &str, code: i32, message: &str) {
         self.collection(collection, |c| {
-            c.nacked = Some(Rejection {
+            c.nacked = Some(Box::new(Rejection {
                 version: version.to_owned(),
                 code,
                 message: message.to_owned(),
                 at: now(),
-            });
+            }));
             c.nacks += 1;
         });
         self.announce(collection, version, Outcome::Nack, Some((code, message)));
@@ -493,7 +562,7 @@ impl PeerRecord {
 
 impl Drop for PeerRecord {
     fn drop(&mut self) {
-        let mut status = self.tx.borrow().clone();
+        let mut status = self.tx.borrow().status();
         if status.connected {
             status.connected = false;
             status.disconnected_at = Some(now());

@@ -224,7 +224,8 @@ struct Subscription {
     /// The last version the sink answered (ACK or NACK) or that could not
     /// be sent: never sent again.
     answered: Option<String>,
-    pending: Option<Pending>,
+    /// Boxed: `None` on an idle stream.
+    pending: Option<Box<Pending>>,
     latest: Option<Arc<CollectionSnapshot>>,
     /// Names the sink may not hold whatever we think it holds: the next
     /// response carries them, or their removal if they do not exist, even
@@ -240,7 +241,9 @@ struct Subscription {
 pub struct SourceStream {
     config: Arc<SourceConfig>,
     nonce: u64,
-    subscriptions: BTreeMap<String, Subscription>,
+    /// Boxed: the tree's nodes have room for 11 entries, and an idle
+    /// stream holds its subscriptions for its whole life.
+    subscriptions: BTreeMap<String, Box<Subscription>>,
 }
 
 impl SourceStream {
@@ -308,7 +311,7 @@ impl SourceStream {
             }
             self.subscriptions.insert(
                 collection.to_owned(),
-                Subscription {
+                Box::new(Subscription {
                     incremental,
                     held,
                     answered: None,
@@ -316,7 +319,7 @@ impl SourceStream {
                     latest,
                     forced: BTreeSet::new(),
                     owed: BTreeSet::new(),
-                },
+                }),
             );
             self.respond(collection, &mut step);
             return step;
@@ -448,7 +451,7 @@ impl SourceStream {
         }
         self.nonce += 1;
         response.nonce = self.nonce.to_string();
-        sub.pending = Some(Pending {
+        sub.pending = Some(Box::new(Pending {
             nonce: response.nonce.clone(),
             snapshot: latest,
             forced: {
@@ -456,7 +459,7 @@ impl SourceStream {
                 forced.append(&mut sub.owed);
                 forced
             },
-        });
+        }));
         step.events.push(Event::Sent {
             collection: collection.to_owned(),
             version: response.system_version_info.clone(),

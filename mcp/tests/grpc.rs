@@ -230,6 +230,17 @@ async fn serves_every_collection_acks_and_pushes_changes() {
     assert_eq!(r.collection, VS);
     assert_eq!(names(&r), ["ns/a", "ns/b"]);
     sink.send(VS, &r.nonce, None).await;
+    // Every stream watches its whole group: a publish that leaves DR's
+    // version alone must still send nothing for DR (the next response is
+    // the next VS change, not a DR resend).
+    hub.writer.set(
+        "default",
+        snapshot(&[("ns/a", "3"), ("ns/b", "1")], &[("ns/d", "1")]),
+    );
+    let r = sink.recv().await;
+    assert_eq!(r.collection, VS, "only the changed collection is sent");
+    assert_eq!(names(&r), ["ns/a", "ns/b"]);
+    sink.send(VS, &r.nonce, None).await;
     eventually("the ledger to show VS synced", || {
         hub.ledger.view().iter().any(|p| {
             p.connected

@@ -15,7 +15,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use super::drive::{End, Plumbing, drive, settle};
+use super::drive::{End, Plumbing, Queued, drive, settle};
 use super::{SourceConfig, SourceStream, TRIGGER_COLLECTION};
 use crate::cache::{Group, SnapshotCache};
 use crate::ledger::{Ledger, Role};
@@ -87,16 +87,16 @@ async fn dial_once(
     let mut client = ResourceSinkClient::new(channel)
         .max_decoding_message_size(target.max_message_bytes)
         .max_encoding_message_size(target.max_message_bytes);
-    let (tx, rx) = mpsc::channel::<Result<EncodedResources, tonic::Status>>(16);
+    let (tx, rx) = mpsc::channel::<Queued<EncodedResources>>(16);
     // Some proxies only open the stream once the client sent something.
     let trigger = EncodedResources {
         collection: TRIGGER_COLLECTION.into(),
         ..Default::default()
     };
-    tx.send(Ok(trigger))
+    tx.send(Box::new(Ok(trigger)))
         .await
         .map_err(|_| "internal: queue closed")?;
-    let outgoing = tokio_stream::StreamExt::map_while(ReceiverStream::new(rx), Result::ok);
+    let outgoing = tokio_stream::StreamExt::map_while(ReceiverStream::new(rx), |q| (*q).ok());
     let mut request = tonic::Request::new(outgoing);
     if let Some(replica) = &target.replica {
         let value = replica

@@ -9,14 +9,12 @@ use std::sync::Arc;
 use futures::{Stream, StreamExt};
 use meshhub_proto::mcp::RequestResources;
 use meshhub_proto::wire::EncodedResources;
-use tokio::sync::mpsc;
-use tokio_stream::StreamMap;
-use tokio_stream::wrappers::WatchStream;
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tonic::Status;
 
 use super::{Event, SourceStream, Step};
-use crate::cache::{CollectionState, Group, SnapshotCache};
+use crate::cache::{Group, GroupState, SnapshotCache};
 use crate::ledger::PeerRecord;
 use crate::limits::RequestRate;
 use crate::snapshot::CollectionSnapshot;
@@ -47,6 +45,11 @@ impl Machine for SourceStream {
         SourceStream::on_update(self, key, snapshot)
     }
 }
+
+/// What a stream task queues for its transport. Boxed because a tokio
+/// channel allocates its slots 32 at a time: an unboxed response (~130
+/// bytes) made that 4 KiB held by every idle stream.
+pub type Queued<T> = Box<Result<T, Status>>;
 
 /// Most collections one stream may subscribe (bounds what a peer can make
 /// us hold).
@@ -143,7 +146,7 @@ pub async fn drive<M, Out, S>(
     machine: &mut M,
     first: Option<M::Request>,
     mut requests: S,
-    tx: &mpsc::Sender<Result<Out, Status>>,
+    tx: &mpsc::Sender<Queued<Out>>,
     to_out: impl Fn(M::Response) -> Out,
     mut on_message: impl FnMut(),
 ) -> End
@@ -151,21 +154,15 @@ where
     M: Machine,
     S: Stream<Item = Result<M::Request, Status>> + Unpin,
 {
-    let mut watches: StreamMap<String, WatchStream<CollectionState>> = StreamMap::new();
-    let handle = |step: Step<M::Response>,
-                  watches: &mut StreamMap<String, WatchStream<CollectionState>>| {
+    let mut watches = Watches::default();
+    let handle = |step: Step<M::Response>, watches: &mut Watches| {
         for event in &step.events {
             p.record.record(event);
             log_event(event);
         }
         if let Some(key) = step.watch {
-            if watches.len() >= MAX_SUBSCRIPTIONS {
-                tracing::warn!(collection = %key, limit = MAX_SUBSCRIPTIONS, "too many subscriptions on one stream; ignoring");
-            } else {
-                let collection = (p.collection_of)(&key);
-                let rx = p.cache.watch(&p.group, &collection);
-                watches.insert(key, WatchStream::new(rx));
-            }
+            let collection = (p.collection_of)(&key);
+            watches.add(p.cache, &p.group, key, collection);
         }
         step.responses
     };
@@ -176,7 +173,7 @@ where
     }
     loop {
         for response in outgoing.drain(..) {
-            if tx.send(Ok(to_out(response))).await.is_err() {
+            if tx.send(Box::new(Ok(to_out(response)))).await.is_err() {
                 return End::PeerClosed;
             }
         }
@@ -194,14 +191,96 @@ where
                     outgoing = handle(machine.on_request(&req), &mut watches);
                 }
             },
-            Some((key, state)) = watches.next(), if !watches.is_empty() => match state {
-                CollectionState::Pending => {}
-                CollectionState::Withdrawn => return End::Withdrawn,
-                CollectionState::Ready(snapshot) => {
-                    outgoing = handle(machine.on_update(&key, snapshot), &mut watches);
+            () = watches.changed(), if watches.open() => {
+                let Some(updates) = watches.updates() else {
+                    return End::Withdrawn;
+                };
+                for (key, collection) in updates {
+                    outgoing.extend(handle(machine.on_update(&key, collection), &mut watches));
                 }
             },
         }
+    }
+}
+
+/// The collections one stream serves, followed through one watch on its
+/// group: each publish wakes the stream, which feeds its machine the
+/// collections whose version differs from what it last fed.
+#[derive(Default)]
+struct Watches {
+    group: Option<watch::Receiver<GroupState>>,
+    /// Whether the group can still change (its sender is alive).
+    live: bool,
+    watched: Vec<Watched>,
+}
+
+struct Watched {
+    /// The subscription key the machine knows it by.
+    key: String,
+    /// The cache collection, when it is not the key (ADS type URLs).
+    collection: Option<String>,
+    /// What was last fed (kept to compare versions).
+    fed: Option<Arc<CollectionSnapshot>>,
+}
+
+impl Watches {
+    /// Starts serving `key`; its current content is fed on the next turn.
+    fn add(&mut self, cache: &SnapshotCache, group: &Group, key: String, collection: String) {
+        if self.watched.len() >= MAX_SUBSCRIPTIONS {
+            tracing::warn!(collection = %key, limit = MAX_SUBSCRIPTIONS, "too many subscriptions on one stream; ignoring");
+            return;
+        }
+        let rx = self.group.get_or_insert_with(|| {
+            self.live = true;
+            cache.watch_group(group)
+        });
+        rx.mark_changed();
+        let collection = (collection != key).then_some(collection);
+        self.watched.push(Watched {
+            key,
+            collection,
+            fed: None,
+        });
+    }
+
+    /// Whether there is anything to wait for.
+    fn open(&self) -> bool {
+        self.live && self.group.is_some()
+    }
+
+    /// Resolves when the group changed (or a subscription was added).
+    async fn changed(&mut self) {
+        let Some(rx) = self.group.as_mut() else {
+            return std::future::pending().await;
+        };
+        if rx.changed().await.is_err() {
+            // The cache is gone (shutdown) and its last state was seen:
+            // nothing more will come.
+            self.live = false;
+        }
+    }
+
+    /// The collections whose version differs from what was fed, now
+    /// marked fed; `None` once the group is withdrawn.
+    fn updates(&mut self) -> Option<Vec<(String, Arc<CollectionSnapshot>)>> {
+        let Some(rx) = self.group.as_mut() else {
+            return Some(Vec::new());
+        };
+        let snapshot = match &*rx.borrow_and_update() {
+            GroupState::Pending => return Some(Vec::new()),
+            GroupState::Ready(snapshot) => snapshot.clone(),
+            GroupState::Withdrawn => return None,
+        };
+        let mut out = Vec::new();
+        for w in &mut self.watched {
+            let c = snapshot.collection(w.collection.as_deref().unwrap_or(&w.key));
+            if w.fed.as_ref().is_some_and(|f| f.version() == c.version()) {
+                continue;
+            }
+            w.fed = Some(c.clone());
+            out.push((w.key.clone(), c));
+        }
+        Some(out)
     }
 }
 

@@ -9,14 +9,13 @@ use futures::StreamExt;
 use meshhub_proto::mcp::{RequestResources, SinkNode};
 use meshhub_proto::wire::EncodedResources;
 use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tonic::{Request, Status, Streaming};
 use tracing::Instrument;
 
-use super::drive::{End, Machine, Plumbing, drive};
-use super::service::{ResourceSourceService, StreamMethod};
+use super::drive::{End, Machine, Plumbing, Queued, drive};
+use super::service::{ResourceSourceService, Responses, StreamMethod, responses};
 use super::{SourceConfig, SourceStream};
 use crate::cache::SnapshotCache;
 use crate::group::{Consumer, GroupIndex};
@@ -107,7 +106,7 @@ pub(crate) fn serve<In, Out, M>(
     peer_info: PeerInfo,
     incoming: Streaming<In>,
     d: Dialect<In, Out, M>,
-) -> ReceiverStream<Result<Out, Status>>
+) -> Responses<Out>
 where
     In: Send + 'static,
     Out: Send + 'static,
@@ -115,7 +114,7 @@ where
     M::Request: Send + 'static,
     M::Response: Send,
 {
-    let (tx, rx) = mpsc::channel(QUEUE);
+    let (tx, rx) = mpsc::channel::<Queued<Out>>(QUEUE);
     let s = shared.clone();
     let peer = addr.map_or_else(|| "unknown".to_owned(), |a| a.to_string());
     let span = tracing::info_span!(
@@ -147,7 +146,7 @@ where
                         // size limit: say so to the peer, not just end.
                         tracing::warn!(code = ?status.code(), error = %status.message(), "bad first message; ending the stream");
                         record.disconnected(Some(status.message().to_owned()));
-                        let _ = tx.send(Err(status)).await;
+                        let _ = tx.send(Box::new(Err(status))).await;
                         return;
                     }
                     None => return,
@@ -176,7 +175,7 @@ where
                     tracing::warn!(node.id = %consumer.node.id, identities = ?consumer.identities, error = %e, "consumer refused");
                     record.identify(&consumer.node.id, "");
                     record.disconnected(Some(e.to_string()));
-                    let _ = tx.send(Err(e.status())).await;
+                    let _ = tx.send(Box::new(Err(e.status()))).await;
                     return;
                 }
             };
@@ -225,12 +224,12 @@ where
             tracing::info!(reason = ?end, "stream closed");
             record.disconnected(end.error());
             if let Some(status) = end.status() {
-                let _ = tx.send(Err(status)).await;
+                let _ = tx.send(Box::new(Err(status))).await;
             }
         }
         .instrument(span),
     );
-    ReceiverStream::new(rx)
+    responses(rx)
 }
 
 /// What is known about a dial-in peer from its request.

@@ -19,15 +19,26 @@ use tonic::server::NamedService;
 use tonic::{Request, Status};
 use tonic_prost::ProstCodec;
 
+use futures::StreamExt as _;
+
 use super::body::{Layout, ResponseBody};
+use super::drive::Queued;
 use crate::limits::SendProgress;
 
 /// Initial decode buffer of a request stream.
 const REQUEST_BUFFER: usize = 512;
 
+/// A stream's responses, as its task queued them.
+pub(crate) type Responses<Out> =
+    futures::stream::Map<ReceiverStream<Queued<Out>>, fn(Queued<Out>) -> Result<Out, Status>>;
+
+/// The responses of the stream task that sends on `rx`'s channel.
+pub(crate) fn responses<Out>(rx: tokio::sync::mpsc::Receiver<Queued<Out>>) -> Responses<Out> {
+    ReceiverStream::new(rx).map((|queued| *queued) as fn(Queued<Out>) -> Result<Out, Status>)
+}
+
 /// Turns a decoded request stream into the stream of responses.
-type Handler<In, Out> =
-    Arc<dyn Fn(Request<Streaming<In>>) -> ReceiverStream<Result<Out, Status>> + Send + Sync>;
+type Handler<In, Out> = Arc<dyn Fn(Request<Streaming<In>>) -> Responses<Out> + Send + Sync>;
 
 /// One bidirectional-streaming method served with [`ResponseBody`].
 pub struct StreamMethod<In, Out> {

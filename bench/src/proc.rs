@@ -76,15 +76,30 @@ pub struct Child {
 impl Child {
     /// Starts this binary with `args`.
     pub fn spawn(name: &str, args: &[String]) -> Result<Self> {
+        Self::spawn_with_env(name, args, &[])
+    }
+
+    /// Starts this binary with `args` and these environment variables.
+    pub fn spawn_with_env(name: &str, args: &[String], env: &[(&str, &str)]) -> Result<Self> {
         let exe = std::env::current_exe().context("locating the harness binary")?;
-        Self::spawn_program(name, &exe, args)
+        Self::start(name, &exe, args, env)
     }
 
     /// Starts another program that speaks the same line protocol (a peer
     /// server of scenario P5).
     pub fn spawn_program(name: &str, program: &std::path::Path, args: &[String]) -> Result<Self> {
+        Self::start(name, program, args, &[])
+    }
+
+    fn start(
+        name: &str,
+        program: &std::path::Path,
+        args: &[String],
+        env: &[(&str, &str)],
+    ) -> Result<Self> {
         let mut child = Command::new(program)
             .args(args)
+            .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

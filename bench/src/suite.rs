@@ -179,13 +179,18 @@ struct Server {
 
 impl Server {
     async fn start(corpus: &Corpus) -> Result<Self> {
-        let mut child = Child::spawn(
+        Self::start_with_env(corpus, &[]).await
+    }
+
+    async fn start_with_env(corpus: &Corpus, env: &[(&str, &str)]) -> Result<Self> {
+        let mut child = Child::spawn_with_env(
             "hub",
             &[
                 "server".into(),
                 "--config".into(),
                 corpus.config().display().to_string(),
             ],
+            env,
         )?;
         let listening = child.expect("listening", Duration::from_secs(60)).await?;
         let grpc = listening["grpc"]
@@ -537,11 +542,17 @@ impl StreamMemory {
     }
 }
 
+/// P2's processes return freed memory to the system at once, so that RSS
+/// shows what the streams hold rather than what mimalloc kept from the
+/// initial sync's burst of responses (with its default delay, two runs
+/// of the same build gave 24 and 49 KiB per stream).
+const P2_ALLOCATOR: &[(&str, &str)] = &[("MIMALLOC_PURGE_DELAY", "0")];
+
 async fn p2(params: &Params, results: &mut Results) -> Result<()> {
     let (n, conns, r) = params.p2;
     let dir = tempfile::tempdir()?;
     let corpus = Corpus::generate(dir.path(), r, 10)?;
-    let mut server = Server::start(&corpus).await?;
+    let mut server = Server::start_with_env(&corpus, P2_ALLOCATOR).await?;
     server.ready(r).await?;
     let (hub, load, report) =
         StreamMemory::measure(&server.grpc, server.child.pid()?, &corpus, n, conns).await?;
@@ -551,7 +562,7 @@ async fn p2(params: &Params, results: &mut Results) -> Result<()> {
     server.child.finish().await;
 
     // The floor: the same streams against a minimal tonic server.
-    let mut floor = Child::spawn("floor", &["floor".into()])?;
+    let mut floor = Child::spawn_with_env("floor", &["floor".into()], P2_ALLOCATOR)?;
     let listening = floor.expect("listening", Duration::from_secs(60)).await?;
     let grpc = listening["grpc"]
         .as_str()
@@ -571,7 +582,7 @@ async fn p2(params: &Params, results: &mut Results) -> Result<()> {
     f.insert("p2.floor_per_stream_bytes".into(), base.per_stream());
     f.insert("p2.floor_per_conn_bytes".into(), base.per_conn());
     results.row(
-        format!("P2 hub RSS per idle synced stream (N={n} over {conns} conns, R={r})"),
+        format!("P2 hub RSS per idle synced stream (N={n} over {conns} conns, R={r}; MIMALLOC_PURGE_DELAY=0)"),
         format!(
             "{:.1} KiB/stream; +{:.1} KiB/connection; RSS {:.0} → {:.0} MiB (all-in {:.1} KiB/stream)",
             per_stream / 1024.0,

@@ -170,6 +170,10 @@ enum Stage {
 pub struct ResponseBody<M, S> {
     messages: S,
     current: Option<(M, Stage)>,
+    /// Bytes of the current message (with its prefix) not yet handed
+    /// over: a chunk buffer is never larger than what is left, so a small
+    /// response (an incremental change) does not cost a 32 KiB buffer.
+    left: usize,
     max_message_bytes: usize,
     /// Trailers to send once the messages end.
     finished: Option<Status>,
@@ -187,6 +191,7 @@ where
         Self {
             messages,
             current: None,
+            left: 0,
             max_message_bytes,
             finished: None,
             done: false,
@@ -260,11 +265,13 @@ where
                     // A large resource goes out as the shared bytes.
                     let r = msg.resource(i).clone();
                     *stage = Stage::Suffix(i);
+                    this.left = this.left.saturating_sub(r.len());
                     return Poll::Ready(Some(Ok(Frame::data(r))));
                 }
-                let mut buf = BytesMut::with_capacity(CHUNK + 256);
+                let mut buf = BytesMut::with_capacity(this.left.min(CHUNK + 256));
                 this.fill(&mut buf);
                 if !buf.is_empty() {
+                    this.left = this.left.saturating_sub(buf.len());
                     return Poll::Ready(Some(Ok(Frame::data(buf.freeze()))));
                 }
                 continue;
@@ -292,6 +299,7 @@ where
                         )));
                         continue;
                     }
+                    this.left = len + 5;
                     this.current = Some((msg, Stage::Start));
                 }
                 Poll::Ready(Some(Err(status))) => this.finished = Some(status),

@@ -443,8 +443,13 @@ async fn p1(params: &Params, results: &mut Results) -> Result<()> {
     results.row(
         format!("P1 change fan-out, ACKed by all (N={n}, R={r}, {conns} conns, {changes} changes)"),
         format!("p50 {p50:.1} ms, p99 {p99:.1} ms, max {max:.1} ms"),
-        "p99 ≤ 50 ms",
-        Some(p99 <= 50.0),
+        if n > 1000 {
+            "p99 ≤ 100 ms"
+        } else {
+            "p99 ≤ 50 ms"
+        },
+        // Issue 6's target at 1,000 streams; issue 12's at 10,000.
+        Some(p99 <= if n > 1000 { 100.0 } else { 50.0 }),
     );
     results.row(
         "P1 … received by all (consumer clock)".into(),

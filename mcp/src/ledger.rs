@@ -387,6 +387,11 @@ impl PeerRecord {
         self.tx.borrow().status()
     }
 
+    /// Whether a stream is up (without building the whole status).
+    pub fn is_connected(&self) -> bool {
+        self.tx.borrow().head.connected
+    }
+
     /// A stream came up.
     pub fn connected(&self) {
         self.tx.send_modify(|s| {

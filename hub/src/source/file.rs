@@ -304,7 +304,7 @@ fn scan(
                     seen.remove(rel);
                     continue;
                 }
-                Read::Unchanged(hash) | Read::Changed(hash, _) => *hash,
+                Read::Unchanged(hash) | Read::Changed(hash, _, _) => *hash,
             };
             known.insert(
                 rel.clone(),
@@ -314,10 +314,9 @@ fn scan(
                     hash,
                 },
             );
-            let Read::Changed(_, entries) = read else {
+            let Read::Changed(_, unit, entries) = read else {
                 continue;
             };
-            let unit: Arc<str> = Arc::from(unit_name(rel).as_str());
             debug!(file = %unit, entries = entries.len(), "file changed");
             if !emit(SourceEvent::Unit {
                 source: source.clone(),
@@ -353,8 +352,9 @@ enum Read {
     Gone,
     /// Same content hash as before: nothing to send.
     Unchanged([u8; 32]),
-    /// New content (or unreadable: hash zero and an error entry).
-    Changed([u8; 32], Vec<Entry>),
+    /// New content (or unreadable: hash zero and an error entry), with
+    /// the file's unit name.
+    Changed([u8; 32], Arc<str>, Vec<Entry>),
 }
 
 /// Reads, hashes and (if its content changed) parses one file.
@@ -375,7 +375,7 @@ fn read_file(
     } else {
         std::fs::read(root.join(rel))
     };
-    let unit = || Arc::from(unit_name(rel).as_str());
+    let unit = || Arc::<str>::from(unit_name(rel).as_str());
     match read {
         Ok(bytes) => {
             let hash: [u8; 32] = Sha256::digest(&bytes).into();
@@ -383,13 +383,16 @@ fn read_file(
                 return Read::Unchanged(hash);
             }
             let max_object = usize::try_from(limits.object_bytes).unwrap_or(usize::MAX);
-            Read::Changed(hash, parse_file(source, &unit(), rel, &bytes, max_object))
+            let unit = unit();
+            let entries = parse_file(source, &unit, rel, &bytes, max_object);
+            Read::Changed(hash, unit, entries)
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Read::Gone,
-        Err(e) => Read::Changed(
-            [0; 32],
-            vec![unit_error(source, &unit(), format!("can't read: {e}"))],
-        ),
+        Err(e) => {
+            let unit = unit();
+            let entries = vec![unit_error(source, &unit, format!("can't read: {e}"))];
+            Read::Changed([0; 32], unit, entries)
+        }
     }
 }
 

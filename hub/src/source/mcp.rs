@@ -207,7 +207,7 @@ impl McpSource {
             tokio::select! {
                 outcome = &mut stream => break outcome,
                 () = tokio::time::sleep_until(deadline), if !watched => {
-                    if !record.status().connected {
+                    if !record.is_connected() {
                         // Still connecting: that is not the upstream's silence.
                         deadline += UNANSWERED_AFTER;
                         continue;

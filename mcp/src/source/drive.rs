@@ -195,8 +195,12 @@ where
                 let Some(updates) = watches.updates() else {
                     return End::Withdrawn;
                 };
-                for (key, collection) in updates {
-                    outgoing.extend(handle(machine.on_update(&key, collection), &mut watches));
+                let steps: Vec<_> = updates
+                    .into_iter()
+                    .map(|(i, collection)| machine.on_update(&watches.watched[i].key, collection))
+                    .collect();
+                for step in steps {
+                    outgoing.extend(handle(step, &mut watches));
                 }
             },
         }
@@ -260,9 +264,10 @@ impl Watches {
         }
     }
 
-    /// The collections whose version differs from what was fed, now
-    /// marked fed; `None` once the group is withdrawn.
-    fn updates(&mut self) -> Option<Vec<(String, Arc<CollectionSnapshot>)>> {
+    /// The collections (indices into `watched`) whose version differs
+    /// from what was fed, now marked fed; `None` once the group is
+    /// withdrawn.
+    fn updates(&mut self) -> Option<Vec<(usize, Arc<CollectionSnapshot>)>> {
         let Some(rx) = self.group.as_mut() else {
             return Some(Vec::new());
         };
@@ -272,13 +277,13 @@ impl Watches {
             GroupState::Withdrawn => return None,
         };
         let mut out = Vec::new();
-        for w in &mut self.watched {
+        for (i, w) in self.watched.iter_mut().enumerate() {
             let c = snapshot.collection(w.collection.as_deref().unwrap_or(&w.key));
             if w.fed.as_ref().is_some_and(|f| f.version() == c.version()) {
                 continue;
             }
             w.fed = Some(c.clone());
-            out.push((w.key.clone(), c));
+            out.push((i, c));
         }
         Some(out)
     }

@@ -125,7 +125,8 @@ impl Corpus {
         o
     }
 
-    fn file(&self, f: usize) -> PathBuf {
+    /// The path of file `f`.
+    pub fn file(&self, f: usize) -> PathBuf {
         self.dir
             .join("objects")
             .join(format!("objects-{f:05}.yaml"))

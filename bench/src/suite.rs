@@ -800,5 +800,39 @@ async fn p4(params: &Params, results: &mut Results) -> Result<()> {
         "≤ 3×",
         Some(ratio <= 3.0),
     );
+    // The floor under the first row: reading the YAML alone (text → JSON
+    // trees, what the file source does before anything else), on one
+    // thread, in this process once the hub has stopped.
+    let (parse_s, docs) = yaml_floor(&corpus)?;
+    results
+        .figures
+        .insert("p4.yaml_parse_1thread_s".into(), parse_s);
+    results.row(
+        "P4 floor: YAML reading alone (serde-saphyr, 1 thread)".into(),
+        format!(
+            "{parse_s:.2} s for {docs} documents ({:.1} MiB/s; {:.1} µs per document)",
+            mib(yaml as f64) / parse_s,
+            parse_s * 1e6 / docs as f64
+        ),
+        "(floor)",
+        None,
+    );
     Ok(())
+}
+
+/// Reads every file of `corpus` as the file source does, on one thread:
+/// the seconds it took and the documents read.
+fn yaml_floor(corpus: &Corpus) -> Result<(f64, usize)> {
+    let texts: Vec<String> = (0..corpus.resources.div_ceil(corpus.per_file))
+        .map(|f| std::fs::read_to_string(corpus.file(f)))
+        .collect::<std::io::Result<_>>()?;
+    let start = std::time::Instant::now();
+    let mut docs = 0;
+    for text in &texts {
+        for parsed in meshhub_proto::transcode::parse_yaml(text) {
+            parsed.map_err(|e| anyhow::anyhow!("{e}"))?;
+            docs += 1;
+        }
+    }
+    Ok((start.elapsed().as_secs_f64(), docs))
 }

@@ -50,13 +50,50 @@ pub struct Selector {
 }
 
 impl Selector {
-    /// Whether an object in `namespace` with `labels` matches.
-    pub fn matches(&self, namespace: &str, labels: &BTreeMap<String, String>) -> bool {
+    /// Whether an object in `namespace` placed by `object` matches.
+    pub fn matches(&self, namespace: &str, object: &Placement) -> bool {
         (self.namespaces.is_empty() || self.namespaces.contains(namespace))
             && self
                 .labels
                 .iter()
-                .all(|(k, v)| labels.get(k).is_some_and(|l| l == v))
+                .all(|(k, v)| object.label(k).is_some_and(|l| l == v))
+    }
+}
+
+/// What placement reads of an object's metadata: its labels and its
+/// [`CLUSTERS_ANNOTATION`]. The store keeps this for every object it holds
+/// (the rest of the metadata is in the encoded resource), so it is compact:
+/// two sorted boxed slices rather than the metadata's maps (a map node is
+/// over 500 bytes, even for one label).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Placement {
+    /// Sorted by key (the metadata's map order).
+    labels: Box<[(Box<str>, Box<str>)]>,
+    clusters: Option<Box<str>>,
+}
+
+impl Placement {
+    /// What placement reads of `meta`.
+    pub fn of(meta: &ObjectMeta) -> Self {
+        Self {
+            labels: meta
+                .labels
+                .iter()
+                .map(|(k, v)| (Box::from(k.as_str()), Box::from(v.as_str())))
+                .collect(),
+            clusters: meta
+                .annotations
+                .get(CLUSTERS_ANNOTATION)
+                .map(|v| Box::from(v.as_str())),
+        }
+    }
+
+    /// The value of label `key`.
+    pub fn label(&self, key: &str) -> Option<&str> {
+        self.labels
+            .binary_search_by(|(k, _)| (**k).cmp(key))
+            .ok()
+            .map(|i| &*self.labels[i].1)
     }
 }
 
@@ -119,10 +156,11 @@ impl GroupRules {
             .map(|(g, _)| g.clone())
     }
 
-    /// The groups that receive `obj` (whose effective namespace is
-    /// `namespace`), sorted; or why the object can't be placed.
-    pub fn targets(&self, meta: &ObjectMeta, namespace: &str) -> Result<Vec<Group>, String> {
-        if let Some(list) = meta.annotations.get(CLUSTERS_ANNOTATION) {
+    /// The groups that receive an object placed by `object` (whose
+    /// effective namespace is `namespace`), sorted; or why the object can't
+    /// be placed.
+    pub fn targets(&self, object: &Placement, namespace: &str) -> Result<Vec<Group>, String> {
+        if let Some(list) = object.clusters.as_deref() {
             let mut out = Vec::new();
             let mut unknown = Vec::new();
             for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
@@ -154,7 +192,7 @@ impl GroupRules {
         let mut out: Vec<Group> = self
             .clusters
             .iter()
-            .filter(|(_, s)| s.matches(namespace, &meta.labels))
+            .filter(|(_, s)| s.matches(namespace, object))
             .map(|(g, _)| g.clone())
             .collect();
         out.push(self.default.clone());
@@ -277,22 +315,22 @@ mod tests {
         let r = rules();
         let o = obj("bookinfo", &[], &[]);
         assert_eq!(
-            names(&r.targets(&o.metadata, "bookinfo").unwrap()),
+            names(&r.targets(&Placement::of(&o.metadata), "bookinfo").unwrap()),
             ["default", "east"]
         );
         let o = obj("other", &[("region", "west")], &[]);
         assert_eq!(
-            names(&r.targets(&o.metadata, "other").unwrap()),
+            names(&r.targets(&Placement::of(&o.metadata), "other").unwrap()),
             ["default", "west"]
         );
         let o = obj("bookinfo", &[("region", "west")], &[]);
         assert_eq!(
-            names(&r.targets(&o.metadata, "bookinfo").unwrap()),
+            names(&r.targets(&Placement::of(&o.metadata), "bookinfo").unwrap()),
             ["default", "east", "west"]
         );
         let o = obj("other", &[("region", "east")], &[]);
         assert_eq!(
-            names(&r.targets(&o.metadata, "other").unwrap()),
+            names(&r.targets(&Placement::of(&o.metadata), "other").unwrap()),
             ["default"]
         );
     }
@@ -302,19 +340,19 @@ mod tests {
         let r = rules();
         let o = obj("bookinfo", &[], &[(CLUSTERS_ANNOTATION, "west")]);
         assert_eq!(
-            names(&r.targets(&o.metadata, "bookinfo").unwrap()),
+            names(&r.targets(&Placement::of(&o.metadata), "bookinfo").unwrap()),
             ["west"]
         );
         let o = obj("x", &[], &[(CLUSTERS_ANNOTATION, " west , default,east")]);
         assert_eq!(
-            names(&r.targets(&o.metadata, "x").unwrap()),
+            names(&r.targets(&Placement::of(&o.metadata), "x").unwrap()),
             ["default", "east", "west"]
         );
         let o = obj("x", &[], &[(CLUSTERS_ANNOTATION, "west,north")]);
-        let err = r.targets(&o.metadata, "x").unwrap_err();
+        let err = r.targets(&Placement::of(&o.metadata), "x").unwrap_err();
         assert!(err.contains("unknown cluster(s) north"), "{err}");
         let o = obj("x", &[], &[(CLUSTERS_ANNOTATION, " , ")]);
-        assert!(r.targets(&o.metadata, "x").is_err());
+        assert!(r.targets(&Placement::of(&o.metadata), "x").is_err());
     }
 
     fn consumer(id: &str, cluster: Option<&str>) -> Consumer {

@@ -33,7 +33,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::config::UnknownFields;
-use crate::groups::GroupRules;
+use crate::groups::{GroupRules, Placement};
 use crate::source::{Entry, Origin, SourceEvent};
 
 /// Semantic checks beyond the schema: every problem of an object, as
@@ -155,13 +155,20 @@ pub fn origin_of<'a>(origins: &'a [(ObjectKey, Origin)], key: &ObjectKey) -> Opt
 /// What is known of an object independently of the grouping rules: its
 /// transcoding and checks, and the metadata placement needs. The parsed
 /// object itself is not kept: once encoded, its JSON tree is dead weight.
+///
+/// It is kept for every object held, so it is compact: the kind and
+/// collection are the kind table's shared strings, the name is shared with
+/// the encoded resource and the object's key, and of the metadata only what
+/// placement reads is kept.
 #[derive(Debug, PartialEq)]
 struct Evaluated {
     kind: Arc<str>,
     /// The MCP collection (empty when the kind is unknown).
     collection: Arc<str>,
-    name: String,
-    meta: ObjectMeta,
+    name: Arc<str>,
+    placement: Placement,
+    /// The Kubernetes `resourceVersion`, when it came from an API server.
+    resource_version: Option<Box<str>>,
     /// The encoded resource and warnings, or every reason it is invalid.
     result: Result<(EncodedResource, Vec<String>), Vec<String>>,
 }
@@ -255,7 +262,7 @@ impl Store {
             .filter_map(|s| {
                 s.evaluated
                     .as_ref()
-                    .map(|e| ((&*e.collection, e.name.as_str()), s))
+                    .map(|e| ((&*e.collection, &*e.name), s))
             })
             .collect();
         // Transcoding is the costly part of a change; a file's objects are
@@ -273,7 +280,7 @@ impl Store {
                     stored
                         .evaluated
                         .as_ref()
-                        .and_then(|e| previous.get(&(&*e.collection, e.name.as_str()))),
+                        .and_then(|e| previous.get(&(&*e.collection, &*e.name))),
                 ) {
                     (Some(now), Some(prev)) if prev.evaluated.as_deref() == Some(&**now) => {
                         Stored {
@@ -368,23 +375,23 @@ impl Store {
             Outcome::Rejected(Arc::new(Rejected {
                 origin: None,
                 kind: Some(e.kind.to_string()),
-                name: Some(e.name.clone()),
+                name: Some(e.name.to_string()),
                 reasons,
             }))
         };
         let namespace = transcode::split_name(&e.name).0.unwrap_or("");
-        let groups = self.rules.targets(&e.meta, namespace);
+        let groups = self.rules.targets(&e.placement, namespace);
         match (&e.result, groups) {
             (Ok((resource, warnings)), Ok(groups)) => Outcome::Accepted(Arc::new(Accepted {
                 key: ObjectKey {
                     collection: e.collection.clone(),
-                    name: Arc::from(e.name.as_str()),
+                    name: e.name.clone(),
                 },
                 kind: e.kind.clone(),
                 resource: resource.clone(),
                 groups,
                 warnings: warnings.clone(),
-                resource_version: e.meta.resource_version.clone(),
+                resource_version: e.resource_version.as_deref().map(str::to_owned),
             })),
             (result, groups) => {
                 let mut reasons = result.as_ref().err().cloned().unwrap_or_default();
@@ -473,16 +480,17 @@ fn evaluate(
     let invalid = |kind: &str, name: String, meta: ObjectMeta, reasons: Vec<String>| Evaluated {
         kind: Arc::from(kind),
         collection: Arc::from(""),
-        name,
-        meta,
+        name: name.into(),
+        placement: Placement::of(&meta),
+        resource_version: meta.resource_version.map(Into::into),
         result: Err(reasons),
     };
     let kind = match transcode::kind_of(kinds, &obj) {
         Ok(k) => k,
         Err(e) => return invalid(&obj.kind, loose, obj.metadata, vec![e.to_string()]),
     };
-    let name = match transcode::resource_name(kind, &obj) {
-        Ok(n) => n,
+    let name: Arc<str> = match transcode::resource_name(kind, &obj) {
+        Ok(n) => n.into(),
         Err(e) => return invalid(&obj.kind, loose, obj.metadata, vec![e.to_string()]),
     };
     let mut reasons = Vec::new();
@@ -524,7 +532,7 @@ fn evaluate(
                 .unwrap_or_default();
             Ok((
                 EncodedResource {
-                    name: Arc::from(name.as_str()),
+                    name: name.clone(),
                     version: Arc::from(version.as_str()),
                     encoded: r.encode_to_vec().into(),
                 },
@@ -534,10 +542,11 @@ fn evaluate(
         _ => Err(reasons),
     };
     Evaluated {
-        kind: Arc::from(kind.kind()),
-        collection: Arc::from(kind.collection()),
+        kind: kind.kind_shared().clone(),
+        collection: kind.collection_shared().clone(),
         name,
-        meta: working.metadata,
+        placement: Placement::of(&working.metadata),
+        resource_version: working.metadata.resource_version.map(Into::into),
         result,
     }
 }

@@ -33,10 +33,12 @@ pub const STRUCT_MESSAGE: &str = "google.protobuf.Struct";
 pub struct Kind {
     group: String,
     versions: Vec<String>,
-    kind: String,
+    /// Shared: every object of the kind held by the hub points at it.
+    kind: Arc<str>,
     plural: String,
     namespaced: bool,
-    collection: String,
+    /// Shared like `kind`.
+    collection: Arc<str>,
     legacy_type_url: String,
     current_type_url: String,
     message: String,
@@ -77,13 +79,13 @@ impl Kind {
         let collection = format!("k8s/{g}/{version}/{plural}");
         let type_url = format!("{g}/{version}/{kind}");
         Ok(Self {
-            collection,
+            collection: collection.into(),
             legacy_type_url: type_url.clone(),
             current_type_url: type_url,
             message: STRUCT_MESSAGE.to_owned(),
             group,
             versions: vec![version],
-            kind,
+            kind: kind.into(),
             plural,
             namespaced,
         })
@@ -124,6 +126,11 @@ impl Kind {
         &self.kind
     }
 
+    /// The kind, shared (a clone is a reference count, not a copy).
+    pub fn kind_shared(&self) -> &Arc<str> {
+        &self.kind
+    }
+
     /// The lower-case plural resource name (`virtualservices`).
     pub fn plural(&self) -> &str {
         &self.plural
@@ -136,6 +143,11 @@ impl Kind {
 
     /// Classic MCP collection (`istio/networking/v1alpha3/virtualservices`).
     pub fn collection(&self) -> &str {
+        &self.collection
+    }
+
+    /// The collection, shared (a clone is a reference count, not a copy).
+    pub fn collection_shared(&self) -> &Arc<str> {
         &self.collection
     }
 
@@ -322,10 +334,10 @@ impl Builtin {
         Kind {
             group: self.group.to_owned(),
             versions: self.versions.iter().map(|v| (*v).to_owned()).collect(),
-            kind: self.kind.to_owned(),
+            kind: self.kind.into(),
             plural: self.plural.to_owned(),
             namespaced: true,
-            collection: format!("istio/{}/{}", self.package.replace('.', "/"), self.plural),
+            collection: format!("istio/{}/{}", self.package.replace('.', "/"), self.plural).into(),
             legacy_type_url: format!("{}/{}/{}", self.group, self.legacy_version, self.kind),
             current_type_url: format!("{}/{}/{}", self.group, self.current_version, self.kind),
             message: format!("istio.{}.{}", self.package, self.kind),
@@ -472,21 +484,21 @@ impl Inner {
     fn push(&mut self, kind: Kind) -> Result<(), KindError> {
         if kind.versions.is_empty() {
             return Err(KindError::Invalid {
-                kind: kind.kind,
+                kind: kind.kind.to_string(),
                 reason: "no served version".to_owned(),
             });
         }
         let i = self.kinds.len();
         let clash = |what: &'static str, name: &str, existing: usize| KindError::Duplicate {
-            kind: kind.kind.clone(),
+            kind: kind.kind.to_string(),
             what,
             name: name.to_owned(),
-            existing: self.kinds[existing].kind.clone(),
+            existing: self.kinds[existing].kind.to_string(),
         };
-        if let Some(&e) = self.by_collection.get(&kind.collection) {
+        if let Some(&e) = self.by_collection.get(&*kind.collection) {
             return Err(clash("collection", &kind.collection, e));
         }
-        let gk = (kind.group.clone(), kind.kind.clone());
+        let gk = (kind.group.clone(), kind.kind.to_string());
         if let Some(&e) = self.by_group_kind.get(&gk) {
             return Err(clash("group and kind", &format!("{}/{}", gk.0, gk.1), e));
         }
@@ -504,7 +516,7 @@ impl Inner {
             }
             self.by_message.insert(kind.message.clone(), i);
         }
-        self.by_collection.insert(kind.collection.clone(), i);
+        self.by_collection.insert(kind.collection.to_string(), i);
         self.by_group_kind.insert(gk, i);
         for url in urls {
             self.by_type_url.insert(url, i);

@@ -379,9 +379,15 @@ fn spec_to_message(
     desc: &MessageDescriptor,
     spec: &Value,
 ) -> Result<DynamicMessage, (String, String)> {
+    let options = DeserializeOptions::new().deny_unknown_fields(true);
+    // Valid objects are the rule: they are read without tracking the path
+    // (a wrapper around every value read), which is tracked only to explain
+    // an error, on a second reading.
+    if let Ok(m) = DynamicMessage::deserialize_with_options(desc.clone(), spec, &options) {
+        return Ok(m);
+    }
     let mut track = serde_path_to_error::Track::new();
     let de = serde_path_to_error::Deserializer::new(spec, &mut track);
-    let options = DeserializeOptions::new().deny_unknown_fields(true);
     match DynamicMessage::deserialize_with_options(desc.clone(), de, &options) {
         Ok(m) => Ok(m),
         Err(e) => Err(describe_field_error(
@@ -499,7 +505,15 @@ fn kind_at(desc: &MessageDescriptor, path: &Path) -> Option<prost_reflect::Kind>
 /// Encodes `msg` deterministically: fields in number order (as prost-reflect
 /// does), map entries sorted by key (prost-reflect keeps maps in a `HashMap`
 /// and would write them in random order).
+///
+/// A message with no map anywhere below it is written by prost-reflect in
+/// one go (the same bytes, without a message per field); only the messages
+/// on the way to a map are taken apart here.
 fn encode_canonical(msg: &DynamicMessage, out: &mut Vec<u8>) {
+    if !holds_map(msg) {
+        msg.encode_raw(out);
+        return;
+    }
     let desc = msg.descriptor();
     for (field, value) in msg.fields() {
         let number = field.number();
@@ -536,6 +550,19 @@ fn encode_canonical(msg: &DynamicMessage, out: &mut Vec<u8>) {
             }
         }
     }
+}
+
+/// Whether `msg` or a message below it has a map field with entries.
+fn holds_map(msg: &DynamicMessage) -> bool {
+    msg.fields().any(|(_, value)| match value {
+        PValue::Map(entries) => !entries.is_empty(),
+        PValue::Message(m) => holds_map(m),
+        PValue::List(items) => items.iter().any(|i| match i {
+            PValue::Message(m) => holds_map(m),
+            _ => false,
+        }),
+        _ => false,
+    })
 }
 
 /// Writes `m` as the length-delimited field `number`.

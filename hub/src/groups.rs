@@ -112,6 +112,8 @@ pub struct ClusterSpec {
 pub struct GroupRules {
     clusters: Arc<Vec<(Group, Selector)>>,
     default: Group,
+    /// `[default]`: the targets of most objects, shared by all of them.
+    default_only: Arc<[Group]>,
     access: Arc<GroupAccess>,
 }
 
@@ -127,6 +129,7 @@ impl GroupRules {
                     .collect(),
             ),
             default: Group::from(DEFAULT_GROUP),
+            default_only: Arc::new([Group::from(DEFAULT_GROUP)]),
             access: Arc::default(),
         }
     }
@@ -159,7 +162,7 @@ impl GroupRules {
     /// The groups that receive an object placed by `object` (whose
     /// effective namespace is `namespace`), sorted; or why the object can't
     /// be placed.
-    pub fn targets(&self, object: &Placement, namespace: &str) -> Result<Vec<Group>, String> {
+    pub fn targets(&self, object: &Placement, namespace: &str) -> Result<Arc<[Group]>, String> {
         if let Some(list) = object.clusters.as_deref() {
             let mut out = Vec::new();
             let mut unknown = Vec::new();
@@ -187,7 +190,7 @@ impl GroupRules {
             }
             out.sort();
             out.dedup();
-            return Ok(out);
+            return Ok(out.into());
         }
         let mut out: Vec<Group> = self
             .clusters
@@ -195,9 +198,12 @@ impl GroupRules {
             .filter(|(_, s)| s.matches(namespace, object))
             .map(|(g, _)| g.clone())
             .collect();
+        if out.is_empty() {
+            return Ok(self.default_only.clone());
+        }
         out.push(self.default.clone());
         out.sort();
-        Ok(out)
+        Ok(out.into())
     }
 }
 
@@ -332,6 +338,23 @@ mod tests {
         assert_eq!(
             names(&r.targets(&Placement::of(&o.metadata), "other").unwrap()),
             ["default"]
+        );
+    }
+
+    #[test]
+    fn objects_placed_alike_share_one_list_and_labels_are_looked_up_by_key() {
+        let r = rules();
+        let a = r
+            .targets(&Placement::of(&obj("other", &[], &[]).metadata), "other")
+            .unwrap();
+        let b = r
+            .targets(&Placement::of(&obj("x", &[("b", "2")], &[]).metadata), "x")
+            .unwrap();
+        assert!(Arc::ptr_eq(&a, &b), "{a:?} {b:?}");
+        let p = Placement::of(&obj("x", &[("b", "2"), ("a", "1"), ("c", "3")], &[]).metadata);
+        assert_eq!(
+            (p.label("a"), p.label("b"), p.label("c"), p.label("d")),
+            (Some("1"), Some("2"), Some("3"), None)
         );
     }
 

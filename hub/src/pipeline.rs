@@ -30,8 +30,8 @@ use crate::audit::{AuditEvent, AuditLog};
 use crate::config::Debounce;
 use crate::groups::GroupRules;
 use crate::history::{History, Pins};
-use crate::source::{Origin, SourceEvent};
-use crate::store::{Accepted, Conflict, ObjectKey, Rejected, Store, Warning};
+use crate::source::SourceEvent;
+use crate::store::{Conflict, Rejected, Served, Store, Warning};
 
 /// Histogram: how long changes waited in the debouncer before being
 /// published, in seconds.
@@ -143,23 +143,6 @@ pub struct Status {
     /// `/debug/object` (not part of `/status`: it holds every object).
     #[serde(skip)]
     pub served: Arc<Served>,
-}
-
-/// The served objects of the last build, moved out of the store's
-/// resolution (nothing is copied).
-#[derive(Debug, Default)]
-pub struct Served {
-    /// Every served object as evaluated and placed.
-    pub objects: BTreeMap<ObjectKey, Arc<Accepted>>,
-    /// Where each one's served definition came from, sorted by key.
-    pub origins: Vec<(ObjectKey, Origin)>,
-}
-
-impl Served {
-    /// Where the served definition of `key` came from.
-    pub fn origin(&self, key: &ObjectKey) -> Option<&Origin> {
-        crate::store::origin_of(&self.origins, key)
-    }
 }
 
 /// The pipeline task's state.
@@ -386,7 +369,7 @@ impl Pipeline {
             .store
             .kinds()
             .iter()
-            .map(|k| Arc::from(k.collection()))
+            .map(|k| k.collection_shared().clone())
             .collect();
         let mut content: HashMap<Group, BTreeMap<Arc<str>, Vec<EncodedResource>>> = groups
             .iter()
@@ -401,7 +384,7 @@ impl Pipeline {
             })
             .collect();
         for obj in resolved.objects.values() {
-            for g in &obj.groups {
+            for g in obj.groups.iter() {
                 if let Some(colls) = content.get_mut(g) {
                     colls
                         .entry(obj.key.collection.clone())
@@ -479,10 +462,7 @@ impl Pipeline {
         status.rejected = resolved.rejected;
         status.conflicts = resolved.conflicts;
         status.warnings = resolved.warnings;
-        status.served = Arc::new(Served {
-            objects: resolved.objects,
-            origins: resolved.origins,
-        });
+        status.served = Arc::new(resolved.objects);
         self.status.send_replace(Arc::new(status));
     }
 

@@ -61,22 +61,41 @@ impl fmt::Display for ObjectKey {
     }
 }
 
-/// An object that passed every check, ready to serve.
+/// What an accepted object is under any grouping rules: made once per
+/// change of the object, and shared by every placement of it (a reload of
+/// the rules places it again without copying any of this).
 #[derive(Debug, PartialEq)]
-pub struct Accepted {
+pub struct Transcoded {
     /// Its identity.
     pub key: ObjectKey,
     /// Its kind (`VirtualService`).
     pub kind: Arc<str>,
     /// The encoded resource, shared by every group that receives it.
     pub resource: EncodedResource,
-    /// The groups that receive it, sorted.
-    pub groups: Vec<Group>,
     /// Fields pruned from it (policy `prune`).
     pub warnings: Vec<String>,
     /// The Kubernetes `resourceVersion` of the definition, when it came
     /// from an API server (shown by `meshhubctl describe`).
-    pub resource_version: Option<String>,
+    pub resource_version: Option<Box<str>>,
+}
+
+/// An object that passed every check, ready to serve: its transcoding (whose
+/// fields read through) and the groups that receive it.
+#[derive(Debug, PartialEq)]
+pub struct Accepted {
+    /// What it is.
+    pub transcoded: Arc<Transcoded>,
+    /// The groups that receive it, sorted (objects placed alike share one
+    /// list).
+    pub groups: Arc<[Group]>,
+}
+
+impl std::ops::Deref for Accepted {
+    type Target = Transcoded;
+
+    fn deref(&self) -> &Transcoded {
+        &self.transcoded
+    }
 }
 
 /// The outcome of evaluating one entry.
@@ -125,31 +144,67 @@ pub struct Warning {
 #[derive(Debug, Default)]
 pub struct Resolved {
     /// The winning definition of every object.
-    pub objects: BTreeMap<ObjectKey, Arc<Accepted>>,
+    pub objects: Served,
     /// Objects defined more than once.
     pub conflicts: Vec<Conflict>,
     /// Entries kept out, in origin order.
     pub rejected: Vec<Rejected>,
     /// Warnings about accepted entries.
     pub warnings: Vec<Warning>,
-    /// Where the served definition of every object came from, sorted by
-    /// key (a sorted list is cheaper to build than a second map).
-    pub origins: Vec<(ObjectKey, Origin)>,
 }
 
 impl Resolved {
     /// Where the served definition of `key` came from.
     pub fn origin(&self, key: &ObjectKey) -> Option<&Origin> {
-        origin_of(&self.origins, key)
+        self.objects.origin(key)
     }
 }
 
-/// The origin of `key` in a list sorted by key.
-pub fn origin_of<'a>(origins: &'a [(ObjectKey, Origin)], key: &ObjectKey) -> Option<&'a Origin> {
-    origins
-        .binary_search_by(|(k, _)| k.cmp(key))
-        .ok()
-        .map(|i| &origins[i].1)
+/// The served objects: the winning definition of each and where it came
+/// from, in one list sorted by key (a list is a third of the size of a map
+/// of them and of their origins, and is built sorted).
+#[derive(Debug, Default)]
+pub struct Served {
+    entries: Vec<(Arc<Accepted>, Origin)>,
+}
+
+impl Served {
+    /// How many objects are served.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether nothing is served.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    fn find(&self, key: &ObjectKey) -> Option<&(Arc<Accepted>, Origin)> {
+        self.entries
+            .binary_search_by(|(a, _)| a.key.cmp(key))
+            .ok()
+            .map(|i| &self.entries[i])
+    }
+
+    /// The served definition of `key`.
+    pub fn get(&self, key: &ObjectKey) -> Option<&Arc<Accepted>> {
+        self.find(key).map(|(a, _)| a)
+    }
+
+    /// Where the served definition of `key` came from.
+    pub fn origin(&self, key: &ObjectKey) -> Option<&Origin> {
+        self.find(key).map(|(_, o)| o)
+    }
+
+    /// The served objects' keys, sorted.
+    pub fn keys(&self) -> impl Iterator<Item = &ObjectKey> {
+        self.entries.iter().map(|(a, _)| &a.key)
+    }
+
+    /// The served objects, sorted by key.
+    pub fn values(&self) -> impl Iterator<Item = &Arc<Accepted>> {
+        self.entries.iter().map(|(a, _)| a)
+    }
 }
 
 /// What is known of an object independently of the grouping rules: its
@@ -167,10 +222,8 @@ struct Evaluated {
     collection: Arc<str>,
     name: Arc<str>,
     placement: Placement,
-    /// The Kubernetes `resourceVersion`, when it came from an API server.
-    resource_version: Option<Box<str>>,
-    /// The encoded resource and warnings, or every reason it is invalid.
-    result: Result<(EncodedResource, Vec<String>), Vec<String>>,
+    /// The transcoded object, or every reason it is invalid.
+    result: Result<Arc<Transcoded>, Vec<String>>,
 }
 
 #[derive(Clone, Debug)]
@@ -382,16 +435,9 @@ impl Store {
         let namespace = transcode::split_name(&e.name).0.unwrap_or("");
         let groups = self.rules.targets(&e.placement, namespace);
         match (&e.result, groups) {
-            (Ok((resource, warnings)), Ok(groups)) => Outcome::Accepted(Arc::new(Accepted {
-                key: ObjectKey {
-                    collection: e.collection.clone(),
-                    name: e.name.clone(),
-                },
-                kind: e.kind.clone(),
-                resource: resource.clone(),
+            (Ok(transcoded), Ok(groups)) => Outcome::Accepted(Arc::new(Accepted {
+                transcoded: transcoded.clone(),
                 groups,
-                warnings: warnings.clone(),
-                resource_version: e.resource_version.as_deref().map(str::to_owned),
             })),
             (result, groups) => {
                 let mut reasons = result.as_ref().err().cloned().unwrap_or_default();
@@ -406,13 +452,10 @@ impl Store {
     /// What to serve, the conflicts and the rejected entries.
     pub fn resolve(&self) -> Resolved {
         let mut out = Resolved::default();
-        let mut defs: BTreeMap<ObjectKey, Vec<(&Origin, &Arc<Accepted>)>> = BTreeMap::new();
+        let mut accepted: Vec<(&Origin, &Arc<Accepted>)> = Vec::new();
         for stored in self.units.values().flatten() {
             match &stored.outcome {
-                Outcome::Accepted(a) => defs
-                    .entry(a.key.clone())
-                    .or_default()
-                    .push((&stored.origin, a)),
+                Outcome::Accepted(a) => accepted.push((&stored.origin, a)),
                 Outcome::Rejected(r) => {
                     let mut r = (**r).clone();
                     r.origin = Some(stored.origin.clone());
@@ -420,27 +463,29 @@ impl Store {
                 }
             }
         }
-        for (key, mut list) in defs {
-            list.sort_by(|a, b| a.0.cmp(b.0));
-            let (winner_origin, winner) = list[0];
+        // By key, then origin: each object's definitions are a run, its
+        // winner first.
+        accepted.sort_unstable_by(|a, b| a.1.key.cmp(&b.1.key).then_with(|| a.0.cmp(b.0)));
+        let mut served = Vec::with_capacity(accepted.len());
+        for run in accepted.chunk_by(|a, b| a.1.key == b.1.key) {
+            let (winner_origin, winner) = run[0];
             for w in &winner.warnings {
                 out.warnings.push(Warning {
                     origin: winner_origin.clone(),
                     message: w.clone(),
                 });
             }
-            if list.len() > 1 {
+            if run.len() > 1 {
                 out.conflicts.push(Conflict {
                     kind: winner.kind.to_string(),
-                    key: key.clone(),
+                    key: winner.key.clone(),
                     winner: winner_origin.clone(),
-                    ignored: list[1..].iter().map(|(o, _)| (*o).clone()).collect(),
+                    ignored: run[1..].iter().map(|(o, _)| (*o).clone()).collect(),
                 });
             }
-            // `defs` is in key order, so `origins` is sorted.
-            out.origins.push((key.clone(), winner_origin.clone()));
-            out.objects.insert(key, winner.clone());
+            served.push((winner.clone(), winner_origin.clone()));
         }
+        out.objects = Served { entries: served };
         out.rejected.sort_by(|a, b| a.origin.cmp(&b.origin));
         out
     }
@@ -461,7 +506,7 @@ pub fn verdict(
     obj: Object,
 ) -> Verdict {
     match evaluate(kinds, unknown_fields, semantic, obj).result {
-        Ok((_, warnings)) => Ok(warnings),
+        Ok(transcoded) => Ok(transcoded.warnings.clone()),
         Err(reasons) => Err(reasons),
     }
 }
@@ -482,7 +527,6 @@ fn evaluate(
         collection: Arc::from(""),
         name: name.into(),
         placement: Placement::of(&meta),
-        resource_version: meta.resource_version.map(Into::into),
         result: Err(reasons),
     };
     let kind = match transcode::kind_of(kinds, &obj) {
@@ -523,21 +567,28 @@ fn evaluate(
         }
     };
     reasons.extend((semantic)(&working));
+    let placement = Placement::of(&working.metadata);
     let result = match resource {
         Some(r) if reasons.is_empty() => {
             let version = r
                 .metadata
                 .as_ref()
-                .map(|m| m.version.clone())
+                .map(|m| m.version.as_str())
                 .unwrap_or_default();
-            Ok((
-                EncodedResource {
+            Ok(Arc::new(Transcoded {
+                key: ObjectKey {
+                    collection: kind.collection_shared().clone(),
                     name: name.clone(),
-                    version: Arc::from(version.as_str()),
+                },
+                kind: kind.kind_shared().clone(),
+                resource: EncodedResource {
+                    name: name.clone(),
+                    version: Arc::from(version),
                     encoded: r.encode_to_vec().into(),
                 },
                 warnings,
-            ))
+                resource_version: working.metadata.resource_version.map(Into::into),
+            }))
         }
         _ => Err(reasons),
     };
@@ -545,8 +596,7 @@ fn evaluate(
         kind: kind.kind_shared().clone(),
         collection: kind.collection_shared().clone(),
         name,
-        placement: Placement::of(&working.metadata),
-        resource_version: working.metadata.resource_version.map(Into::into),
+        placement,
         result,
     }
 }

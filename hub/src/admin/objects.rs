@@ -178,17 +178,13 @@ pub fn describe(s: &AdminState, kind: &Kind, q: &ObjectQuery) -> Option<ObjectVi
         collection: kind.collection().into(),
         name: name.as_str().into(),
     };
-    let served = status
-        .served
-        .objects
-        .get(&key)
-        .zip(status.served.origin(&key));
+    let served = status.served.get(&key).zip(status.served.origin(&key));
     let mut definitions = Vec::new();
     let mut messages = Vec::new();
     if let Some((object, origin)) = served {
         definitions.push(Definition {
             origin: Some(origin.clone()),
-            resource_version: object.resource_version.clone(),
+            resource_version: object.resource_version.as_deref().map(str::to_owned),
             state: "served",
             reasons: Vec::new(),
         });

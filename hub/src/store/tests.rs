@@ -233,7 +233,7 @@ fn the_served_definition_is_known_with_its_origin_and_resource_version() {
     // `files` < `kube`: the file's definition is served, without a
     // resourceVersion; the other is the conflict's ignored one.
     assert_eq!(r.origin(&key).unwrap().source.as_ref(), "files");
-    assert_eq!(r.objects[&key].resource_version, None);
+    assert_eq!(r.objects.get(&key).unwrap().resource_version, None);
     assert_eq!(r.conflicts[0].ignored[0].source.as_ref(), "kube");
 
     s.apply(SourceEvent::Unit {
@@ -243,5 +243,8 @@ fn the_served_definition_is_known_with_its_origin_and_resource_version() {
     });
     let r = s.resolve();
     assert_eq!(r.origin(&key).unwrap().unit.as_ref(), "bookinfo/a");
-    assert_eq!(r.objects[&key].resource_version.as_deref(), Some("4711"));
+    assert_eq!(
+        r.objects.get(&key).unwrap().resource_version.as_deref(),
+        Some("4711")
+    );
 }

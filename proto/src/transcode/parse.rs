@@ -315,7 +315,8 @@ fn take_string(map: &mut Map<String, Value>, key: &str) -> Result<String, String
         Some(Value::String(s)) => Ok(s),
         Some(other) => Err(format!(
             "{key}: {}",
-            serde_json::from_value::<String>(other).map_or_else(|e| e.to_string(), |_| String::new())
+            serde_json::from_value::<String>(other)
+                .map_or_else(|e| e.to_string(), |_| String::new())
         )),
         None => Err(format!(": missing field `{key}`")),
     }
@@ -444,7 +445,10 @@ mod tests {
             "data": {"k": "v"}
         }))
         .expect("an object");
-        assert_eq!((o.api_version.as_str(), o.kind.as_str()), ("v1", "ConfigMap"));
+        assert_eq!(
+            (o.api_version.as_str(), o.kind.as_str()),
+            ("v1", "ConfigMap")
+        );
         assert_eq!(o.metadata.labels["x"], "y");
         assert_eq!(o.content.keys().collect::<Vec<_>>(), ["data"]);
         let err = |v| to_object(v).expect_err("invalid");
@@ -460,8 +464,10 @@ mod tests {
             err(serde_json::json!({"apiVersion": "v1", "kind": "C", "metadata": {"name": 7}})),
             "metadata.name: invalid type: integer `7`, expected a string"
         );
-        assert!(err(serde_json::json!({"apiVersion": "v1", "kind": "C", "metadata": 3}))
-            .starts_with("metadata: invalid type: integer `3`"));
+        assert!(
+            err(serde_json::json!({"apiVersion": "v1", "kind": "C", "metadata": 3}))
+                .starts_with("metadata: invalid type: integer `3`")
+        );
         assert_eq!(
             err(serde_json::json!([1])),
             ": expected a mapping (a Kubernetes object)"

@@ -690,10 +690,16 @@ fn every_fixture_body_encodes_as_every_field_taken_apart() {
             }
             let text = std::fs::read_to_string(&path).expect("fixture");
             for obj in parse_yaml(&text).into_iter().flatten() {
-                let Ok(kind) = kind_of(&kinds, &obj) else { continue };
-                let Some(desc) = kind.descriptor() else { continue };
+                let Ok(kind) = kind_of(&kinds, &obj) else {
+                    continue;
+                };
+                let Some(desc) = kind.descriptor() else {
+                    continue;
+                };
                 let Some(spec) = obj.spec() else { continue };
-                let Ok(msg) = spec_to_message(&desc, spec) else { continue };
+                let Ok(msg) = spec_to_message(&desc, spec) else {
+                    continue;
+                };
                 let (mut fast, mut reference) = (Vec::new(), Vec::new());
                 encode_canonical(&msg, &mut fast);
                 encode_every_field(&msg, &mut reference);
@@ -706,5 +712,8 @@ fn every_fixture_body_encodes_as_every_field_taken_apart() {
             }
         }
     }
-    assert!(with_maps >= 5 && without >= 5, "{with_maps} with maps, {without} without");
+    assert!(
+        with_maps >= 5 && without >= 5,
+        "{with_maps} with maps, {without} without"
+    );
 }

@@ -25,7 +25,7 @@
 //!   API is probed every few seconds so that its recovery is seen even when
 //!   no object changes.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -172,12 +172,73 @@ struct Watch {
     stop: CancellationToken,
     /// The initial list is delivered.
     synced: bool,
-    /// Objects of the list being received (between `Init` and `InitDone`).
-    listing: Option<BTreeMap<Arc<str>, DynamicObject>>,
+    /// Units of the list being received (between `Init` and `InitDone`).
+    /// Objects are delivered as they arrive (holding a whole list of
+    /// objects would put every object of a large cluster in memory at
+    /// once); only their units are kept, to remove at `InitDone` what the
+    /// list no longer holds.
+    listing: Option<HashSet<Arc<str>>>,
     /// Units delivered, with the resourceVersion delivered.
     known: HashMap<Arc<str>, Option<String>>,
     /// The current failure, if any.
     problem: Option<String>,
+}
+
+impl Watch {
+    /// What one event of the watch delivers: the units to send.
+    fn absorb(&mut self, source: &Arc<str>, ev: Event<DynamicObject>) -> Vec<SourceEvent> {
+        let mut out = Vec::new();
+        match ev {
+            Event::Init => self.listing = Some(HashSet::new()),
+            Event::InitApply(obj) => {
+                let unit = unit_name(&self.served, &obj);
+                let rv = &obj.metadata.resource_version;
+                let unchanged = rv.is_some() && self.known.get(&unit).is_some_and(|k| k == rv);
+                if let Some(listing) = self.listing.as_mut() {
+                    listing.insert(unit.clone());
+                }
+                // A re-list sends only what changed since delivered.
+                if !unchanged {
+                    out.push(apply(source, &self.served, &mut self.known, unit, obj));
+                }
+            }
+            Event::InitDone => {
+                let listed = self.listing.take().unwrap_or_default();
+                let gone: Vec<Arc<str>> = self
+                    .known
+                    .keys()
+                    .filter(|u| !listed.contains(*u))
+                    .cloned()
+                    .collect();
+                for unit in gone {
+                    self.known.remove(&unit);
+                    out.push(SourceEvent::Unit {
+                        source: source.clone(),
+                        unit,
+                        entries: Vec::new(),
+                    });
+                }
+                if !self.synced {
+                    self.synced = true;
+                    debug!(kind = %self.served.kind.kind(), namespace = ?self.namespace, objects = self.known.len(), "initial list delivered");
+                }
+            }
+            Event::Apply(obj) => {
+                let unit = unit_name(&self.served, &obj);
+                out.push(apply(source, &self.served, &mut self.known, unit, obj));
+            }
+            Event::Delete(obj) => {
+                let unit = unit_name(&self.served, &obj);
+                self.known.remove(&unit);
+                out.push(SourceEvent::Unit {
+                    source: source.clone(),
+                    unit,
+                    entries: Vec::new(),
+                });
+            }
+        }
+        out
+    }
 }
 
 type Tagged = (u64, Result<Event<DynamicObject>, watcher::Error>);
@@ -441,63 +502,7 @@ impl Runner {
             self.report().await?;
         }
         let w = self.watches.get_mut(&id).expect("present");
-        let mut out = Vec::new();
-        match ev {
-            Event::Init => w.listing = Some(BTreeMap::new()),
-            Event::InitApply(obj) => {
-                let unit = unit_name(&w.served, &obj);
-                match w.listing.as_mut() {
-                    Some(listing) => {
-                        listing.insert(unit, obj);
-                    }
-                    None => out.push(apply(&source, &w.served, &mut w.known, unit, obj)),
-                }
-            }
-            Event::InitDone => {
-                let listed = w.listing.take().unwrap_or_default();
-                let gone: Vec<Arc<str>> = w
-                    .known
-                    .keys()
-                    .filter(|u| !listed.contains_key(*u))
-                    .cloned()
-                    .collect();
-                for unit in gone {
-                    w.known.remove(&unit);
-                    out.push(SourceEvent::Unit {
-                        source: source.clone(),
-                        unit,
-                        entries: Vec::new(),
-                    });
-                }
-                for (unit, obj) in listed {
-                    let rv = obj.metadata.resource_version.clone();
-                    if w.known
-                        .get(&unit)
-                        .is_some_and(|known| *known == rv && rv.is_some())
-                    {
-                        continue; // unchanged since delivered
-                    }
-                    out.push(apply(&source, &w.served, &mut w.known, unit, obj));
-                }
-                if !w.synced {
-                    w.synced = true;
-                    debug!(kind = %w.served.kind.kind(), namespace = ?w.namespace, objects = w.known.len(), "initial list delivered");
-                }
-            }
-            Event::Apply(obj) => {
-                let unit = unit_name(&w.served, &obj);
-                out.push(apply(&source, &w.served, &mut w.known, unit, obj));
-            }
-            Event::Delete(obj) => {
-                let unit = unit_name(&w.served, &obj);
-                w.known.remove(&unit);
-                out.push(SourceEvent::Unit {
-                    source: source.clone(),
-                    unit,
-                    entries: Vec::new(),
-                });
-            }
-        }
+        let out = w.absorb(&source, ev);
         for ev in out {
             self.send(ev).await?;
         }

@@ -402,14 +402,23 @@ impl Pipeline {
             let mut snapshot = Snapshot::new();
             let mut changed = prev.is_none();
             for (coll, resources) in colls {
-                let next = CollectionSnapshot::new(resources);
                 // Keep the previous Arc when nothing changed: cheaper for
-                // readers comparing, and the same bytes anyway.
-                let c = match prev.map(|p| p.collection(&coll)) {
-                    Some(old) if old.version() == next.version() => old,
-                    _ => {
-                        changed = true;
-                        Arc::new(next)
+                // readers comparing, and the same bytes anyway. The served
+                // objects are sorted by key, so each collection's list is
+                // sorted by name and an unchanged one is recognised without
+                // sorting and hashing it again.
+                let old = prev.map(|p| p.collection(&coll));
+                let c = match old {
+                    Some(old) if old.holds_exactly(&resources) => old,
+                    old => {
+                        let next = CollectionSnapshot::new(resources);
+                        match old {
+                            Some(old) if old.version() == next.version() => old,
+                            _ => {
+                                changed = true;
+                                Arc::new(next)
+                            }
+                        }
                     }
                 };
                 snapshot.insert(coll.as_ref(), c);

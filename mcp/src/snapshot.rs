@@ -220,6 +220,24 @@ impl CollectionSnapshot {
     pub fn encoded_bytes(&self) -> usize {
         self.resources.iter().map(Bytes::len).sum()
     }
+
+    /// Whether `resources`, sorted by name without duplicates, are exactly
+    /// the names and versions held: then [`CollectionSnapshot::new`] would
+    /// make this same version, and a publisher can keep this snapshot
+    /// without sorting and hashing them (names and versions are usually
+    /// the same shared strings, compared by address first). `false` for
+    /// input in another order, which then goes through `new`.
+    pub fn holds_exactly(&self, resources: &[EncodedResource]) -> bool {
+        fn same(a: &Arc<str>, b: &Arc<str>) -> bool {
+            Arc::ptr_eq(a, b) || a == b
+        }
+        self.keys.len() == resources.len()
+            && self
+                .keys
+                .iter()
+                .zip(resources)
+                .all(|(k, r)| same(&k.name, &r.name) && same(&k.version, &r.version))
+    }
 }
 
 /// What one group sees: every collection it is served, each at a version.
@@ -296,6 +314,20 @@ mod tests {
             "an empty collection still has a version"
         );
         assert_ne!(EMPTY.version(), d.version());
+    }
+
+    #[test]
+    fn a_snapshot_holds_exactly_its_sorted_names_and_versions() {
+        let list = vec![res("ns/a", "1"), res("ns/b", "1")];
+        let c = CollectionSnapshot::new(list.clone());
+        assert!(c.holds_exactly(&list));
+        // Equal strings at other addresses count too.
+        assert!(c.holds_exactly(&[res("ns/a", "1"), res("ns/b", "1")]));
+        assert!(!c.holds_exactly(&[res("ns/a", "2"), res("ns/b", "1")]));
+        assert!(!c.holds_exactly(&[res("ns/b", "1"), res("ns/a", "1")]));
+        assert!(!c.holds_exactly(&[res("ns/a", "1")]));
+        assert!(!c.holds_exactly(&[res("ns/a", "1"), res("ns/c", "1")]));
+        assert!(EMPTY.holds_exactly(&[]));
     }
 
     #[test]

@@ -31,7 +31,7 @@ use crate::config::Debounce;
 use crate::groups::GroupRules;
 use crate::history::{History, Pins};
 use crate::source::SourceEvent;
-use crate::store::{Conflict, Rejected, Served, Store, Warning};
+use crate::store::{Conflict, Rejected, ServedObjects, Store, Warning};
 
 /// Histogram: how long changes waited in the debouncer before being
 /// published, in seconds.
@@ -142,7 +142,7 @@ pub struct Status {
     /// Every served object and where its definition came from, for
     /// `/debug/object` (not part of `/status`: it holds every object).
     #[serde(skip)]
-    pub served: Arc<Served>,
+    pub served: Arc<ServedObjects>,
 }
 
 /// The pipeline task's state.
@@ -404,21 +404,14 @@ impl Pipeline {
             for (coll, resources) in colls {
                 // Keep the previous Arc when nothing changed: cheaper for
                 // readers comparing, and the same bytes anyway. The served
-                // objects are sorted by key, so each collection's list is
-                // sorted by name and an unchanged one is recognised without
-                // sorting and hashing it again.
-                let old = prev.map(|p| p.collection(&coll));
-                let c = match old {
+                // objects are sorted by key, so each collection's list
+                // arrives sorted by name without duplicates and an unchanged
+                // one is recognised without sorting and hashing it again.
+                let c = match prev.map(|p| p.collection(&coll)) {
                     Some(old) if old.holds_exactly(&resources) => old,
-                    old => {
-                        let next = CollectionSnapshot::new(resources);
-                        match old {
-                            Some(old) if old.version() == next.version() => old,
-                            _ => {
-                                changed = true;
-                                Arc::new(next)
-                            }
-                        }
+                    _ => {
+                        changed = true;
+                        Arc::new(CollectionSnapshot::new(resources))
                     }
                 };
                 snapshot.insert(coll.as_ref(), c);

@@ -144,7 +144,7 @@ pub struct Warning {
 #[derive(Debug, Default)]
 pub struct Resolved {
     /// The winning definition of every object.
-    pub objects: Served,
+    pub objects: ServedObjects,
     /// Objects defined more than once.
     pub conflicts: Vec<Conflict>,
     /// Entries kept out, in origin order.
@@ -164,11 +164,11 @@ impl Resolved {
 /// from, in one list sorted by key (a list is a third of the size of a map
 /// of them and of their origins, and is built sorted).
 #[derive(Debug, Default)]
-pub struct Served {
+pub struct ServedObjects {
     entries: Vec<(Arc<Accepted>, Origin)>,
 }
 
-impl Served {
+impl ServedObjects {
     /// How many objects are served.
     pub fn len(&self) -> usize {
         self.entries.len()
@@ -485,7 +485,7 @@ impl Store {
             }
             served.push((winner.clone(), winner_origin.clone()));
         }
-        out.objects = Served { entries: served };
+        out.objects = ServedObjects { entries: served };
         out.rejected.sort_by(|a, b| a.origin.cmp(&b.origin));
         out
     }

@@ -195,11 +195,8 @@ where
                 let Some(updates) = watches.updates() else {
                     return End::Withdrawn;
                 };
-                let steps: Vec<_> = updates
-                    .into_iter()
-                    .map(|(i, collection)| machine.on_update(&watches.watched[i].key, collection))
-                    .collect();
-                for step in steps {
+                for (i, collection) in updates {
+                    let step = machine.on_update(&watches.watched[i].key, collection);
                     outgoing.extend(handle(step, &mut watches));
                 }
             },

@@ -312,12 +312,7 @@ fn to_object(value: Value) -> Result<Object, String> {
 /// Removes the string field `key` of an object's mapping.
 fn take_string(map: &mut Map<String, Value>, key: &str) -> Result<String, String> {
     match map.remove(key) {
-        Some(Value::String(s)) => Ok(s),
-        Some(other) => Err(format!(
-            "{key}: {}",
-            serde_json::from_value::<String>(other)
-                .map_or_else(|e| e.to_string(), |_| String::new())
-        )),
+        Some(v) => serde_json::from_value(v).map_err(|e| format!("{key}: {e}")),
         None => Err(format!(": missing field `{key}`")),
     }
 }

@@ -12,18 +12,20 @@
 //! published.
 
 use std::collections::HashMap;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, ensure};
 use futures::{StreamExt as _, TryStreamExt as _};
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use meshhub_e2e::istio::{ConfigSource, Istiod};
 use meshhub_e2e::kube::ControlPlanes;
 use meshhub_proto::kinds::KindTable;
 use meshhub_proto::transcode::parse_yaml;
 use serde_json::json;
 
 use crate::generate::Corpus;
-use crate::proc::{Child, now_ns, rss_bytes};
+use crate::proc::{Child, cpu_secs, now_ns, rss_bytes};
 use crate::suite::Results;
 
 /// Concurrent creates.
@@ -162,8 +164,41 @@ pub async fn run(resources: usize, results: &mut Results) -> Result<()> {
         .saturating_sub(start_ns)) as f64
         / 1e9;
     let rss = rss_bytes(hub.pid()?)? as f64;
+    let hub_cpu = hub.cpu();
     let encoded = ready["encoded_bytes"].as_f64().unwrap_or(f64::NAN);
     load.finish().await;
+
+    // Item 5(c): istiod ingesting the same objects, from the API server
+    // itself (what users run without meshhub) and from this hub over
+    // MCP-over-xDS; one at a time, the hub idle.
+    planes.namespace("k8s", "istio-system").await;
+    let grpc: std::net::SocketAddr = listening["grpc"].as_str().context("grpc")?.parse()?;
+    let kubeconfig = planes.cluster("k8s").kubeconfig.clone();
+    let kinds = corpus_kinds(&corpus)?;
+    let logs = dir.path().to_owned();
+    let istiod = tokio::task::spawn_blocking(move || -> Result<[IstiodIngest; 2]> {
+        let bin = meshhub_e2e::istio::istiod_bin();
+        let direct = istiod_ingest(
+            "istiod-k8s",
+            bin,
+            &kubeconfig,
+            ConfigSource::Kubernetes,
+            &logs,
+            &kinds,
+            resources,
+        )?;
+        let via_hub = istiod_ingest(
+            "istiod-hub",
+            bin,
+            &kubeconfig,
+            ConfigSource::Xds(grpc),
+            &logs,
+            &kinds,
+            resources,
+        )?;
+        Ok([direct, via_hub])
+    })
+    .await??;
     hub.finish().await;
     drop(planes);
 
@@ -173,6 +208,7 @@ pub async fn run(resources: usize, results: &mut Results) -> Result<()> {
     f.insert("k8s.first_snapshot_s".into(), first_s);
     f.insert("k8s.hub_rss_bytes".into(), rss);
     f.insert("k8s.encoded_bytes".into(), encoded);
+    f.insert("k8s.hub_cpu_s".into(), hub_cpu);
     results.row(
         format!(
             "k8s: create {resources} objects in kube-apiserver ({CONCURRENCY} concurrent POSTs)"
@@ -184,7 +220,7 @@ pub async fn run(resources: usize, results: &mut Results) -> Result<()> {
     results.row(
         format!("k8s: hub start → first full snapshot at a consumer (R={resources} from kube-apiserver)"),
         format!(
-            "{first_s:.2} s (hub ready {ready_s:.2} s); hub RSS {:.0} MiB = {:.1}× the encoded {:.1} MiB",
+            "{first_s:.2} s (hub ready {ready_s:.2} s, {hub_cpu:.1} CPU-s); hub RSS {:.0} MiB = {:.1}× the encoded {:.1} MiB",
             rss / 1048576.0,
             rss / encoded,
             encoded / 1048576.0
@@ -192,5 +228,102 @@ pub async fn run(resources: usize, results: &mut Results) -> Result<()> {
         "(reported)",
         None,
     );
+    let [direct, via_hub] = istiod;
+    for (key, what, i) in [
+        ("k8s.istiod_direct", "its own Kubernetes watches", &direct),
+        ("k8s.istiod_via_hub", "meshhub over MCP-over-xDS", &via_hub),
+    ] {
+        f_insert(results, key, i);
+        results.oracle_checks += 1;
+        results.row(
+            format!("P5(c) istiod 1.28 start → ready, R={resources} from {what}"),
+            format!(
+                "{:.2} s ({:.1} CPU-s); istiod RSS {:.0} MiB",
+                i.ready_s,
+                i.cpu_s,
+                i.rss / 1048576.0
+            ),
+            "(reported)",
+            None,
+        );
+    }
+    results.row(
+        format!("P5(c) ingest of R={resources}: istiod from Kubernetes / meshhub from Kubernetes"),
+        format!(
+            "time {:.1}× ({:.2} s / {first_s:.2} s); RSS meshhub / istiod {:.2}× ({:.0} / {:.0} MiB)",
+            direct.ready_s / first_s,
+            direct.ready_s,
+            rss / direct.rss,
+            rss / 1048576.0,
+            direct.rss / 1048576.0
+        ),
+        "(reported)",
+        None,
+    );
     Ok(())
+}
+
+fn f_insert(results: &mut Results, key: &str, i: &IstiodIngest) {
+    let f = &mut results.figures;
+    f.insert(format!("{key}.ready_s"), i.ready_s);
+    f.insert(format!("{key}.cpu_s"), i.cpu_s);
+    f.insert(format!("{key}.rss_bytes"), i.rss);
+}
+
+/// What one istiod's ingest cost.
+struct IstiodIngest {
+    /// Process start → `/ready` (every config in its store and its push
+    /// context built from them).
+    ready_s: f64,
+    /// CPU seconds to ready.
+    cpu_s: f64,
+    /// RSS at ready.
+    rss: f64,
+}
+
+/// Starts istiod on `source`, times it to `/ready`, checks that it holds
+/// the `resources` objects of `kinds` (`/debug/configz`), and stops it.
+fn istiod_ingest(
+    name: &str,
+    bin: &Path,
+    kubeconfig: &Path,
+    source: ConfigSource,
+    logs: &Path,
+    kinds: &[(String, String)],
+    resources: usize,
+) -> Result<IstiodIngest> {
+    let started = Instant::now();
+    let mut istiod = Istiod::spawn(name, bin, kubeconfig, source, logs, logs);
+    istiod.wait_ready(LONG);
+    let ready_s = started.elapsed().as_secs_f64();
+    let pid = istiod.proc.pid();
+    let (cpu_s, rss) = (cpu_secs(pid)?, rss_bytes(pid)? as f64);
+    let held = istiod
+        .count_configs(kinds, Duration::from_secs(120))
+        .map_err(anyhow::Error::msg)?;
+    ensure!(
+        held == resources,
+        "{name} holds {held} objects of the corpus kinds, expected {resources}"
+    );
+    eprintln!("meshhub-bench: k8s: {name} ready in {ready_s:.2} s, holds {held} objects");
+    Ok(IstiodIngest {
+        ready_s,
+        cpu_s,
+        rss,
+    })
+}
+
+/// The (API group, kind) of the corpus's objects.
+fn corpus_kinds(corpus: &Corpus) -> Result<Vec<(String, String)>> {
+    let kinds = KindTable::builtin();
+    corpus
+        .collections
+        .iter()
+        .map(|c| {
+            kinds
+                .by_collection(c)
+                .map(|k| (k.group().to_owned(), k.kind().to_owned()))
+                .with_context(|| format!("no kind for collection {c}"))
+        })
+        .collect()
 }

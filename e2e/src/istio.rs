@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::kube::free_port;
-use crate::{Proc, http_get};
+use crate::{Proc, http_get, http_get_large};
 
 /// How long istiod may take to start serving its debug endpoints.
 pub const ISTIOD_START: Duration = Duration::from_secs(90);
@@ -99,10 +99,22 @@ pub struct Istiod {
     pub monitoring: SocketAddr,
 }
 
+/// Where an [`Istiod`] reads its Istio configuration from.
+#[derive(Debug, Clone, Copy)]
+pub enum ConfigSource {
+    /// `meshConfig.configSources: [xds://<address>]`: MCP-over-xDS from a
+    /// meshhub ADS address.
+    Xds(SocketAddr),
+    /// No `configSources`: istiod watches the Istio CRDs of its own
+    /// cluster, as it does without meshhub.
+    Kubernetes,
+}
+
 impl Istiod {
     /// Starts `pilot-discovery discovery` in namespace `istio-system` of the
     /// cluster behind `kubeconfig`, with a mesh config whose only config
-    /// source is `xds://<xds>`. The namespace and the Istio CRDs must exist.
+    /// source is `xds://<xds>`, and waits until it is ready (at most
+    /// [`ISTIOD_START`]). The namespace and the Istio CRDs must exist.
     /// Every port is loopback and chosen here (several may run at once).
     /// `bin`: [`istiod_bin`] or [`istiod_1_23_bin`].
     pub fn start(
@@ -113,12 +125,29 @@ impl Istiod {
         dir: &Path,
         logs: &Path,
     ) -> Self {
+        let mut istiod = Self::spawn(name, bin, kubeconfig, ConfigSource::Xds(xds), dir, logs);
+        istiod.wait_ready(ISTIOD_START);
+        istiod
+    }
+
+    /// Starts `pilot-discovery discovery` like [`Istiod::start`], reading
+    /// its configuration from `source`, and returns at once (see
+    /// [`Istiod::wait_ready`]).
+    pub fn spawn(
+        name: &str,
+        bin: &Path,
+        kubeconfig: &Path,
+        source: ConfigSource,
+        dir: &Path,
+        logs: &Path,
+    ) -> Self {
         let mesh = dir.join(format!("{name}-mesh.yaml"));
-        std::fs::write(
-            &mesh,
-            format!("configSources:\n- address: xds://{xds}\nrootNamespace: istio-system\n"),
-        )
-        .expect("mesh config");
+        let sources = match source {
+            ConfigSource::Xds(xds) => format!("configSources:\n- address: xds://{xds}\n"),
+            ConfigSource::Kubernetes => String::new(),
+        };
+        std::fs::write(&mesh, format!("{sources}rootNamespace: istio-system\n"))
+            .expect("mesh config");
         let (grpc, http, monitoring, https, ctrlz) = (
             free_port(),
             free_port(),
@@ -162,20 +191,19 @@ impl Istiod {
             ],
             logs,
         );
-        let mut istiod = Self {
+        Self {
             proc,
             grpc: loopback(grpc),
             http: loopback(http),
             monitoring: loopback(monitoring),
-        };
-        istiod.wait_ready();
-        istiod
+        }
     }
 
     /// Waits until istiod answers `/ready` (its caches, the MCP-over-xDS
-    /// store among them, have synced), failing if it exits first.
-    fn wait_ready(&mut self) {
-        let end = Instant::now() + ISTIOD_START;
+    /// store or the Kubernetes informers among them, have synced), failing
+    /// if it exits first or `within` passes.
+    pub fn wait_ready(&mut self, within: Duration) {
+        let end = Instant::now() + within;
         loop {
             if let Some((200, _)) = http_get(self.http, "/ready") {
                 return;
@@ -188,7 +216,7 @@ impl Istiod {
             }
             assert!(
                 Instant::now() < end,
-                "istiod not ready after {ISTIOD_START:?}\n{}",
+                "istiod not ready after {within:?}\n{}",
                 tail(&self.proc.stderr(), 40)
             );
             std::thread::sleep(Duration::from_millis(100));
@@ -204,6 +232,35 @@ impl Istiod {
             Ok(Value::Array(items)) => items,
             _ => Vec::new(),
         }
+    }
+
+    /// How many configs of the `kinds` (API group, kind) istiod holds, from
+    /// one `/debug/configz` (read whole, whatever its size).
+    pub fn count_configs(
+        &self,
+        kinds: &[(String, String)],
+        timeout: Duration,
+    ) -> Result<usize, String> {
+        #[derive(serde::Deserialize)]
+        struct Item {
+            #[serde(rename = "apiVersion")]
+            api_version: String,
+            kind: String,
+        }
+        let (code, body) = http_get_large(self.http, "/debug/configz", timeout)
+            .ok_or("istiod's /debug/configz did not answer")?;
+        if code != 200 {
+            return Err(format!("istiod's /debug/configz answered {code}"));
+        }
+        let items: Vec<Item> =
+            serde_json::from_slice(&body).map_err(|e| format!("/debug/configz: {e}"))?;
+        Ok(items
+            .iter()
+            .filter(|i| {
+                let group = i.api_version.rsplit_once('/').map_or("", |(g, _)| g);
+                kinds.iter().any(|(g, k)| g == group && *k == i.kind)
+            })
+            .count())
     }
 
     /// The config of `kind` `namespace/name`, if istiod holds it.

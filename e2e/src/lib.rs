@@ -511,6 +511,21 @@ pub fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
     Some((code, body.to_owned()))
 }
 
+/// An HTTP/1.0 GET on loopback for large bodies (an HTTP/1.0 request is
+/// answered without chunked encoding): `(status code, body)`, or `None`
+/// when the port does not answer or `timeout` passes between reads.
+pub fn http_get_large(addr: SocketAddr, path: &str, timeout: Duration) -> Option<(u16, Vec<u8>)> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
+    s.set_read_timeout(Some(timeout)).ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).ok()?;
+    let split = raw.windows(4).position(|w| w == b"\r\n\r\n")?;
+    let head = std::str::from_utf8(&raw[..split]).ok()?;
+    let code = head.split_whitespace().nth(1)?.parse().ok()?;
+    Some((code, raw[split + 4..].to_vec()))
+}
+
 /// A VirtualService in `bookinfo` routing to `host`, with extra metadata
 /// lines (`labels`, `annotations`).
 pub fn vs(name: &str, host: &str, extra_meta: &str) -> String {

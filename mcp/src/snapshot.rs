@@ -76,7 +76,7 @@ impl Delta {
             }
         }
         Self {
-            changed: Arc::new(changed),
+            changed: Arc::new(changed.into()),
             removed,
         }
     }
@@ -154,7 +154,7 @@ impl CollectionSnapshot {
         }
         Self {
             version,
-            resources: Arc::new(encoded),
+            resources: Arc::new(encoded.into()),
             keys,
             memo: Mutex::new(None),
         }
@@ -347,14 +347,14 @@ mod tests {
         ]));
         let next = CollectionSnapshot::new(vec![res("a", "1"), res("b", "2"), res("d", "1")]);
         let d = next.delta_from(&base);
-        assert_eq!(*d.changed, vec![Bytes::from("b@2"), Bytes::from("d@1")]);
+        assert_eq!(d.changed[..], [Bytes::from("b@2"), Bytes::from("d@1")]);
         assert_eq!(d.removed, ["c"]);
         // A second stream from the same base gets the same computation.
         assert!(Arc::ptr_eq(&d, &next.delta_from(&base)));
         // Another base is computed anew.
         let other = Arc::new(CollectionSnapshot::new(vec![res("d", "1")]));
         let d2 = next.delta_from(&other);
-        assert_eq!(*d2.changed, vec![Bytes::from("a@1"), Bytes::from("b@2")]);
+        assert_eq!(d2.changed[..], [Bytes::from("a@1"), Bytes::from("b@2")]);
         assert!(d2.removed.is_empty());
         // Empty on both sides.
         assert_eq!(

@@ -17,9 +17,11 @@
 //! [`sink_client`] carries the same gRPC path as the generated client in
 //! [`crate::mcp`]; only the Rust type of the outgoing message differs. The
 //! servers (in `meshhub-mcp`) write these messages with a chunked body that
-//! sends the shared bytes without a per-stream copy.
+//! sends the shared bytes without a per-stream copy: the resources of a
+//! full-state or incremental response go out as their list's
+//! [`ResourceList::section`], framed once for every stream.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use bytes::{Buf, BufMut, Bytes};
 use prost::encoding::{
@@ -37,7 +39,155 @@ fn string_len(tag: u32, s: &String) -> usize {
 }
 
 /// Encoded `istio.mcp.v1alpha1.Resource` messages, shared between responses.
-pub type SharedResources = Arc<Vec<Bytes>>;
+pub type SharedResources = Arc<ResourceList>;
+
+/// How a response frames each of its resources.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Framing {
+    /// `istio.mcp.v1alpha1.Resources` field 3: the resource as it is.
+    Mcp = 0,
+    /// `DiscoveryResponse` field 2: `Any{MCP_RESOURCE_TYPE_URL, resource}`.
+    Any = 1,
+}
+
+/// A list of encoded resources shared by every response that sends it
+/// (one snapshot of a collection, or one delta between two snapshots).
+///
+/// Every stream that sends the list sends the same bytes between its
+/// response's head and tail: the **section** (each resource behind its
+/// field tag, length and wrapper). [`ResourceList::section`] builds it once
+/// and hands out the same [`Bytes`] while any of them lives, so a change
+/// fanned out to thousands of streams is framed once, not once per stream;
+/// when the last stream has written it, it is freed (nothing is kept for
+/// idle streams).
+#[derive(Default)]
+pub struct ResourceList {
+    items: Vec<Bytes>,
+    /// Per [`Framing`]: the section, while any copy of it lives.
+    sections: [Mutex<Weak<Section>>; 2],
+    /// Per [`Framing`]: the section's length, once asked (every response's
+    /// length needs it).
+    lens: [OnceLock<usize>; 2],
+}
+
+/// The owner of a section's bytes.
+struct Section(Vec<u8>);
+
+/// A strong reference that [`Bytes::from_owner`] holds.
+struct SectionRef(Arc<Section>);
+
+impl AsRef<[u8]> for SectionRef {
+    fn as_ref(&self) -> &[u8] {
+        &self.0.0
+    }
+}
+
+impl ResourceList {
+    /// The resources, each behind its framing, as one shared buffer: built
+    /// on the first call, then the same bytes as long as any returned
+    /// [`Bytes`] (or a slice of it) lives.
+    pub fn section(&self, framing: Framing) -> Bytes {
+        let mut slot = self.sections[framing as usize]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let section = slot.upgrade().unwrap_or_else(|| {
+            let built = Arc::new(Section(self.build_section(framing)));
+            *slot = Arc::downgrade(&built);
+            built
+        });
+        Bytes::from_owner(SectionRef(section))
+    }
+
+    /// The encoded length of the section of `framing`.
+    pub fn section_len(&self, framing: Framing) -> usize {
+        *self.lens[framing as usize]
+            .get_or_init(|| self.items.iter().map(|r| framed_len(framing, r)).sum())
+    }
+
+    fn build_section(&self, framing: Framing) -> Vec<u8> {
+        let mut buf = Vec::with_capacity(self.section_len(framing));
+        for r in &self.items {
+            write_framed(framing, r, &mut buf);
+        }
+        buf
+    }
+
+    /// Appends a resource (decoding); any section built before is dropped.
+    fn push(&mut self, resource: Bytes) {
+        self.items.push(resource);
+        self.sections = Default::default();
+        self.lens = Default::default();
+    }
+}
+
+/// Resource `r` behind the field tag and wrapper of `framing`.
+pub fn write_framed(framing: Framing, r: &Bytes, buf: &mut impl BufMut) {
+    match framing {
+        Framing::Mcp => encoding::bytes::encode(3, r, buf),
+        Framing::Any => {
+            encode_key(2, WireType::LengthDelimited, buf);
+            encode_varint(any_body_len(r) as u64, buf);
+            encode_key(1, WireType::LengthDelimited, buf);
+            encode_varint(MCP_RESOURCE_TYPE_URL.len() as u64, buf);
+            buf.put_slice(MCP_RESOURCE_TYPE_URL.as_bytes());
+            encoding::bytes::encode(2, r, buf);
+        }
+    }
+}
+
+/// The length [`write_framed`] writes.
+fn framed_len(framing: Framing, r: &Bytes) -> usize {
+    match framing {
+        Framing::Mcp => encoding::bytes::encoded_len(3, r),
+        Framing::Any => {
+            let body = any_body_len(r);
+            key_len(2) + encoded_len_varint(body as u64) + body
+        }
+    }
+}
+
+impl std::ops::Deref for ResourceList {
+    type Target = [Bytes];
+    fn deref(&self) -> &[Bytes] {
+        &self.items
+    }
+}
+
+impl From<Vec<Bytes>> for ResourceList {
+    fn from(items: Vec<Bytes>) -> Self {
+        Self {
+            items,
+            sections: Default::default(),
+            lens: Default::default(),
+        }
+    }
+}
+
+impl FromIterator<Bytes> for ResourceList {
+    fn from_iter<I: IntoIterator<Item = Bytes>>(iter: I) -> Self {
+        Self::from(iter.into_iter().collect::<Vec<_>>())
+    }
+}
+
+impl Clone for ResourceList {
+    fn clone(&self) -> Self {
+        Self::from(self.items.clone())
+    }
+}
+
+impl PartialEq for ResourceList {
+    fn eq(&self, other: &Self) -> bool {
+        self.items == other.items
+    }
+}
+
+impl Eq for ResourceList {}
+
+impl std::fmt::Debug for ResourceList {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(&self.items).finish()
+    }
+}
 
 /// `istio.mcp.v1alpha1.Resources` with pre-encoded resources.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -65,7 +215,7 @@ impl Message for EncodedResources {
             encoding::string::encode(2, &self.collection, buf);
         }
         for r in self.resources.iter() {
-            encoding::bytes::encode(3, r, buf);
+            write_framed(Framing::Mcp, r, buf);
         }
         encoding::string::encode_repeated(4, &self.removed_resources, buf);
         if !self.nonce.is_empty() {
@@ -102,11 +252,7 @@ impl Message for EncodedResources {
     fn encoded_len(&self) -> usize {
         string_len(1, &self.system_version_info)
             + string_len(2, &self.collection)
-            + self
-                .resources
-                .iter()
-                .map(|r| encoding::bytes::encoded_len(3, r))
-                .sum::<usize>()
+            + self.resources.section_len(Framing::Mcp)
             + encoding::string::encoded_len_repeated(4, &self.removed_resources)
             + string_len(5, &self.nonce)
             + if self.incremental { 2 } else { 0 }
@@ -146,12 +292,7 @@ impl Message for EncodedDiscoveryResponse {
             encoding::string::encode(1, &self.version_info, buf);
         }
         for r in self.resources.iter() {
-            encode_key(2, WireType::LengthDelimited, buf);
-            encode_varint(any_body_len(r) as u64, buf);
-            encode_key(1, WireType::LengthDelimited, buf);
-            encode_varint(MCP_RESOURCE_TYPE_URL.len() as u64, buf);
-            buf.put_slice(MCP_RESOURCE_TYPE_URL.as_bytes());
-            encoding::bytes::encode(2, r, buf);
+            write_framed(Framing::Any, r, buf);
         }
         if !self.type_url.is_empty() {
             encoding::string::encode(4, &self.type_url, buf);
@@ -191,14 +332,7 @@ impl Message for EncodedDiscoveryResponse {
 
     fn encoded_len(&self) -> usize {
         string_len(1, &self.version_info)
-            + self
-                .resources
-                .iter()
-                .map(|r| {
-                    let body = any_body_len(r);
-                    key_len(2) + encoded_len_varint(body as u64) + body
-                })
-                .sum::<usize>()
+            + self.resources.section_len(Framing::Any)
             + string_len(4, &self.type_url)
             + string_len(5, &self.nonce)
     }

@@ -123,7 +123,7 @@ fn resources_wire_format() {
     let twin = EncodedResources {
         system_version_info: "v1".to_owned(),
         collection: "c".to_owned(),
-        resources: vec![Bytes::from(res.clone())].into(),
+        resources: std::sync::Arc::new(vec![Bytes::from(res.clone())].into()),
         removed_resources: vec!["ns/b".to_owned()],
         nonce: "n".to_owned(),
         incremental: true,
@@ -152,7 +152,7 @@ fn discovery_response_wire_format() {
     ]);
     let ours = EncodedDiscoveryResponse {
         version_info: "1".to_owned(),
-        resources: vec![Bytes::from(res.clone())].into(),
+        resources: std::sync::Arc::new(vec![Bytes::from(res.clone())].into()),
         type_url: "networking.istio.io/v1/VirtualService".to_owned(),
         nonce: "n".to_owned(),
     };

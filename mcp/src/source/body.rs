@@ -4,10 +4,15 @@
 //! to the largest message and keeps that memory for the life of the stream:
 //! with full-state MCP responses of megabytes, every idle stream would hold
 //! megabytes. This body instead walks a response lazily, when HTTP/2 asks
-//! for data (so flow control paces it): small fields and resource prefixes
-//! are copied into chunks of at most [`CHUNK`] bytes, and large resources
-//! are handed to HTTP/2 as the shared [`Bytes`] themselves, with no copy.
-//! Nothing per stream outlives the chunk being written.
+//! for data (so flow control paces it). The resources of an MCP or ADS
+//! response are the same bytes for every stream that sends that list: they
+//! go out as the list's shared section ([`ResourceList::section`]), framed
+//! once for all streams and freed when the last has written it. Otherwise
+//! (delta ADS, whose envelope names each resource, and small lists) small
+//! fields and resource prefixes are copied into chunks of at most [`CHUNK`]
+//! bytes, and large resources are handed to HTTP/2 as the shared [`Bytes`]
+//! themselves, with no copy. Nothing per stream outlives the chunk being
+//! written.
 //!
 //! The bytes on the wire are exactly the message's protobuf encoding behind
 //! the 5-byte gRPC message prefix (tests compare them with prost's).
@@ -20,8 +25,8 @@ use futures::Stream;
 use http::HeaderMap;
 use http_body::Frame;
 use meshhub_proto::wire::{
-    EncodedDeltaDiscoveryResponse, EncodedDiscoveryResponse, EncodedResources,
-    MCP_RESOURCE_TYPE_URL,
+    EncodedDeltaDiscoveryResponse, EncodedDiscoveryResponse, EncodedResources, Framing,
+    MCP_RESOURCE_TYPE_URL, ResourceList,
 };
 use prost::Message;
 use prost::encoding::{self, WireType, encode_key, encode_varint, encoded_len_varint, key_len};
@@ -52,6 +57,11 @@ pub trait Layout: Send + Unpin + 'static {
     fn resource_suffix(&self, _i: usize, _buf: &mut BytesMut) {}
     /// Fields after the resources.
     fn tail(&self, buf: &mut BytesMut);
+    /// The resources as one shared list and how this message frames them,
+    /// when every resource is framed alike (see [`ResourceList::section`]).
+    fn shared_section(&self) -> Option<(&ResourceList, Framing)> {
+        None
+    }
 }
 
 fn put_str(tag: u32, s: &str, buf: &mut BytesMut) {
@@ -79,6 +89,9 @@ impl Layout for EncodedResources {
     }
     fn resource(&self, i: usize) -> &Bytes {
         &self.resources[i]
+    }
+    fn shared_section(&self) -> Option<(&ResourceList, Framing)> {
+        Some((&self.resources, Framing::Mcp))
     }
     fn tail(&self, buf: &mut BytesMut) {
         encoding::string::encode_repeated(4, &self.removed_resources, buf);
@@ -120,6 +133,9 @@ impl Layout for EncodedDiscoveryResponse {
     fn resource(&self, i: usize) -> &Bytes {
         &self.resources[i]
     }
+    fn shared_section(&self) -> Option<(&ResourceList, Framing)> {
+        Some((&self.resources, Framing::Any))
+    }
     fn tail(&self, buf: &mut BytesMut) {
         put_str(4, &self.type_url, buf);
         put_str(5, &self.nonce, buf);
@@ -156,6 +172,8 @@ impl Layout for EncodedDeltaDiscoveryResponse {
 enum Stage {
     /// Next: the gRPC prefix and head.
     Start,
+    /// Next: every resource, as the list's shared section.
+    Section,
     /// Next: resource `i` (its prefix, then its bytes).
     Resource(usize),
     /// Next: the bytes of resource `i`, sent on their own.
@@ -214,8 +232,14 @@ where
                     buf.put_u8(0); // not compressed
                     buf.put_u32(msg.message_len() as u32);
                     msg.head(buf);
-                    *stage = Stage::Resource(0);
+                    *stage = match msg.shared_section() {
+                        Some((list, framing)) if list.section_len(framing) >= ZERO_COPY_MIN => {
+                            Stage::Section
+                        }
+                        _ => Stage::Resource(0),
+                    };
                 }
+                Stage::Section => return,
                 Stage::Resource(i) if i < msg.resource_count() => {
                     msg.resource_prefix(i, buf);
                     if msg.resource(i).len() >= ZERO_COPY_MIN {
@@ -261,6 +285,13 @@ where
                 return Poll::Ready(None);
             }
             if let Some((msg, stage)) = this.current.as_mut() {
+                if let (Stage::Section, Some((list, framing))) = (&*stage, msg.shared_section()) {
+                    // Every stream sending this list sends the same section.
+                    let section = list.section(framing);
+                    *stage = Stage::Tail;
+                    this.left = this.left.saturating_sub(section.len());
+                    return Poll::Ready(Some(Ok(Frame::data(section))));
+                }
                 if let Stage::Shared(i) = *stage {
                     // A large resource goes out as the shared bytes.
                     let r = msg.resource(i).clone();

@@ -252,3 +252,34 @@ proptest! {
         assert_envoy_reads_delta(&ours, &resources);
     }
 }
+
+#[test]
+fn a_section_is_every_resource_framed_built_once_while_it_lives() {
+    let list: ResourceList = (0..5)
+        .map(|i| Bytes::from(vec![b'r'; 10 + i * 200]))
+        .collect();
+    for framing in [Framing::Mcp, Framing::Any] {
+        let mut expected = Vec::new();
+        for r in list.iter() {
+            write_framed(framing, r, &mut expected);
+        }
+        let a = list.section(framing);
+        assert_eq!(a[..], expected[..]);
+        assert_eq!(list.section_len(framing), expected.len());
+        // While a copy (even a slice) lives, the same bytes are handed out.
+        let tail = a.slice(100..);
+        drop(a);
+        let b = list.section(framing);
+        assert_eq!(b.as_ptr(), tail.as_ptr().wrapping_sub(100));
+        drop((b, tail));
+        // Then nothing is kept.
+        let slot = list.sections[framing as usize].lock().unwrap();
+        assert!(slot.upgrade().is_none(), "freed after the last copy");
+    }
+    // The two framings are wire-identical to the responses' fields.
+    let mcp = EncodedResources {
+        resources: Arc::new(list.clone()),
+        ..Default::default()
+    };
+    assert_eq!(mcp.encode_to_vec(), list.section(Framing::Mcp)[..]);
+}

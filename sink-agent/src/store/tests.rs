@@ -226,7 +226,7 @@ async fn files_written_before_seals_are_served_once_sealed_and_then_required() {
     let legacy = EncodedResources {
         system_version_info: "old".into(),
         collection: VS.into(),
-        resources: Arc::new(vec![Bytes::from(encoded)]),
+        resources: Arc::new(vec![Bytes::from(encoded)].into()),
         ..Default::default()
     }
     .encode_to_vec();

@@ -3,6 +3,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 use prost::Message;
 
+use meshhub_proto::wire::SharedResources;
+
 use super::*;
 
 fn resources() -> Vec<Bytes> {
@@ -23,7 +25,7 @@ fn mcp(nonce: &str) -> EncodedResources {
     EncodedResources {
         system_version_info: "v1".into(),
         collection: "istio/networking/v1alpha3/virtualservices".into(),
-        resources: Arc::new(resources()),
+        resources: Arc::new(resources().into()),
         removed_resources: vec!["ns/gone".into(), "ns/old".into()],
         nonce: nonce.into(),
         incremental: true,
@@ -56,48 +58,67 @@ fn grpc_frame(msg: &impl Message) -> Vec<u8> {
     out
 }
 
+fn wire(chunks: &[Bytes]) -> Vec<u8> {
+    chunks.iter().flat_map(|c| c.iter().copied()).collect()
+}
+
 #[tokio::test]
 async fn bytes_are_exactly_prosts_encoding_with_grpc_prefixes() {
     let messages = vec![Ok(mcp("1")), Ok(mcp("2"))];
     let body = ResponseBody::new(tokio_stream::iter(messages), usize::MAX);
     let (chunks, trailers) = drain(body).await;
-    let wire: Vec<u8> = chunks.iter().flat_map(|c| c.iter().copied()).collect();
     let mut expected = grpc_frame(&mcp("1"));
     expected.extend(grpc_frame(&mcp("2")));
-    assert_eq!(wire, expected);
+    assert_eq!(wire(&chunks), expected);
     assert_eq!(trailers.get("grpc-status").unwrap(), "0");
-    // Large resources are the shared bytes themselves; copied chunks stay small.
-    let large: Vec<Bytes> = resources()
-        .into_iter()
-        .filter(|r| r.len() >= ZERO_COPY_MIN)
-        .collect();
-    assert_eq!(large.len(), 6);
-    let sent_whole = chunks.iter().filter(|c| large.contains(c)).count();
-    assert_eq!(
-        sent_whole,
-        2 * large.len(),
-        "each large resource is a chunk of its own"
-    );
-    assert!(chunks.iter().all(|c| c.len() <= CHUNK + ZERO_COPY_MIN + 64));
 }
 
 #[tokio::test]
-async fn zero_copy_shares_the_snapshot_bytes() {
-    let msg = mcp("1");
-    let shared = msg.resources[0].clone(); // index 0 is large
-    let body = ResponseBody::new(tokio_stream::iter(vec![Ok(msg)]), usize::MAX);
-    let (chunks, _) = drain(body).await;
-    assert!(
-        chunks.iter().any(|c| c.as_ptr() == shared.as_ptr()),
-        "sent without a copy"
+async fn every_stream_sends_one_shared_section_of_a_list() {
+    // Two streams answering with the same snapshot's list (their versions
+    // and nonces differ): each sends head, the section, tail; the section is
+    // the same bytes for both.
+    let list: SharedResources = Arc::new(resources().into());
+    let message = |nonce: &str| EncodedResources {
+        resources: list.clone(),
+        ..mcp(nonce)
+    };
+    let section_len = list.section_len(Framing::Mcp);
+    let mut sections = Vec::new();
+    for nonce in ["1", "2"] {
+        let body = ResponseBody::new(tokio_stream::iter(vec![Ok(message(nonce))]), usize::MAX);
+        let (chunks, _) = drain(body).await;
+        assert_eq!(wire(&chunks), grpc_frame(&message(nonce)));
+        assert_eq!(chunks.len(), 3, "head, section, tail");
+        assert_eq!(chunks[1].len(), section_len);
+        sections.push(chunks[1].clone());
+    }
+    assert_eq!(
+        sections[0].as_ptr(),
+        sections[1].as_ptr(),
+        "framed once for both streams"
     );
+}
+
+#[tokio::test]
+async fn a_small_list_is_copied_into_one_chunk() {
+    let msg = EncodedResources {
+        resources: Arc::new(
+            vec![Bytes::from_static(b"ns/a@1"), Bytes::from_static(b"ns/b@1")].into(),
+        ),
+        ..mcp("3")
+    };
+    let body = ResponseBody::new(tokio_stream::iter(vec![Ok(msg.clone())]), usize::MAX);
+    let (chunks, _) = drain(body).await;
+    assert_eq!(chunks.len(), 1);
+    assert_eq!(wire(&chunks), grpc_frame(&msg));
 }
 
 #[tokio::test]
 async fn ads_layout_matches_its_encoding() {
     let msg = EncodedDiscoveryResponse {
         version_info: "v9".into(),
-        resources: Arc::new(resources()),
+        resources: Arc::new(resources().into()),
         type_url: "networking.istio.io/v1/VirtualService".into(),
         nonce: "7".into(),
     };
@@ -141,6 +162,23 @@ async fn delta_ads_layout_matches_its_encoding() {
     let (chunks, _) = drain(body).await;
     let wire: Vec<u8> = chunks.iter().flat_map(|c| c.iter().copied()).collect();
     assert_eq!(wire, grpc_frame(&msg));
+    // Its envelope differs per resource: large resources go out as the
+    // shared bytes themselves, copied chunks stay small.
+    for r in msg
+        .resources
+        .iter()
+        .filter(|r| r.resource.len() >= ZERO_COPY_MIN)
+    {
+        assert!(
+            chunks.iter().any(|c| c.as_ptr() == r.resource.as_ptr()),
+            "sent without a copy"
+        );
+    }
+    assert!(
+        chunks
+            .iter()
+            .all(|c| c.len() <= CHUNK + ZERO_COPY_MIN * 2 + 64)
+    );
     let envoy =
         meshhub_proto::ads::DeltaDiscoveryResponse::decode(&wire[5..]).expect("Envoy's type");
     assert_eq!(envoy.resources.len(), 12);

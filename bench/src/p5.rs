@@ -100,6 +100,8 @@ struct Figures {
     per_stream_bytes: f64,
     ack_ms: Vec<f64>,
     cpu_per_change_s: f64,
+    /// The consumers' (load generator's) CPU per change.
+    load_cpu_per_change_s: f64,
     full_mib_s: f64,
     full_s: f64,
     full_cpu_s: f64,
@@ -190,15 +192,20 @@ fn row(results: &mut Results, name: &str, label: &str, f: &Figures, base: Option
     figs.insert(format!("p5.{key}.ack_p99_ms"), p99);
     figs.insert(format!("p5.{key}.rss_per_stream_bytes"), f.per_stream_bytes);
     figs.insert(format!("p5.{key}.cpu_per_change_s"), f.cpu_per_change_s);
+    figs.insert(
+        format!("p5.{key}.load_cpu_per_change_s"),
+        f.load_cpu_per_change_s,
+    );
     figs.insert(format!("p5.{key}.full_state_mib_s"), f.full_mib_s);
     figs.insert(format!("p5.{key}.initial_sync_s"), f.sync_s);
     let Some(hub) = base else {
         results.row(
-            format!("P5 meshhub ({label}): fan-out p50/p99; RSS/stream; CPU/change; full state; initial sync"),
+            format!("P5 meshhub ({label}): fan-out p50/p99; RSS/stream; CPU/change (consumers'); full state; initial sync"),
             format!(
-                "{p50:.1}/{p99:.1} ms; {:.1} KiB; {:.3} s; {:.0} MiB/s ({:.2} s, {:.2} CPU-s); {:.1} s",
+                "{p50:.1}/{p99:.1} ms; {:.1} KiB; {:.3} s ({:.3} s); {:.0} MiB/s ({:.2} s, {:.2} CPU-s); {:.1} s",
                 f.per_stream_bytes / 1024.0,
                 f.cpu_per_change_s,
+                f.load_cpu_per_change_s,
                 f.full_mib_s,
                 f.full_s,
                 f.full_cpu_s,
@@ -216,11 +223,12 @@ fn row(results: &mut Results, name: &str, label: &str, f: &Figures, base: Option
     figs.insert(format!("p5.{key}.fanout_p99_ratio"), fan_ratio);
     figs.insert(format!("p5.{key}.memory_ratio"), mem_ratio);
     results.row(
-        format!("P5 {name} (same data, consumers, machine): fan-out p50/p99; RSS/stream; CPU/change; full state; initial sync"),
+        format!("P5 {name} (same data, consumers, machine): fan-out p50/p99; RSS/stream; CPU/change (consumers'); full state; initial sync"),
         format!(
-            "{p50:.1}/{p99:.1} ms; {:.1} KiB; {:.3} s; {:.0} MiB/s ({:.2} s, {:.2} CPU-s); {:.1} s",
+            "{p50:.1}/{p99:.1} ms; {:.1} KiB; {:.3} s ({:.3} s); {:.0} MiB/s ({:.2} s, {:.2} CPU-s); {:.1} s",
             f.per_stream_bytes / 1024.0,
             f.cpu_per_change_s,
+            f.load_cpu_per_change_s,
             f.full_mib_s,
             f.full_s,
             f.full_cpu_s,
@@ -467,12 +475,12 @@ async fn meshhub(
     let mut load = spawn_load(&addr, sizes.conns, types)?;
     (f.sync_s, f.per_stream_bytes) = open(pid, &mut load, sizes, &rounds[0], results).await?;
 
-    let mut cpu = 0.0;
+    let (mut cpu, mut load_cpu) = (0.0, 0.0);
     for k in 0..sizes.changes {
         let idx = (k * 7919 + 13) % sizes.resources;
         corpus.change_one(idx)?;
         let published = hub.expect("published", Duration::from_secs(30)).await?;
-        let cpu0 = hub.cpu();
+        let (cpu0, load0) = (hub.cpu(), load.cpu());
         let at = published["at_ns"].as_u64().context("at_ns")?;
         let collection = published["collection"].as_str().context("collection")?;
         let version = published["version"].as_str().context("version")?;
@@ -486,6 +494,7 @@ async fn meshhub(
         f.ack_ms
             .extend(acks(&mut hub, &want, sizes.streams, at, true).await?);
         cpu += hub.cpu() - cpu0;
+        load_cpu += load.cpu() - load0;
         let e = expected(&mut hub).await?;
         let round = dump(&addr, types, &e, dir.join(format!("round-{}.json", k + 1))).await?;
         ensure!(
@@ -495,6 +504,7 @@ async fn meshhub(
         rounds.push(round);
     }
     f.cpu_per_change_s = cpu / sizes.changes.max(1) as f64;
+    f.load_cpu_per_change_s = load_cpu / sizes.changes.max(1) as f64;
 
     // Every resource changes: one publish per collection.
     load.send(&json!({"cmd": "reset_bytes"})).await?;
@@ -557,11 +567,11 @@ async fn peer(
     (f.sync_s, f.per_stream_bytes) = open(pid, &mut load, sizes, &rounds[0], results).await?;
 
     let (last, changes) = rounds.split_last().context("no rounds")?;
-    let mut cpu = 0.0;
+    let (mut cpu, mut load_cpu) = (0.0, 0.0);
     for pair in changes.windows(2) {
         let want = moved(&pair[0], &pair[1]);
         let at = publish(&mut server, &pair[1]).await?;
-        let cpu0 = server.cpu();
+        let (cpu0, load0) = (server.cpu(), load.cpu());
         let report = load_cmd(
             &mut load,
             json!({"cmd": "wait", "versions": want, "timeout_ms": 60_000}),
@@ -570,9 +580,11 @@ async fn peer(
         f.ack_ms
             .extend(acks(&mut server, &want, sizes.streams, at, false).await?);
         cpu += server.cpu() - cpu0;
+        load_cpu += load.cpu() - load0;
         check(&report, &pair[1], results)?;
     }
     f.cpu_per_change_s = cpu / (changes.len() - 1).max(1) as f64;
+    f.load_cpu_per_change_s = load_cpu / (changes.len() - 1).max(1) as f64;
 
     load.send(&json!({"cmd": "reset_bytes"})).await?;
     load.expect("reset", LONG).await?;

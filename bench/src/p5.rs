@@ -478,9 +478,10 @@ async fn meshhub(
     let (mut cpu, mut load_cpu) = (0.0, 0.0);
     for k in 0..sizes.changes {
         let idx = (k * 7919 + 13) % sizes.resources;
+        // CPU from the change on (the publish included, as for the peer).
+        let (cpu0, load0) = (hub.cpu(), load.cpu());
         corpus.change_one(idx)?;
         let published = hub.expect("published", Duration::from_secs(30)).await?;
-        let (cpu0, load0) = (hub.cpu(), load.cpu());
         let at = published["at_ns"].as_u64().context("at_ns")?;
         let collection = published["collection"].as_str().context("collection")?;
         let version = published["version"].as_str().context("version")?;
@@ -509,13 +510,12 @@ async fn meshhub(
     // Every resource changes: one publish per collection.
     load.send(&json!({"cmd": "reset_bytes"})).await?;
     load.expect("reset", LONG).await?;
+    let cpu0 = hub.cpu();
     corpus.change_all()?;
     let mut first: Option<u64> = None;
     let mut want = BTreeMap::new();
-    let mut cpu0 = None;
     while want.len() < types.len() {
         let p = hub.expect("published", Duration::from_secs(60)).await?;
-        cpu0.get_or_insert(hub.cpu());
         let at = p["at_ns"].as_u64().context("at_ns")?;
         first = Some(first.map_or(at, |f| f.min(at)));
         let url = types
@@ -531,7 +531,7 @@ async fn meshhub(
         json!({"cmd": "wait", "versions": want, "timeout_ms": 120_000}),
     )
     .await?;
-    f.full_cpu_s = hub.cpu() - cpu0.unwrap_or_default();
+    f.full_cpu_s = hub.cpu() - cpu0;
     (f.full_mib_s, f.full_s) = throughput(&report, first.unwrap_or_default());
     let e = expected(&mut hub).await?;
     let round = dump(&addr, types, &e, dir.join("round-all.json")).await?;
@@ -570,8 +570,10 @@ async fn peer(
     let (mut cpu, mut load_cpu) = (0.0, 0.0);
     for pair in changes.windows(2) {
         let want = moved(&pair[0], &pair[1]);
-        let at = publish(&mut server, &pair[1]).await?;
+        // From before the load: `SetSnapshot` answers the open watches
+        // before the peer reports the publish.
         let (cpu0, load0) = (server.cpu(), load.cpu());
+        let at = publish(&mut server, &pair[1]).await?;
         let report = load_cmd(
             &mut load,
             json!({"cmd": "wait", "versions": want, "timeout_ms": 60_000}),
@@ -589,8 +591,8 @@ async fn peer(
     load.send(&json!({"cmd": "reset_bytes"})).await?;
     load.expect("reset", LONG).await?;
     let want = moved(changes.last().context("a round")?, last);
-    let at = publish(&mut server, last).await?;
     let cpu0 = server.cpu();
+    let at = publish(&mut server, last).await?;
     let report = load_cmd(
         &mut load,
         json!({"cmd": "wait", "versions": want, "timeout_ms": 120_000}),

@@ -122,17 +122,26 @@ impl ResourceList {
 
 /// Resource `r` behind the field tag and wrapper of `framing`.
 pub fn write_framed(framing: Framing, r: &Bytes, buf: &mut impl BufMut) {
+    write_framed_prefix(framing, r, buf);
+    buf.put_slice(r);
+}
+
+/// What [`write_framed`] writes before `r`'s own bytes: the field tag and
+/// length, and for [`Framing::Any`] the `Any` header up to its `value`'s
+/// length.
+pub fn write_framed_prefix(framing: Framing, r: &Bytes, buf: &mut impl BufMut) {
     match framing {
-        Framing::Mcp => encoding::bytes::encode(3, r, buf),
+        Framing::Mcp => encode_key(3, WireType::LengthDelimited, buf),
         Framing::Any => {
             encode_key(2, WireType::LengthDelimited, buf);
             encode_varint(any_body_len(r) as u64, buf);
             encode_key(1, WireType::LengthDelimited, buf);
             encode_varint(MCP_RESOURCE_TYPE_URL.len() as u64, buf);
             buf.put_slice(MCP_RESOURCE_TYPE_URL.as_bytes());
-            encoding::bytes::encode(2, r, buf);
+            encode_key(2, WireType::LengthDelimited, buf);
         }
     }
+    encode_varint(r.len() as u64, buf);
 }
 
 /// The length [`write_framed`] writes.

@@ -26,10 +26,10 @@ use http::HeaderMap;
 use http_body::Frame;
 use meshhub_proto::wire::{
     EncodedDeltaDiscoveryResponse, EncodedDiscoveryResponse, EncodedResources, Framing,
-    MCP_RESOURCE_TYPE_URL, ResourceList,
+    ResourceList, write_framed_prefix,
 };
 use prost::Message;
-use prost::encoding::{self, WireType, encode_key, encode_varint, encoded_len_varint, key_len};
+use prost::encoding::{self, WireType, encode_key, encode_varint};
 use tonic::Status;
 
 use crate::limits::SendProgress;
@@ -84,8 +84,7 @@ impl Layout for EncodedResources {
         self.resources.len()
     }
     fn resource_prefix(&self, i: usize, buf: &mut BytesMut) {
-        encode_key(3, WireType::LengthDelimited, buf);
-        encode_varint(self.resources[i].len() as u64, buf);
+        write_framed_prefix(Framing::Mcp, &self.resources[i], buf);
     }
     fn resource(&self, i: usize) -> &Bytes {
         &self.resources[i]
@@ -114,21 +113,7 @@ impl Layout for EncodedDiscoveryResponse {
     }
     fn resource_prefix(&self, i: usize, buf: &mut BytesMut) {
         // Any{type_url = MCP_RESOURCE_TYPE_URL, value = resource}
-        let r = &self.resources[i];
-        let url = MCP_RESOURCE_TYPE_URL.len();
-        let any = key_len(1)
-            + encoded_len_varint(url as u64)
-            + url
-            + key_len(2)
-            + encoded_len_varint(r.len() as u64)
-            + r.len();
-        encode_key(2, WireType::LengthDelimited, buf);
-        encode_varint(any as u64, buf);
-        encode_key(1, WireType::LengthDelimited, buf);
-        encode_varint(url as u64, buf);
-        buf.put_slice(MCP_RESOURCE_TYPE_URL.as_bytes());
-        encode_key(2, WireType::LengthDelimited, buf);
-        encode_varint(r.len() as u64, buf);
+        write_framed_prefix(Framing::Any, &self.resources[i], buf);
     }
     fn resource(&self, i: usize) -> &Bytes {
         &self.resources[i]

@@ -808,7 +808,7 @@ async fn p4(params: &Params, results: &mut Results) -> Result<()> {
         .figures
         .insert("p4.yaml_parse_1thread_s".into(), parse_s);
     results.row(
-        "P4 floor: YAML reading alone (serde-saphyr, 1 thread)".into(),
+        "P4 floor: YAML reading alone (1 thread)".into(),
         format!(
             "{parse_s:.2} s for {docs} documents ({:.1} MiB/s; {:.1} µs per document)",
             mib(yaml as f64) / parse_s,

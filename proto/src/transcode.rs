@@ -26,6 +26,7 @@
 //! content version below is stable across processes.
 
 mod parse;
+mod yaml_tree;
 
 use std::collections::BTreeMap;
 

@@ -67,8 +67,16 @@ pub fn parse_yaml_limited(
             )));
             continue;
         }
-        let options = serde_saphyr::options! { with_snippet: false };
-        match serde_saphyr::from_str_with_options::<Option<Value>>(&doc.text, options) {
+        // The fast path reads what manifests hold; serde-saphyr reads (and
+        // reports on) everything else.
+        let parsed = match super::yaml_tree::read(&doc.text) {
+            Some(value) => Ok(Some(value)),
+            None => {
+                let options = serde_saphyr::options! { with_snippet: false };
+                serde_saphyr::from_str_with_options::<Option<Value>>(&doc.text, options)
+            }
+        };
+        match parsed {
             Ok(None) | Ok(Some(Value::Null)) => {}
             Ok(Some(value)) => push_objects(&mut out, value, document, doc.start_line),
             Err(e) => {
@@ -319,18 +327,18 @@ fn take_string(map: &mut Map<String, Value>, key: &str) -> Result<String, String
 
 /// One YAML document of a text.
 #[derive(Debug, PartialEq)]
-struct Document {
+pub(super) struct Document {
     /// Line (from 1) of the document's first line in the whole text.
     start_line: usize,
     /// The document's text, markers blanked so that columns stay right.
-    text: String,
+    pub(super) text: String,
 }
 
 /// Splits YAML text into documents at `---` (document start) and `...`
 /// (document end) markers. YAML forbids these markers at the start of a line
 /// inside any scalar, so a line-based split is exact. Text before the first
 /// `---` is a document only if it has content besides comments.
-fn split_documents(text: &str) -> Vec<Document> {
+pub(super) fn split_documents(text: &str) -> Vec<Document> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut docs = Vec::new();
     let mut current = Document {

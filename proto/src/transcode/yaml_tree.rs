@@ -1,0 +1,331 @@
+//! One YAML document read straight into a [`serde_json::Value`] from the
+//! parser's events: the fast path of [`super::parse`].
+//!
+//! serde-saphyr reads YAML with `granit-parser` and then routes every event
+//! through serde's data model, which costs more than the parse itself (its
+//! deserializer layer is ~55 % of the YAML time; docs/performance.md, round
+//! 2 part 4). This module builds the tree from the same parser, configured
+//! as serde-saphyr configures it, for what manifests hold: mappings,
+//! sequences and untagged scalars, typed exactly as serde-saphyr types them
+//! into a `Value` with the options `parse.rs` uses (YAML 1.1 booleans,
+//! YAML 1.2 integers and floats, no legacy octal).
+//!
+//! Everything else makes [`read`] answer `None`, and the caller reads the
+//! document with serde-saphyr, which then decides and reports: a syntax
+//! error, anchors and aliases, tags, merge keys (`<<`), null or container
+//! keys, duplicate keys, a `%YAML` directive, a non-finite float,
+//! and documents near serde-saphyr's budgets (depth, nodes, events, scalar
+//! bytes). Its tests hold it equal to serde-saphyr on every fixture and on
+//! generated scalars and documents.
+
+use serde_json::{Map, Number, Value};
+use serde_saphyr::granit_parser::{Event, Options, Parser, ScalarStyle, StrInput};
+
+/// Containers nested deeper than this go to serde-saphyr (its budget allows
+/// 64 and reports a breach).
+const MAX_DEPTH: usize = 48;
+/// Nodes (scalars and containers) above this go to serde-saphyr (its budget
+/// allows 250,000).
+const MAX_NODES: usize = 200_000;
+/// Parser events above this go to serde-saphyr (its budget allows
+/// 1,000,000).
+const MAX_EVENTS: usize = 800_000;
+/// Scalar bytes above this go to serde-saphyr (its budget allows 64 MiB).
+const MAX_SCALAR_BYTES: usize = 48 << 20;
+
+/// The parser's options as serde-saphyr sets them from its default budget,
+/// so that both paths accept and reject the same texts.
+fn parser_options() -> Options {
+    let mut options = Options::default();
+    options.simple_key_max_lookahead = 1024;
+    options.flow_nesting_limit = 255;
+    options.block_nesting_limit = options.block_nesting_limit.max(65);
+    options
+}
+
+/// The document's value (`Value::Null` for an empty document), or `None`
+/// when serde-saphyr must read it (see the module's documentation).
+pub(super) fn read(text: &str) -> Option<Value> {
+    let mut builder = Builder::default();
+    for item in Parser::with_options(StrInput::new(text), parser_options()) {
+        let (event, _span) = item.ok()?;
+        builder.event(event)?;
+    }
+    builder.finish()
+}
+
+/// A container being filled.
+enum Frame {
+    Seq(Vec<Value>),
+    /// The map and the key whose value comes next.
+    Map(Map<String, Value>, Option<String>),
+}
+
+#[derive(Default)]
+struct Builder {
+    stack: Vec<Frame>,
+    root: Option<Value>,
+    documents: usize,
+    events: usize,
+    nodes: usize,
+    scalar_bytes: usize,
+}
+
+impl Builder {
+    /// Takes one event; `None` hands the document to serde-saphyr.
+    fn event(&mut self, event: Event<'_>) -> Option<()> {
+        self.events += 1;
+        if self.events > MAX_EVENTS {
+            return None;
+        }
+        match event {
+            Event::StreamStart | Event::StreamEnd | Event::DocumentEnd | Event::Comment(..) => {}
+            Event::DocumentStart(_, version) => {
+                self.documents += 1;
+                if self.documents > 1 || version.is_some() {
+                    return None;
+                }
+            }
+            Event::Scalar(text, style, anchor, tag) => {
+                if anchor != 0 || tag.is_some() {
+                    return None;
+                }
+                self.node()?;
+                self.scalar_bytes += text.len();
+                if self.scalar_bytes > MAX_SCALAR_BYTES {
+                    return None;
+                }
+                if let Some(Frame::Map(map, key @ None)) = self.stack.last_mut() {
+                    let name = key_text(text.as_ref(), style)?;
+                    if map.contains_key(&name) {
+                        return None;
+                    }
+                    *key = Some(name);
+                } else {
+                    let value = scalar_value(text.into_owned(), style)?;
+                    self.attach(value)?;
+                }
+            }
+            Event::SequenceStart(_, anchor, tag) => {
+                self.open(anchor, tag.is_some(), Frame::Seq(Vec::new()))?;
+            }
+            Event::MappingStart(_, anchor, tag) => {
+                self.open(anchor, tag.is_some(), Frame::Map(Map::new(), None))?;
+            }
+            Event::SequenceEnd | Event::MappingEnd => {
+                let value = match self.stack.pop()? {
+                    Frame::Seq(items) => Value::Array(items),
+                    Frame::Map(map, None) => Value::Object(map),
+                    Frame::Map(_, Some(_)) => return None,
+                };
+                self.attach(value)?;
+            }
+            _ => return None,
+        }
+        Some(())
+    }
+
+    fn node(&mut self) -> Option<()> {
+        self.nodes += 1;
+        (self.nodes <= MAX_NODES).then_some(())
+    }
+
+    fn open(&mut self, anchor: usize, tagged: bool, frame: Frame) -> Option<()> {
+        if anchor != 0 || tagged || self.stack.len() >= MAX_DEPTH {
+            return None;
+        }
+        // A container as a key (`? [a]: b`) is not a string key.
+        if matches!(self.stack.last(), Some(Frame::Map(_, None))) {
+            return None;
+        }
+        self.node()?;
+        self.stack.push(frame);
+        Some(())
+    }
+
+    /// Puts a finished value where it belongs.
+    fn attach(&mut self, value: Value) -> Option<()> {
+        match self.stack.last_mut() {
+            None if self.root.is_none() => self.root = Some(value),
+            None => return None,
+            Some(Frame::Seq(items)) => items.push(value),
+            Some(Frame::Map(map, key)) => {
+                map.insert(key.take()?, value);
+            }
+        }
+        Some(())
+    }
+
+    fn finish(self) -> Option<Value> {
+        if !self.stack.is_empty() {
+            return None;
+        }
+        Some(self.root.unwrap_or(Value::Null))
+    }
+}
+
+/// A mapping key as a string: as written (serde-saphyr does not type keys
+/// read into a `Value`: `8080:` is the key "8080"), except a plain null key,
+/// which it rejects, and the merge key.
+fn key_text(text: &str, style: ScalarStyle) -> Option<String> {
+    if style == ScalarStyle::Plain && (is_null(text) || text == "<<") {
+        return None;
+    }
+    Some(text.to_owned())
+}
+
+fn is_null(text: &str) -> bool {
+    matches!(text, "" | "~" | "null" | "Null" | "NULL")
+}
+
+/// A scalar in a value position; `None` for a non-finite float, which
+/// serde-saphyr rejects with its own message.
+fn scalar_value(text: String, style: ScalarStyle) -> Option<Value> {
+    if style != ScalarStyle::Plain {
+        return Some(Value::String(text));
+    }
+    Some(match plain_scalar(&text)? {
+        Plain::Null => Value::Null,
+        Plain::Bool(b) => Value::Bool(b),
+        Plain::Unsigned(n) => Value::from(n),
+        Plain::Signed(n) => Value::from(n),
+        Plain::Float(f) => Value::Number(Number::from_f64(f)?),
+        Plain::Text => Value::String(text),
+    })
+}
+
+/// What an untagged plain scalar is.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Plain {
+    Null,
+    Bool(bool),
+    Unsigned(u64),
+    Signed(i64),
+    /// Always finite.
+    Float(f64),
+    Text,
+}
+
+/// Types an untagged plain scalar in serde-saphyr's order for an untyped
+/// value: null, YAML 1.1 boolean, integer (signed when it starts with `-`),
+/// YAML 1.2 float, text. `None` for a non-finite float.
+fn plain_scalar(text: &str) -> Option<Plain> {
+    if is_null(text) {
+        return Some(Plain::Null);
+    }
+    let t = trim(text);
+    if let Some(b) = yaml11_bool(t) {
+        return Some(Plain::Bool(b));
+    }
+    if let Some(rest) = t.strip_prefix('-') {
+        if let Some(n) = signed_int(rest) {
+            return Some(Plain::Signed(n));
+        }
+    } else if let Some(n) = unsigned_int(t.strip_prefix('+').unwrap_or(t)) {
+        return Some(Plain::Unsigned(n));
+    }
+    match float(t) {
+        Some(f) if f.is_finite() => Some(Plain::Float(f)),
+        Some(_) => None,
+        None => Some(Plain::Text),
+    }
+}
+
+/// The padding serde-saphyr trims before typing a scalar.
+fn trim(s: &str) -> &str {
+    s.trim_matches([' ', '\t', '\r', '\n'])
+}
+
+fn yaml11_bool(t: &str) -> Option<bool> {
+    const TRUE: [&str; 4] = ["true", "yes", "y", "on"];
+    const FALSE: [&str; 4] = ["false", "no", "n", "off"];
+    if TRUE.iter().any(|w| t.eq_ignore_ascii_case(w)) {
+        Some(true)
+    } else if FALSE.iter().any(|w| t.eq_ignore_ascii_case(w)) {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+/// The magnitude of an integer without its sign: `0x`, `0o` and `0b`
+/// prefixes, single underscores between digits, no leading zero on a
+/// decimal (`0127` is text, as YAML 1.2 without legacy octal reads it).
+fn magnitude(digits: &str) -> Option<u128> {
+    let (radix, digits) = if let Some(d) = strip_radix(digits, 'x') {
+        (16, d)
+    } else if let Some(d) = strip_radix(digits, 'o') {
+        (8, d)
+    } else if let Some(d) = strip_radix(digits, 'b') {
+        (2, d)
+    } else {
+        if digits.starts_with('0') && digits != "0" {
+            return None;
+        }
+        (10, digits)
+    };
+    let bytes = digits.as_bytes();
+    let mut value: u128 = 0;
+    let mut seen = false;
+    for (i, &b) in bytes.iter().enumerate() {
+        if b == b'_' {
+            let between =
+                i > 0 && bytes[i - 1] != b'_' && bytes.get(i + 1).is_some_and(|&n| n != b'_');
+            if !between {
+                return None;
+            }
+            continue;
+        }
+        let digit = char::from(b).to_digit(radix)?;
+        value = value
+            .checked_mul(u128::from(radix))?
+            .checked_add(u128::from(digit))?;
+        seen = true;
+    }
+    seen.then_some(value)
+}
+
+fn strip_radix(digits: &str, letter: char) -> Option<&str> {
+    let rest = digits.strip_prefix('0')?;
+    rest.strip_prefix(letter)
+        .or_else(|| rest.strip_prefix(letter.to_ascii_uppercase()))
+}
+
+fn unsigned_int(digits: &str) -> Option<u64> {
+    u64::try_from(magnitude(digits)?).ok()
+}
+
+/// A negative integer, from the digits after its `-`.
+fn signed_int(digits: &str) -> Option<i64> {
+    let magnitude = magnitude(digits)?;
+    if magnitude == u128::from(i64::MIN.unsigned_abs()) {
+        return Some(i64::MIN);
+    }
+    i64::try_from(magnitude).ok().map(|n| -n)
+}
+
+/// A YAML 1.2 float: `.inf`/`.nan` spellings with an optional sign, a
+/// finite decimal, or a numeral (a digit after the optional sign) too large
+/// for `f64`, read as infinite. `None`: not a float.
+fn float(t: &str) -> Option<f64> {
+    let (negative, unsigned) = match t.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, t.strip_prefix('+').unwrap_or(t)),
+    };
+    match unsigned {
+        ".nan" | ".NaN" | ".NAN" => return Some(f64::NAN),
+        ".inf" | ".Inf" | ".INF" if negative => return Some(f64::NEG_INFINITY),
+        ".inf" | ".Inf" | ".INF" => return Some(f64::INFINITY),
+        _ => {}
+    }
+    match t.parse::<f64>() {
+        Ok(f) if f.is_finite() => Some(f),
+        Ok(f) if f.is_infinite() && unsigned.as_bytes().first().is_some_and(u8::is_ascii_digit) => {
+            Some(f)
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,339 @@
+//! The fast path is held equal to serde-saphyr: whatever `read` returns,
+//! serde-saphyr (with the options `parse.rs` uses) returns too.
+
+use std::path::Path;
+
+use proptest::prelude::*;
+use serde_json::{Value, json};
+
+use super::read;
+use crate::transcode::parse::split_documents;
+
+/// serde-saphyr's reading of one document, as `parse.rs` asks for it.
+fn reference(text: &str) -> Result<Value, String> {
+    let options = serde_saphyr::options! { with_snippet: false };
+    serde_saphyr::from_str_with_options::<Option<Value>>(text, options)
+        .map(|v| v.unwrap_or(Value::Null))
+        .map_err(|e| e.to_string())
+}
+
+/// Asserts that when the fast path reads `text`, serde-saphyr reads the
+/// same value; returns whether the fast path read it.
+fn same_as_reference(text: &str) -> bool {
+    let Some(fast) = read(text) else {
+        return false;
+    };
+    match reference(text) {
+        Ok(expected) => assert_eq!(fast, expected, "different values for {text:?}"),
+        Err(e) => panic!("the fast path read {text:?} as {fast}, serde-saphyr rejects it: {e}"),
+    }
+    true
+}
+
+fn yaml_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("read fixtures dir") {
+        let path = entry.expect("dir entry").path();
+        if path.is_dir() {
+            yaml_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn every_fixture_document_reads_as_serde_saphyr_reads_it() {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    yaml_files(&manifest.join("../../shared/fixtures/istio"), &mut files);
+    yaml_files(&manifest.join("../examples"), &mut files);
+    let (mut documents, mut fast) = (0, 0);
+    for file in &files {
+        let text = std::fs::read_to_string(file).expect("read fixture");
+        for doc in split_documents(&text) {
+            documents += 1;
+            if same_as_reference(&doc.text) {
+                fast += 1;
+            }
+        }
+    }
+    assert!(documents >= 100, "only {documents} fixture documents found");
+    // The fixtures are manifests: all of them take the fast path.
+    assert!(
+        fast == documents,
+        "only {fast} of {documents} fixture documents took the fast path"
+    );
+}
+
+#[test]
+fn scalars_are_typed_as_serde_saphyr_types_them() {
+    let scalars = [
+        "",
+        "~",
+        "null",
+        "Null",
+        "NULL",
+        "nULL",
+        "true",
+        "True",
+        "TRUE",
+        "tRuE",
+        "false",
+        "yes",
+        "Yes",
+        "YES",
+        "y",
+        "Y",
+        "n",
+        "N",
+        "no",
+        "No",
+        "on",
+        "On",
+        "ON",
+        "off",
+        "Off",
+        "0",
+        "-0",
+        "+0",
+        "00",
+        "007",
+        "-007",
+        "+7",
+        "7",
+        "-7",
+        "1_000",
+        "1__000",
+        "_1",
+        "1_",
+        "0x1F",
+        "0X1f",
+        "0x",
+        "0xg",
+        "-0x10",
+        "+0x10",
+        "0o17",
+        "0O17",
+        "0o8",
+        "0b101",
+        "0B2",
+        "0b_1",
+        "0x_1",
+        "18446744073709551615",
+        "18446744073709551616",
+        "-9223372036854775808",
+        "-9223372036854775809",
+        "9223372036854775807",
+        "0.5",
+        "-0.5",
+        "+0.5",
+        ".5",
+        "5.",
+        "1e5",
+        "1E5",
+        "1e-5",
+        "1.5e+3",
+        "1e",
+        "e1",
+        "1.2.3",
+        "10.0.0.1",
+        "10.0.0.0/8",
+        "1_000.5",
+        "5s",
+        "100ms",
+        "1h30m",
+        "50%",
+        "0.1%",
+        "v1",
+        "v1alpha3",
+        "1.28",
+        "1.0",
+        "2.0",
+        "0755",
+        "0x7fffffffffffffff",
+        "-0b1",
+        "inf",
+        "-inf",
+        "Infinity",
+        "nan",
+        "NaN",
+        "+inf",
+        "infinity",
+        ".Nan",
+        ".iNf",
+        "- x",
+        "a b",
+        "a: b",
+        "http://example.com:8080/path",
+        "*.example.com",
+        "example.com",
+        "istio-system",
+        "ISTIO_MUTUAL",
+        "GET",
+        "x-request-id",
+        "=",
+        "'a'",
+        "\"a\"",
+        "a#b",
+        "+",
+        "-",
+        ".",
+        "..",
+        "0.",
+        "-.",
+        "+.",
+        "1__0",
+        "0b",
+        "0o",
+    ];
+    let mut fast = 0;
+    for scalar in scalars {
+        for text in [
+            format!("v: {scalar}\n"),
+            format!("- {scalar}\n"),
+            format!("{{v: {scalar}}}\n"),
+            format!("{scalar}: v\n"),
+        ] {
+            if same_as_reference(&text) {
+                fast += 1;
+            }
+        }
+    }
+    assert!(
+        fast > 300,
+        "only {fast} of the scalar texts took the fast path"
+    );
+}
+
+#[test]
+fn documents_of_every_shape_read_as_serde_saphyr_reads_them() {
+    let texts = [
+        "",
+        "# only a comment\n",
+        "---\n",
+        "a: 1\n",
+        "a:\n  b:\n    - 1\n    - x\n    - {c: d}\n  e: []\n  f: {}\n",
+        "- a\n- - b\n  - c\n- d: e\n  f: g\n",
+        "text: |\n  line one\n  line two\n\nfolded: >\n  a\n  b\n",
+        "keep: |+\n  x\n\nstrip: |-\n  y\n",
+        "quoted: 'it''s'\ndouble: \"tab\\there \\u00e9\"\n",
+        "multi: a\n  b\n  c\n",
+        "\"quoted key\": 1\n'single': 2\n",
+        "empty:\nalso: ~\n",
+        "a: [1, 2, [3, {b: c}]]\n",
+        "{a: 1, b: [x, y]}\n",
+        "[1, 2, 3]\n",
+        "plain scalar document\n",
+        "42\n",
+        "a: 1 # trailing comment\n# between\nb: 2\n",
+        "a:\n- 1\n- 2\n",
+        "a: \"\"\nb: ''\n",
+        "a: \"null\"\nb: 'true'\nc: \"1\"\n",
+        "8080:\n  mode: STRICT\n",
+        "true: a\n1.5: b\n0x10: c\n'': d\n",
+    ];
+    for text in texts {
+        assert!(same_as_reference(text), "the fast path refused {text:?}");
+    }
+    assert_eq!(
+        read("a:\n  b: [1, x]\n"),
+        Some(json!({"a": {"b": [1, "x"]}}))
+    );
+    assert_eq!(read("# nothing\n"), Some(Value::Null));
+}
+
+#[test]
+fn what_the_fast_path_leaves_to_serde_saphyr() {
+    let deep = format!("{}x\n{}", "[".repeat(60), "]".repeat(60));
+    let texts = [
+        "a: &x 1\nb: *x\n",
+        "a: &x {c: 1}\nb:\n  <<: *x\n",
+        "a: !!str 1\n",
+        "a: !custom x\n",
+        "!!map {a: 1}\n",
+        "a: 1\na: 2\n",
+        "<<: {a: 1}\n",
+        "? [a, b]\n: c\n",
+        "null: a\n",
+        "~: a\n",
+        "%YAML 1.2\n---\na: 1\n",
+        "a: .inf\n",
+        "a: -.Inf\n",
+        "a: .nan\n",
+        "a: 1e999\n",
+        "a: [1, 2\n",
+        "a: b: c\n",
+        "a:\n\t- b\n",
+        "a: 'unterminated\n",
+        deep.as_str(),
+    ];
+    // Two documents in one text (`parse.rs` splits them before this).
+    assert_eq!(read("a: 1\n---\nb: 2\n"), None);
+    for text in texts {
+        assert_eq!(read(text), None, "the fast path read {text:?}");
+        // And the whole parse gives serde-saphyr's answer for it.
+        let parsed = crate::transcode::parse_yaml(text);
+        if let Err(reference) = reference(text) {
+            let Some(Err(e)) = parsed.first() else {
+                panic!(
+                    "{text:?}: serde-saphyr rejects it ({reference}), the parse gave {parsed:?}"
+                );
+            };
+            assert_eq!(
+                e.message,
+                reference.lines().next().unwrap_or_default(),
+                "{text:?}"
+            );
+        }
+    }
+}
+
+/// Scalars built from the pieces that decide typing.
+fn scalar() -> impl Strategy<Value = String> {
+    let pieces = prop::sample::select(vec![
+        "0", "1", "7", "9", "_", "-", "+", ".", "e", "E", "x", "X", "o", "b", "B", "a", "f", "F",
+        "inf", "Inf", "nan", "NaN", "y", "Y", "n", "N", "yes", "no", "on", "off", "true", "false",
+        "null", "~", "s", "%", "/", "v", "0x", "0o", "0b",
+    ]);
+    prop::collection::vec(pieces, 1..6).prop_map(|p| p.concat())
+}
+
+/// Values whose YAML texts (block and flow) exercise nesting and quoting.
+fn value() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(Value::from),
+        any::<u64>().prop_map(Value::from),
+        (-1e6f64..1e6).prop_map(Value::from),
+        scalar().prop_map(Value::String),
+        "[ -~]{0,12}".prop_map(Value::String),
+    ];
+    leaf.prop_recursive(5, 48, 6, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+            prop::collection::btree_map(scalar(), inner, 0..6)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+proptest! {
+    #[test]
+    fn generated_scalars_read_as_serde_saphyr_reads_them(s in scalar()) {
+        same_as_reference(&format!("v: {s}\n"));
+        same_as_reference(&format!("- {s}\n"));
+        same_as_reference(&format!("[{s}, {s}]\n"));
+        same_as_reference(&format!("{s}: v\n"));
+    }
+
+    #[test]
+    fn generated_documents_read_as_serde_saphyr_reads_them(v in value()) {
+        let yaml = serde_saphyr::to_string(&v).expect("render YAML");
+        same_as_reference(&yaml);
+        let json = serde_json::to_string(&v).expect("render JSON");
+        same_as_reference(&json);
+        let pretty = serde_json::to_string_pretty(&v).expect("render JSON");
+        same_as_reference(&pretty);
+    }
+}

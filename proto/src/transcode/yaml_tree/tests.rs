@@ -337,3 +337,18 @@ proptest! {
         same_as_reference(&pretty);
     }
 }
+
+#[test]
+fn long_comment_blocks_are_read_where_serde_saphyr_gives_up() {
+    // The one intended difference (see `parser_options`): serde-saphyr's
+    // parser buffers comments while looking ahead and refuses more than 32.
+    let text = format!("a:\n{}  b: 2\n", "  # c\n".repeat(100));
+    assert!(reference(&text).is_err_and(|e| e.contains("too many buffered comments")));
+    assert_eq!(read(&text), Some(json!({"a": {"b": 2}})));
+    let elsewhere = format!(
+        "a: 1\n{}b: [1,\n{} 2]\n",
+        "# c\n".repeat(100),
+        " # c\n".repeat(100)
+    );
+    assert!(same_as_reference(&elsewhere));
+}

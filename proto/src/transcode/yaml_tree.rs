@@ -13,11 +13,13 @@
 //! Everything else makes [`read`] answer `None`, and the caller reads the
 //! document with serde-saphyr, which then decides and reports: a syntax
 //! error, anchors and aliases, tags, merge keys (`<<`), null or container
-//! keys, duplicate keys, a `%YAML` directive, a non-finite float,
-//! and documents near serde-saphyr's budgets (depth, nodes, events, scalar
-//! bytes). Its tests hold it equal to serde-saphyr on every fixture and on
-//! generated scalars and documents; the one difference, long runs of
-//! comments, is at [`parser_options`].
+//! keys, duplicate keys (plain integer keys compared by value, as
+//! serde-saphyr compares them), serde_json's private key tokens, a `%YAML`
+//! directive, a non-finite float, documents over 512 KiB and documents near
+//! serde-saphyr's budgets (depth, nodes, events, scalar bytes). Its tests
+//! hold it equal to serde-saphyr on every fixture and on generated scalars
+//! and documents; the one difference, long runs of comments, is at
+//! [`parser_options`].
 
 use serde_json::{Map, Number, Value};
 use serde_saphyr::granit_parser::{Event, Options, Parser, ScalarStyle, StrInput};
@@ -33,6 +35,11 @@ const MAX_NODES: usize = 200_000;
 const MAX_EVENTS: usize = 800_000;
 /// Scalar bytes above this go to serde-saphyr (its budget allows 64 MiB).
 const MAX_SCALAR_BYTES: usize = 48 << 20;
+/// Documents longer than this go to serde-saphyr. Its budgets count
+/// comments too (1,000,000 events, 64 MiB of comment text), which this path
+/// does not see; a parser event takes at least a byte of text, so below
+/// this size no budget can be reached. Manifests are a few KiB.
+const MAX_TEXT_BYTES: usize = 512 << 10;
 
 /// The parser's options as serde-saphyr sets them from its default budget,
 /// so that both paths accept and reject the same texts, except comments:
@@ -53,6 +60,9 @@ fn parser_options() -> Options {
 /// The document's value (`Value::Null` for an empty document), or `None`
 /// when serde-saphyr must read it (see the module's documentation).
 pub(super) fn read(text: &str) -> Option<Value> {
+    if text.len() > MAX_TEXT_BYTES {
+        return None;
+    }
     let mut builder = Builder::default();
     for item in Parser::with_options(StrInput::new(text), parser_options()) {
         let (event, _span) = item.ok()?;
@@ -64,8 +74,18 @@ pub(super) fn read(text: &str) -> Option<Value> {
 /// A container being filled.
 enum Frame {
     Seq(Vec<Value>),
-    /// The map and the key whose value comes next.
-    Map(Map<String, Value>, Option<String>),
+    Map(MapFrame),
+}
+
+#[derive(Default)]
+struct MapFrame {
+    map: Map<String, Value>,
+    /// The key whose value comes next.
+    key: Option<String>,
+    /// The values of the plain integer keys so far: serde-saphyr compares
+    /// those by value (`0xB` and `11` are the same key to it, and a
+    /// duplicate), though it hands them over as written.
+    integer_keys: Vec<(bool, u128)>,
 }
 
 #[derive(Default)]
@@ -102,12 +122,21 @@ impl Builder {
                 if self.scalar_bytes > MAX_SCALAR_BYTES {
                     return None;
                 }
-                if let Some(Frame::Map(map, key @ None)) = self.stack.last_mut() {
+                if let Some(Frame::Map(frame @ MapFrame { key: None, .. })) = self.stack.last_mut()
+                {
                     let name = key_text(text.as_ref(), style)?;
-                    if map.contains_key(&name) {
+                    if frame.map.contains_key(&name) {
                         return None;
                     }
-                    *key = Some(name);
+                    if style == ScalarStyle::Plain
+                        && let Some(value) = integer(trim(&name))
+                    {
+                        if frame.integer_keys.contains(&value) {
+                            return None;
+                        }
+                        frame.integer_keys.push(value);
+                    }
+                    frame.key = Some(name);
                 } else {
                     let value = scalar_value(text.into_owned(), style)?;
                     self.attach(value)?;
@@ -117,13 +146,13 @@ impl Builder {
                 self.open(anchor, tag.is_some(), Frame::Seq(Vec::new()))?;
             }
             Event::MappingStart(_, anchor, tag) => {
-                self.open(anchor, tag.is_some(), Frame::Map(Map::new(), None))?;
+                self.open(anchor, tag.is_some(), Frame::Map(MapFrame::default()))?;
             }
             Event::SequenceEnd | Event::MappingEnd => {
                 let value = match self.stack.pop()? {
                     Frame::Seq(items) => Value::Array(items),
-                    Frame::Map(map, None) => Value::Object(map),
-                    Frame::Map(_, Some(_)) => return None,
+                    Frame::Map(MapFrame { map, key: None, .. }) => Value::Object(map),
+                    Frame::Map(_) => return None,
                 };
                 self.attach(value)?;
             }
@@ -142,7 +171,10 @@ impl Builder {
             return None;
         }
         // A container as a key (`? [a]: b`) is not a string key.
-        if matches!(self.stack.last(), Some(Frame::Map(_, None))) {
+        if matches!(
+            self.stack.last(),
+            Some(Frame::Map(MapFrame { key: None, .. }))
+        ) {
             return None;
         }
         self.node()?;
@@ -156,8 +188,8 @@ impl Builder {
             None if self.root.is_none() => self.root = Some(value),
             None => return None,
             Some(Frame::Seq(items)) => items.push(value),
-            Some(Frame::Map(map, key)) => {
-                map.insert(key.take()?, value);
+            Some(Frame::Map(frame)) => {
+                frame.map.insert(frame.key.take()?, value);
             }
         }
         Some(())
@@ -173,12 +205,27 @@ impl Builder {
 
 /// A mapping key as a string: as written (serde-saphyr does not type keys
 /// read into a `Value`: `8080:` is the key "8080"), except a plain null key,
-/// which it rejects, and the merge key.
+/// which it rejects, the merge key, and serde_json's private tokens (a
+/// first key `$serde_json::private::RawValue` makes serde_json's `Value`
+/// read the value as raw JSON when its `raw_value` feature is on, as it is
+/// in the binaries).
 fn key_text(text: &str, style: ScalarStyle) -> Option<String> {
     if style == ScalarStyle::Plain && (is_null(text) || text == "<<") {
         return None;
     }
+    if text.starts_with("$serde_json::private::") {
+        return None;
+    }
     Some(text.to_owned())
+}
+
+/// A plain scalar's integer value as serde-saphyr fingerprints keys:
+/// (negative, magnitude), up to 128 bits.
+fn integer(t: &str) -> Option<(bool, u128)> {
+    match t.strip_prefix('-') {
+        Some(digits) => magnitude(digits).map(|m| (m != 0, m)),
+        None => magnitude(t.strip_prefix('+').unwrap_or(t)).map(|m| (false, m)),
+    }
 }
 
 fn is_null(text: &str) -> bool {

@@ -256,6 +256,20 @@ fn what_the_fast_path_leaves_to_serde_saphyr() {
         "? [a, b]\n: c\n",
         "null: a\n",
         "~: a\n",
+        // Plain integer keys are one key to serde-saphyr when their values
+        // are equal (found by review).
+        "0xB: 1\n11: 2\n",
+        "1: a\n+1: b\n",
+        "0: a\n-0: b\n",
+        "1_000: a\n1000: b\n",
+        "0o10: a\n8: b\n",
+        "-1: a\n-0x1: b\n",
+        "{0x1: a, 1: b}\n",
+        "18446744073709551616: a\n0x10000000000000000: b\n",
+        // serde_json's private token: with its `raw_value` feature (on in
+        // the binaries) the value would be read as raw JSON.
+        "$serde_json::private::RawValue: '{\"a\": 1}'\n",
+        "b:\n  $serde_json::private::RawValue: '[1,2]'\n",
         "%YAML 1.2\n---\na: 1\n",
         "a: .inf\n",
         "a: -.Inf\n",
@@ -267,6 +281,21 @@ fn what_the_fast_path_leaves_to_serde_saphyr() {
         "a: 'unterminated\n",
         deep.as_str(),
     ];
+    // Over 512 KiB: serde-saphyr's budgets count comments, which the fast
+    // path does not see (1,000,000 comment lines breach its event budget).
+    let long = format!("a: 1\n{}", "# comment\n".repeat(60_000));
+    assert_eq!(read(&long), None);
+    assert!(same_as_reference(&format!(
+        "a: 1\n{}",
+        "# comment\n".repeat(50_000)
+    )));
+    // Integer keys with different values are different keys.
+    assert_eq!(
+        read("1: a\n2: b\n'1': c\n"),
+        None,
+        "'1' and 1 are one key in the JSON tree"
+    );
+    assert!(same_as_reference("1: a\n2: b\n0x3: c\n-4: d\n"));
     // Two documents in one text (`parse.rs` splits them before this).
     assert_eq!(read("a: 1\n---\nb: 2\n"), None);
     for text in texts {
@@ -320,11 +349,14 @@ fn value() -> impl Strategy<Value = Value> {
 
 proptest! {
     #[test]
-    fn generated_scalars_read_as_serde_saphyr_reads_them(s in scalar()) {
+    fn generated_scalars_read_as_serde_saphyr_reads_them(s in scalar(), t in scalar()) {
         same_as_reference(&format!("v: {s}\n"));
         same_as_reference(&format!("- {s}\n"));
-        same_as_reference(&format!("[{s}, {s}]\n"));
+        same_as_reference(&format!("[{s}, {t}]\n"));
         same_as_reference(&format!("{s}: v\n"));
+        // Two plain keys: serde-saphyr compares integer keys by value.
+        same_as_reference(&format!("{s}: 1\n{t}: 2\n"));
+        same_as_reference(&format!("{{{s}: 1, {t}: 2}}\n"));
     }
 
     #[test]

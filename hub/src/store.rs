@@ -77,6 +77,8 @@ pub struct Transcoded {
     /// The Kubernetes `resourceVersion` of the definition, when it came
     /// from an API server (shown by `meshhubctl describe`).
     pub resource_version: Option<Box<str>>,
+    /// What placement reads of its metadata.
+    placement: Placement,
 }
 
 /// An object that passed every check, ready to serve: its transcoding (whose
@@ -211,26 +213,63 @@ impl ServedObjects {
 /// transcoding and checks, and the metadata placement needs. The parsed
 /// object itself is not kept: once encoded, its JSON tree is dead weight.
 ///
-/// It is kept for every object held, so it is compact: the kind and
-/// collection are the kind table's shared strings, the name is shared with
-/// the encoded resource and the object's key, and of the metadata only what
-/// placement reads is kept.
+/// It is kept for every object held, so it is compact: a valid object is
+/// its [`Transcoded`] alone (shared with every placement of it; its kind
+/// and collection are the kind table's shared strings, its name is shared
+/// with the encoded resource, and of the metadata only what placement
+/// reads is kept), one allocation besides the encoded bytes.
+#[derive(Clone, Debug, PartialEq)]
+enum Evaluated {
+    Valid(Arc<Transcoded>),
+    Invalid(Arc<Invalid>),
+}
+
+/// An object that failed a check, with what placement and reports need.
 #[derive(Debug, PartialEq)]
-struct Evaluated {
+struct Invalid {
     kind: Arc<str>,
     /// The MCP collection (empty when the kind is unknown).
     collection: Arc<str>,
     name: Arc<str>,
     placement: Placement,
-    /// The transcoded object, or every reason it is invalid.
-    result: Result<Arc<Transcoded>, Vec<String>>,
+    reasons: Vec<String>,
+}
+
+impl Evaluated {
+    fn kind(&self) -> &Arc<str> {
+        match self {
+            Self::Valid(t) => &t.kind,
+            Self::Invalid(i) => &i.kind,
+        }
+    }
+
+    fn collection(&self) -> &str {
+        match self {
+            Self::Valid(t) => &t.key.collection,
+            Self::Invalid(i) => &i.collection,
+        }
+    }
+
+    fn name(&self) -> &Arc<str> {
+        match self {
+            Self::Valid(t) => &t.key.name,
+            Self::Invalid(i) => &i.name,
+        }
+    }
+
+    fn placement(&self) -> &Placement {
+        match self {
+            Self::Valid(t) => &t.placement,
+            Self::Invalid(i) => &i.placement,
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
 struct Stored {
     origin: Origin,
     /// `None` when the entry could not be read at all.
-    evaluated: Option<Arc<Evaluated>>,
+    evaluated: Option<Evaluated>,
     outcome: Outcome,
 }
 
@@ -315,7 +354,7 @@ impl Store {
             .filter_map(|s| {
                 s.evaluated
                     .as_ref()
-                    .map(|e| ((&*e.collection, &*e.name), s))
+                    .map(|e| ((e.collection(), &**e.name()), s))
             })
             .collect();
         // Transcoding is the costly part of a change; a file's objects are
@@ -333,15 +372,13 @@ impl Store {
                     stored
                         .evaluated
                         .as_ref()
-                        .and_then(|e| previous.get(&(&*e.collection, &*e.name))),
+                        .and_then(|e| previous.get(&(e.collection(), &**e.name()))),
                 ) {
-                    (Some(now), Some(prev)) if prev.evaluated.as_deref() == Some(&**now) => {
-                        Stored {
-                            origin: stored.origin,
-                            evaluated: prev.evaluated.clone(),
-                            outcome: prev.outcome.clone(),
-                        }
-                    }
+                    (Some(now), Some(prev)) if prev.evaluated.as_ref() == Some(now) => Stored {
+                        origin: stored.origin,
+                        evaluated: prev.evaluated.clone(),
+                        outcome: prev.outcome.clone(),
+                    },
                     _ => stored,
                 }
             })
@@ -396,7 +433,7 @@ impl Store {
     fn evaluate(&self, entry: Entry) -> Stored {
         match entry.parsed {
             Ok(obj) => {
-                let evaluated = Arc::new(self.check(obj));
+                let evaluated = self.check(obj);
                 Stored {
                     origin: entry.origin,
                     outcome: self.place(&evaluated),
@@ -427,22 +464,25 @@ impl Store {
         let reject = |reasons: Vec<String>| {
             Outcome::Rejected(Arc::new(Rejected {
                 origin: None,
-                kind: Some(e.kind.to_string()),
-                name: Some(e.name.to_string()),
+                kind: Some(e.kind().to_string()),
+                name: Some(e.name().to_string()),
                 reasons,
             }))
         };
-        let namespace = transcode::split_name(&e.name).0.unwrap_or("");
-        let groups = self.rules.targets(&e.placement, namespace);
-        match (&e.result, groups) {
-            (Ok(transcoded), Ok(groups)) => Outcome::Accepted(Arc::new(Accepted {
+        let namespace = transcode::split_name(e.name()).0.unwrap_or("");
+        let groups = self.rules.targets(e.placement(), namespace);
+        match (e, groups) {
+            (Evaluated::Valid(transcoded), Ok(groups)) => Outcome::Accepted(Arc::new(Accepted {
                 transcoded: transcoded.clone(),
                 groups,
             })),
-            (result, groups) => {
-                let mut reasons = result.as_ref().err().cloned().unwrap_or_default();
+            (evaluated, groups) => {
+                let mut reasons = match evaluated {
+                    Evaluated::Invalid(invalid) => invalid.reasons.clone(),
+                    Evaluated::Valid(_) => Vec::new(),
+                };
                 if let Err(g) = groups {
-                    reasons.push(format!("{} {}: {g}", e.kind, e.name));
+                    reasons.push(format!("{} {}: {g}", e.kind(), e.name()));
                 }
                 reject(reasons)
             }
@@ -505,9 +545,9 @@ pub fn verdict(
     semantic: &SemanticCheck,
     obj: Object,
 ) -> Verdict {
-    match evaluate(kinds, unknown_fields, semantic, obj).result {
-        Ok(transcoded) => Ok(transcoded.warnings.clone()),
-        Err(reasons) => Err(reasons),
+    match evaluate(kinds, unknown_fields, semantic, obj) {
+        Evaluated::Valid(transcoded) => Ok(transcoded.warnings.clone()),
+        Evaluated::Invalid(invalid) => Err(invalid.reasons.clone()),
     }
 }
 
@@ -522,12 +562,14 @@ fn evaluate(
         Some(ns) if !ns.is_empty() => format!("{ns}/{}", obj.metadata.name),
         _ => obj.metadata.name.clone(),
     };
-    let invalid = |kind: &str, name: String, meta: ObjectMeta, reasons: Vec<String>| Evaluated {
-        kind: Arc::from(kind),
-        collection: Arc::from(""),
-        name: name.into(),
-        placement: Placement::of(&meta),
-        result: Err(reasons),
+    let invalid = |kind: &str, name: String, meta: ObjectMeta, reasons: Vec<String>| {
+        Evaluated::Invalid(Arc::new(Invalid {
+            kind: Arc::from(kind),
+            collection: Arc::from(""),
+            name: name.into(),
+            placement: Placement::of(&meta),
+            reasons,
+        }))
     };
     let kind = match transcode::kind_of(kinds, &obj) {
         Ok(k) => k,
@@ -568,14 +610,14 @@ fn evaluate(
     };
     reasons.extend((semantic)(&working));
     let placement = Placement::of(&working.metadata);
-    let result = match resource {
+    match resource {
         Some(r) if reasons.is_empty() => {
             let version = r
                 .metadata
                 .as_ref()
                 .map(|m| m.version.as_str())
                 .unwrap_or_default();
-            Ok(Arc::new(Transcoded {
+            Evaluated::Valid(Arc::new(Transcoded {
                 key: ObjectKey {
                     collection: kind.collection_shared().clone(),
                     name: name.clone(),
@@ -588,16 +630,16 @@ fn evaluate(
                 },
                 warnings,
                 resource_version: working.metadata.resource_version.map(Into::into),
+                placement,
             }))
         }
-        _ => Err(reasons),
-    };
-    Evaluated {
-        kind: kind.kind_shared().clone(),
-        collection: kind.collection_shared().clone(),
-        name,
-        placement,
-        result,
+        _ => Evaluated::Invalid(Arc::new(Invalid {
+            kind: kind.kind_shared().clone(),
+            collection: kind.collection_shared().clone(),
+            name,
+            placement,
+            reasons,
+        })),
     }
 }
 

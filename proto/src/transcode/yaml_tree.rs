@@ -16,7 +16,7 @@
 //! keys, duplicate keys (plain integer keys compared by value, as
 //! serde-saphyr compares them), serde_json's private key tokens, a `%YAML`
 //! directive, a non-finite float, documents over 512 KiB and documents near
-//! serde-saphyr's budgets (depth, nodes, events, scalar bytes). Its tests
+//! serde-saphyr's depth and node budgets. Its tests
 //! hold it equal to serde-saphyr on every fixture and on generated scalars
 //! and documents; the one difference, long runs of comments, is at
 //! [`parser_options`].
@@ -28,17 +28,14 @@ use serde_saphyr::granit_parser::{Event, Options, Parser, ScalarStyle, StrInput}
 /// 64 and reports a breach).
 const MAX_DEPTH: usize = 48;
 /// Nodes (scalars and containers) above this go to serde-saphyr (its budget
-/// allows 250,000).
+/// allows 250,000; a flow sequence of one-letter items reaches that in
+/// 500 KB).
 const MAX_NODES: usize = 200_000;
-/// Parser events above this go to serde-saphyr (its budget allows
-/// 1,000,000).
-const MAX_EVENTS: usize = 800_000;
-/// Scalar bytes above this go to serde-saphyr (its budget allows 64 MiB).
-const MAX_SCALAR_BYTES: usize = 48 << 20;
-/// Documents longer than this go to serde-saphyr. Its budgets count
-/// comments too (1,000,000 events, 64 MiB of comment text), which this path
+/// Documents longer than this go to serde-saphyr. Its budgets also count
+/// comments (1,000,000 events, 64 MiB of comment text), which this path
 /// does not see; a parser event takes at least a byte of text, so below
-/// this size no budget can be reached. Manifests are a few KiB.
+/// this size neither those nor its 64 MiB of scalar text can be reached.
+/// Manifests are a few KiB.
 const MAX_TEXT_BYTES: usize = 512 << 10;
 
 /// The parser's options as serde-saphyr sets them from its default budget,
@@ -93,18 +90,12 @@ struct Builder {
     stack: Vec<Frame>,
     root: Option<Value>,
     documents: usize,
-    events: usize,
     nodes: usize,
-    scalar_bytes: usize,
 }
 
 impl Builder {
     /// Takes one event; `None` hands the document to serde-saphyr.
     fn event(&mut self, event: Event<'_>) -> Option<()> {
-        self.events += 1;
-        if self.events > MAX_EVENTS {
-            return None;
-        }
         match event {
             Event::StreamStart | Event::StreamEnd | Event::DocumentEnd | Event::Comment(..) => {}
             Event::DocumentStart(_, version) => {
@@ -118,10 +109,6 @@ impl Builder {
                     return None;
                 }
                 self.node()?;
-                self.scalar_bytes += text.len();
-                if self.scalar_bytes > MAX_SCALAR_BYTES {
-                    return None;
-                }
                 if let Some(Frame::Map(frame @ MapFrame { key: None, .. })) = self.stack.last_mut()
                 {
                     let name = key_text(text.as_ref(), style)?;
@@ -219,8 +206,8 @@ fn key_text(text: &str, style: ScalarStyle) -> Option<String> {
     Some(text.to_owned())
 }
 
-/// A plain scalar's integer value as serde-saphyr fingerprints keys:
-/// (negative, magnitude), up to 128 bits.
+/// A plain scalar's integer value, up to 128 bits: (negative, magnitude),
+/// `-0` being 0 (as serde-saphyr types values and fingerprints keys).
 fn integer(t: &str) -> Option<(bool, u128)> {
     match t.strip_prefix('-') {
         Some(digits) => magnitude(digits).map(|m| (m != 0, m)),
@@ -271,12 +258,18 @@ fn plain_scalar(text: &str) -> Option<Plain> {
     if let Some(b) = yaml11_bool(t) {
         return Some(Plain::Bool(b));
     }
-    if let Some(rest) = t.strip_prefix('-') {
-        if let Some(n) = signed_int(rest) {
-            return Some(Plain::Signed(n));
+    // Out of 64-bit range, an integer is read as a float, as serde-saphyr
+    // reads it.
+    let int = integer(t).and_then(|(negative, magnitude)| {
+        if negative {
+            0i64.checked_sub_unsigned(u64::try_from(magnitude).ok()?)
+                .map(Plain::Signed)
+        } else {
+            u64::try_from(magnitude).ok().map(Plain::Unsigned)
         }
-    } else if let Some(n) = unsigned_int(t.strip_prefix('+').unwrap_or(t)) {
-        return Some(Plain::Unsigned(n));
+    });
+    if int.is_some() {
+        return int;
     }
     match float(t) {
         Some(f) if f.is_finite() => Some(Plain::Float(f)),
@@ -343,19 +336,6 @@ fn strip_radix(digits: &str, letter: char) -> Option<&str> {
     let rest = digits.strip_prefix('0')?;
     rest.strip_prefix(letter)
         .or_else(|| rest.strip_prefix(letter.to_ascii_uppercase()))
-}
-
-fn unsigned_int(digits: &str) -> Option<u64> {
-    u64::try_from(magnitude(digits)?).ok()
-}
-
-/// A negative integer, from the digits after its `-`.
-fn signed_int(digits: &str) -> Option<i64> {
-    let magnitude = magnitude(digits)?;
-    if magnitude == u128::from(i64::MIN.unsigned_abs()) {
-        return Some(i64::MIN);
-    }
-    i64::try_from(magnitude).ok().map(|n| -n)
 }
 
 /// A YAML 1.2 float: `.inf`/`.nan` spellings with an optional sign, a

@@ -26,7 +26,7 @@ use serde_json::json;
 
 use crate::generate::Corpus;
 use crate::proc::{Child, cpu_secs, now_ns, rss_bytes};
-use crate::suite::Results;
+use crate::report::Results;
 
 /// Concurrent creates.
 const CONCURRENCY: usize = 64;

@@ -15,8 +15,10 @@ mod generate;
 mod k8s;
 mod load;
 mod p5;
+mod params;
 mod proc;
 mod rawtcp;
+mod report;
 mod server;
 mod suite;
 
@@ -151,9 +153,9 @@ async fn main() -> ExitCode {
 
 async fn all(quick: bool, only: &[String], sizes: &[String]) -> anyhow::Result<()> {
     let mut params = if quick {
-        suite::Params::quick()
+        params::Params::quick()
     } else {
-        suite::Params::full()
+        params::Params::full()
     };
     for s in sizes {
         params.set(s)?;

@@ -35,7 +35,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use crate::digest::{Digest, resource_hash};
 use crate::generate::Corpus;
 use crate::proc::{Child, now_ns, rss_bytes};
-use crate::suite::Results;
+use crate::report::Results;
 
 mod galley;
 

@@ -30,7 +30,7 @@ use serde_json::{Value, json};
 use super::{Sizes, percentile};
 use crate::generate::Corpus;
 use crate::proc::{Child, cpu_secs, now_ns, rss_bytes};
-use crate::suite::Results;
+use crate::report::Results;
 
 const LONG: Duration = Duration::from_secs(300);
 

@@ -1,0 +1,74 @@
+//! The sizes of one run: the issue's, the quick ones CI uses, and overrides.
+
+use anyhow::{Context as _, Result, bail, ensure};
+
+/// Sizes of one run.
+#[derive(Clone, Debug)]
+pub struct Params {
+    /// P1: streams, connections, resources, changes.
+    pub p1: (usize, usize, usize, usize),
+    /// P2: streams, connections, resources.
+    pub p2: (usize, usize, usize),
+    /// P3: streams, connections, resources.
+    pub p3: (usize, usize, usize),
+    /// P4: resources.
+    pub p4: usize,
+    /// P5: side by side with the go-control-plane peer.
+    pub p5: crate::p5::Sizes,
+    /// k8s: objects in the kube-apiserver (only with `--only k8s`).
+    pub k8s: usize,
+}
+
+impl Params {
+    /// The sizes.
+    pub fn full() -> Self {
+        Self {
+            p1: (1000, 10, 10_000, 5),
+            p2: (10_000, 100, 1_000),
+            p3: (100, 10, 10_000),
+            p4: 100_000,
+            p5: crate::p5::Sizes::full(),
+            k8s: 100_000,
+        }
+    }
+
+    /// Overrides one size: `p1.streams`, `p1.conns`, `p1.resources`,
+    /// `p1.changes`, `p2.streams`, `p2.conns`, `p2.resources`,
+    /// `p3.streams`, `p3.conns`, `p3.resources`, `p4.resources`.
+    pub fn set(&mut self, setting: &str) -> Result<()> {
+        let (key, value) = setting
+            .split_once('=')
+            .with_context(|| format!("size {setting:?} is not key=value"))?;
+        let v: usize = value.parse().with_context(|| format!("size {setting:?}"))?;
+        ensure!(v > 0, "size {setting:?} must be positive");
+        match key {
+            "p1.streams" => self.p1.0 = v,
+            "p1.conns" => self.p1.1 = v,
+            "p1.resources" => self.p1.2 = v,
+            "p1.changes" => self.p1.3 = v,
+            "p2.streams" => self.p2.0 = v,
+            "p2.conns" => self.p2.1 = v,
+            "p2.resources" => self.p2.2 = v,
+            "p3.streams" => self.p3.0 = v,
+            "p3.conns" => self.p3.1 = v,
+            "p3.resources" => self.p3.2 = v,
+            "p4.resources" => self.p4 = v,
+            "k8s.resources" => self.k8s = v,
+            k if k.starts_with("p5.") => self.p5.set(k, v)?,
+            _ => bail!("unknown size {key:?}"),
+        }
+        Ok(())
+    }
+
+    /// Small sizes that prove the harness works (CI, debug builds).
+    pub fn quick() -> Self {
+        Self {
+            p1: (20, 2, 200, 2),
+            p2: (100, 4, 100),
+            p3: (8, 2, 200),
+            p4: 2_000,
+            p5: crate::p5::Sizes::quick(),
+            k8s: 1_000,
+        }
+    }
+}

@@ -13,7 +13,7 @@ use std::time::SystemTime;
 use serde::{Serialize, Serializer};
 use tokio::sync::{broadcast, watch};
 
-use crate::source::Event;
+use crate::event::Event;
 
 /// How many disconnected peers stay listed.
 pub const RETAINED_DISCONNECTED: usize = 256;

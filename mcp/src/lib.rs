@@ -14,6 +14,7 @@ pub mod ads;
 pub mod authz;
 pub mod cache;
 pub mod dial;
+pub mod event;
 pub mod group;
 pub mod ledger;
 pub mod limits;

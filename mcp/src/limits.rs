@@ -160,6 +160,15 @@ const fn nz(n: u32) -> NonZeroU32 {
     }
 }
 
+// The connection-level defaults live here, not in `transport`, because
+// `transport` builds servers from a `Limits` (one direction of import).
+/// HTTP/2 keepalive ping interval.
+pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(30);
+/// How long a keepalive ping may go unanswered.
+pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Streams one connection may carry (HTTP/2 `SETTINGS_MAX_CONCURRENT_STREAMS`).
+pub const MAX_CONCURRENT_STREAMS: u32 = 1024;
+
 impl Default for Limits {
     /// Sized for a hub with 10,000 consumers: all of them reconnect within
     /// a minute after a hub restart (200/s, bursts of 1,000), each opens a
@@ -171,10 +180,10 @@ impl Default for Limits {
             connection_streams_per_second: nz(5),
             connection_streams_burst: nz(20),
             max_streams: 20_000,
-            max_streams_per_connection: crate::transport::MAX_CONCURRENT_STREAMS,
+            max_streams_per_connection: MAX_CONCURRENT_STREAMS,
             max_message_bytes: 64 * 1024 * 1024,
-            keepalive_interval: crate::transport::KEEPALIVE_INTERVAL,
-            keepalive_timeout: crate::transport::KEEPALIVE_TIMEOUT,
+            keepalive_interval: KEEPALIVE_INTERVAL,
+            keepalive_timeout: KEEPALIVE_TIMEOUT,
             send_timeout: Some(Duration::from_secs(120)),
             // An honest peer sends one request per response; this leaves
             // room for hundreds of collections changing every second.

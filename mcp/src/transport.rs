@@ -7,20 +7,13 @@
 //! match Galley's (30 s, 10 s timeout: istio#13910 was a keepalive mismatch),
 //! and no Nagle delay.
 
-use std::time::Duration;
-
 use tonic::transport::{Endpoint, Server};
 
 /// Per-stream receive window.
 pub const STREAM_WINDOW: u32 = 1 << 20;
 /// Per-connection receive window.
 pub const CONNECTION_WINDOW: u32 = 16 << 20;
-/// HTTP/2 keepalive ping interval.
-pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(30);
-/// How long a keepalive ping may go unanswered.
-pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
-/// Streams one connection may carry (HTTP/2 `SETTINGS_MAX_CONCURRENT_STREAMS`).
-pub const MAX_CONCURRENT_STREAMS: u32 = 1024;
+pub use crate::limits::{KEEPALIVE_INTERVAL, KEEPALIVE_TIMEOUT, MAX_CONCURRENT_STREAMS};
 
 /// A tonic server builder with meshhub's transport settings.
 pub fn server() -> Server {

@@ -13,6 +13,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use meshhub_kube::{ClientError, Clients};
 use meshhub_mcp::ads::{AdsServer, TypeMap};
 use meshhub_mcp::cache::{self, SnapshotCache};
 use meshhub_mcp::group::GroupIndex;
@@ -37,8 +38,8 @@ use crate::config::{Config, SourceSpec};
 use crate::groups::{GroupRules, LiveRules};
 use crate::history::History;
 use crate::history::routes::HistoryState;
-use crate::history::shared::{SharedError, SharedPins};
-use crate::leader::{Elector, LeaderError, LeaderStatus};
+use crate::history::shared::SharedPins;
+use crate::leader::{Elector, LeaderStatus};
 use crate::pipeline::{Pipeline, Status};
 use crate::reload::{ReloadStatus, Reloader, Trigger};
 use crate::source::Source;
@@ -61,21 +62,25 @@ pub enum RunError {
     /// gRPC reflection can't be set up.
     #[error(transparent)]
     Reflection(#[from] ReflectionError),
-    /// A source can't be set up (a Kubernetes source's kubeconfig).
+    /// A source can't be set up (an upstream MCP source's address).
     #[error(transparent)]
     Source(#[from] SourceError),
-    /// Leader election can't be set up (its kubeconfig).
-    #[error(transparent)]
-    Leader(#[from] LeaderError),
+    /// A Kubernetes client can't be configured (a kubeconfig, a context).
+    #[error("{user}: can't configure the Kubernetes client")]
+    Kube {
+        /// The first feature configured with that connection
+        /// (`source <name>`, `leaderElection`).
+        user: String,
+        /// Why.
+        #[source]
+        source: ClientError,
+    },
     /// The admission webhook can't start (its port, its certificate).
     #[error(transparent)]
     Webhook(#[from] crate::webhook::WebhookError),
     /// The history database can't be opened.
     #[error(transparent)]
     History(#[from] crate::history::HistoryError),
-    /// The shared pins can't be set up (their Kubernetes client).
-    #[error(transparent)]
-    SharedPins(#[from] SharedError),
     /// The audit log can't be opened.
     #[error("can't open the audit log")]
     Audit(#[source] std::io::Error),
@@ -165,11 +170,19 @@ impl Hub {
             config.unknown_fields,
             semantic_check(),
         );
+        // One Kubernetes client per API server: the sources, leader
+        // election and shared pins configured with the same connection
+        // share it (and its connection pool).
+        let mut clients = Clients::default();
         let mut sources: Vec<Box<dyn Source>> = Vec::new();
         for s in &config.sources {
             sources.push(match s {
                 SourceSpec::File(f) => Box::new(FileSource::new(f)),
-                SourceSpec::Kubernetes(k) => Box::new(KubeSource::new(k, &kinds).await?),
+                SourceSpec::Kubernetes(k) => {
+                    let user = format!("source {}", k.name);
+                    let client = kube_client(&mut clients, &k.connection, user).await?;
+                    Box::new(KubeSource::new(k, &kinds, client))
+                }
                 SourceSpec::Mcp(m) => Box::new(McpSource::new(
                     m,
                     &kinds,
@@ -193,14 +206,21 @@ impl Hub {
             }
             None => AuditLog::disabled(),
         };
+        // Leader election and the shared pins talk to one API server.
+        let leader_election = match &config.leader_election {
+            Some(le) => {
+                let user = "leaderElection".to_owned();
+                Some((le, kube_client(&mut clients, &le.connection, user).await?))
+            }
+            None => None,
+        };
         let history = match &config.history {
             Some(spec) => {
                 // Several replicas share their pins through the Kubernetes
-                // API (the leader election's namespace).
-                let shared = match &config.leader_election {
-                    Some(le) => Some(SharedPins::new(le).await?),
-                    None => None,
-                };
+                // API (the leader election's API server and namespace).
+                let shared = leader_election
+                    .as_ref()
+                    .map(|(le, client)| SharedPins::new(client.clone(), &le.namespace));
                 Some(History::open(spec, shared, &tasks, shutdown.clone())?)
             }
             None => None,
@@ -309,9 +329,9 @@ impl Hub {
         );
 
         // Leader election for the dial-out role (off: this replica dials).
-        let leader = match &config.leader_election {
-            Some(spec) => {
-                let (elector, leader) = Elector::new(spec).await?;
+        let leader = match leader_election {
+            Some((spec, client)) => {
+                let (elector, leader) = Elector::new(spec, client);
                 tasks.spawn(elector.run(shutdown.clone()).instrument(info_span!(
                     "leader",
                     leader.identity = %spec.identity,
@@ -497,6 +517,19 @@ impl Hub {
     pub async fn shutdown(self) -> bool {
         self.life.stop("meshhub").await
     }
+}
+
+/// The client of `connection` from `clients`; a failure names `user`, the
+/// feature that asked first.
+async fn kube_client(
+    clients: &mut Clients,
+    connection: &meshhub_kube::Connection,
+    user: String,
+) -> Result<kube::Client, RunError> {
+    clients
+        .get(connection)
+        .await
+        .map_err(|source| RunError::Kube { user, source })
 }
 
 /// Runs the hub until SIGINT or SIGTERM, then shuts down gracefully.

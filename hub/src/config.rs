@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
+use meshhub_kube::Connection;
 use meshhub_mcp::authz::{AllowList, GroupAccess};
 use meshhub_mcp::limits::{Limits, RawLimits};
 use meshhub_mcp::reconnect::ReconnectPolicy;
@@ -149,11 +150,8 @@ pub struct LeaderElectionSpec {
     pub renew_deadline: Duration,
     /// How often the lease is renewed, or tried for.
     pub retry_period: Duration,
-    /// The kubeconfig file (default: `KUBECONFIG`, `~/.kube/config`, or
-    /// in-cluster).
-    pub kubeconfig: Option<PathBuf>,
-    /// The kubeconfig context (default: its current context).
-    pub context: Option<String>,
+    /// The API server holding the Lease (and the shared pins).
+    pub connection: Connection,
 }
 
 /// Default listen address of the admission webhook: every interface, since
@@ -238,11 +236,8 @@ pub struct KubeSourceSpec {
     /// The source's name (`kubernetes`, or `kubernetes:<context>`, unless
     /// configured).
     pub name: String,
-    /// The kubeconfig file; without it, `KUBECONFIG`, `~/.kube/config` or
-    /// the in-cluster service account, in that order.
-    pub kubeconfig: Option<PathBuf>,
-    /// The kubeconfig context (default: its current context).
-    pub context: Option<String>,
+    /// The API server watched.
+    pub connection: Connection,
     /// Namespaces watched (empty: every namespace).
     pub namespaces: Vec<String>,
     /// Kinds watched besides Istio's (carried with `google.protobuf.Struct`
@@ -1005,22 +1000,8 @@ fn kube_source_spec(
     base: &Path,
     invalid: &dyn Fn(&str, String) -> ConfigError,
 ) -> Result<KubeSourceSpec, ConfigError> {
-    let kubeconfig = raw
-        .kubeconfig
-        .map(|k| if k.is_absolute() { k } else { base.join(k) });
-    if let Some(k) = &kubeconfig
-        && !k.is_file()
-    {
-        return Err(invalid(
-            "kubeconfig",
-            format!("{} is not a file", k.display()),
-        ));
-    }
-    if let Some(c) = &raw.context
-        && c.trim().is_empty()
-    {
-        return Err(invalid("context", "must not be empty".to_owned()));
-    }
+    let connection = Connection::from_config(raw.kubeconfig, raw.context, base)
+        .map_err(|e| invalid(e.field(), e.to_string()))?;
     let mut namespaces = Vec::new();
     for (j, ns) in raw.namespaces.into_iter().enumerate() {
         if !is_dns1123_label(&ns) {
@@ -1063,14 +1044,13 @@ fn kube_source_spec(
             "must be at least 1s".to_owned(),
         ));
     }
-    let name = name.unwrap_or_else(|| match &raw.context {
+    let name = name.unwrap_or_else(|| match &connection.context {
         Some(c) => format!("kubernetes:{c}"),
         None => "kubernetes".to_owned(),
     });
     Ok(KubeSourceSpec {
         name,
-        kubeconfig,
-        context: raw.context,
+        connection,
         namespaces,
         extra_kinds,
         discovery_interval,
@@ -1175,22 +1155,8 @@ fn leader_election_spec(
             ),
         ));
     }
-    let kubeconfig = raw
-        .kubeconfig
-        .map(|k| if k.is_absolute() { k } else { base.join(k) });
-    if let Some(k) = &kubeconfig
-        && !k.is_file()
-    {
-        return Err(invalid(
-            "kubeconfig",
-            format!("{} is not a file", k.display()),
-        ));
-    }
-    if let Some(c) = &raw.context
-        && c.trim().is_empty()
-    {
-        return Err(invalid("context", "must not be empty".to_owned()));
-    }
+    let connection = Connection::from_config(raw.kubeconfig, raw.context, base)
+        .map_err(|e| invalid(e.field(), e.to_string()))?;
     Ok(LeaderElectionSpec {
         namespace,
         lease_name,
@@ -1198,8 +1164,7 @@ fn leader_election_spec(
         lease_duration,
         renew_deadline,
         retry_period,
-        kubeconfig,
-        context: raw.context,
+        connection,
     })
 }
 

@@ -28,6 +28,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::api::PostParams;
+use meshhub_kube::error_text;
 use meshhub_mcp::ledger::At;
 use serde::Serialize;
 use tokio::sync::watch;
@@ -36,14 +37,6 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::config::LeaderElectionSpec;
-
-/// Why the election can't start.
-#[derive(Debug, thiserror::Error)]
-pub enum LeaderError {
-    /// The kubeconfig (or in-cluster configuration) can't be used.
-    #[error("leaderElection: can't configure the Kubernetes client")]
-    Client(#[source] Box<dyn std::error::Error + Send + Sync>),
-}
 
 /// The election as `/status` shows it (`leader`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -236,21 +229,9 @@ impl std::fmt::Debug for Elector {
 }
 
 impl Elector {
-    /// An elector with a client built from the spec's kubeconfig (or
-    /// in-cluster), and the reader of its status.
-    pub async fn new(
-        spec: &LeaderElectionSpec,
-    ) -> Result<(Self, watch::Receiver<LeaderStatus>), LeaderError> {
-        let config =
-            crate::source::kube::kube_config(spec.kubeconfig.as_deref(), spec.context.as_deref())
-                .await
-                .map_err(LeaderError::Client)?;
-        let client = kube::Client::try_from(config).map_err(|e| LeaderError::Client(e.into()))?;
-        Ok(Self::with_client(spec, client))
-    }
-
-    /// An elector over an existing client.
-    pub fn with_client(
+    /// An elector over `client` (the app's client of the spec's
+    /// connection), and the reader of its status.
+    pub fn new(
         spec: &LeaderElectionSpec,
         client: kube::Client,
     ) -> (Self, watch::Receiver<LeaderStatus>) {
@@ -348,9 +329,7 @@ impl Elector {
                     metadata: ObjectMeta {
                         name: Some(name.to_owned()),
                         namespace: Some(self.spec.namespace.clone()),
-                        labels: Some(
-                            [("app.kubernetes.io/name".to_owned(), "meshhub".to_owned())].into(),
-                        ),
+                        labels: Some(meshhub_kube::object::own_labels()),
                         ..ObjectMeta::default()
                     },
                     spec: Some(acquired_spec(None, me, self.spec.lease_duration)),
@@ -454,10 +433,6 @@ impl Elector {
             info!(leader.identity = %self.spec.identity, leader.holder = ?holder, "not the leader any more; dialers stopped");
         }
     }
-}
-
-fn error_text(e: &kube::Error) -> String {
-    crate::source::kube::kube_error_text(e)
 }
 
 #[cfg(test)]

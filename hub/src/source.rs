@@ -104,16 +104,6 @@ pub enum SourceError {
         #[source]
         source: notify::Error,
     },
-    /// The Kubernetes client could not be configured (kubeconfig,
-    /// in-cluster settings).
-    #[error("source {source_name}: can't configure the Kubernetes client")]
-    KubeConfig {
-        /// The source.
-        source_name: String,
-        /// Why.
-        #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
-    },
     /// The connection to an upstream MCP source could not be set up (its
     /// address or TLS files; both were checked by the configuration).
     #[error("source {source_name}: can't set up the connection to {address}")]

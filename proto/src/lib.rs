@@ -12,9 +12,12 @@
 //! * [`kinds`]: the kind table: Kubernetes GVK ↔ MCP collection ↔ ADS type URL
 //!   ↔ body message.
 //! * [`transcode`]: Kubernetes object (YAML/JSON) ↔ `istio.mcp.v1alpha1.Resource`.
+//! * [`error_chain`]: an error and its causes on one line, for every crate
+//!   above this one.
 
 pub mod ads;
 pub mod descriptor;
+pub mod error;
 pub mod kinds;
 pub mod object;
 pub mod transcode;
@@ -25,6 +28,8 @@ pub mod mcp {
     #![allow(clippy::all, missing_docs, unreachable_pub)]
     tonic::include_proto!("istio.mcp.v1alpha1");
 }
+
+pub use error::error_chain;
 
 /// `google.rpc.Status`, as NACKs carry it.
 pub use tonic_types::pb::Status as RpcStatus;

@@ -10,11 +10,12 @@ pub mod admin;
 pub mod auth;
 pub mod debug;
 pub mod entry;
-pub mod error;
 pub mod grpc;
 pub mod lifecycle;
 pub mod logging;
 pub mod metrics;
 pub mod signal;
 
-pub use error::error_chain;
+/// `e` and its causes on one line (defined in `meshhub-proto`, the lowest
+/// crate that needs it: the Kubernetes glue uses it too).
+pub use meshhub_proto::error_chain;

@@ -41,7 +41,7 @@ use tonic_health::ServingStatus;
 use tracing::{Instrument as _, error, info, info_span};
 
 use crate::admin::{self, AdminState};
-use crate::apply::{Applier, ApplierError, ApplyStatus};
+use crate::apply::{Applier, ApplyStatus};
 use crate::config::{Config, Mode, SinkTls};
 use crate::store::{Store, StoreConfig, StoreError, StoreStatus};
 
@@ -83,8 +83,8 @@ pub enum RunError {
     #[error("hub TLS")]
     HubTls(#[source] meshhub_mcp::dial::DialError),
     /// The applier's Kubernetes client can't be configured.
-    #[error("apply")]
-    Applier(#[source] ApplierError),
+    #[error("apply: can't configure the Kubernetes client")]
+    Applier(#[source] meshhub_kube::ClientError),
     /// Waiting for a signal failed.
     #[error("can't wait for shutdown signals")]
     Signal(#[source] std::io::Error),
@@ -212,11 +212,15 @@ impl Agent {
         // The applier (opt-in) before the store: the store reconciles the
         // API with what it loaded.
         let applier = match &config.apply {
-            Some(apply) => Some(
-                Applier::start(apply.clone(), &tasks, shutdown.clone())
-                    .await
-                    .map_err(RunError::Applier)?,
-            ),
+            Some(apply) => {
+                let client = apply.connection.client().await.map_err(RunError::Applier)?;
+                Some(Applier::start(
+                    apply.clone(),
+                    client,
+                    &tasks,
+                    shutdown.clone(),
+                ))
+            }
             None => None,
         };
         let _ = apply_status.set(applier.as_ref().map(Applier::status));

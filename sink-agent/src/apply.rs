@@ -34,11 +34,13 @@ use futures::stream::{BoxStream, SelectAll};
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::WatchStreamExt as _;
 use kube::runtime::watcher::{self, Event};
+use meshhub_kube::discovery::api;
+use meshhub_kube::object::holds;
+use meshhub_kube::{Connection, Served, error_text};
 use meshhub_mcp::ledger::At;
 use meshhub_proto::kinds::Kind;
 use meshhub_proto::object::Object;
 use serde::Serialize;
-use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument as _, debug, info, info_span, warn};
@@ -62,10 +64,8 @@ const RETRY_MAX: Duration = Duration::from_secs(30);
 /// Settings of the applier.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ApplyConfig {
-    /// The kubeconfig (default: `KUBECONFIG`, `~/.kube/config`, in-cluster).
-    pub kubeconfig: Option<std::path::PathBuf>,
-    /// The kubeconfig context.
-    pub context: Option<String>,
+    /// The cluster's API server (the agent builds its client).
+    pub connection: Connection,
     /// Take over same-named objects that meshhub does not manage.
     pub force: bool,
     /// Written into `meshhub.io/source-cluster`.
@@ -77,11 +77,6 @@ pub struct ApplyConfig {
     /// another namespace is not applied and the change is NACKed.
     pub namespaces: std::collections::BTreeSet<String>,
 }
-
-/// Why the applier can't start.
-#[derive(Debug, thiserror::Error)]
-#[error("can't configure the Kubernetes client for applying")]
-pub struct ApplierError(#[source] pub Box<dyn std::error::Error + Send + Sync>);
 
 /// One collection as the applier last left it.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -127,38 +122,9 @@ pub struct Applier {
 }
 
 impl Applier {
-    /// Configures the client and starts the applier task on `tasks`.
-    pub async fn start(
-        config: ApplyConfig,
-        tasks: &tokio_util::task::TaskTracker,
-        shutdown: CancellationToken,
-    ) -> Result<Self, ApplierError> {
-        let options = kube::config::KubeConfigOptions {
-            context: config.context.clone(),
-            ..Default::default()
-        };
-        let boxed = |e: Box<dyn std::error::Error + Send + Sync>| ApplierError(e);
-        let kube_config = match &config.kubeconfig {
-            Some(path) => {
-                let k =
-                    kube::config::Kubeconfig::read_from(path).map_err(|e| boxed(Box::new(e)))?;
-                kube::Config::from_custom_kubeconfig(k, &options)
-                    .await
-                    .map_err(|e| boxed(Box::new(e)))?
-            }
-            None if config.context.is_some() => kube::Config::from_kubeconfig(&options)
-                .await
-                .map_err(|e| boxed(Box::new(e)))?,
-            None => kube::Config::infer()
-                .await
-                .map_err(|e| boxed(Box::new(e)))?,
-        };
-        let client = kube::Client::try_from(kube_config).map_err(|e| ApplierError(Box::new(e)))?;
-        Ok(Self::with_client(config, client, tasks, shutdown))
-    }
-
-    /// Starts the applier task over an existing client.
-    pub fn with_client(
+    /// Starts the applier task on `tasks`, over `client` (the agent's
+    /// client of `config.connection`).
+    pub fn start(
         config: ApplyConfig,
         client: kube::Client,
         tasks: &tokio_util::task::TaskTracker,
@@ -377,8 +343,15 @@ impl Task {
         if let Some(r) = &state.resource {
             return Ok(Some(r.clone()));
         }
-        let kind = state.kind.clone();
-        let Some((resource, namespaced)) = discover(&self.client, &kind).await? else {
+        let served = meshhub_kube::discover(&self.client, std::slice::from_ref(&state.kind))
+            .await
+            .map_err(|e| format!("API discovery failed: {}", error_text(&e)))?;
+        let Some(Served {
+            resource,
+            namespaced,
+            ..
+        }) = served.into_iter().next()
+        else {
             return Ok(None);
         };
         for api in self.scopes(&resource, namespaced) {
@@ -484,11 +457,8 @@ impl Task {
             {
                 Ok(list) => managed.extend(list.items),
                 Err(e) => {
-                    out.failures.push(format!(
-                        "{}: can't list: {}",
-                        resource.kind,
-                        api_message(&e)
-                    ));
+                    out.failures
+                        .push(format!("{}: can't list: {}", resource.kind, error_text(&e)));
                     return out;
                 }
             }
@@ -526,7 +496,7 @@ impl Task {
                 Err(e) => out.failures.push(format!(
                     "{kind_name} {}: can't prune: {}",
                     display_name(key),
-                    api_message(&e)
+                    error_text(&e)
                 )),
             }
         }
@@ -549,7 +519,7 @@ impl Task {
                 continue;
             }
             match live.get(key) {
-                Some(l) if matches(&d.object, l) => continue,
+                Some(l) if holds(l, &d.object) => continue,
                 Some(_) => {}
                 None => {
                     // Not ours (yet): someone else's object of that name?
@@ -571,7 +541,7 @@ impl Task {
                             out.failures.push(format!(
                                 "{kind_name} {}: {}",
                                 display_name(key),
-                                api_message(&e)
+                                error_text(&e)
                             ));
                             continue;
                         }
@@ -583,7 +553,7 @@ impl Task {
                 Err(e) => out.failures.push(format!(
                     "{kind_name} {}: {}",
                     display_name(key),
-                    api_message(&e)
+                    error_text(&e)
                 )),
             }
         }
@@ -598,10 +568,10 @@ impl Task {
             self.config
                 .namespaces
                 .iter()
-                .map(|ns| Api::namespaced_with(self.client.clone(), ns, resource))
+                .map(|ns| api(self.client.clone(), resource, Some(ns)))
                 .collect()
         } else {
-            vec![Api::all_with(self.client.clone(), resource)]
+            vec![api(self.client.clone(), resource, None)]
         }
     }
 
@@ -666,7 +636,7 @@ impl Task {
         let Some(d) = state.desired.get(&key) else {
             return; // not desired: the next sync prunes it
         };
-        if !deleted && matches(&d.object, &obj) {
+        if !deleted && holds(&obj, &d.object) {
             return;
         }
         let what = if deleted { "deleted" } else { "changed" };
@@ -681,7 +651,7 @@ impl Task {
         });
         metrics::counter!("meshhub_agent_apply_drift_repairs_total").increment(1);
         if let Err(e) = result {
-            warn!(%collection, object = %display_name(&key), error = %api_message(&e), "repair failed; the next sync retries");
+            warn!(%collection, object = %display_name(&key), error = %error_text(&e), "repair failed; the next sync retries");
             if let Some(state) = self.collections.get_mut(collection) {
                 state
                     .retry_at
@@ -691,99 +661,11 @@ impl Task {
     }
 }
 
-/// The first of the kind's versions the cluster serves, and whether the
-/// kind is namespaced; `None` when none is served.
-async fn discover(
-    client: &kube::Client,
-    kind: &Kind,
-) -> Result<Option<(ApiResource, bool)>, String> {
-    for version in kind.versions() {
-        let gv = if kind.group().is_empty() {
-            version.clone()
-        } else {
-            format!("{}/{version}", kind.group())
-        };
-        let list = if kind.group().is_empty() {
-            client.list_core_api_resources(version).await
-        } else {
-            client.list_api_group_resources(&gv).await
-        };
-        let list = match list {
-            Ok(l) => l,
-            Err(kube::Error::Api(s)) if s.code == 404 => continue,
-            Err(e) => return Err(format!("API discovery failed: {}", api_message(&e))),
-        };
-        if let Some(r) = list
-            .resources
-            .iter()
-            .find(|r| r.name == kind.plural() && r.kind == kind.kind())
-        {
-            return Ok(Some((
-                ApiResource {
-                    group: kind.group().to_owned(),
-                    version: version.clone(),
-                    api_version: gv,
-                    kind: kind.kind().to_owned(),
-                    plural: kind.plural().to_owned(),
-                },
-                r.namespaced,
-            )));
-        }
-    }
-    Ok(None)
-}
-
-/// Whether the live object holds what we apply: every field we set is
-/// there with our value (the API server may add defaults), and the labels
-/// and annotations we set are there.
-fn matches(desired: &Object, live: &DynamicObject) -> bool {
-    let meta_ok = desired
-        .metadata
-        .labels
-        .iter()
-        .all(|(k, v)| live.metadata.labels.as_ref().and_then(|l| l.get(k)) == Some(v))
-        && desired
-            .metadata
-            .annotations
-            .iter()
-            .all(|(k, v)| live.metadata.annotations.as_ref().and_then(|a| a.get(k)) == Some(v));
-    let empty = Map::new();
-    let live_content = live.data.as_object().unwrap_or(&empty);
-    meta_ok
-        && desired
-            .content
-            .iter()
-            .all(|(k, v)| live_content.get(k).is_some_and(|l| subset(v, l)))
-}
-
-/// `desired` ⊆ `live`: objects by key (recursively), arrays element-wise
-/// with equal length, scalars equal (numbers by value).
-fn subset(desired: &Value, live: &Value) -> bool {
-    match (desired, live) {
-        (Value::Object(d), Value::Object(l)) => d
-            .iter()
-            .all(|(k, v)| l.get(k).is_some_and(|lv| subset(v, lv))),
-        (Value::Array(d), Value::Array(l)) => {
-            d.len() == l.len() && d.iter().zip(l).all(|(a, b)| subset(a, b))
-        }
-        (Value::Number(a), Value::Number(b)) => a.as_f64() == b.as_f64(),
-        (a, b) => a == b,
-    }
-}
-
 fn display_name(key: &(String, String)) -> String {
     if key.0.is_empty() {
         key.1.clone()
     } else {
         format!("{}/{}", key.0, key.1)
-    }
-}
-
-/// The API server's message for an error (or the error itself).
-pub fn api_message(e: &kube::Error) -> String {
-    match e {
-        kube::Error::Api(s) => s.message.clone(),
-        other => meshhub_runtime::error_chain(other),
     }
 }
 

@@ -726,8 +726,10 @@ impl Config {
                 ));
             }
             Some(crate::apply::ApplyConfig {
-                kubeconfig,
-                context: args.apply_context.or(raw_apply.context),
+                connection: meshhub_kube::Connection {
+                    kubeconfig,
+                    context: args.apply_context.or(raw_apply.context),
+                },
                 force,
                 source_cluster,
                 resync,

@@ -210,7 +210,7 @@ fn kubernetes_sources_are_checked_and_get_defaults() {
         panic!("a kubernetes source")
     };
     assert_eq!(k.name, "kubernetes");
-    assert_eq!(k.kubeconfig, None);
+    assert_eq!(k.connection.kubeconfig, None);
     assert!(k.namespaces.is_empty());
     assert_eq!(k.discovery_interval, DEFAULT_DISCOVERY_INTERVAL);
     assert_eq!(
@@ -391,7 +391,7 @@ fn leader_election_gets_defaults_and_typed_values() {
     assert_eq!(l.lease_duration, Duration::from_secs(15));
     assert_eq!(l.renew_deadline, Duration::from_secs(10));
     assert_eq!(l.retry_period, Duration::from_secs(2));
-    assert_eq!((l.kubeconfig, l.context), (None, None));
+    assert_eq!(l.connection, meshhub_kube::Connection::default());
     // Without an identity: POD_NAME, or the host name and the process id.
     let c = parse(&format!("{SOURCES}leaderElection: {{enabled: true}}\n")).unwrap();
     let identity = c.leader_election.unwrap().identity;

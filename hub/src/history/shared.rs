@@ -16,7 +16,6 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::{History, PinRecord};
-use crate::config::LeaderElectionSpec;
 
 /// The ConfigMap holding the pins.
 pub const CONFIGMAP: &str = "meshhub-pins";
@@ -24,9 +23,6 @@ pub const CONFIGMAP: &str = "meshhub-pins";
 /// Why the shared pins can't be read or written.
 #[derive(Debug, thiserror::Error)]
 pub enum SharedError {
-    /// The client can't be built (kubeconfig).
-    #[error("can't configure the Kubernetes client for shared pins")]
-    Client(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// The API server refused or failed.
     #[error("ConfigMap {CONFIGMAP}")]
     Api(#[from] kube::Error),
@@ -51,17 +47,13 @@ impl std::fmt::Debug for SharedPins {
 }
 
 impl SharedPins {
-    /// A client as the leader election's (same kubeconfig, namespace).
-    pub async fn new(spec: &LeaderElectionSpec) -> Result<Self, SharedError> {
-        let config =
-            crate::source::kube::kube_config(spec.kubeconfig.as_deref(), spec.context.as_deref())
-                .await
-                .map_err(SharedError::Client)?;
-        let client = kube::Client::try_from(config).map_err(|e| SharedError::Client(e.into()))?;
-        Ok(Self {
-            api: Api::namespaced(client, &spec.namespace),
-            namespace: spec.namespace.clone(),
-        })
+    /// The pins in `namespace` (the leader election's), over `client`
+    /// (the app's client of the leader election's connection).
+    pub fn new(client: kube::Client, namespace: &str) -> Self {
+        Self {
+            api: Api::namespaced(client, namespace),
+            namespace: namespace.to_owned(),
+        }
     }
 
     /// `namespace/name` of the ConfigMap.
@@ -84,9 +76,7 @@ impl SharedPins {
                 let cm = ConfigMap {
                     metadata: kube::api::ObjectMeta {
                         name: Some(CONFIGMAP.to_owned()),
-                        labels: Some(
-                            [("app.kubernetes.io/name".to_owned(), "meshhub".to_owned())].into(),
-                        ),
+                        labels: Some(meshhub_kube::object::own_labels()),
                         ..Default::default()
                     },
                     data: Some([(cluster.to_owned(), value)].into()),

@@ -33,13 +33,14 @@ use futures::future::BoxFuture;
 use futures::stream::{BoxStream, SelectAll};
 use futures::{FutureExt as _, StreamExt as _};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ApiResource, DynamicObject, ListParams, PartialObjectMeta};
-use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::api::{Api, DynamicObject, ListParams, PartialObjectMeta};
 use kube::runtime::WatchStreamExt as _;
 use kube::runtime::watcher::{self, Event};
+use meshhub_kube::Served;
+use meshhub_kube::discovery::api;
+use meshhub_kube::error::{error_text, is_forbidden, watch_error_text};
+use meshhub_kube::object::{last_manager, to_object};
 use meshhub_proto::kinds::{Kind, KindTable};
-use meshhub_proto::object::{Object, ObjectMeta};
-use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
@@ -47,9 +48,6 @@ use tracing::{debug, info, warn};
 use super::{Entry, Origin, Source, SourceError, SourceEvent};
 use crate::config::{ExtraKind, KubeSourceSpec};
 
-/// Annotation `kubectl apply` (client-side) writes: a copy of the object,
-/// never carried.
-const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 /// How often failing watches are probed for recovery.
 const PROBE_INTERVAL: Duration = Duration::from_secs(2);
 /// How long CRD changes are gathered before discovery runs again.
@@ -74,53 +72,11 @@ impl std::fmt::Debug for KubeSource {
     }
 }
 
-/// The client configuration of a source: its kubeconfig (and context), or
-/// `KUBECONFIG`/`~/.kube/config`/in-cluster when none is given.
-pub async fn client_config(spec: &KubeSourceSpec) -> Result<kube::Config, SourceError> {
-    kube_config(spec.kubeconfig.as_deref(), spec.context.as_deref())
-        .await
-        .map_err(|source| SourceError::KubeConfig {
-            source_name: spec.name.clone(),
-            source,
-        })
-}
-
-/// A client configuration from `kubeconfig` (and `context`), or
-/// `KUBECONFIG`/`~/.kube/config`/in-cluster when no file is given: what
-/// every Kubernetes client of the hub uses (sources, leader election).
-pub async fn kube_config(
-    kubeconfig: Option<&std::path::Path>,
-    context: Option<&str>,
-) -> Result<kube::Config, Box<dyn std::error::Error + Send + Sync>> {
-    let options = KubeConfigOptions {
-        context: context.map(str::to_owned),
-        ..Default::default()
-    };
-    match kubeconfig {
-        Some(path) => {
-            let kubeconfig = Kubeconfig::read_from(path)?;
-            Ok(kube::Config::from_custom_kubeconfig(kubeconfig, &options).await?)
-        }
-        None if context.is_some() => Ok(kube::Config::from_kubeconfig(&options).await?),
-        None => Ok(kube::Config::infer().await?),
-    }
-}
-
 impl KubeSource {
-    /// A source as configured, watching the builtin kinds of `kinds` and
-    /// its own extra kinds. Fails when the client can't be configured (a
-    /// broken kubeconfig, an unknown context): a configuration error.
-    pub async fn new(spec: &KubeSourceSpec, kinds: &KindTable) -> Result<Self, SourceError> {
-        let config = client_config(spec).await?;
-        let client = kube::Client::try_from(config).map_err(|e| SourceError::KubeConfig {
-            source_name: spec.name.clone(),
-            source: Box::new(e),
-        })?;
-        Ok(Self::with_client(spec, kinds, client))
-    }
-
-    /// A source over an existing client (tests).
-    pub fn with_client(spec: &KubeSourceSpec, kinds: &KindTable, client: kube::Client) -> Self {
+    /// A source as configured over `client` (the app's client of the
+    /// source's connection), watching the builtin kinds of `kinds` and its
+    /// own extra kinds.
+    pub fn new(spec: &KubeSourceSpec, kinds: &KindTable, client: kube::Client) -> Self {
         let extra: BTreeSet<String> = spec
             .extra_kinds
             .iter()
@@ -155,14 +111,6 @@ impl Source for KubeSource {
         let span = tracing::info_span!("source.kubernetes", source.name = %self.name);
         tracing::Instrument::instrument(Runner::new(*self, events, shutdown).run(), span).boxed()
     }
-}
-
-/// A kind as the API server serves it.
-#[derive(Clone, Debug)]
-struct Served {
-    kind: Kind,
-    resource: ApiResource,
-    namespaced: bool,
 }
 
 /// One watch: a kind in one namespace (or all).
@@ -345,7 +293,7 @@ impl Runner {
                     Err(e) => {
                         let message = format!(
                             "can't watch CustomResourceDefinitions ({}); new CRDs are found every {}",
-                            error_text(&e),
+                            watch_error_text(&e),
                             humantime::format_duration(self.source.discovery_interval)
                         );
                         self.set_crd_problem(Some(message)).await?;
@@ -362,10 +310,10 @@ impl Runner {
     /// Discovers the served kinds and adjusts the watches. Returns whether
     /// discovery succeeded.
     async fn discover(&mut self) -> Result<bool, Gone> {
-        let served = match discover(&self.source.client, &self.source.kinds).await {
+        let served = match meshhub_kube::discover(&self.source.client, &self.source.kinds).await {
             Ok(s) => s,
             Err(e) => {
-                let message = format!("API discovery failed: {}", kube_error_text(&e));
+                let message = format!("API discovery failed: {}", error_text(&e));
                 if self.discovery_problem.as_deref() != Some(&message) {
                     warn!(error = %message, "API discovery failed; retrying");
                 }
@@ -434,11 +382,11 @@ impl Runner {
     fn start_watch(&mut self, served: Served, namespace: Option<String>) {
         let id = self.next_id;
         self.next_id += 1;
-        let client = self.source.client.clone();
-        let api: Api<DynamicObject> = match &namespace {
-            Some(ns) => Api::namespaced_with(client, ns, &served.resource),
-            None => Api::all_with(client, &served.resource),
-        };
+        let api = api(
+            self.source.client.clone(),
+            &served.resource,
+            namespace.as_deref(),
+        );
         let stop = CancellationToken::new();
         let stream = watcher::watcher(api, watcher::Config::default())
             .default_backoff()
@@ -479,7 +427,7 @@ impl Runner {
                     w.namespace
                         .as_deref()
                         .map_or("(all namespaces)".to_owned(), |n| format!("in {n}")),
-                    error_text(&e)
+                    watch_error_text(&e)
                 );
                 if w.problem.as_deref() != Some(&message) {
                     warn!(kind = %w.served.kind.kind(), namespace = ?w.namespace, error = %message, "watch failing; retrying with backoff");
@@ -517,11 +465,11 @@ impl Runner {
             if w.problem.is_none() {
                 continue;
             }
-            let client = self.source.client.clone();
-            let api: Api<DynamicObject> = match &w.namespace {
-                Some(ns) => Api::namespaced_with(client, ns, &w.served.resource),
-                None => Api::all_with(client, &w.served.resource),
-            };
+            let api = api(
+                self.source.client.clone(),
+                &w.served.resource,
+                w.namespace.as_deref(),
+            );
             if api
                 .list_metadata(&ListParams::default().limit(1))
                 .await
@@ -639,19 +587,6 @@ fn apply(
     }
 }
 
-/// The field manager of the newest `managedFields` entry: who last
-/// changed the object, as far as the API server knows.
-pub fn last_manager(obj: &DynamicObject) -> Option<Arc<str>> {
-    obj.metadata
-        .managed_fields
-        .as_ref()?
-        .iter()
-        .filter(|f| f.manager.is_some())
-        .max_by_key(|f| f.time.as_ref().map(|t| t.0))
-        .and_then(|f| f.manager.as_deref())
-        .map(Arc::from)
-}
-
 /// `<group|core>/<Kind>/<namespace>/<name>` (no namespace part for
 /// cluster-scoped objects).
 fn unit_name(served: &Served, obj: &DynamicObject) -> Arc<str> {
@@ -666,135 +601,6 @@ fn unit_name(served: &Served, obj: &DynamicObject) -> Arc<str> {
             Arc::from(format!("{group}/{}/{ns}/{name}", served.resource.kind))
         }
         _ => Arc::from(format!("{group}/{}/{name}", served.resource.kind)),
-    }
-}
-
-/// The object as meshhub carries it: without `status`, managed fields and
-/// `kubectl apply`'s copy of itself.
-pub fn to_object(resource: &ApiResource, obj: DynamicObject) -> Object {
-    let mut content = match obj.data {
-        Value::Object(m) => m,
-        _ => Map::new(),
-    };
-    content.remove("status");
-    let m = obj.metadata;
-    let mut annotations = m.annotations.unwrap_or_default();
-    annotations.remove(LAST_APPLIED);
-    Object {
-        api_version: resource.api_version.clone(),
-        kind: resource.kind.clone(),
-        metadata: ObjectMeta {
-            name: m.name.unwrap_or_default(),
-            namespace: m.namespace,
-            labels: m.labels.unwrap_or_default(),
-            annotations,
-            resource_version: m.resource_version,
-            creation_timestamp: m.creation_timestamp.map(|t| t.0.to_string()),
-        },
-        content,
-    }
-}
-
-/// Which of `kinds` the API server serves, each in the first of its
-/// versions that is served.
-async fn discover(client: &kube::Client, kinds: &[Kind]) -> Result<Vec<Served>, kube::Error> {
-    let groups = client.list_api_groups().await?;
-    let served_versions: HashMap<&str, BTreeSet<&str>> = groups
-        .groups
-        .iter()
-        .map(|g| {
-            (
-                g.name.as_str(),
-                g.versions.iter().map(|v| v.version.as_str()).collect(),
-            )
-        })
-        .collect();
-    let mut lists: HashMap<
-        String,
-        Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList>,
-    > = HashMap::new();
-    let mut out = Vec::new();
-    for kind in kinds {
-        for version in kind.versions() {
-            let group_version = if kind.group().is_empty() {
-                version.clone()
-            } else {
-                if !served_versions
-                    .get(kind.group())
-                    .is_some_and(|v| v.contains(version.as_str()))
-                {
-                    continue;
-                }
-                format!("{}/{version}", kind.group())
-            };
-            if !lists.contains_key(&group_version) {
-                let list = if kind.group().is_empty() {
-                    client.list_core_api_resources(version).await
-                } else {
-                    client.list_api_group_resources(&group_version).await
-                };
-                let list = match list {
-                    Ok(l) => Some(l),
-                    // Served a moment ago, gone now (a CRD being removed).
-                    Err(kube::Error::Api(s)) if s.code == 404 => None,
-                    Err(e) => return Err(e),
-                };
-                lists.insert(group_version.clone(), list);
-            }
-            let Some(Some(list)) = lists.get(&group_version) else {
-                continue;
-            };
-            let Some(r) = list
-                .resources
-                .iter()
-                .find(|r| r.name == kind.plural() && r.kind == kind.kind())
-            else {
-                continue;
-            };
-            out.push(Served {
-                kind: kind.clone(),
-                resource: ApiResource {
-                    group: kind.group().to_owned(),
-                    version: version.clone(),
-                    api_version: group_version.clone(),
-                    kind: kind.kind().to_owned(),
-                    plural: kind.plural().to_owned(),
-                },
-                namespaced: r.namespaced,
-            });
-            break;
-        }
-    }
-    Ok(out)
-}
-
-fn is_forbidden(e: &watcher::Error) -> bool {
-    match e {
-        watcher::Error::InitialListFailed(kube::Error::Api(s))
-        | watcher::Error::WatchStartFailed(kube::Error::Api(s))
-        | watcher::Error::WatchFailed(kube::Error::Api(s)) => s.code == 403,
-        _ => false,
-    }
-}
-
-/// A watcher error as one line, with the API server's message.
-fn error_text(e: &watcher::Error) -> String {
-    match e {
-        watcher::Error::InitialListFailed(k) => format!("list failed: {}", kube_error_text(k)),
-        watcher::Error::WatchStartFailed(k) => {
-            format!("watch failed to start: {}", kube_error_text(k))
-        }
-        watcher::Error::WatchFailed(k) => format!("watch failed: {}", kube_error_text(k)),
-        watcher::Error::WatchError(s) => format!("watch error: {} ({})", s.message, s.code),
-        watcher::Error::NoResourceVersion => e.to_string(),
-    }
-}
-
-/// A kube client error as one line with its causes.
-pub fn kube_error_text(e: &kube::Error) -> String {
-    match e {
-        kube::Error::Api(s) => format!("{} ({} {})", s.message, s.code, s.reason),
-        other => meshhub_runtime::error_chain(other),
     }
 }
 

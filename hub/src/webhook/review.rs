@@ -2,13 +2,13 @@
 //! body in, a decision out.
 //!
 //! The object under review goes through exactly what a Kubernetes source's
-//! objects go through: [`crate::source::kube::to_object`] (status and
+//! objects go through: [`meshhub_kube::object::to_object`] (status and
 //! `kubectl apply`'s copy dropped), then [`crate::store::verdict`] (kind
 //! table with the `extraKinds`, transcoding with the `unknownFields`
 //! policy, the semantic checks of [`crate::validate`]). What the webhook
 //! refuses, the sources would have rejected, and the other way round.
 
-use kube::api::{ApiResource, DynamicObject};
+use kube::api::DynamicObject;
 use meshhub_proto::kinds::KindTable;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -276,19 +276,13 @@ impl Validator {
         if dynamic.metadata.namespace.is_none() && kind.namespaced() {
             dynamic.metadata.namespace = req.namespace.clone();
         }
-        let api_version = if req.kind.group.is_empty() {
-            req.kind.version.clone()
-        } else {
-            format!("{}/{}", req.kind.group, req.kind.version)
-        };
-        let resource = ApiResource {
-            group: req.kind.group.clone(),
-            version: req.kind.version.clone(),
-            api_version,
-            kind: req.kind.kind.clone(),
-            plural: req.resource.resource.clone(),
-        };
-        let obj = crate::source::kube::to_object(&resource, dynamic);
+        let resource = meshhub_kube::discovery::resource(
+            &req.kind.group,
+            &req.kind.version,
+            &req.kind.kind,
+            &req.resource.resource,
+        );
+        let obj = meshhub_kube::object::to_object(&resource, dynamic);
         match crate::store::verdict(&self.kinds, self.unknown_fields, &self.semantic, obj) {
             Ok(warnings) => decision.warnings = warnings,
             Err(reasons) => {

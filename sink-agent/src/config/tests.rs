@@ -151,7 +151,7 @@ fn applying_is_off_by_default_and_checked_when_on() {
     )
     .unwrap();
     let a = c.apply.expect("applying on");
-    assert_eq!(a.kubeconfig, None);
+    assert_eq!(a.connection.kubeconfig, None);
     assert!(!a.force);
     assert_eq!(a.source_cluster, DEFAULT_SOURCE_CLUSTER);
     assert_eq!(a.resync, DEFAULT_APPLY_RESYNC);

@@ -92,11 +92,11 @@ pub enum RunError {
     Signal(#[source] std::io::Error),
 }
 
-/// The semantic checks of [`crate::validate`], as the store calls them.
+/// The semantic checks of [`meshhub_validate`], as the store calls them.
 pub fn semantic_check() -> SemanticCheck {
-    Arc::new(|obj: &Object| match crate::validate::validate(obj) {
+    Arc::new(|obj: &Object| match meshhub_validate::validate(obj) {
         Ok(()) => Vec::new(),
-        Err(e) => e.messages(),
+        Err(e) => e.findings(),
     })
 }
 

@@ -25,5 +25,4 @@ pub mod pipeline;
 pub mod reload;
 pub mod source;
 pub mod store;
-pub mod validate;
 pub mod webhook;

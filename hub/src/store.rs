@@ -24,9 +24,11 @@ use std::sync::Arc;
 
 use meshhub_mcp::cache::Group;
 use meshhub_mcp::snapshot::EncodedResource;
-use meshhub_proto::kinds::KindTable;
-use meshhub_proto::object::{Object, ObjectMeta};
+use meshhub_proto::kinds::{Kind, KindTable};
+use meshhub_proto::mcp::Resource;
+use meshhub_proto::object::Object;
 use meshhub_proto::transcode::{self, TranscodeError};
+use meshhub_validate::{Finding, Verdict};
 use prost::Message as _;
 use rayon::iter::{IntoParallelIterator as _, ParallelIterator as _};
 use serde::Serialize;
@@ -36,9 +38,9 @@ use crate::config::UnknownFields;
 use crate::groups::{GroupRules, Placement};
 use crate::source::{Entry, Origin, SourceEvent};
 
-/// Semantic checks beyond the schema: every problem of an object, as
-/// messages naming kind, object and field. Empty = valid.
-pub type SemanticCheck = Arc<dyn Fn(&Object) -> Vec<String> + Send + Sync>;
+/// Semantic checks beyond the schema: every problem of an object, each
+/// naming the object and the field. Empty = valid.
+pub type SemanticCheck = Arc<dyn Fn(&Object) -> Vec<Finding> + Send + Sync>;
 
 /// Bound on pruning rounds (one unknown field is found per round).
 const MAX_PRUNED_FIELDS: usize = 256;
@@ -531,10 +533,6 @@ impl Store {
     }
 }
 
-/// What checking an object through the sources' path says: the warnings of
-/// an accepted object (fields pruned), or every reason it is refused.
-pub type Verdict = Result<Vec<String>, Vec<String>>;
-
 /// Checks one object exactly as the store checks what a source delivers
 /// (kind lookup, name, transcoding with the `unknownFields` policy, the
 /// semantic checks), keeping nothing: what the admission webhook answers
@@ -545,73 +543,109 @@ pub fn verdict(
     semantic: &SemanticCheck,
     obj: Object,
 ) -> Verdict {
-    match evaluate(kinds, unknown_fields, semantic, obj) {
-        Evaluated::Valid(transcoded) => Ok(transcoded.warnings.clone()),
-        Evaluated::Invalid(invalid) => Err(invalid.reasons.clone()),
-    }
+    check_object(kinds, unknown_fields, semantic, obj).verdict
+}
+
+/// What checking one object found, and what the store needs to keep it.
+struct Checked<'k> {
+    verdict: Verdict,
+    /// The object's kind and MCP name, when both could be read.
+    identity: Option<(&'k Kind, Arc<str>)>,
+    /// The transcoded resource, when transcoding succeeded.
+    resource: Option<Resource>,
+    /// The object as checked (without the fields `prune` removed).
+    object: Object,
 }
 
 /// Transcodes and checks one object (see `Store::check`).
+fn check_object<'k>(
+    kinds: &'k KindTable,
+    unknown_fields: UnknownFields,
+    semantic: &SemanticCheck,
+    obj: Object,
+) -> Checked<'k> {
+    let mut verdict = Verdict::default();
+    let identity = transcode::kind_of(kinds, &obj).and_then(|kind| {
+        let name: Arc<str> = transcode::resource_name(kind, &obj)?.into();
+        Ok((kind, name))
+    });
+    let (kind, name) = match identity {
+        Ok(id) => id,
+        Err(e) => {
+            verdict.errors.push(Finding::from(&e));
+            return Checked {
+                verdict,
+                identity: None,
+                resource: None,
+                object: obj,
+            };
+        }
+    };
+    let mut working = obj;
+    let resource = loop {
+        match transcode::object_to_resource(kind, &working) {
+            Ok(r) => break Some(r),
+            Err(TranscodeError::UnknownField { path, .. })
+                if unknown_fields == UnknownFields::Prune
+                    && verdict.warnings.len() < MAX_PRUNED_FIELDS =>
+            {
+                let object = format!("{} {name}", kind.kind());
+                if !prune(&mut working.content, &path) {
+                    verdict.errors.push(Finding::at(
+                        object,
+                        path,
+                        "unknown field (could not be pruned)",
+                    ));
+                    break None;
+                }
+                verdict
+                    .warnings
+                    .push(Finding::at(object, path, "unknown field pruned"));
+            }
+            Err(e) => {
+                verdict.errors.push(Finding::from(&e));
+                break None;
+            }
+        }
+    };
+    verdict.errors.extend((semantic)(&working));
+    Checked {
+        verdict,
+        identity: Some((kind, name)),
+        resource,
+        object: working,
+    }
+}
+
+/// Transcodes and checks one object, keeping what the store needs.
 fn evaluate(
     kinds: &KindTable,
     unknown_fields: UnknownFields,
     semantic: &SemanticCheck,
     obj: Object,
 ) -> Evaluated {
-    let loose = match obj.metadata.namespace.as_deref() {
-        Some(ns) if !ns.is_empty() => format!("{ns}/{}", obj.metadata.name),
-        _ => obj.metadata.name.clone(),
-    };
-    let invalid = |kind: &str, name: String, meta: ObjectMeta, reasons: Vec<String>| {
-        Evaluated::Invalid(Arc::new(Invalid {
-            kind: Arc::from(kind),
+    let Checked {
+        verdict,
+        identity,
+        resource,
+        object,
+    } = check_object(kinds, unknown_fields, semantic, obj);
+    let placement = Placement::of(&object.metadata);
+    let Some((kind, name)) = identity else {
+        let loose = match object.metadata.namespace.as_deref() {
+            Some(ns) if !ns.is_empty() => format!("{ns}/{}", object.metadata.name),
+            _ => object.metadata.name.clone(),
+        };
+        return Evaluated::Invalid(Arc::new(Invalid {
+            kind: Arc::from(object.kind.as_str()),
             collection: Arc::from(""),
-            name: name.into(),
-            placement: Placement::of(&meta),
-            reasons,
-        }))
+            name: loose.into(),
+            placement,
+            reasons: verdict.error_messages(),
+        }));
     };
-    let kind = match transcode::kind_of(kinds, &obj) {
-        Ok(k) => k,
-        Err(e) => return invalid(&obj.kind, loose, obj.metadata, vec![e.to_string()]),
-    };
-    let name: Arc<str> = match transcode::resource_name(kind, &obj) {
-        Ok(n) => n.into(),
-        Err(e) => return invalid(&obj.kind, loose, obj.metadata, vec![e.to_string()]),
-    };
-    let mut reasons = Vec::new();
-    let mut warnings = Vec::new();
-    let mut working = obj;
-    let resource = loop {
-        match transcode::object_to_resource(kind, &working) {
-            Ok(r) => break Some(r),
-            Err(TranscodeError::Field { path, reason, .. })
-                if unknown_fields == UnknownFields::Prune
-                    && reason == "unknown field"
-                    && warnings.len() < MAX_PRUNED_FIELDS =>
-            {
-                if !prune(&mut working.content, &path) {
-                    reasons.push(format!(
-                        "{} {name}: {path}: unknown field (could not be pruned)",
-                        kind.kind()
-                    ));
-                    break None;
-                }
-                warnings.push(format!(
-                    "{} {name}: {path}: unknown field pruned",
-                    kind.kind()
-                ));
-            }
-            Err(e) => {
-                reasons.push(e.to_string());
-                break None;
-            }
-        }
-    };
-    reasons.extend((semantic)(&working));
-    let placement = Placement::of(&working.metadata);
     match resource {
-        Some(r) if reasons.is_empty() => {
+        Some(r) if verdict.is_accepted() => {
             let version = r
                 .metadata
                 .as_ref()
@@ -628,8 +662,8 @@ fn evaluate(
                     version: Arc::from(version),
                     encoded: r.encode_to_vec().into(),
                 },
-                warnings,
-                resource_version: working.metadata.resource_version.map(Into::into),
+                warnings: verdict.warning_messages(),
+                resource_version: object.metadata.resource_version.map(Into::into),
                 placement,
             }))
         }
@@ -638,7 +672,7 @@ fn evaluate(
             collection: kind.collection_shared().clone(),
             name,
             placement,
-            reasons,
+            reasons: verdict.error_messages(),
         })),
     }
 }

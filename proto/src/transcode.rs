@@ -124,16 +124,28 @@ pub enum TranscodeError {
         /// The offending value.
         value: String,
     },
-    /// A field is unknown, of the wrong type, or holds an unknown enum value.
-    #[error("{kind} {name}: {path}: {reason}")]
-    Field {
+    /// A field the kind's schema does not have. Its own variant because
+    /// callers act on it (the hub's `unknownFields: prune` policy removes
+    /// the field and tries again).
+    #[error("{kind} {name}: {path}: unknown field")]
+    UnknownField {
         /// The kind.
         kind: String,
         /// `namespace/name`.
         name: String,
         /// Path of the field, e.g. `spec.http[0].route[0].destination.hots`.
         path: String,
-        /// What is wrong (`unknown field`, `unknown enum value "X"`, ...).
+    },
+    /// A field is of the wrong type or holds an unknown enum value.
+    #[error("{kind} {name}: {path}: {reason}")]
+    Field {
+        /// The kind.
+        kind: String,
+        /// `namespace/name`.
+        name: String,
+        /// Path of the field, e.g. `spec.http[0].route[0].destination.port`.
+        path: String,
+        /// What is wrong (`unknown enum value "X"`, `invalid type: ...`).
         reason: String,
     },
     /// The kind's body message is missing from the descriptor pool.
@@ -346,18 +358,25 @@ fn encode_body(kind: &Kind, obj: &Object, name: &str) -> Result<Vec<u8>, Transco
             .collect();
         return Ok(prost_types::Struct { fields }.encode_to_vec());
     }
-    let field_error = |path: String, reason: String| TranscodeError::Field {
-        kind: kind.kind().to_owned(),
-        name: name.to_owned(),
-        path,
-        reason,
+    let field_error = |problem: FieldProblem| match problem {
+        FieldProblem::Unknown { path } => TranscodeError::UnknownField {
+            kind: kind.kind().to_owned(),
+            name: name.to_owned(),
+            path,
+        },
+        FieldProblem::Invalid { path, reason } => TranscodeError::Field {
+            kind: kind.kind().to_owned(),
+            name: name.to_owned(),
+            path,
+            reason,
+        },
     };
     if let Some(key) = obj
         .content
         .keys()
         .find(|k| !matches!(k.as_str(), "spec" | "status"))
     {
-        return Err(field_error(key.clone(), "unknown field".to_owned()));
+        return Err(field_error(FieldProblem::Unknown { path: key.clone() }));
     }
     let desc = kind.descriptor().ok_or_else(|| TranscodeError::NoSchema {
         kind: kind.kind().to_owned(),
@@ -368,18 +387,24 @@ fn encode_body(kind: &Kind, obj: &Object, name: &str) -> Result<Vec<u8>, Transco
         None | Some(Value::Null) => &empty,
         Some(spec) => spec,
     };
-    let message = spec_to_message(&desc, spec).map_err(|(p, r)| field_error(p, r))?;
+    let message = spec_to_message(&desc, spec).map_err(field_error)?;
     let mut out = Vec::with_capacity(message.encoded_len());
     encode_canonical(&message, &mut out);
     Ok(out)
 }
 
-/// Reads `spec` strictly as `desc`'s JSON; on error, the field path (rooted
-/// at `spec`) and the reason.
-fn spec_to_message(
-    desc: &MessageDescriptor,
-    spec: &Value,
-) -> Result<DynamicMessage, (String, String)> {
+/// What is wrong with one field of a spec, its path rooted at `spec`.
+#[derive(Debug, PartialEq, Eq)]
+enum FieldProblem {
+    /// The schema has no such field.
+    Unknown { path: String },
+    /// The value does not fit the field.
+    Invalid { path: String, reason: String },
+}
+
+/// Reads `spec` strictly as `desc`'s JSON; on error, what is wrong with
+/// which field.
+fn spec_to_message(desc: &MessageDescriptor, spec: &Value) -> Result<DynamicMessage, FieldProblem> {
     let options = DeserializeOptions::new().deny_unknown_fields(true);
     // Valid objects are the rule: they are read without tracking the path
     // (a wrapper around every value read), which is tracked only to explain
@@ -400,18 +425,20 @@ fn spec_to_message(
     }
 }
 
-/// Turns a deserializer error at `path` into `(field path, reason)`.
+/// Turns a deserializer error at `path` into a [`FieldProblem`].
 ///
 /// prost-reflect reports an unknown field from the enclosing message, so the
 /// tracked path stops at that message; the field's name is in the message,
-/// and is appended here. Some complaints (`invalid digit found in string`)
-/// don't show the value, so the value at `path` in `spec` is added.
+/// and is appended here. Its deserializer errors are `serde` custom errors,
+/// text only: reading that text is confined to this function, which hands
+/// everyone else a typed answer. Some complaints (`invalid digit found in
+/// string`) don't show the value, so the value at `path` in `spec` is added.
 fn describe_field_error(
     desc: &MessageDescriptor,
     spec: &Value,
     path: &Path,
     msg: &str,
-) -> (String, String) {
+) -> FieldProblem {
     let mut text = String::from("spec");
     for seg in path.iter() {
         match seg {
@@ -430,7 +457,7 @@ fn describe_field_error(
     if let Some(field) = quoted_after(msg, "unrecognized field name ") {
         text.push('.');
         text.push_str(field);
-        return (text, "unknown field".to_owned());
+        return FieldProblem::Unknown { path: text };
     }
     if let Some(value) = quoted_after(msg, "unrecognized enum value ") {
         let mut reason = format!("unknown enum value {value:?}");
@@ -439,7 +466,7 @@ fn describe_field_error(
             let names = names.join(", ");
             reason.push_str(&format!(" (expected one of {names})"));
         }
-        return (text, reason);
+        return FieldProblem::Invalid { path: text, reason };
     }
     let mut reason = msg.to_owned();
     if let Some(v) = value_at(spec, path).filter(|v| !v.is_object() && !v.is_array()) {
@@ -448,7 +475,7 @@ fn describe_field_error(
             reason.push_str(&format!(" (got {shown})"));
         }
     }
-    (text, reason)
+    FieldProblem::Invalid { path: text, reason }
 }
 
 /// The JSON value at `path`.

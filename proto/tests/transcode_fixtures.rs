@@ -121,7 +121,7 @@ fn every_fixture_round_trips() {
             failures.push(format!("{rel} {name}: rejected: {err}"));
             continue;
         };
-        let TranscodeError::Field { path: p, .. } = err else {
+        let TranscodeError::UnknownField { path: p, .. } = err else {
             failures.push(format!("{rel} {name}: rejected for another reason: {err}"));
             continue;
         };

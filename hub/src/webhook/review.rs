@@ -5,7 +5,7 @@
 //! objects go through: [`meshhub_kube::object::to_object`] (status and
 //! `kubectl apply`'s copy dropped), then [`crate::store::verdict`] (kind
 //! table with the `extraKinds`, transcoding with the `unknownFields`
-//! policy, the semantic checks of [`crate::validate`]). What the webhook
+//! policy, the semantic checks of [`meshhub_validate`]). What the webhook
 //! refuses, the sources would have rejected, and the other way round.
 
 use kube::api::DynamicObject;
@@ -283,12 +283,12 @@ impl Validator {
             &req.resource.resource,
         );
         let obj = meshhub_kube::object::to_object(&resource, dynamic);
-        match crate::store::verdict(&self.kinds, self.unknown_fields, &self.semantic, obj) {
-            Ok(warnings) => decision.warnings = warnings,
-            Err(reasons) => {
-                decision.allowed = false;
-                decision.reasons = reasons;
-            }
+        let verdict = crate::store::verdict(&self.kinds, self.unknown_fields, &self.semantic, obj);
+        if verdict.is_accepted() {
+            decision.warnings = verdict.warning_messages();
+        } else {
+            decision.allowed = false;
+            decision.reasons = verdict.error_messages();
         }
         Ok(decision)
     }

@@ -94,7 +94,7 @@ fn an_invalid_object_is_denied_with_the_field_named() {
         &crate::app::semantic_check(),
         serde_json::from_value(vs("")).unwrap(),
     )
-    .unwrap_err();
+    .error_messages();
     assert_eq!(message, store_reasons.join("; "));
 }
 

@@ -218,9 +218,8 @@ fn unknown_field_names_kind_object_and_path() {
         "VirtualService default/reviews: spec.http[0].route[0].destination.hots: unknown field"
     );
     match err {
-        TranscodeError::Field { path, reason, .. } => {
+        TranscodeError::UnknownField { path, .. } => {
             assert_eq!(path, "spec.http[0].route[0].destination.hots");
-            assert_eq!(reason, "unknown field");
         }
         other => panic!("unexpected {other:?}"),
     }
@@ -236,6 +235,11 @@ fn wrong_type_names_the_field() {
         "{msg}"
     );
     assert!(msg.ends_with("(got \"lots\")"), "{msg}");
+    // A known field with a bad value is not an unknown one.
+    assert!(
+        matches!(encode_err(&vs(), &text), TranscodeError::Field { .. }),
+        "{msg}"
+    );
 
     let text = REVIEWS.replace("  hosts:\n  - reviews", "  hosts: reviews");
     let msg = encode_err(&vs(), &text).to_string();
@@ -271,6 +275,10 @@ fn unknown_top_level_field_is_an_error_and_status_is_dropped() {
     assert_eq!(
         err.to_string(),
         "VirtualService default/reviews: specs: unknown field"
+    );
+    assert!(
+        matches!(&err, TranscodeError::UnknownField { path, .. } if path == "specs"),
+        "{err:?}"
     );
 
     let text = format!("{REVIEWS}status: {{observedGeneration: 3}}\n");

@@ -1,95 +1,19 @@
-//! Semantic validation of Istio configuration.
-//!
-//! The schema transcoder checks what a schema can express (known fields,
-//! types, enum names). This module checks the rules a schema cannot: the ones
-//! Istio's own admission webhook enforces (`pkg/config/validation` in
-//! istio/istio), such as "a VirtualService needs at least one host", "weights
-//! of several destinations must not all be zero" or "a Gateway server on an
-//! HTTPS port needs TLS settings".
-//!
-//! The rules follow current Istio. Where the Istio 1.5 validation data set
-//! (the fixtures under `shared/fixtures/istio/validation`) depends on a rule
-//! that was relaxed later, the 1.5 rule is kept and says so in its comment.
-//!
-//! Validation works on the JSON form of `spec` (camelCase field names, enums
-//! as names or numbers) and never panics, whatever the JSON: a field of the
-//! wrong type is treated as absent here and reported by the schema layer.
-//! Every problem of an object is reported, each with a field path.
-//!
-//! Kinds this module does not know (anything outside the Istio API groups
-//! below) pass unchecked.
-
-use std::fmt;
+//! The entry points: which kinds have rules, and running them on an object.
 
 use meshhub_proto::object::Object;
 use serde_json::Value;
 
-mod common;
-mod extensions;
-mod networking;
-mod security;
-mod virtual_service;
+use crate::enums::AUTHORIZATION_ACTION;
+use crate::json::enum_field;
+use crate::networking::{
+    destination_rule, envoy_filter, gateway, proxy_config, service_entry, sidecar, virtual_service,
+    workload,
+};
+use crate::problem::{Problem, ValidationError};
+use crate::report::Report;
+use crate::{extensions, security};
 
-#[cfg(test)]
-mod tests;
-
-use common::Report;
-
-/// One problem found in an object: where, and what is wrong.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Problem {
-    /// Field path from the object's top level, e.g. `spec.http[0].route`.
-    pub path: String,
-    /// What is wrong, e.g. `must not be empty`.
-    pub message: String,
-}
-
-impl fmt::Display for Problem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.path, self.message)
-    }
-}
-
-/// An object that breaks one or more semantic rules.
-///
-/// Displays as `VirtualService default/reviews: spec.hosts: must not be
-/// empty`, with further problems appended after `; `.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub struct ValidationError {
-    /// The object's kind.
-    pub kind: String,
-    /// The object's namespace (`default` when the object has none).
-    pub namespace: String,
-    /// The object's name.
-    pub name: String,
-    /// Every problem found; never empty.
-    pub problems: Vec<Problem>,
-}
-
-impl ValidationError {
-    /// One line per problem, each prefixed with kind and `namespace/name`.
-    pub fn messages(&self) -> Vec<String> {
-        self.problems
-            .iter()
-            .map(|p| format!("{} {}/{}: {p}", self.kind, self.namespace, self.name))
-            .collect()
-    }
-}
-
-impl fmt::Display for ValidationError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}/{}: ", self.kind, self.namespace, self.name)?;
-        for (i, p) in self.problems.iter().enumerate() {
-            if i > 0 {
-                f.write_str("; ")?;
-            }
-            write!(f, "{p}")?;
-        }
-        Ok(())
-    }
-}
-
-/// The Istio kinds this module validates, keyed by API group and kind.
+/// The Istio kinds this crate validates, keyed by API group and kind.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum IstioKind {
     VirtualService,
@@ -109,7 +33,7 @@ enum IstioKind {
 }
 
 impl IstioKind {
-    /// The kind for `group`/`kind`, or `None` for a kind this module does
+    /// The kind for `group`/`kind`, or `None` for a kind this crate does
     /// not check. The group matters: Gateway API also has a `Gateway`.
     fn of(group: &str, kind: &str) -> Option<Self> {
         Some(match (group, kind) {
@@ -185,14 +109,14 @@ pub fn problems(obj: &Object) -> Vec<Problem> {
     let name = obj.metadata.name.as_str();
     match kind {
         IstioKind::VirtualService => virtual_service::check(&mut r, spec, ns),
-        IstioKind::DestinationRule => networking::destination_rule(&mut r, spec, ns),
-        IstioKind::Gateway => networking::gateway(&mut r, spec, name),
-        IstioKind::ServiceEntry => networking::service_entry(&mut r, spec, ns),
-        IstioKind::Sidecar => networking::sidecar(&mut r, spec),
-        IstioKind::EnvoyFilter => networking::envoy_filter(&mut r, spec),
-        IstioKind::WorkloadEntry => networking::workload_entry(&mut r, spec),
-        IstioKind::WorkloadGroup => networking::workload_group(&mut r, spec),
-        IstioKind::ProxyConfig => networking::proxy_config(&mut r, spec),
+        IstioKind::DestinationRule => destination_rule::check(&mut r, spec, ns),
+        IstioKind::Gateway => gateway::check(&mut r, spec, name),
+        IstioKind::ServiceEntry => service_entry::check(&mut r, spec, ns),
+        IstioKind::Sidecar => sidecar::check(&mut r, spec),
+        IstioKind::EnvoyFilter => envoy_filter::check(&mut r, spec),
+        IstioKind::WorkloadEntry => workload::check_entry(&mut r, spec),
+        IstioKind::WorkloadGroup => workload::check_group(&mut r, spec),
+        IstioKind::ProxyConfig => proxy_config::check(&mut r, spec),
         IstioKind::AuthorizationPolicy => security::authorization_policy(&mut r, spec),
         IstioKind::PeerAuthentication => security::peer_authentication(&mut r, spec),
         IstioKind::RequestAuthentication => security::request_authentication(&mut r, spec),
@@ -218,7 +142,7 @@ fn check_dry_run_annotation(r: &mut Report, obj: &Object, kind: IstioKind) {
     }
     let action = obj
         .spec()
-        .map(|s| common::enum_field(s, "action", security::ACTIONS))
+        .map(|s| enum_field(s, "action", &AUTHORIZATION_ACTION))
         .unwrap_or("ALLOW");
     if action != "ALLOW" && action != "DENY" {
         r.err(

@@ -1,5 +1,5 @@
 //! Unit and property tests of the semantic rules. The fixture-driven tests
-//! live in `hub/tests/validation_fixtures.rs`.
+//! live in `validate/tests/it/fixtures.rs`.
 
 use std::collections::BTreeMap;
 
@@ -7,11 +7,11 @@ use meshhub_proto::object::{Object, ObjectMeta};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
-use super::common::{
-    hosts_overlap, is_wildcard_dns1123_label, parse_duration, validate_ip_subnet,
-    validate_wildcard_domain,
-};
-use super::{problems, validate};
+use crate::hosts::hosts_overlap;
+use crate::names::{is_wildcard_hostname_label, validate_wildcard_domain};
+use crate::net::validate_ip_subnet;
+use crate::values::parse_duration;
+use crate::{problems, validate};
 
 fn object(api_version: &str, kind: &str, spec: Value) -> Object {
     let mut content = serde_json::Map::new();
@@ -61,8 +61,8 @@ fn names_and_hosts() {
     assert!(validate_wildcard_domain("").is_err());
     assert!(validate_wildcard_domain("-bad.com").is_err());
     assert!(validate_wildcard_domain("istio.io.").is_ok());
-    assert!(is_wildcard_dns1123_label("*-foo"));
-    assert!(!is_wildcard_dns1123_label("f*o"));
+    assert!(is_wildcard_hostname_label("*-foo"));
+    assert!(!is_wildcard_hostname_label("f*o"));
     assert!(hosts_overlap("*.foo.com", "a.foo.com"));
     assert!(hosts_overlap("*.com", "*.foo.com"));
     assert!(!hosts_overlap("a.foo.com", "b.foo.com"));

@@ -3,13 +3,10 @@
 
 use serde_json::Value;
 
-use super::common::{
-    Report, at, check_policy_target, enum_field, field, idx, int_field, key, list, map, num_field,
-    str_field,
-};
-
-const TAG_OPERATIONS: &[&str] = &["UPSERT", "REMOVE"];
-const ENV_VALUE_SOURCES: &[&str] = &["INLINE", "HOST"];
+use crate::enums::{ENV_VALUE_SOURCE, TAG_OPERATION};
+use crate::json::{enum_field, field, int_field, list, map, num_field, str_field};
+use crate::report::{Report, at, idx, key};
+use crate::selectors::check_policy_target;
 
 /// URL schemes a WasmPlugin may load from (none means an OCI image).
 const WASM_SCHEMES: &[&str] = &["file", "http", "https", "oci"];
@@ -46,7 +43,7 @@ pub(crate) fn telemetry(r: &mut Report, spec: &Value) {
                     continue;
                 }
                 let value = str_field(to, "value");
-                match enum_field(to, "operation", TAG_OPERATIONS) {
+                match enum_field(to, "operation", &TAG_OPERATION) {
                     "UPSERT" if value.is_empty() => {
                         r.err(at(&kp, "value"), "must be set when operation is UPSERT");
                     }
@@ -148,7 +145,7 @@ pub(crate) fn wasm_plugin(r: &mut Report, spec: &Value) {
                 r.err(at(&p, "name"), format!("duplicate env {name:?}"));
             }
             names.push(name);
-            if enum_field(env, "valueFrom", ENV_VALUE_SOURCES) != "INLINE"
+            if enum_field(env, "valueFrom", &ENV_VALUE_SOURCE) != "INLINE"
                 && !str_field(env, "value").is_empty()
             {
                 r.err(at(&p, "value"), "may only be set when valueFrom is INLINE");

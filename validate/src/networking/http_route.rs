@@ -1,17 +1,20 @@
-//! VirtualService rules.
+//! The HTTP routes of a VirtualService: matches, header edits, CORS, fault
+//! injection, mirrors, redirects, direct responses, retries, rewrites.
 
 use serde_json::Value;
 
-use super::common::{
-    Report, at, check_duration, check_export_to, check_int_percent, check_labels,
-    check_percent_message, check_port_field, check_string_match_regex, field, has, host_subset_of,
-    hosts_overlap, idx, int_field, is_dns1123_label, is_ip, key, list, map, num_field, str_field,
-    string_map, strings, validate_fqdn, validate_header_name, validate_header_value,
-    validate_ip_subnet, validate_port, validate_regex, validate_wildcard_domain,
+use crate::hosts::check_gateway_names;
+use crate::http::{
+    check_string_match_regex, validate_header_name, validate_header_value, validate_regex,
 };
+use crate::json::{field, has, int_field, list, map, num_field, str_field, string_map, strings};
+use crate::names::is_hostname_label;
+use crate::net::check_port_field;
+use crate::report::{Report, at, idx, key};
+use crate::selectors::check_labels;
+use crate::values::{check_duration, check_int_percent, check_percent_message, parse_duration};
 
-/// The gateway name that stands for all sidecars of the mesh.
-const MESH_GATEWAY: &str = "mesh";
+use super::destination::{check_destination, check_weights};
 
 /// HTTP methods a CORS policy may allow.
 const HTTP_METHODS: &[&str] = &[
@@ -84,114 +87,7 @@ fn is_known_http_status(code: i64) -> bool {
     )
 }
 
-/// Checks a VirtualService spec.
-pub(crate) fn check(r: &mut Report, spec: &Value, namespace: &str) {
-    let hosts = strings(spec, "hosts");
-    let gateways = strings(spec, "gateways");
-
-    // Istio 1.6 made a host-less VirtualService a "delegate" that root
-    // routes pull in; Istio 1.5 (and its validation data set) requires
-    // hosts. A hub feeding both generations keeps the stricter rule.
-    if hosts.is_empty() {
-        r.err("spec.hosts", "must not be empty");
-    }
-
-    let applies_to_gateway = !gateways.is_empty() && !gateways.contains(&MESH_GATEWAY);
-    let applies_to_mesh = !applies_to_gateway;
-    check_gateway_names(r, "spec.gateways", &gateways);
-
-    if !applies_to_gateway {
-        for (i, http) in list(spec, "http").iter().enumerate() {
-            for (j, m) in list(http, "match").iter().enumerate() {
-                for name in ["headers", "withoutHeaders"] {
-                    for k in map(m, name).into_iter().flat_map(|m| m.keys()) {
-                        if k.starts_with("@request.auth.claims") {
-                            r.err(
-                                key(&at(&idx(&idx("spec.http", i), j), name), k),
-                                "JWT claim based routing is only supported for gateways",
-                            );
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    let mut all_valid = true;
-    for (i, h) in hosts.iter().enumerate() {
-        let p = idx("spec.hosts", i);
-        match validate_wildcard_domain(h) {
-            Err(e) if !is_ip(h) => {
-                r.err(p, e);
-                all_valid = false;
-            }
-            Ok(()) if applies_to_mesh && *h == "*" => {
-                r.err(
-                    p,
-                    "wildcard host * is not allowed for virtual services bound to the mesh gateway",
-                );
-                all_valid = false;
-            }
-            _ => {}
-        }
-    }
-    if all_valid {
-        for (i, a) in hosts.iter().enumerate() {
-            for b in hosts.iter().skip(i + 1) {
-                if hosts_overlap(a, b) {
-                    r.err("spec.hosts", format!("duplicate hosts {a} and {b}"));
-                }
-            }
-        }
-    }
-
-    let (http, tcp, tls) = (list(spec, "http"), list(spec, "tcp"), list(spec, "tls"));
-    if http.is_empty() && tcp.is_empty() && tls.is_empty() {
-        r.err(
-            "spec",
-            "at least one of http, tcp or tls routes must be provided",
-        );
-    }
-    for (i, route) in http.iter().enumerate() {
-        let p = idx("spec.http", i);
-        if route.is_object() {
-            check_http_route(r, &p, route);
-        } else {
-            r.err(p, "must not be null");
-        }
-    }
-    for (i, route) in tls.iter().enumerate() {
-        check_tls_route(r, &idx("spec.tls", i), route, &hosts, applies_to_gateway);
-    }
-    for (i, route) in tcp.iter().enumerate() {
-        check_tcp_route(r, &idx("spec.tcp", i), route);
-    }
-    check_export_to(r, spec, namespace, false);
-}
-
-/// Gateway references: `namespace/name`, or a bare (possibly legacy
-/// `name.namespace`) DNS name such as `mesh`.
-fn check_gateway_names(r: &mut Report, path: &str, names: &[&str]) {
-    for (i, g) in names.iter().enumerate() {
-        let p = idx(path, i);
-        match g.split_once('/') {
-            None => r.check(p, validate_fqdn(g)),
-            Some((ns, name)) => {
-                if ns.is_empty() || name.is_empty() {
-                    r.err(&p, "namespace and gateway name must not be empty");
-                }
-                if !is_dns1123_label(ns) {
-                    r.err(&p, format!("invalid namespace {ns:?}"));
-                }
-                if !is_dns1123_label(name) {
-                    r.err(&p, format!("invalid gateway name {name:?}"));
-                }
-            }
-        }
-    }
-}
-
-fn check_http_route(r: &mut Report, path: &str, http: &Value) {
+pub(crate) fn check_http_route(r: &mut Report, path: &str, http: &Value) {
     let routes = list(http, "route");
     let redirect = field(http, "redirect");
     let direct = field(http, "directResponse");
@@ -342,7 +238,7 @@ fn check_http_match(r: &mut Report, path: &str, m: &Value) {
     check_labels(r, path, m, "sourceLabels");
     check_gateway_names(r, &at(path, "gateways"), &strings(m, "gateways"));
     let sn = str_field(m, "sourceNamespace");
-    if !sn.is_empty() && !is_dns1123_label(sn) {
+    if !sn.is_empty() && !is_hostname_label(sn) {
         r.err(
             at(path, "sourceNamespace"),
             format!("invalid namespace {sn:?}"),
@@ -450,7 +346,7 @@ fn check_cors(r: &mut Report, path: &str, cors: &Value) {
     check_duration(r, path, cors, "maxAge");
     if let Some(ns) = field(cors, "maxAge")
         .and_then(Value::as_str)
-        .and_then(super::common::parse_duration)
+        .and_then(parse_duration)
         && ns % 1_000_000_000 != 0
     {
         r.err(at(path, "maxAge"), "maxAge is only accurate to seconds");
@@ -620,48 +516,6 @@ fn check_rewrite(r: &mut Report, path: &str, rw: &Value) {
     }
 }
 
-/// A destination: a concrete host (a leading wildcard is allowed, `*` is
-/// not), a subset name that is a DNS label, a valid port.
-pub(crate) fn check_destination(r: &mut Report, path: &str, d: &Value) {
-    let host = str_field(d, "host");
-    if host == "*" {
-        r.err(at(path, "host"), "invalid destination host *");
-    } else {
-        r.check(at(path, "host"), validate_wildcard_domain(host));
-    }
-    let subset = str_field(d, "subset");
-    if !subset.is_empty() && !is_dns1123_label(subset) {
-        r.err(
-            at(path, "subset"),
-            format!("invalid subset name {subset:?}"),
-        );
-    }
-    if let Some(port) = field(d, "port") {
-        let n = int_field(port, "number").unwrap_or(0);
-        r.check(at(&at(path, "port"), "number"), validate_port(n));
-    }
-}
-
-/// Weighted destinations. Istio normalises weights, so they need not sum to
-/// 100 (Istio 1.5 demanded exactly 100); they must not be negative, and
-/// several destinations must not all weigh 0.
-fn check_weights(r: &mut Report, path: &str, routes: &[Value]) {
-    let mut total: i64 = 0;
-    for (i, rd) in routes.iter().enumerate() {
-        let w = int_field(rd, "weight").unwrap_or(0);
-        if w < 0 {
-            r.err(
-                at(&idx(path, i), "weight"),
-                format!("weight {w} must not be negative"),
-            );
-        }
-        total = total.saturating_add(w);
-    }
-    if routes.len() > 1 && total == 0 {
-        r.err(path, "total destination weight must not be 0");
-    }
-}
-
 fn check_http_destinations(r: &mut Report, path: &str, routes: &[Value]) {
     for (i, rd) in routes.iter().enumerate() {
         let p = idx(path, i);
@@ -678,122 +532,4 @@ fn check_http_destinations(r: &mut Report, path: &str, routes: &[Value]) {
         }
     }
     check_weights(r, path, routes);
-}
-
-fn check_route_destinations(r: &mut Report, path: &str, routes: &[Value]) {
-    for (i, rd) in routes.iter().enumerate() {
-        let p = idx(path, i);
-        if !rd.is_object() {
-            r.err(p, "must not be null");
-            continue;
-        }
-        match field(rd, "destination") {
-            None => r.err(at(&p, "destination"), "is required"),
-            Some(d) => check_destination(r, &at(&p, "destination"), d),
-        }
-    }
-    check_weights(r, path, routes);
-}
-
-/// Match attributes shared by TLS and TCP routes.
-fn check_l4_match(r: &mut Report, path: &str, m: &Value) {
-    for (i, s) in strings(m, "destinationSubnets").iter().enumerate() {
-        r.check(
-            idx(&at(path, "destinationSubnets"), i),
-            validate_ip_subnet(s),
-        );
-    }
-    if int_field(m, "port").is_some_and(|p| p != 0) {
-        check_port_field(r, path, m, "port");
-    }
-    check_labels(r, path, m, "sourceLabels");
-    check_gateway_names(r, &at(path, "gateways"), &strings(m, "gateways"));
-}
-
-fn check_tls_route(
-    r: &mut Report,
-    path: &str,
-    route: &Value,
-    hosts: &[&str],
-    applies_to_gateway: bool,
-) {
-    let matches = list(route, "match");
-    if matches.is_empty() {
-        r.err(at(path, "match"), "a TLS route needs at least one match");
-    }
-    for (i, m) in matches.iter().enumerate() {
-        let p = idx(&at(path, "match"), i);
-        if !m.is_object() {
-            r.err(p, "must not be null");
-            continue;
-        }
-        let sni = strings(m, "sniHosts");
-        if sni.is_empty() {
-            r.err(
-                at(&p, "sniHosts"),
-                "a TLS match needs at least one SNI host",
-            );
-        }
-        for (j, h) in sni.iter().enumerate() {
-            check_sni_host(
-                r,
-                &idx(&at(&p, "sniHosts"), j),
-                h,
-                hosts,
-                applies_to_gateway,
-            );
-        }
-        check_l4_match(r, &p, m);
-    }
-    let routes = list(route, "route");
-    if routes.is_empty() {
-        r.err(
-            at(path, "route"),
-            "a TLS route needs at least one destination",
-        );
-    }
-    check_route_destinations(r, &at(path, "route"), routes);
-}
-
-fn check_sni_host(r: &mut Report, path: &str, sni: &str, hosts: &[&str], gateway: bool) {
-    // Gateways may route on Istio's auto-generated `outbound_.<port>_...`
-    // SNI names.
-    if gateway && sni.starts_with("outbound_.") {
-        return;
-    }
-    if validate_wildcard_domain(sni).is_err() {
-        // An IP goes against the SNI spec but Istio only warns about it.
-        if !is_ip(sni) {
-            r.check(path, validate_wildcard_domain(sni));
-        }
-        return;
-    }
-    if !hosts.iter().any(|h| host_subset_of(sni, h)) {
-        r.err(
-            path,
-            format!(
-                "SNI host {sni:?} is not a compatible subset of any of the virtual service hosts [{}]",
-                hosts.join(", ")
-            ),
-        );
-    }
-}
-
-fn check_tcp_route(r: &mut Report, path: &str, route: &Value) {
-    for (i, m) in list(route, "match").iter().enumerate() {
-        let p = idx(&at(path, "match"), i);
-        if m.is_object() {
-            check_l4_match(r, &p, m);
-        } else {
-            r.err(p, "must not be null");
-        }
-    }
-    let routes = list(route, "route");
-    if routes.is_empty() {
-        r.err(
-            at(path, "route"),
-            "a TCP route needs at least one destination",
-        );
-    }
-    check_route_destinations(r, &at(path, "route"), routes);
 }

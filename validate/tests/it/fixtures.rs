@@ -6,8 +6,8 @@ use std::fmt;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use meshhub::validate::validate;
 use meshhub_proto::object::Object;
+use meshhub_validate::validate;
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Number, Value};
 

@@ -5,13 +5,13 @@ use std::sync::LazyLock;
 
 use serde_json::Value;
 
-use super::common::{
-    Report, at, check_duration, check_policy_target, field, idx, key, list, map, str_field,
-    strings, validate_header_name, validate_ip_subnet,
-};
-
-/// AuthorizationPolicy actions in enum order.
-pub(crate) const ACTIONS: &[&str] = &["ALLOW", "DENY", "AUDIT", "CUSTOM"];
+use crate::enums::AUTHORIZATION_ACTION;
+use crate::http::validate_header_name;
+use crate::json::{enum_field, field, list, map, str_field, strings};
+use crate::net::validate_ip_subnet;
+use crate::report::{Report, at, idx, key};
+use crate::selectors::{check_policy_target, check_selector_labels};
+use crate::values::check_duration;
 
 /// Fields of an AuthorizationPolicy `Source`.
 const SOURCE_FIELDS: &[&str] = &[
@@ -59,7 +59,7 @@ static UNSUPPORTED_PATH_TEMPLATE: LazyLock<Option<regex::Regex>> =
 /// Checks an AuthorizationPolicy spec.
 pub(crate) fn authorization_policy(r: &mut Report, spec: &Value) {
     check_policy_target(r, spec);
-    let action = super::common::enum_field(spec, "action", ACTIONS);
+    let action = enum_field(spec, "action", &AUTHORIZATION_ACTION);
     let rules = list(spec, "rules");
     let provider = field(spec, "provider");
 
@@ -305,7 +305,7 @@ pub(crate) fn peer_authentication(r: &mut Report, spec: &Value) {
         }
     }
     if let Some(sel) = field(spec, "selector") {
-        super::common::check_selector_labels(r, "spec.selector", sel, "matchLabels");
+        check_selector_labels(r, "spec.selector", sel, "matchLabels");
     }
 }
 

@@ -1,0 +1,133 @@
+//! EnvoyFilter rules: config patches and the pre-1.6 `filters` API.
+
+use serde_json::Value;
+
+use crate::enums::{APPLY_TO, LEGACY_FILTER_TYPE, LEGACY_INSERT_INDEX, PATCH_OPERATION};
+use crate::http::validate_regex;
+use crate::json::{enum_field, field, has, list, str_field};
+use crate::report::{Report, at, idx};
+use crate::selectors::check_selector_labels;
+
+/// Envoy's HTTP connection manager filter, old and new names.
+const HCM_NAMES: &[&str] = &[
+    "envoy.filters.network.http_connection_manager",
+    "envoy.http_connection_manager",
+];
+
+/// Checks an EnvoyFilter spec.
+pub(crate) fn check(r: &mut Report, spec: &Value) {
+    if let Some(sel) = field(spec, "workloadSelector") {
+        check_selector_labels(r, "spec.workloadSelector", sel, "labels");
+    }
+    for (i, cp) in list(spec, "configPatches").iter().enumerate() {
+        check_config_patch(r, &idx("spec.configPatches", i), cp);
+    }
+    // The pre-1.6 `filters` API (still in the Istio 1.5 data set).
+    for (i, f) in list(spec, "filters").iter().enumerate() {
+        let p = idx("spec.filters", i);
+        if !f.is_object() {
+            r.err(p, "must not be null");
+            continue;
+        }
+        if let Some(pos) = field(f, "insertPosition") {
+            let index = enum_field(pos, "index", &LEGACY_INSERT_INDEX);
+            if (index == "BEFORE" || index == "AFTER") && str_field(pos, "relativeTo").is_empty() {
+                r.err(
+                    at(&at(&p, "insertPosition"), "relativeTo"),
+                    "is required with index BEFORE or AFTER",
+                );
+            }
+        }
+        if enum_field(f, "filterType", &LEGACY_FILTER_TYPE) == "INVALID" {
+            r.err(at(&p, "filterType"), "is required (HTTP or NETWORK)");
+        }
+        if str_field(f, "filterName").is_empty() {
+            r.err(at(&p, "filterName"), "is required");
+        }
+        if !has(f, "filterConfig") {
+            r.err(at(&p, "filterConfig"), "is required");
+        }
+    }
+}
+
+fn check_config_patch(r: &mut Report, path: &str, cp: &Value) {
+    if !cp.is_object() {
+        r.err(path, "must not be null");
+        return;
+    }
+    let apply_to = enum_field(cp, "applyTo", &APPLY_TO);
+    if apply_to == "INVALID" {
+        r.err(at(path, "applyTo"), "is required");
+        return;
+    }
+    let Some(patch) = field(cp, "patch") else {
+        r.err(at(path, "patch"), "is required");
+        return;
+    };
+    let op = enum_field(patch, "operation", &PATCH_OPERATION);
+    if op == "INVALID" {
+        r.err(at(&at(path, "patch"), "operation"), "is required");
+        return;
+    }
+    if op != "REMOVE" && !has(patch, "value") {
+        r.err(
+            at(&at(path, "patch"), "value"),
+            "is required for every operation but REMOVE",
+        );
+        return;
+    }
+    let Some(m) = field(cp, "match") else { return };
+    let mp = at(path, "match");
+    if let Some(proxy) = field(m, "proxy") {
+        let v = str_field(proxy, "proxyVersion");
+        if !v.is_empty() {
+            r.check(at(&at(&mp, "proxy"), "proxyVersion"), validate_regex(v));
+        }
+    }
+    let listener = field(m, "listener");
+    let route = field(m, "routeConfiguration");
+    let cluster = field(m, "cluster");
+    let any_object = listener.is_some() || route.is_some() || cluster.is_some();
+    match apply_to {
+        "LISTENER" | "FILTER_CHAIN" | "NETWORK_FILTER" | "HTTP_FILTER" if any_object => {
+            let Some(l) = listener else {
+                r.err(&mp, format!("applyTo {apply_to} needs a listener match"));
+                return;
+            };
+            let Some(filter) = field(l, "filterChain").and_then(|fc| field(fc, "filter")) else {
+                return;
+            };
+            let fp = at(&at(&at(&mp, "listener"), "filterChain"), "filter");
+            let name = str_field(filter, "name");
+            if name.is_empty() {
+                r.err(at(&fp, "name"), "a filter match needs a name");
+                return;
+            }
+            if field(filter, "subFilter").is_some_and(|sf| sf.is_object()) {
+                let sp = at(&fp, "subFilter");
+                if apply_to != "HTTP_FILTER" {
+                    r.err(&sp, "a subFilter match needs applyTo HTTP_FILTER");
+                } else if !HCM_NAMES.contains(&name) {
+                    r.err(
+                        &sp,
+                        "a subFilter match needs a filter match on envoy.filters.network.http_connection_manager",
+                    );
+                } else if field(filter, "subFilter")
+                    .is_some_and(|sf| str_field(sf, "name").is_empty())
+                {
+                    r.err(at(&sp, "name"), "a subFilter match needs a name");
+                }
+            }
+        }
+        "ROUTE_CONFIGURATION" | "VIRTUAL_HOST" | "HTTP_ROUTE" if any_object && route.is_none() => {
+            r.err(
+                &mp,
+                format!("applyTo {apply_to} needs a routeConfiguration match"),
+            );
+        }
+        "CLUSTER" if any_object && cluster.is_none() => {
+            r.err(&mp, "applyTo CLUSTER needs a cluster match");
+        }
+        _ => {}
+    }
+}

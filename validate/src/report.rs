@@ -1,0 +1,47 @@
+//! The problem collector every rule writes to, and the builders of the
+//! field paths it records.
+
+use crate::problem::Problem;
+
+/// Collects the problems of one object.
+#[derive(Debug, Default)]
+pub(crate) struct Report {
+    problems: Vec<Problem>,
+}
+
+impl Report {
+    /// Records a problem at `path`.
+    pub(crate) fn err(&mut self, path: impl Into<String>, message: impl Into<String>) {
+        self.problems.push(Problem {
+            path: path.into(),
+            message: message.into(),
+        });
+    }
+
+    /// Records `result`'s error, if any, at `path`.
+    pub(crate) fn check(&mut self, path: impl Into<String>, result: Result<(), String>) {
+        if let Err(message) = result {
+            self.err(path, message);
+        }
+    }
+
+    /// The problems found so far.
+    pub(crate) fn into_problems(self) -> Vec<Problem> {
+        self.problems
+    }
+}
+
+/// `base.field`.
+pub(crate) fn at(base: &str, field: &str) -> String {
+    format!("{base}.{field}")
+}
+
+/// `base[i]`.
+pub(crate) fn idx(base: &str, i: usize) -> String {
+    format!("{base}[{i}]")
+}
+
+/// `base["key"]`, for map entries.
+pub(crate) fn key(base: &str, k: &str) -> String {
+    format!("{base}[{k:?}]")
+}

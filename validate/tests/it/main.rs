@@ -1,0 +1,4 @@
+//! meshhub-validate's integration tests, one test binary.
+
+mod fixtures;
+mod hostile;

@@ -98,3 +98,6 @@ impl Verdict {
         self.warnings.iter().map(ToString::to_string).collect()
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -7,13 +7,19 @@
 #                 (NodePort 30911).
 # Then it creates the Bookinfo objects in east and shows them arriving.
 #
-# NOT exercised by CI: the CI machine has no Docker engine. CI renders the
-# same charts with real Helm and applies them to real kube-apiservers
-# (e2e/tests/helm_charts.rs), and runs the hub and agents as processes
-# against them (e2e/tests/kube_multicluster.rs).
+# The image is the one CI builds and tests: deploy/image/build.sh (buildah
+# when installed, else docker) writes target/image/meshhub-image.tar, which
+# `kind load image-archive` copies into each cluster's nodes.
 #
-# Needs: docker, kind, kubectl, helm. Run from anywhere; ./down.sh removes
-# it all. Plaintext between hub and agents: see deploy/README.md for TLS.
+# NOT exercised by CI: the CI machine has no Docker engine (kind's nodes
+# are containers). CI builds the same image, runs the charts' pods from it
+# with podman against real kube-apiservers (e2e/tests/image.rs), renders
+# the charts with real Helm and applies them (e2e/tests/helm_charts.rs).
+#
+# Needs: docker, kind, kubectl, helm, and what deploy/image/build.sh needs
+# (the Rust musl target, musl-tools, python3). Run from anywhere;
+# ./down.sh removes it all. Plaintext between hub and agents: see
+# deploy/README.md for TLS.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 IMAGE_REPO=meshhub
@@ -21,10 +27,10 @@ IMAGE_TAG=dev
 NS=meshhub
 CRDS=../shared/fixtures/istio/crds/crd-all.gen.yaml
 
-docker build -f deploy/Dockerfile -t "$IMAGE_REPO:$IMAGE_TAG" .
+MESHHUB_IMAGE="$IMAGE_REPO:$IMAGE_TAG" deploy/image/build.sh
 for c in east west; do
   kind get clusters | grep -qx "meshhub-$c" || kind create cluster --config "deploy/kind/$c.yaml"
-  kind load docker-image "$IMAGE_REPO:$IMAGE_TAG" --name "meshhub-$c"
+  kind load image-archive target/image/meshhub-image.tar --name "meshhub-$c"
   kubectl --context "kind-meshhub-$c" apply --server-side -f "$CRDS"
   kubectl --context "kind-meshhub-$c" create namespace bookinfo --dry-run=client -o yaml \
     | kubectl --context "kind-meshhub-$c" apply -f -

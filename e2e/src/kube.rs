@@ -369,6 +369,15 @@ impl ControlPlanes {
     /// must exist), with a one-hour token from the TokenRequest API: what a
     /// pod running as that account would hold.
     pub async fn service_account_kubeconfig(&self, name: &str, ns: &str, sa: &str) -> PathBuf {
+        let token = self.service_account_token(name, ns, sa).await;
+        self.cluster(name)
+            .kubeconfig_with_token(&format!("kubeconfig-{ns}-{sa}"), &token)
+    }
+
+    /// A one-hour token of ServiceAccount `ns/sa` of cluster `name` from the
+    /// TokenRequest API (audience: the API server): what the kubelet mounts
+    /// into a pod running as that account.
+    pub async fn service_account_token(&self, name: &str, ns: &str, sa: &str) -> String {
         use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
         use k8s_openapi::api::core::v1::ServiceAccount;
         let api: Api<ServiceAccount> = Api::namespaced(self.client(name).await, ns);
@@ -380,15 +389,12 @@ impl ControlPlanes {
             },
             ..Default::default()
         };
-        let token = api
-            .create_token_request(sa, &Default::default(), &request)
+        api.create_token_request(sa, &Default::default(), &request)
             .await
             .unwrap_or_else(|e| panic!("{name}: token for {ns}/{sa}: {e}"))
             .status
             .expect("a token")
-            .token;
-        self.cluster(name)
-            .kubeconfig_with_token(&format!("kubeconfig-{ns}-{sa}"), &token)
+            .token
     }
 
     /// Creates namespace `ns` in cluster `name` (no-op if it exists).
@@ -543,6 +549,12 @@ pub fn kubeconfig_text(name: &str, addr: SocketAddr, dir: &Path, token: &str) ->
 }
 
 impl Cluster {
+    /// The CA certificate (PEM) that verifies this API server's serving
+    /// certificate: what a pod finds as its service account's `ca.crt`.
+    pub fn ca_file(&self) -> PathBuf {
+        self.dir.join("ca.crt")
+    }
+
     /// A kubeconfig for this cluster with another bearer token (a
     /// ServiceAccount's), written beside the admin one as `<file>`.
     pub fn kubeconfig_with_token(&self, file: &str, token: &str) -> PathBuf {

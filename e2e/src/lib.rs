@@ -17,9 +17,11 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 pub mod chaos;
+pub mod container;
 pub mod helm;
 pub mod istio;
 pub mod kube;
+pub mod pod;
 
 /// How long any single wait may take before the test fails.
 pub const DEADLINE: Duration = Duration::from_secs(30);

@@ -24,6 +24,7 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use meshhub_mcp::ledger::{Delivery, Ledger};
+use meshhub_mcp::settings::SettingError;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
@@ -79,13 +80,16 @@ pub struct AuditSpec {
 impl RawAudit {
     /// Checks the block; `base` is the configuration file's directory.
     /// Errors name the field (without the `audit.` prefix).
-    pub fn check(self, base: &Path) -> Result<AuditSpec, (&'static str, String)> {
+    pub fn check(self, base: &Path) -> Result<AuditSpec, SettingError> {
         if self.file.is_none() && !self.stdout {
-            return Err(("file", "set a file or `stdout: true`".to_owned()));
+            return Err(SettingError::new("file", "set a file or `stdout: true`"));
         }
         let max_bytes = self.max_bytes.unwrap_or(DEFAULT_MAX_BYTES);
         if max_bytes < 1024 {
-            return Err(("maxBytes", format!("{max_bytes} is below 1024")));
+            return Err(SettingError::new(
+                "maxBytes",
+                format!("{max_bytes} is below 1024"),
+            ));
         }
         Ok(AuditSpec {
             file: self.file.map(|f| base.join(f)),

@@ -28,11 +28,13 @@ use serde::Serialize;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tonic::transport::Endpoint;
 use tracing::{Instrument as _, error, info, info_span};
 
-use crate::config::AgentSpec;
 use crate::leader::LeaderStatus;
+
+pub mod spec;
+
+pub use spec::AgentSpec;
 
 /// The configured agents, as the reloader publishes them.
 pub type Agents = Arc<Vec<AgentSpec>>;
@@ -51,21 +53,14 @@ pub struct EndpointError {
     pub source: Box<dyn std::error::Error + Send + Sync>,
 }
 
-/// The gRPC endpoint for an agent.
+/// The gRPC endpoint for an agent (see
+/// [`meshhub_mcp::dial::DialSpec::target`]).
 pub fn endpoint(spec: &AgentSpec) -> Result<DialTarget, EndpointError> {
-    let error = |source: Box<dyn std::error::Error + Send + Sync>| EndpointError {
+    spec.dial.target().map_err(|e| EndpointError {
         cluster: spec.cluster.clone(),
-        address: spec.address.clone(),
-        source,
-    };
-    // meshhub's windows and keepalives (a silent partition is noticed
-    // within interval + timeout, not at the next send).
-    let endpoint = Endpoint::from_shared(spec.address.clone())
-        .map(|e| meshhub_mcp::transport::tune(e).connect_timeout(spec.connect_timeout))
-        .map_err(|e| error(e.into()))?;
-    // The files are checked now and read again at every connection
-    // attempt, so rotated client certificates are used by the next one.
-    DialTarget::new(endpoint, spec.tls.clone()).map_err(|e| error(e.into()))
+        address: spec.dial.address.clone(),
+        source: e.into(),
+    })
 }
 
 /// What a dialer task needs besides its agent.
@@ -162,12 +157,12 @@ fn reconcile(
             name: cluster.to_owned(),
             group: Group::from(cluster),
             endpoint,
-            reconnect: spec.reconnect.clone(),
+            reconnect: spec.dial.reconnect.clone(),
             config: Arc::new(SourceConfig::default()),
             max_message_bytes: deps.max_message_bytes,
             replica: deps.replica.clone(),
         };
-        info!(%cluster, agent.address = %spec.address, "dialing the cluster's sink agent");
+        info!(%cluster, agent.address = %spec.dial.address, "dialing the cluster's sink agent");
         deps.tasks.spawn(
             dialer::run(
                 target,
@@ -228,7 +223,7 @@ pub fn remote_views(agents: &[AgentSpec], ledger: &[PeerStatus]) -> Vec<RemoteVi
                 .or_else(|| ledger.iter().find(|p| is_dialer(p) && p.peer == a.cluster));
             RemoteView {
                 cluster: a.cluster.clone(),
-                address: a.address.clone(),
+                address: a.dial.address.clone(),
                 connected: p.is_some_and(|p| p.connected),
                 connected_since: p.and_then(|p| p.connected_since),
                 disconnected_at: p.and_then(|p| p.disconnected_at),

@@ -40,6 +40,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use bytes::Bytes;
+use meshhub_mcp::settings::SettingError;
 use meshhub_mcp::snapshot::Snapshot;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -97,10 +98,10 @@ pub struct HistorySpec {
 
 impl RawHistory {
     /// Checks the block; `base` is the configuration file's directory.
-    pub fn check(self, base: &Path) -> Result<HistorySpec, (&'static str, String)> {
+    pub fn check(self, base: &Path) -> Result<HistorySpec, SettingError> {
         let keep = self.keep.unwrap_or(DEFAULT_KEEP);
         if keep < 2 {
-            return Err((
+            return Err(SettingError::new(
                 "keep",
                 format!("{keep} leaves nothing to roll back to; at least 2"),
             ));

@@ -36,7 +36,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use crate::config::LeaderElectionSpec;
+pub mod spec;
+
+pub use spec::LeaderElectionSpec;
 
 /// The election as `/status` shows it (`leader`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]

@@ -27,7 +27,6 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::audit::{AuditEvent, AuditLog};
-use crate::config::Debounce;
 use crate::groups::GroupRules;
 use crate::history::{History, Pins};
 use crate::source::SourceEvent;
@@ -536,6 +535,9 @@ impl Pipeline {
 }
 
 pub mod recording;
+pub mod spec;
+
+pub use spec::{Debounce, RawDebounce};
 
 #[cfg(test)]
 mod tests;

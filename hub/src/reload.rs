@@ -21,8 +21,9 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
+use crate::clusters::AgentSpec;
 use crate::clusters::Agents;
-use crate::config::{AgentSpec, Config};
+use crate::config::Config;
 use crate::groups::{ClusterSpec, GroupRules};
 
 /// How long file events must be quiet before the file is read: editors and

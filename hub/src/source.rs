@@ -11,6 +11,9 @@
 pub mod file;
 pub mod kube;
 pub mod mcp;
+pub mod spec;
+
+pub use spec::SourceSpec;
 
 use std::fmt;
 use std::sync::Arc;

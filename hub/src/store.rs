@@ -31,12 +31,23 @@ use meshhub_proto::transcode::{self, TranscodeError};
 use meshhub_validate::{Finding, Verdict};
 use prost::Message as _;
 use rayon::iter::{IntoParallelIterator as _, ParallelIterator as _};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::config::UnknownFields;
 use crate::groups::{GroupRules, Placement};
 use crate::source::{Entry, Origin, SourceEvent};
+
+/// What happens to an object with fields its schema does not know
+/// (`unknownFields`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UnknownFields {
+    /// The object is rejected (and reported).
+    #[default]
+    Reject,
+    /// The unknown fields are dropped with a warning; the rest is served.
+    Prune,
+}
 
 /// Semantic checks beyond the schema: every problem of an object, each
 /// naming the object and the field. Empty = valid.

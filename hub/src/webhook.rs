@@ -7,7 +7,9 @@
 //! * Only HTTPS: the API server calls webhooks over TLS alone. The serving
 //!   certificate is re-read when its files change (a watch on their
 //!   directories, a periodic check as a safety net, and SIGHUP); a new pair
-//!   that does not load is reported and the current one kept ([`certs`]).
+//!   that does not load is reported and the current one kept: the engine's
+//!   [`ReloadingServerTls`], as on the gRPC ports (port `webhook` in its
+//!   metrics), offering HTTP/2 and HTTP/1.1.
 //! * Answers: CREATE and UPDATE of a kind meshhub knows are checked; a
 //!   refusal is `allowed: false` with status 422 and meshhub's messages,
 //!   each naming the field. Everything else (DELETE, unknown kinds,
@@ -31,7 +33,7 @@ use axum::routing::post;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
-use notify::{RecursiveMode, Watcher as _};
+use meshhub_mcp::tls::reload::{ALPN_H2_HTTP1, ReloadingServerTls, TlsLoadError};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio_rustls::TlsAcceptor;
@@ -39,36 +41,30 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{Instrument as _, debug, info, info_span, warn};
 
-use crate::config::WebhookSpec;
-
-pub mod certs;
 pub mod review;
+pub mod spec;
 
 #[cfg(test)]
 mod tests;
 
-pub use certs::{CertError, ReloadingCert};
 pub use review::{Decision, ReviewError, Validator};
+pub use spec::{RawWebhook, WebhookSpec};
 
 /// Counter: reviews answered, by `kind` and `allowed` (`true`, `false`, or
 /// `error` for a body that is not an AdmissionReview).
 pub const METRIC_REQUESTS: &str = "meshhub_webhook_requests_total";
 /// Histogram: time to answer a review, in seconds.
 pub const METRIC_DURATION: &str = "meshhub_webhook_request_duration_seconds";
-/// Counter: certificate reloads, by `result` (`replaced`, `error`).
-pub const METRIC_CERT_RELOADS: &str = "meshhub_webhook_certificate_reloads_total";
+/// The webhook's name in the TLS metrics (`port` label of
+/// `meshhub_tls_certificate_reloads_total` and
+/// `meshhub_tls_certificate_expiry_timestamp_seconds`).
+pub const TLS_PORT: &str = "webhook";
 
 /// Largest AdmissionReview accepted: an object and its old version, each
 /// up to etcd's 1.5 MiB, with room for JSON overhead.
 const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
 /// How long a client may take to finish the TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long file changes are gathered before the certificate is re-read
-/// (cert-manager writes the certificate and the key one after the other).
-const CERT_SETTLE: Duration = Duration::from_millis(200);
-/// How often the certificate files are checked even without a file event
-/// (a watch can miss changes, e.g. on some network file systems).
-const CERT_POLL: Duration = Duration::from_secs(60);
 
 /// Why the webhook could not start.
 #[derive(Debug, thiserror::Error)]
@@ -84,7 +80,7 @@ pub enum WebhookError {
     },
     /// The serving certificate can't be loaded.
     #[error("webhook certificate")]
-    Cert(#[from] CertError),
+    Cert(#[from] TlsLoadError),
 }
 
 /// A bound webhook, not yet serving.
@@ -93,13 +89,13 @@ pub struct Webhook {
     listener: TcpListener,
     addr: SocketAddr,
     path: String,
-    certs: Arc<ReloadingCert>,
+    tls: Arc<ReloadingServerTls>,
     validator: Validator,
 }
 
 /// Binds the webhook's port and loads its certificate.
 pub async fn bind(spec: &WebhookSpec, validator: Validator) -> Result<Webhook, WebhookError> {
-    let certs = Arc::new(ReloadingCert::new(&spec.cert, &spec.key)?);
+    let tls = ReloadingServerTls::load_with_alpn(TLS_PORT, spec.tls_files(), ALPN_H2_HTTP1)?;
     let listener = TcpListener::bind(spec.addr)
         .await
         .map_err(|source| WebhookError::Bind {
@@ -111,7 +107,7 @@ pub async fn bind(spec: &WebhookSpec, validator: Validator) -> Result<Webhook, W
         listener,
         addr,
         path: spec.path.clone(),
-        certs,
+        tls,
         validator,
     })
 }
@@ -133,16 +129,14 @@ impl Webhook {
     ) {
         let span = info_span!("webhook", listen.addr = %self.addr);
         tasks.spawn(
-            watch_certs(self.certs.clone(), reload, shutdown.clone()).instrument(span.clone()),
+            self.tls
+                .clone()
+                .watch(reload, shutdown.clone())
+                .instrument(span.clone()),
         );
-        let mut tls = rustls::ServerConfig::builder()
-            .with_no_client_auth()
-            .with_cert_resolver(self.certs.clone());
-        tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-        let acceptor = TlsAcceptor::from(Arc::new(tls));
         let app = router(&self.path, self.validator);
         tasks.spawn(
-            accept_loop(self.listener, acceptor, app, tasks.clone(), shutdown).instrument(span),
+            accept_loop(self.listener, self.tls, app, tasks.clone(), shutdown).instrument(span),
         );
     }
 }
@@ -186,7 +180,7 @@ async fn handle(State(validator): State<Arc<Validator>>, body: Bytes) -> Respons
 
 async fn accept_loop(
     listener: TcpListener,
-    acceptor: TlsAcceptor,
+    tls: Arc<ReloadingServerTls>,
     app: Router,
     tasks: TaskTracker,
     shutdown: CancellationToken,
@@ -207,8 +201,11 @@ async fn accept_loop(
                 }
             },
         };
+        // The configuration current now: a reloaded certificate serves
+        // from the next handshake on.
+        let acceptor = TlsAcceptor::from(tls.current());
         tasks.spawn(
-            connection(tcp, acceptor.clone(), app.clone(), shutdown.clone())
+            connection(tcp, acceptor, app.clone(), shutdown.clone())
                 .instrument(info_span!("connection", peer.addr = %peer)),
         );
     }
@@ -248,99 +245,4 @@ async fn connection(
     if let Err(e) = result {
         debug!(error = %e, "connection ended with an error");
     }
-}
-
-/// Re-reads the certificate when its files change, every [`CERT_POLL`],
-/// and on every message of `reload`, until `shutdown`.
-async fn watch_certs(
-    certs: Arc<ReloadingCert>,
-    mut reload: mpsc::Receiver<()>,
-    shutdown: CancellationToken,
-) {
-    let (cert, key) = certs.files();
-    let (tx, mut changes) = mpsc::unbounded_channel();
-    // Directories, not files: a Secret volume (and cert-manager's
-    // csi-driver) swaps a symlink in the directory instead of writing the
-    // file.
-    let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
-        let _ = tx.send(res.is_ok());
-    });
-    let _watcher = match watcher {
-        Ok(mut w) => {
-            let mut dirs: Vec<&std::path::Path> = [cert, key]
-                .iter()
-                .map(|p| p.parent().unwrap_or(std::path::Path::new(".")))
-                .collect();
-            dirs.dedup();
-            for dir in dirs {
-                if let Err(e) = w.watch(dir, RecursiveMode::NonRecursive) {
-                    warn!(dir = %dir.display(), error = %e, "can't watch the certificate directory; checking every {}", humantime::format_duration(CERT_POLL));
-                }
-            }
-            Some(w)
-        }
-        Err(e) => {
-            warn!(error = %e, "can't watch the certificate files; checking every {}", humantime::format_duration(CERT_POLL));
-            None
-        }
-    };
-    let mut poll = tokio::time::interval(CERT_POLL);
-    poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    poll.tick().await;
-    let mut due: Option<tokio::time::Instant> = None;
-    // The last error reported, so that a bad file is reported once.
-    let mut reported: Option<String> = None;
-    let mut reload_open = true;
-    loop {
-        let settle = async {
-            match due {
-                Some(at) => tokio::time::sleep_until(at).await,
-                None => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            _ = shutdown.cancelled() => break,
-            Some(_) = changes.recv() => {
-                due.get_or_insert(tokio::time::Instant::now() + CERT_SETTLE);
-                continue;
-            }
-            _ = settle => {}
-            _ = poll.tick() => {}
-            r = reload.recv(), if reload_open => if r.is_none() {
-                reload_open = false;
-                continue;
-            },
-        }
-        due = None;
-        match certs.reload() {
-            Ok(certs::Reloaded::Unchanged) => {
-                reported = None;
-            }
-            Ok(certs::Reloaded::Replaced) => {
-                reported = None;
-                metrics::counter!(METRIC_CERT_RELOADS, "result" => "replaced").increment(1);
-                info!(cert = %cert.display(), "webhook certificate reloaded");
-            }
-            Err(e) => {
-                let message = error_text(&e);
-                if reported.as_deref() != Some(&message) {
-                    metrics::counter!(METRIC_CERT_RELOADS, "result" => "error").increment(1);
-                    warn!(error = %message, "new webhook certificate refused; serving the current one");
-                    reported = Some(message);
-                }
-            }
-        }
-    }
-}
-
-/// An error with its causes, on one line.
-fn error_text(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        text.push_str(": ");
-        text.push_str(&c.to_string());
-        cause = c.source();
-    }
-    text
 }

@@ -7,8 +7,11 @@
 //! and MCP-over-xDS ([`ads`]), records every ACK and NACK ([`ledger`]), and
 //! reconnects with backoff and jitter ([`reconnect`]).
 //!
-//! What it does not do: read Kubernetes, files or configuration, validate
-//! objects or decide which cluster gets what. The hub and the sink agent do.
+//! What it does not do: read Kubernetes, files or configuration files,
+//! validate objects or decide which cluster gets what. The hub and the sink
+//! agent do. It owns the configuration blocks of its own settings (limits,
+//! a peer to dial, reconnect: [`settings`] says how such blocks are
+//! checked); the files are theirs.
 
 pub mod ads;
 pub mod authz;
@@ -20,6 +23,7 @@ pub mod ledger;
 pub mod limits;
 pub mod listen;
 pub mod reconnect;
+pub mod settings;
 pub mod sink;
 pub mod snapshot;
 pub mod source;

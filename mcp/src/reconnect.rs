@@ -14,6 +14,9 @@ use std::time::Duration;
 use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
+use serde::Deserialize;
+
+use crate::settings::{SettingError, duration};
 
 /// Reconnect settings.
 #[derive(Clone, Debug, PartialEq)]
@@ -33,6 +36,54 @@ impl Default for ReconnectPolicy {
             max: Duration::from_secs(30),
             factor: 2.0,
         }
+    }
+}
+
+/// A `reconnect:` block as written: every key optional, defaults from
+/// [`ReconnectPolicy::default`].
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RawReconnect {
+    /// `initial` (`500ms`).
+    #[serde(default, deserialize_with = "duration")]
+    pub initial: Option<Duration>,
+    /// `max` (`30s`).
+    #[serde(default, deserialize_with = "duration")]
+    pub max: Option<Duration>,
+    /// `factor` (`2`).
+    #[serde(default)]
+    pub factor: Option<f32>,
+}
+
+impl RawReconnect {
+    /// The checked policy (errors name the key within the block).
+    pub fn check(&self) -> Result<ReconnectPolicy, SettingError> {
+        let defaults = ReconnectPolicy::default();
+        let reconnect = ReconnectPolicy {
+            initial: self.initial.unwrap_or(defaults.initial),
+            max: self.max.unwrap_or(defaults.max),
+            factor: self.factor.unwrap_or(defaults.factor),
+        };
+        if reconnect.initial.is_zero() {
+            return Err(SettingError::new("initial", "must be positive"));
+        }
+        if reconnect.max < reconnect.initial {
+            return Err(SettingError::new(
+                "max",
+                format!(
+                    "{} is shorter than reconnect.initial {}",
+                    humantime::format_duration(reconnect.max),
+                    humantime::format_duration(reconnect.initial)
+                ),
+            ));
+        }
+        if !(reconnect.factor.is_finite() && reconnect.factor >= 1.0) {
+            return Err(SettingError::new(
+                "factor",
+                format!("{} must be a number >= 1", reconnect.factor),
+            ));
+        }
+        Ok(reconnect)
     }
 }
 

@@ -139,18 +139,3 @@ pub fn identities(chain: &[CertificateDer<'_>]) -> Vec<String> {
     uris.extend(dns);
     uris
 }
-
-/// An error with its causes, on one line.
-pub(crate) fn error_text(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        let c_text = c.to_string();
-        if !text.contains(&c_text) {
-            text.push_str(": ");
-            text.push_str(&c_text);
-        }
-        cause = c.source();
-    }
-    text
-}

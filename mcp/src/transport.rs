@@ -49,15 +49,5 @@ pub fn tune(endpoint: Endpoint) -> Endpoint {
 /// own text is only "transport error"; the cause says "Connection refused",
 /// "invalid peer certificate", ...).
 pub fn connect_error(e: &tonic::transport::Error) -> String {
-    let mut text = format!("connect: {e}");
-    let mut cause = std::error::Error::source(e);
-    while let Some(c) = cause {
-        let c_text = c.to_string();
-        if !text.contains(&c_text) {
-            text.push_str(": ");
-            text.push_str(&c_text);
-        }
-        cause = c.source();
-    }
-    text
+    format!("connect: {}", meshhub_proto::error_chain(e))
 }

@@ -80,7 +80,7 @@ fn a_disabled_log_records_nothing_and_config_needs_a_destination() {
         by: "b".into(),
     });
     let base = Path::new("/etc");
-    assert_eq!(RawAudit::default().check(base).unwrap_err().0, "file");
+    assert_eq!(RawAudit::default().check(base).unwrap_err().field, "file");
     let raw: RawAudit = serde_json::from_value(serde_json::json!({"stdout": true})).unwrap();
     let spec = raw.check(base).unwrap();
     assert_eq!(
@@ -89,7 +89,7 @@ fn a_disabled_log_records_nothing_and_config_needs_a_destination() {
     );
     let raw: RawAudit =
         serde_json::from_value(serde_json::json!({"file": "a.log", "maxBytes": 10})).unwrap();
-    assert_eq!(raw.check(base).unwrap_err().0, "maxBytes");
+    assert_eq!(raw.check(base).unwrap_err().field, "maxBytes");
     assert!(serde_json::from_value::<RawAudit>(serde_json::json!({"path": "x"})).is_err());
 }
 

@@ -1,5 +1,6 @@
 use std::time::Duration;
 
+use meshhub_mcp::dial::DialSpec;
 use meshhub_mcp::reconnect::ReconnectPolicy;
 
 use super::*;
@@ -7,10 +8,12 @@ use super::*;
 fn agent(cluster: &str) -> AgentSpec {
     AgentSpec {
         cluster: cluster.into(),
-        address: format!("http://{cluster}.example:9911"),
-        tls: None,
-        connect_timeout: Duration::from_secs(5),
-        reconnect: ReconnectPolicy::default(),
+        dial: DialSpec {
+            address: format!("http://{cluster}.example:9911"),
+            tls: None,
+            connect_timeout: Duration::from_secs(5),
+            reconnect: ReconnectPolicy::default(),
+        },
     }
 }
 

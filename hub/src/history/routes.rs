@@ -63,12 +63,7 @@ fn error(e: HistoryError) -> Response {
         HistoryError::Shared(_) => StatusCode::BAD_GATEWAY,
         HistoryError::Db(_) | HistoryError::Dir(..) => StatusCode::INTERNAL_SERVER_ERROR,
     };
-    let mut text = e.to_string();
-    let mut source = std::error::Error::source(&e);
-    while let Some(s) = source {
-        text.push_str(&format!(": {s}"));
-        source = s.source();
-    }
+    let text = meshhub_runtime::error_chain(&e);
     (code, format!("{text}\n")).into_response()
 }
 

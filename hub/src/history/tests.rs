@@ -256,7 +256,7 @@ fn config_defaults_and_checks() {
     let spec = raw.check(base).unwrap();
     assert_eq!(spec.dir, Path::new("/etc/meshhub/data"));
     let raw: RawHistory = serde_json::from_value(serde_json::json!({"keep": 1})).unwrap();
-    assert_eq!(raw.check(base).unwrap_err().0, "keep");
+    assert_eq!(raw.check(base).unwrap_err().field, "keep");
     assert!(serde_json::from_value::<RawHistory>(serde_json::json!({"kept": 1})).is_err());
 }
 

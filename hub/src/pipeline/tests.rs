@@ -4,9 +4,9 @@ use meshhub_mcp::cache::{self, SnapshotCache};
 use meshhub_proto::kinds::KindTable;
 
 use super::*;
-use crate::config::UnknownFields;
 use crate::groups::{ClusterSpec, Selector};
 use crate::source::file::parse_file;
+use crate::store::UnknownFields;
 
 const VS: &str = "istio/networking/v1alpha3/virtualservices";
 const DR: &str = "istio/networking/v1alpha3/destinationrules";

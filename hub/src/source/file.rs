@@ -32,7 +32,10 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument as _, debug, info, info_span, warn};
 
 use super::{Entry, Origin, Source, SourceError, SourceEvent};
-use crate::config::FileSourceSpec;
+
+pub mod spec;
+
+pub use spec::FileSourceSpec;
 
 /// How long the tree must be quiet after an event before it is rescanned.
 const SETTLE: Duration = Duration::from_millis(50);

@@ -46,7 +46,10 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use super::{Entry, Origin, Source, SourceError, SourceEvent};
-use crate::config::{ExtraKind, KubeSourceSpec};
+
+pub mod spec;
+
+pub use spec::{ExtraKind, KubeSourceSpec};
 
 /// How often failing watches are probed for recovery.
 const PROBE_INTERVAL: Duration = Duration::from_secs(2);

@@ -61,11 +61,13 @@ use sha2::{Digest as _, Sha256};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tonic::Code;
-use tonic::transport::Endpoint;
 use tracing::{Instrument as _, debug, info, warn};
 
 use super::{Entry, Origin, Source, SourceError, SourceEvent};
-use crate::config::McpSourceSpec;
+
+pub mod spec;
+
+pub use spec::McpSourceSpec;
 
 /// How long a stream may leave a subscribed collection unanswered before
 /// that is reported.
@@ -109,20 +111,16 @@ impl McpSource {
         ledger: Ledger,
         max_message_bytes: usize,
     ) -> Result<Self, SourceError> {
-        let fail = |source: Box<dyn std::error::Error + Send + Sync>| SourceError::Endpoint {
-            source_name: spec.name.clone(),
-            address: spec.address.clone(),
-            source,
-        };
-        let endpoint = Endpoint::from_shared(spec.address.clone())
-            .map_err(|e| fail(e.into()))?
-            .connect_timeout(spec.connect_timeout);
         // The TLS files are checked now and read again at every connection
         // attempt (rotated client certificates are used by the next one).
-        let endpoint = DialTarget::new(endpoint, spec.tls.clone()).map_err(|e| fail(e.into()))?;
+        let endpoint = spec.dial.target().map_err(|e| SourceError::Endpoint {
+            source_name: spec.name.clone(),
+            address: spec.dial.address.clone(),
+            source: e.into(),
+        })?;
         Ok(Self {
             name: Arc::from(spec.name.as_str()),
-            address: spec.address.clone(),
+            address: spec.dial.address.clone(),
             endpoint,
             kinds: kinds.clone(),
             collections: spec.collections.clone(),
@@ -131,7 +129,7 @@ impl McpSource {
                 annotations: HashMap::new(),
             },
             incremental: spec.incremental,
-            reconnect: spec.reconnect.clone(),
+            reconnect: spec.dial.reconnect.clone(),
             max_message_bytes,
             ledger,
         })

@@ -13,8 +13,8 @@ use meshhub_proto::kinds::KindTable;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::config::UnknownFields;
 use crate::store::SemanticCheck;
+use crate::store::UnknownFields;
 
 /// The only AdmissionReview version served.
 pub const API_VERSION: &str = "admission.k8s.io/v1";

@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use tower::ServiceExt as _;
 
 use super::*;
-use crate::config::UnknownFields;
+use crate::store::UnknownFields;
 
 fn validator(policy: UnknownFields) -> Validator {
     Validator::new(KindTable::builtin(), policy, crate::app::semantic_check())
@@ -273,33 +273,49 @@ fn self_signed(name: &str) -> (String, String) {
 
 #[test]
 fn certificates_reload_and_bad_ones_are_refused() {
+    use meshhub_mcp::tls::reload::Reloaded;
+
     let dir = tempfile::tempdir().unwrap();
-    let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+    let spec = WebhookSpec {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        path: "/validate".into(),
+        cert: dir.path().join("tls.crt"),
+        key: dir.path().join("tls.key"),
+    };
+    let (cert, key) = (&spec.cert, &spec.key);
     let (c1, k1) = self_signed("one.example");
-    std::fs::write(&cert, &c1).unwrap();
-    std::fs::write(&key, &k1).unwrap();
-    let certs = ReloadingCert::new(&cert, &key).unwrap();
+    std::fs::write(cert, &c1).unwrap();
+    std::fs::write(key, &k1).unwrap();
+    let load = |spec: &WebhookSpec| {
+        ReloadingServerTls::load_with_alpn(TLS_PORT, spec.tls_files(), ALPN_H2_HTTP1)
+    };
+    let certs = load(&spec).unwrap();
     let first = certs.current();
-    assert_eq!(certs.reload().unwrap(), certs::Reloaded::Unchanged);
+    assert_eq!(certs.reload().unwrap(), Reloaded::Unchanged);
 
     // A new certificate with the old key: refused, the old one stays.
     let (c2, k2) = self_signed("two.example");
-    std::fs::write(&cert, &c2).unwrap();
-    assert!(matches!(certs.reload(), Err(CertError::Unusable { .. })));
-    assert_eq!(certs.current().cert, first.cert);
+    std::fs::write(cert, &c2).unwrap();
+    assert!(matches!(certs.reload(), Err(TlsLoadError::Unusable { .. })));
+    assert!(Arc::ptr_eq(&certs.current(), &first));
     // Garbage: refused too.
-    std::fs::write(&key, "not a key").unwrap();
-    assert!(matches!(certs.reload(), Err(CertError::NoKey { .. })));
-    assert_eq!(certs.current().cert, first.cert);
+    std::fs::write(key, "not a key").unwrap();
+    assert!(matches!(certs.reload(), Err(TlsLoadError::Empty { .. })));
+    assert!(Arc::ptr_eq(&certs.current(), &first));
 
-    // The matching key arrives: served.
-    std::fs::write(&key, &k2).unwrap();
-    assert_eq!(certs.reload().unwrap(), certs::Reloaded::Replaced);
-    assert_ne!(certs.current().cert, first.cert);
+    // The matching key arrives: served, still offering HTTP/1.1 and h2.
+    std::fs::write(key, &k2).unwrap();
+    assert_eq!(certs.reload().unwrap(), Reloaded::Replaced);
+    assert!(!Arc::ptr_eq(&certs.current(), &first));
+    assert_eq!(
+        certs.current().alpn_protocols,
+        [b"h2".to_vec(), b"http/1.1".to_vec()]
+    );
 
     // Missing files: an error at start.
-    assert!(matches!(
-        ReloadingCert::new(&dir.path().join("nope"), &key),
-        Err(CertError::Read { .. })
-    ));
+    let missing = WebhookSpec {
+        cert: dir.path().join("nope"),
+        ..spec.clone()
+    };
+    assert!(matches!(load(&missing), Err(TlsLoadError::Read { .. })));
 }

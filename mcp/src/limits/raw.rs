@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::Limits;
+use crate::settings::duration;
 
 /// `limits:` as written: every key optional, defaults from
 /// [`Limits::default`].
@@ -135,13 +136,6 @@ impl RawLimits {
         }
         Ok(limits)
     }
-}
-
-fn duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
-    let s = String::deserialize(d)?;
-    humantime::parse_duration(s.trim())
-        .map(Some)
-        .map_err(|e| serde::de::Error::custom(format!("invalid duration {s:?}: {e}")))
 }
 
 #[cfg(test)]

@@ -8,6 +8,10 @@
 //! load (half written, key not matching the certificate, not PEM) is
 //! reported — log, [`METRIC_RELOADS`]`{result="error"}`, and
 //! [`TlsStatus::last_error`] — and the current configuration kept.
+//!
+//! Every TLS port of meshhub uses it (the gRPC ports with HTTP/2 only, the
+//! hub's admission webhook with HTTP/2 and HTTP/1.1: the ALPN protocols
+//! are a parameter), so its metrics are one family with a `port` label.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -35,6 +39,12 @@ const SETTLE: Duration = Duration::from_millis(200);
 /// How often the files are checked even without a file event (a watch can
 /// miss changes, e.g. on some network file systems).
 const POLL: Duration = Duration::from_secs(60);
+
+/// The ALPN protocols of a gRPC port: HTTP/2 only.
+pub const ALPN_H2: &[&[u8]] = &[b"h2"];
+/// The ALPN protocols of an HTTPS port that also speaks HTTP/1.1 (the
+/// admission webhook: API servers use either).
+pub const ALPN_H2_HTTP1: &[&[u8]] = &[b"h2", b"http/1.1"];
 
 /// The PEM files of a TLS server.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -109,6 +119,7 @@ struct Pem {
 pub struct ReloadingServerTls {
     port: &'static str,
     files: ServerTlsFiles,
+    alpn: &'static [&'static [u8]],
     config: ArcSwap<ServerConfig>,
     loaded: Mutex<Pem>,
     status: watch::Sender<TlsStatus>,
@@ -149,10 +160,11 @@ fn not_after(cert: &CertificateDer<'_>) -> Option<(String, i64)> {
     Some((t.to_rfc2822().ok()?, t.timestamp()))
 }
 
-/// Builds the server configuration (HTTP/2 only, ring provider).
+/// Builds the server configuration (ring provider), offering `alpn`.
 fn build(
     pem: &Pem,
     files: &ServerTlsFiles,
+    alpn: &[&[u8]],
 ) -> Result<(ServerConfig, Option<(String, i64)>), TlsLoadError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let chain = certificates(&pem.cert, &files.cert)?;
@@ -184,7 +196,7 @@ fn build(
     let mut config = builder
         .with_single_cert(chain, key)
         .map_err(|e| unusable(&files.key, &e))?;
-    config.alpn_protocols = vec![b"h2".to_vec()];
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
     Ok((config, expiry))
 }
 
@@ -192,7 +204,7 @@ fn build(
 /// (what configuration parsing calls, so that a bad path is a
 /// configuration error naming the setting).
 pub fn check(files: &ServerTlsFiles) -> Result<(), TlsLoadError> {
-    build(&read_all(files)?, files).map(|_| ())
+    build(&read_all(files)?, files, ALPN_H2).map(|_| ())
 }
 
 /// What a reload did.
@@ -205,11 +217,22 @@ pub enum Reloaded {
 }
 
 impl ReloadingServerTls {
-    /// Loads the files; fails when they don't make a server configuration.
-    /// `port` names the server in metrics and logs (`grpc`, `sink`).
+    /// Loads the files of a gRPC port (HTTP/2 only); fails when they don't
+    /// make a server configuration. `port` names the server in metrics and
+    /// logs (`grpc`, `sink`).
     pub fn load(port: &'static str, files: ServerTlsFiles) -> Result<Arc<Self>, TlsLoadError> {
+        Self::load_with_alpn(port, files, ALPN_H2)
+    }
+
+    /// [`ReloadingServerTls::load`] for a server offering the ALPN
+    /// protocols `alpn` (e.g. [`ALPN_H2_HTTP1`]).
+    pub fn load_with_alpn(
+        port: &'static str,
+        files: ServerTlsFiles,
+        alpn: &'static [&'static [u8]],
+    ) -> Result<Arc<Self>, TlsLoadError> {
         let pem = read_all(&files)?;
-        let (config, expiry) = build(&pem, &files)?;
+        let (config, expiry) = build(&pem, &files, alpn)?;
         let status = TlsStatus {
             cert: files.cert.display().to_string(),
             mutual: files.client_ca.is_some(),
@@ -223,6 +246,7 @@ impl ReloadingServerTls {
         Ok(Arc::new(Self {
             port,
             files,
+            alpn,
             config: ArcSwap::from_pointee(config),
             loaded: Mutex::new(pem),
             status: watch::channel(status).0,
@@ -254,7 +278,7 @@ impl ReloadingServerTls {
         if *loaded == pem {
             return Ok(Reloaded::Unchanged);
         }
-        let (config, expiry) = build(&pem, &self.files)?;
+        let (config, expiry) = build(&pem, &self.files, self.alpn)?;
         self.config.store(Arc::new(config));
         *loaded = pem;
         drop(loaded);
@@ -362,7 +386,7 @@ impl ReloadingServerTls {
                 info!(port = self.port, cert = %self.files.cert.display(), "TLS certificate reloaded");
             }
             Err(e) => {
-                let message = super::error_text(&e);
+                let message = meshhub_proto::error_chain(&e);
                 let new = self.status.send_if_modified(|s| {
                     if s.last_error.as_deref() == Some(&message) {
                         return false;
@@ -377,5 +401,43 @@ impl ReloadingServerTls {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn files(dir: &Path) -> ServerTlsFiles {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["meshhub.example".to_owned()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        let files = ServerTlsFiles {
+            cert: dir.join("tls.crt"),
+            key: dir.join("tls.key"),
+            client_ca: None,
+        };
+        std::fs::write(&files.cert, cert.pem()).unwrap();
+        std::fs::write(&files.key, key.serialize_pem()).unwrap();
+        files
+    }
+
+    #[test]
+    fn the_alpn_protocols_are_the_callers_and_survive_a_reload() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = files(dir.path());
+        let grpc = ReloadingServerTls::load("grpc", files.clone()).unwrap();
+        assert_eq!(grpc.current().alpn_protocols, [b"h2".to_vec()]);
+        let https = ReloadingServerTls::load_with_alpn("webhook", files, ALPN_H2_HTTP1).unwrap();
+        let both = [b"h2".to_vec(), b"http/1.1".to_vec()];
+        assert_eq!(https.current().alpn_protocols, both);
+        // New files: the new configuration offers the same protocols.
+        let first = https.current();
+        let _ = self::files(dir.path());
+        assert_eq!(https.reload().unwrap(), Reloaded::Replaced);
+        assert!(!Arc::ptr_eq(&first, &https.current()));
+        assert_eq!(https.current().alpn_protocols, both);
     }
 }

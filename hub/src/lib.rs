@@ -25,4 +25,5 @@ pub mod pipeline;
 pub mod reload;
 pub mod source;
 pub mod store;
+pub mod watch_backoff;
 pub mod webhook;

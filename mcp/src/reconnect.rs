@@ -145,6 +145,17 @@ impl Backoff {
     }
 }
 
+/// The waits, forever: for code that takes a backoff as an iterator of
+/// delays (kube-runtime's watchers, through an adapter where Kubernetes is
+/// seen).
+impl Iterator for Backoff {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        Some(self.next_delay())
+    }
+}
+
 /// How one connection attempt ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Attempt {
@@ -224,6 +235,17 @@ mod tests {
             .map(|s| Backoff::seeded(p.clone(), s).next_delay())
             .collect();
         assert!(firsts.len() > 10);
+    }
+
+    #[test]
+    fn as_an_iterator_it_never_ends_and_stays_within_the_ceilings() {
+        let p = ReconnectPolicy::default();
+        let expected = ceilings(&p, 12);
+        let waits: Vec<Duration> = Backoff::seeded(p, 5).take(12).collect();
+        assert_eq!(waits.len(), 12);
+        for (w, c) in waits.iter().zip(&expected) {
+            assert!(w <= c, "{w:?} > {c:?}");
+        }
     }
 
     #[test]

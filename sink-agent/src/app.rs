@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use meshhub_mcp::ads::{AdsServer, TypeMap};
 use meshhub_mcp::cache::{self, Group, SnapshotCache};
-use meshhub_mcp::dial::DialTarget;
+use meshhub_mcp::dial::DialSpec;
 use meshhub_mcp::group::{GroupIndex, SingleGroup};
 use meshhub_mcp::ledger::Ledger;
 use meshhub_mcp::limits::StreamLimitLayer;
@@ -36,7 +36,6 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tonic::transport::Endpoint;
 use tonic_health::ServingStatus;
 use tracing::{Instrument as _, error, info, info_span};
 
@@ -60,15 +59,6 @@ pub enum RunError {
     /// The data directory can't be opened.
     #[error("can't open the store")]
     Store(#[from] StoreError),
-    /// The hub URL is not usable (checked in config; kept for safety).
-    #[error("hub URL {url:?}")]
-    HubUrl {
-        /// The URL.
-        url: String,
-        /// Why.
-        #[source]
-        source: tonic::transport::Error,
-    },
     /// A server port's TLS files don't load (checked in config; they may
     /// have changed since).
     #[error("{what} TLS")]
@@ -79,9 +69,10 @@ pub enum RunError {
         #[source]
         source: TlsLoadError,
     },
-    /// The hub's TLS files can't be read (pull mode).
-    #[error("hub TLS")]
-    HubTls(#[source] meshhub_mcp::dial::DialError),
+    /// The hub can't be dialed (pull mode): its URL (checked in config;
+    /// kept for safety) or its TLS files.
+    #[error("hub")]
+    Hub(#[source] meshhub_mcp::dial::DialError),
     /// The applier's Kubernetes client can't be configured.
     #[error("apply: can't configure the Kubernetes client")]
     Applier(#[source] meshhub_kube::ClientError),
@@ -295,19 +286,18 @@ impl Agent {
                 );
             }
             Mode::Pull { hub_url, tls } => {
-                let endpoint = Endpoint::from_shared(hub_url.clone())
-                    .map_err(|source| RunError::HubUrl {
-                        url: hub_url.clone(),
-                        source,
-                    })?
-                    .connect_timeout(CONNECT_TIMEOUT);
-                // Checked now, read again at every connection attempt.
-                let endpoint = DialTarget::new(endpoint, tls.clone()).map_err(RunError::HubTls)?;
+                let hub = DialSpec {
+                    address: hub_url.clone(),
+                    tls: tls.clone(),
+                    connect_timeout: CONNECT_TIMEOUT,
+                    reconnect: Default::default(),
+                };
+                // TLS files checked now, read again at every connection attempt.
                 let target = SourceTarget {
                     name: "hub".to_owned(),
-                    endpoint,
+                    endpoint: hub.target().map_err(RunError::Hub)?,
                     config: sink_config,
-                    reconnect: Default::default(),
+                    reconnect: hub.reconnect,
                     max_message_bytes: config.max_message_bytes,
                 };
                 tasks.spawn(sink_client::run(

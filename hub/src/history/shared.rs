@@ -11,11 +11,13 @@ use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
+use kube::runtime::WatchStreamExt as _;
 use kube::runtime::watcher::{self, Event};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::{History, PinRecord};
+use crate::watch_backoff::WatchBackoff;
 
 /// The ConfigMap holding the pins.
 pub const CONFIGMAP: &str = "meshhub-pins";
@@ -102,7 +104,11 @@ impl SharedPins {
     /// what it says.
     pub async fn follow(self, history: History, shutdown: CancellationToken) {
         let config = watcher::Config::default().fields(&format!("metadata.name={CONFIGMAP}"));
-        let mut events = watcher::watcher(self.api.clone(), config).boxed();
+        // Backed off like every Kubernetes watch of the hub: a failing API
+        // server is not retried in a tight loop.
+        let mut events = watcher::watcher(self.api.clone(), config)
+            .backoff(WatchBackoff::new())
+            .boxed();
         // The ConfigMap as listed so far (an initial list ends with InitDone).
         let mut listing: Option<BTreeMap<String, String>> = None;
         loop {

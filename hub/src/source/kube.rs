@@ -40,12 +40,14 @@ use meshhub_kube::Served;
 use meshhub_kube::discovery::api;
 use meshhub_kube::error::{error_text, is_forbidden, watch_error_text};
 use meshhub_kube::object::{last_manager, to_object};
+use meshhub_mcp::reconnect::{Backoff, ReconnectPolicy};
 use meshhub_proto::kinds::{Kind, KindTable};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use super::{Entry, Origin, Source, SourceError, SourceEvent};
+use crate::watch_backoff::WatchBackoff;
 
 pub mod spec;
 
@@ -55,6 +57,13 @@ pub use spec::{ExtraKind, KubeSourceSpec};
 const PROBE_INTERVAL: Duration = Duration::from_secs(2);
 /// How long CRD changes are gathered before discovery runs again.
 const CRD_SETTLE: Duration = Duration::from_millis(300);
+/// Delays between failed discoveries: exponential with full jitter, 0.5 s
+/// to 30 s (the engine's reconnect backoff).
+const DISCOVERY_RETRY: ReconnectPolicy = ReconnectPolicy {
+    initial: Duration::from_millis(500),
+    max: Duration::from_secs(30),
+    factor: 2.0,
+};
 
 /// A watched Kubernetes API server.
 pub struct KubeSource {
@@ -244,7 +253,7 @@ impl Runner {
         let crds: Api<PartialObjectMeta<CustomResourceDefinition>> =
             Api::all(self.source.client.clone());
         let mut crd_events = watcher::watcher(crds, watcher::Config::default())
-            .default_backoff()
+            .backoff(WatchBackoff::new())
             .boxed();
         let mut crds_listed = false;
         let mut rediscover_at: Option<tokio::time::Instant> = None;
@@ -254,7 +263,7 @@ impl Runner {
         let mut probe = tokio::time::interval(PROBE_INTERVAL);
         probe.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // Failed discovery is retried with backoff, sooner than the interval.
-        let mut retry = discovery_backoff();
+        let mut retry = Backoff::new(DISCOVERY_RETRY);
         let mut retry_at: Option<tokio::time::Instant> = None;
 
         loop {
@@ -268,19 +277,19 @@ impl Runner {
                 _ = self.shutdown.cancelled() => return Ok(()),
                 _ = discovery.tick() => {
                     if self.discover().await? {
-                        retry = discovery_backoff();
+                        retry.reset();
                         retry_at = None;
                     } else {
-                        retry_at = Some(tokio::time::Instant::now() + retry.next().unwrap_or(Duration::from_secs(30)));
+                        retry_at = Some(tokio::time::Instant::now() + retry.next_delay());
                     }
                 }
                 _ = rediscover => {
                     rediscover_at = None;
                     retry_at = None;
                     if self.discover().await? {
-                        retry = discovery_backoff();
+                        retry.reset();
                     } else {
-                        retry_at = Some(tokio::time::Instant::now() + retry.next().unwrap_or(Duration::from_secs(30)));
+                        retry_at = Some(tokio::time::Instant::now() + retry.next_delay());
                     }
                 }
                 Some(ev) = crd_events.next() => match ev {
@@ -392,7 +401,7 @@ impl Runner {
         );
         let stop = CancellationToken::new();
         let stream = watcher::watcher(api, watcher::Config::default())
-            .default_backoff()
+            .backoff(WatchBackoff::new())
             .take_until(stop.clone().cancelled_owned())
             .map(move |ev| (id, ev))
             .boxed();
@@ -550,18 +559,6 @@ impl Runner {
     async fn send(&mut self, ev: SourceEvent) -> Result<(), Gone> {
         self.events.send(ev).await.map_err(|_| Gone)
     }
-}
-
-/// Delays between failed discoveries: exponential with jitter, 0.5 s to
-/// 30 s.
-fn discovery_backoff() -> impl Iterator<Item = Duration> + Send {
-    use backon::BackoffBuilder as _;
-    backon::ExponentialBuilder::default()
-        .with_min_delay(Duration::from_millis(500))
-        .with_max_delay(Duration::from_secs(30))
-        .with_jitter()
-        .without_max_times()
-        .build()
 }
 
 /// The unit event of one object (and notes what was delivered).

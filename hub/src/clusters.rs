@@ -148,7 +148,7 @@ fn reconcile(
         let endpoint = match endpoint(spec) {
             Ok(e) => e,
             Err(e) => {
-                error!(error = %e, cause = %e.source, "can't dial this agent");
+                error!(error = %meshhub_runtime::error_chain(&e), "can't dial this agent");
                 continue;
             }
         };

@@ -1,5 +1,12 @@
+use std::collections::BTreeSet;
+
+use bytes::Bytes;
+use meshhub_proto::kinds::Kind;
+use meshhub_proto::mcp::{Metadata, Resource};
+use meshhub_proto::wire::EncodedResources;
+use prost::Message as _;
+
 use super::*;
-use meshhub_proto::mcp::Metadata;
 
 const VS: &str = "istio/networking/v1alpha3/virtualservices";
 
@@ -58,9 +65,9 @@ fn validation_names_each_bad_resource_and_counts_the_rest() {
     )
     .unwrap_err();
     assert!(
-        e.0.starts_with("VirtualService ns/dr: body type"),
+        e.to_string().starts_with("VirtualService ns/dr: body type"),
         "{}",
-        e.0
+        e.to_string()
     );
 
     let e = validate(
@@ -69,15 +76,20 @@ fn validation_names_each_bad_resource_and_counts_the_rest() {
     )
     .unwrap_err();
     assert!(
-        e.0.starts_with("VirtualService ns/junk: undecodable body"),
+        e.to_string()
+            .starts_with("VirtualService ns/junk: undecodable body"),
         "{}",
-        e.0
+        e.to_string()
     );
 
     let mut nameless = good.clone();
     nameless.metadata.as_mut().unwrap().name.clear();
     let e = validate(&kind, vec![nameless]).unwrap_err();
-    assert!(e.0.ends_with("(resources[0])"), "{}", e.0);
+    assert!(
+        e.to_string().ends_with("(resources[0])"),
+        "{}",
+        e.to_string()
+    );
     let e = validate(
         &kind,
         vec![Resource {
@@ -87,9 +99,9 @@ fn validation_names_each_bad_resource_and_counts_the_rest() {
     )
     .unwrap_err();
     assert!(
-        e.0.contains("no metadata") && e.0.ends_with("(resources[0])"),
+        e.to_string().contains("no metadata") && e.to_string().ends_with("(resources[0])"),
         "{}",
-        e.0
+        e.to_string()
     );
 
     let many: Vec<Resource> = (0..5)
@@ -97,11 +109,17 @@ fn validation_names_each_bad_resource_and_counts_the_rest() {
         .collect();
     let e = validate(&kind, many).unwrap_err();
     assert!(
-        e.0.contains("ns/b0") && e.0.contains("ns/b2") && !e.0.contains("ns/b3"),
+        e.to_string().contains("ns/b0")
+            && e.to_string().contains("ns/b2")
+            && !e.to_string().contains("ns/b3"),
         "{}",
-        e.0
+        e.to_string()
     );
-    assert!(e.0.ends_with("and 2 more rejected resource(s)"), "{}", e.0);
+    assert!(
+        e.to_string().ends_with("and 2 more rejected resource(s)"),
+        "{}",
+        e.to_string()
+    );
 }
 
 #[test]
@@ -129,6 +147,8 @@ async fn changes_apply_persist_publish_and_reload() {
         collections: vec![VS.to_owned()],
         kinds: KindTable::builtin(),
         applier: None,
+        tasks: TaskTracker::new(),
+        shutdown: CancellationToken::new(),
     };
     let (writer, cache) = meshhub_mcp::cache::new();
     let store = Store::open(config.clone(), writer).await.unwrap();
@@ -175,7 +195,7 @@ async fn changes_apply_persist_publish_and_reload() {
         ))
         .await
         .unwrap_err();
-    assert!(e.0.contains("ns/x"));
+    assert!(e.to_string().contains("ns/x"));
     assert_eq!(store.held(VS).len(), 2, "kept");
     let e = store
         .apply(Change {
@@ -184,7 +204,7 @@ async fn changes_apply_persist_publish_and_reload() {
         })
         .await
         .unwrap_err();
-    assert!(e.0.contains("not accepted"), "{}", e.0);
+    assert!(e.to_string().contains("not accepted"), "{}", e.to_string());
     let served = cache
         .snapshot("local")
         .unwrap()
@@ -217,6 +237,8 @@ async fn files_written_before_seals_are_served_once_sealed_and_then_required() {
         collections: vec![VS.to_owned()],
         kinds: KindTable::builtin(),
         applier: None,
+        tasks: TaskTracker::new(),
+        shutdown: CancellationToken::new(),
     };
     // What an older agent wrote: the same message, no seal, no marker.
     let collections = dir.path().join(FORMAT_DIR).join(COLLECTIONS_DIR);

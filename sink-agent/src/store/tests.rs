@@ -165,7 +165,7 @@ async fn changes_are_accepted_persisted_published_and_reloaded() {
             nonce: "1".into(),
         };
     store
-        .apply(change(
+        .accept(change(
             vec![
                 resource("ns/a", VS_URL, vec![]),
                 resource("ns/b", VS_URL, vec![]),
@@ -177,7 +177,7 @@ async fn changes_are_accepted_persisted_published_and_reloaded() {
         .await
         .unwrap();
     store
-        .apply(change(
+        .accept(change(
             vec![resource("ns/c", VS_URL, vec![])],
             vec!["ns/a"],
             true,
@@ -188,7 +188,7 @@ async fn changes_are_accepted_persisted_published_and_reloaded() {
     let held: BTreeSet<String> = store.held(VS).into_keys().collect();
     assert_eq!(held, BTreeSet::from(["ns/b".to_owned(), "ns/c".to_owned()]));
     let e = store
-        .apply(change(
+        .accept(change(
             vec![resource("ns/x", "type.googleapis.com/x.Y", vec![])],
             vec![],
             false,
@@ -199,7 +199,7 @@ async fn changes_are_accepted_persisted_published_and_reloaded() {
     assert!(e.to_string().contains("ns/x"));
     assert_eq!(store.held(VS).len(), 2, "kept");
     let e = store
-        .apply(Change {
+        .accept(Change {
             collection: "istio/networking/v1alpha3/gateways".into(),
             ..change(vec![], vec![], false, "v1")
         })
@@ -469,7 +469,7 @@ async fn a_kubernetes_round_trip_holds_up_no_other_collection() {
     let vs = tokio::spawn({
         let store = store.clone();
         let change = change(VS, resource("ns/a", VS_URL, vec![]));
-        async move { store.apply(change).await }
+        async move { store.accept(change).await }
     });
     seen.recv().await.expect("the applier asked the API server");
     // ...meanwhile another collection is persisted and published, and
@@ -477,7 +477,7 @@ async fn a_kubernetes_round_trip_holds_up_no_other_collection() {
     let dr = tokio::spawn({
         let store = store.clone();
         let change = change(DR, resource("ns/r", DR_URL, vec![]));
-        async move { store.apply(change).await }
+        async move { store.accept(change).await }
     });
     let mut status = store.status();
     // A bound, not a synchronisation: with a lock held across the sync,

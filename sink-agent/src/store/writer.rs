@@ -90,8 +90,9 @@ struct Written {
     objects: Option<Vec<Object>>,
 }
 
-/// A finished Kubernetes sync.
-struct Applied {
+/// A change at its end: synced to Kubernetes (or nothing to sync), or
+/// refused by the API.
+struct Finished {
     change: InFlight,
     served_version: String,
     resources: usize,
@@ -111,7 +112,7 @@ struct Run {
     /// arrived since, in order. Absent: nothing in progress.
     queued: HashMap<String, VecDeque<Change>>,
     writes: JoinSet<Written>,
-    applies: FuturesUnordered<BoxFuture<'static, Applied>>,
+    syncs: FuturesUnordered<BoxFuture<'static, Finished>>,
     failing: HashMap<String, Failing>,
 }
 
@@ -124,7 +125,7 @@ impl Writer {
             w: self,
             queued: HashMap::new(),
             writes: JoinSet::new(),
-            applies: FuturesUnordered::new(),
+            syncs: FuturesUnordered::new(),
             failing: HashMap::new(),
         };
         let (mut open, mut closed) = (true, false);
@@ -147,7 +148,7 @@ impl Writer {
                     let done = done.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
                     run.written(done);
                 }
-                Some(done) = run.applies.next() => run.applied(done),
+                Some(done) = run.syncs.next() => run.finish(done),
                 else => break,
             }
         }
@@ -321,8 +322,8 @@ impl Run {
         match (&w.applier, objects) {
             (Some(applier), Some(objects)) => {
                 let sync = applier.sync(&collection, change.kind.clone(), objects);
-                self.applies.push(Box::pin(async move {
-                    Applied {
+                self.syncs.push(Box::pin(async move {
+                    Finished {
                         result: sync.await,
                         change,
                         served_version,
@@ -330,7 +331,7 @@ impl Run {
                     }
                 }));
             }
-            _ => self.applied(Applied {
+            _ => self.finish(Finished {
                 change,
                 served_version,
                 resources: count,
@@ -340,8 +341,8 @@ impl Run {
     }
 
     /// The change is through (or the API refused it): answer it.
-    fn applied(&mut self, done: Applied) {
-        let Applied {
+    fn finish(&mut self, done: Finished) {
+        let Finished {
             change,
             served_version,
             resources,

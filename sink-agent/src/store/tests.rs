@@ -410,18 +410,30 @@ async fn changes_sent_at_once_are_taken_in_order_per_collection() {
 }
 
 /// A Kubernetes API whose every request waits until `open` turns true,
-/// then answers 404 (the kind is not served). `seen` gets each path.
+/// then answers that it serves no API group (so no Istio kind), and 404 to
+/// anything else. `seen` gets each path.
 fn gated_api(open: watch::Receiver<bool>, seen: mpsc::UnboundedSender<String>) -> kube::Client {
     use tonic::codegen::http::{Request, Response};
     let service = tower::service_fn(move |req: Request<kube::client::Body>| {
         let mut open = open.clone();
-        let _ = seen.send(req.uri().path().to_owned());
+        let path = req.uri().path().to_owned();
+        let _ = seen.send(path.clone());
         async move {
             let _ = open.wait_for(|o| *o).await;
-            let body = br#"{"kind":"Status","apiVersion":"v1","status":"Failure","message":"not found","reason":"NotFound","code":404}"#;
+            let (status, body): (u16, &[u8]) = if path == "/apis" {
+                (
+                    200,
+                    br#"{"kind":"APIGroupList","apiVersion":"v1","groups":[]}"#,
+                )
+            } else {
+                (
+                    404,
+                    br#"{"kind":"Status","apiVersion":"v1","status":"Failure","message":"not found","reason":"NotFound","code":404}"#,
+                )
+            };
             Ok::<_, std::convert::Infallible>(
                 Response::builder()
-                    .status(404)
+                    .status(status)
                     .header("content-type", "application/json")
                     .body(kube::client::Body::from(body.to_vec()))
                     .unwrap(),

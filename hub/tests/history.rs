@@ -62,7 +62,7 @@ impl Updater for Picky {
             .map(|m| (m.name.clone(), m.version.clone()))
             .collect();
         if let Some((bad, _)) = names.iter().find(|(n, _)| n.contains("bad")) {
-            return Err(ApplyError(format!(
+            return Err(ApplyError::Invalid(format!(
                 "VirtualService {bad}: host does not resolve"
             )));
         }

@@ -293,7 +293,7 @@ impl Updater for Picky {
         for r in &change.resources {
             let name = r.metadata.as_ref().map_or("", |m| m.name.as_str());
             if name.contains("bad") {
-                return Err(ApplyError(format!(
+                return Err(ApplyError::Invalid(format!(
                     "VirtualService {name}: rejected by the test sink"
                 )));
             }

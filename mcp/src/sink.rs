@@ -60,10 +60,29 @@ pub struct Change {
     pub nonce: String,
 }
 
-/// Why an updater rejected a change; becomes the NACK's message.
+/// Why an updater rejected a change; its text becomes the NACK's message,
+/// its variant decides whether the stream asks for the collection again.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct ApplyError(pub String);
+pub enum ApplyError {
+    /// The change itself is refused (a resource that does not validate, a
+    /// collection not accepted, an object the cluster's API refuses): the
+    /// refusal stands until the source has a new version.
+    #[error("{0}")]
+    Invalid(String),
+    /// The change could not be taken now, for a reason expected to pass (a
+    /// full disk, an API server that does not answer).
+    #[error("{message}")]
+    Unavailable {
+        /// What failed.
+        message: String,
+        /// When to ask for the collection again: the stream then sends a
+        /// new request for it (empty nonce, what it holds), which makes the
+        /// source resend its current version, even the one just NACKed; a
+        /// newer response meanwhile cancels the retry. `None`: the updater
+        /// retries by itself and the NACK stands until a new version.
+        retry_after: Option<std::time::Duration>,
+    },
+}
 
 /// Applies received changes. Implementations validate, store and return an
 /// error to NACK the whole response (keeping their previous state of the
@@ -75,17 +94,6 @@ pub trait Updater: Send + Sync + 'static {
     /// What the updater holds of a collection (name → version), for
     /// `initial_resource_versions` when a stream (re)starts.
     fn held(&self, collection: &str) -> HashMap<String, String>;
-
-    /// After [`Self::apply`] of `collection` failed: whether the failure may
-    /// pass by itself (a full disk) and when to ask for the collection
-    /// again. The stream then sends a new request for it (empty nonce,
-    /// what it holds), which makes the source resend its current version,
-    /// even the one just NACKed; a newer response meanwhile cancels the
-    /// retry. `None` (the default): the refusal stands until the source has
-    /// a new version.
-    fn retry_after(&self, _collection: &str) -> Option<std::time::Duration> {
-        None
-    }
 }
 
 /// What to do with a response.
@@ -198,7 +206,7 @@ impl SinkStream {
     ) -> RequestResources {
         let error = result.as_ref().err().map(|e| RpcStatus {
             code: CODE_INVALID_ARGUMENT,
-            message: e.0.clone(),
+            message: e.to_string(),
             details: vec![],
         });
         self.reply(collection, nonce, error)
@@ -372,7 +380,7 @@ mod tests {
         assert!(ack.error_detail.is_none());
         assert!(ack.incremental);
         assert!(ack.initial_resource_versions.is_empty());
-        let nack = s.on_applied(VS, "4", &Err(ApplyError("ns/x: bad host".into())));
+        let nack = s.on_applied(VS, "4", &Err(ApplyError::Invalid("ns/x: bad host".into())));
         let e = nack.error_detail.unwrap();
         assert_eq!(
             (e.code, e.message.as_str()),

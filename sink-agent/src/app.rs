@@ -225,6 +225,8 @@ impl Agent {
                     collections: config.collections.clone(),
                     kinds: kinds.clone(),
                     applier,
+                    tasks: tasks.clone(),
+                    shutdown: shutdown.clone(),
                 },
                 writer,
             )

@@ -19,7 +19,9 @@
 //! * **Results**: a change the API refuses (a missing CRD, an admission
 //!   webhook, a missing namespace) is reported per object with the API
 //!   server's message; the store NACKs it to the hub. One bad object never
-//!   stops the others.
+//!   stops the others. Whether the API refused an object or could not take
+//!   it now is decided from the typed error (its HTTP status code), never
+//!   from its text: [`ApplyError::Invalid`] or [`ApplyError::Unavailable`].
 //! * **Drift**: a watch on the managed objects of every applied kind
 //!   repairs hand edits and deletions at once; a full reconcile runs at
 //!   start (from the persisted state), every `resync`, and with backoff
@@ -38,12 +40,18 @@ use meshhub_kube::discovery::api;
 use meshhub_kube::object::holds;
 use meshhub_kube::{Connection, Served, error_text};
 use meshhub_mcp::ledger::At;
+use meshhub_mcp::sink::ApplyError;
 use meshhub_proto::kinds::Kind;
 use meshhub_proto::object::Object;
 use serde::Serialize;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument as _, debug, info, info_span, warn};
+
+use crate::backoff::Retry;
+
+mod failure;
+use failure::{Failure, Outcome, stopped, verdict};
 
 /// The field manager of every write.
 pub const FIELD_MANAGER: &str = "meshhub";
@@ -55,8 +63,6 @@ pub const MANAGED_BY_VALUE: &str = "meshhub";
 pub const SOURCE_CLUSTER: &str = "meshhub.io/source-cluster";
 /// Annotation: the object's MCP version as the hub served it.
 pub const HUB_VERSION: &str = "meshhub.io/hub-version";
-/// At most this many failures are named in one result.
-const NAMED_FAILURES: usize = 5;
 /// First and longest delay between retries of a failed sync.
 const RETRY_MIN: Duration = Duration::from_secs(1);
 const RETRY_MAX: Duration = Duration::from_secs(30);
@@ -110,14 +116,19 @@ enum Command {
         collection: String,
         kind: Kind,
         objects: Vec<Object>,
-        reply: Option<oneshot::Sender<Result<(), String>>>,
+        reply: Option<oneshot::Sender<Result<(), ApplyError>>>,
     },
 }
 
 /// A handle on the applier task. Cheap to clone.
+///
+/// Commands go through an unbounded channel so that handing over a sync
+/// never waits for the API server. It stays small: the store has at most
+/// one sync in flight per collection, and start-up sends one reconcile per
+/// collection.
 #[derive(Clone, Debug)]
 pub struct Applier {
-    tx: mpsc::Sender<Command>,
+    tx: mpsc::UnboundedSender<Command>,
     status: watch::Receiver<Arc<ApplyStatus>>,
 }
 
@@ -130,7 +141,7 @@ impl Applier {
         tasks: &tokio_util::task::TaskTracker,
         shutdown: CancellationToken,
     ) -> Self {
-        let (tx, rx) = mpsc::channel(16);
+        let (tx, rx) = mpsc::unbounded_channel();
         let (status_tx, status) = watch::channel(Arc::new(ApplyStatus {
             source_cluster: config.source_cluster.clone(),
             ..Default::default()
@@ -147,39 +158,39 @@ impl Applier {
     }
 
     /// Makes the API hold exactly `objects` of `collection` (among the
-    /// objects meshhub manages); the error lists what failed.
-    pub async fn sync(
+    /// objects meshhub manages). The sync is handed to the applier task
+    /// now, in call order, without waiting; the returned future resolves
+    /// when it ended, with what failed.
+    pub fn sync(
         &self,
         collection: &str,
         kind: Kind,
         objects: Vec<Object>,
-    ) -> Result<(), String> {
+    ) -> impl Future<Output = Result<(), ApplyError>> + Send + 'static {
         let (reply, rx) = oneshot::channel();
-        let cmd = Command::Sync {
+        let sent = self.tx.send(Command::Sync {
             collection: collection.to_owned(),
             kind,
             objects,
             reply: Some(reply),
-        };
-        if self.tx.send(cmd).await.is_err() {
-            return Err("the applier stopped (shutting down)".to_owned());
+        });
+        async move {
+            if sent.is_err() {
+                return Err(stopped());
+            }
+            rx.await.unwrap_or_else(|_| Err(stopped()))
         }
-        rx.await
-            .unwrap_or_else(|_| Err("the applier stopped (shutting down)".to_owned()))
     }
 
-    /// Like [`Applier::sync`] without waiting for the result (start-up
-    /// reconcile of the persisted state).
-    pub async fn reconcile(&self, collection: &str, kind: Kind, objects: Vec<Object>) {
-        let _ = self
-            .tx
-            .send(Command::Sync {
-                collection: collection.to_owned(),
-                kind,
-                objects,
-                reply: None,
-            })
-            .await;
+    /// Like [`Applier::sync`] without a result (start-up reconcile of the
+    /// persisted state).
+    pub fn reconcile(&self, collection: &str, kind: Kind, objects: Vec<Object>) {
+        let _ = self.tx.send(Command::Sync {
+            collection: collection.to_owned(),
+            kind,
+            objects,
+            reply: None,
+        });
     }
 
     /// A reader of the applier's status.
@@ -205,7 +216,7 @@ struct CollectionState {
     desired: BTreeMap<(String, String), Desired>,
     /// When to retry a failed sync.
     retry_at: Option<tokio::time::Instant>,
-    retry_delay: Duration,
+    retry: Retry,
 }
 
 type Tagged = (String, Result<Event<DynamicObject>, watcher::Error>);
@@ -220,16 +231,8 @@ struct Task {
     watches: std::sync::Mutex<SelectAll<BoxStream<'static, Tagged>>>,
 }
 
-/// The outcome of one sync.
-#[derive(Debug, Default)]
-struct Outcome {
-    written: usize,
-    pruned: usize,
-    failures: Vec<String>,
-}
-
 impl Task {
-    async fn run(mut self, mut rx: mpsc::Receiver<Command>, shutdown: CancellationToken) {
+    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Command>, shutdown: CancellationToken) {
         let mut resync = tokio::time::interval(self.config.resync);
         resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         resync.tick().await; // the first tick is now
@@ -285,7 +288,7 @@ impl Task {
         collection: &str,
         kind: Kind,
         objects: Vec<Object>,
-    ) -> Result<(), String> {
+    ) -> Result<(), ApplyError> {
         let desired = objects
             .into_iter()
             .map(|o| {
@@ -310,7 +313,7 @@ impl Task {
                 namespaced: kind.namespaced(),
                 desired: BTreeMap::new(),
                 retry_at: None,
-                retry_delay: RETRY_MIN,
+                retry: Retry::new(RETRY_MIN, RETRY_MAX),
             });
         state.desired = desired;
         self.sync(collection).await
@@ -338,14 +341,14 @@ impl Task {
 
     /// Discovers (once) and watches the collection's kind; `None` when the
     /// cluster does not serve it.
-    async fn resource(&mut self, collection: &str) -> Result<Option<ApiResource>, String> {
+    async fn resource(&mut self, collection: &str) -> Result<Option<ApiResource>, Failure> {
         let state = self.collections.get(collection).expect("known collection");
         if let Some(r) = &state.resource {
             return Ok(Some(r.clone()));
         }
         let served = meshhub_kube::discover(&self.client, std::slice::from_ref(&state.kind))
             .await
-            .map_err(|e| format!("API discovery failed: {}", error_text(&e)))?;
+            .map_err(|e| Failure::of(&e, format!("API discovery failed: {}", error_text(&e))))?;
         let Some(Served {
             resource,
             namespaced,
@@ -380,7 +383,7 @@ impl Task {
 
     /// One full sync of a collection: apply what differs, prune what is
     /// no longer desired. Records the outcome; schedules a retry on failure.
-    async fn sync(&mut self, collection: &str) -> Result<(), String> {
+    async fn sync(&mut self, collection: &str) -> Result<(), ApplyError> {
         let started = std::time::Instant::now();
         let outcome = match self.resource(collection).await {
             Err(e) => Outcome {
@@ -394,12 +397,12 @@ impl Task {
                     Outcome::default()
                 } else {
                     Outcome {
-                        failures: vec![format!(
+                        failures: vec![Failure::refused(format!(
                             "this cluster does not serve {}/{} (is its CustomResourceDefinition installed?); {} object(s) not applied",
                             kind.group(),
                             kind.kind(),
                             state.desired.len()
-                        )],
+                        ))],
                         ..Default::default()
                     }
                 }
@@ -410,17 +413,15 @@ impl Task {
             .collections
             .get_mut(collection)
             .expect("known collection");
-        let result = if outcome.failures.is_empty() {
+        let result = verdict(&outcome.failures);
+        if result.is_ok() {
             state.retry_at = None;
-            state.retry_delay = RETRY_MIN;
+            state.retry = Retry::new(RETRY_MIN, RETRY_MAX);
             metrics::counter!("meshhub_agent_apply_syncs_total", "result" => "ok").increment(1);
-            Ok(())
         } else {
-            state.retry_at = Some(tokio::time::Instant::now() + state.retry_delay);
-            state.retry_delay = (state.retry_delay * 2).min(RETRY_MAX);
+            state.retry_at = Some(tokio::time::Instant::now() + state.retry.next_delay());
             metrics::counter!("meshhub_agent_apply_syncs_total", "result" => "error").increment(1);
-            Err(summary(&outcome.failures))
-        };
+        }
         metrics::histogram!("meshhub_agent_apply_seconds").record(started.elapsed());
         let desired = state.desired.len();
         match &result {
@@ -441,7 +442,7 @@ impl Task {
             c.written = outcome.written;
             c.pruned = outcome.pruned;
             c.synced_at = Some(At(SystemTime::now()));
-            c.failures = outcome.failures;
+            c.failures = outcome.failures.into_iter().map(|f| f.text).collect();
         });
         result
     }
@@ -457,8 +458,10 @@ impl Task {
             {
                 Ok(list) => managed.extend(list.items),
                 Err(e) => {
-                    out.failures
-                        .push(format!("{}: can't list: {}", resource.kind, error_text(&e)));
+                    out.failures.push(Failure::of(
+                        &e,
+                        format!("{}: can't list: {}", resource.kind, error_text(&e)),
+                    ));
                     return out;
                 }
             }
@@ -493,10 +496,13 @@ impl Task {
                     metrics::counter!("meshhub_agent_apply_prunes_total").increment(1);
                 }
                 Err(kube::Error::Api(s)) if s.code == 404 => {}
-                Err(e) => out.failures.push(format!(
-                    "{kind_name} {}: can't prune: {}",
-                    display_name(key),
-                    error_text(&e)
+                Err(e) => out.failures.push(Failure::of(
+                    &e,
+                    format!(
+                        "{kind_name} {}: can't prune: {}",
+                        display_name(key),
+                        error_text(&e)
+                    ),
                 )),
             }
         }
@@ -505,7 +511,7 @@ impl Task {
                 && !self.config.namespaces.is_empty()
                 && !self.config.namespaces.contains(&key.0)
             {
-                out.failures.push(format!(
+                out.failures.push(Failure::refused(format!(
                     "{kind_name} {}: namespace {:?} is not one of apply.namespaces ({}); not applied",
                     display_name(key),
                     key.0,
@@ -515,7 +521,7 @@ impl Task {
                         .cloned()
                         .collect::<Vec<_>>()
                         .join(", ")
-                ));
+                )));
                 continue;
             }
             match live.get(key) {
@@ -531,17 +537,16 @@ impl Task {
                         }
                         Ok(Some(_)) => {
                             metrics::counter!("meshhub_agent_apply_conflicts_total").increment(1);
-                            out.failures.push(format!(
+                            out.failures.push(Failure::refused(format!(
                                 "{kind_name} {}: conflict: an object of that name exists and is not managed by meshhub (label {MANAGED_BY}={MANAGED_BY_VALUE}); left alone",
                                 display_name(key)
-                            ));
+                            )));
                             continue;
                         }
                         Err(e) => {
-                            out.failures.push(format!(
-                                "{kind_name} {}: {}",
-                                display_name(key),
-                                error_text(&e)
+                            out.failures.push(Failure::of(
+                                &e,
+                                format!("{kind_name} {}: {}", display_name(key), error_text(&e)),
                             ));
                             continue;
                         }
@@ -550,10 +555,9 @@ impl Task {
             }
             match self.write(resource, state.namespaced, d).await {
                 Ok(()) => out.written += 1,
-                Err(e) => out.failures.push(format!(
-                    "{kind_name} {}: {}",
-                    display_name(key),
-                    error_text(&e)
+                Err(e) => out.failures.push(Failure::of(
+                    &e,
+                    format!("{kind_name} {}: {}", display_name(key), error_text(&e)),
                 )),
             }
         }
@@ -653,9 +657,10 @@ impl Task {
         if let Err(e) = result {
             warn!(%collection, object = %display_name(&key), error = %error_text(&e), "repair failed; the next sync retries");
             if let Some(state) = self.collections.get_mut(collection) {
+                let retry = &mut state.retry;
                 state
                     .retry_at
-                    .get_or_insert(tokio::time::Instant::now() + state.retry_delay);
+                    .get_or_insert_with(|| tokio::time::Instant::now() + retry.next_delay());
             }
         }
     }
@@ -667,20 +672,6 @@ fn display_name(key: &(String, String)) -> String {
     } else {
         format!("{}/{}", key.0, key.1)
     }
-}
-
-/// The failures as one NACK message: the first few, and how many more.
-fn summary(failures: &[String]) -> String {
-    let mut text = failures
-        .iter()
-        .take(NAMED_FAILURES)
-        .cloned()
-        .collect::<Vec<_>>()
-        .join("; ");
-    if failures.len() > NAMED_FAILURES {
-        text.push_str(&format!("; and {} more", failures.len() - NAMED_FAILURES));
-    }
-    format!("applying to Kubernetes failed: {text}")
 }
 
 #[cfg(test)]

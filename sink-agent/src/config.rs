@@ -12,184 +12,29 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use clap::Parser;
 use meshhub_mcp::authz::AllowList;
-use meshhub_mcp::limits::{Limits, RawLimits};
+use meshhub_mcp::limits::Limits;
 use meshhub_mcp::tls::reload::ServerTlsFiles;
 use meshhub_proto::kinds::KindTable;
-use serde::Deserialize;
+
+mod args;
+mod file;
+pub mod values;
+
+pub use args::Args;
+use file::{FileConfig, SizeValue};
+pub use values::ModeName;
 
 /// Default `ResourceSink` listen address (push mode: the hub dials it).
-pub const DEFAULT_SINK_ADDR: &str = "127.0.0.1:9911";
+pub const DEFAULT_SINK_ADDR: SocketAddr = loopback(9911);
 /// Default local re-serve gRPC address (ResourceSource, ADS, health).
-pub const DEFAULT_GRPC_ADDR: &str = "127.0.0.1:9912";
+pub const DEFAULT_GRPC_ADDR: SocketAddr = loopback(9912);
 /// Default admin HTTP address.
-pub const DEFAULT_ADMIN_ADDR: &str = "127.0.0.1:9913";
+pub const DEFAULT_ADMIN_ADDR: SocketAddr = loopback(9913);
 /// Default gRPC message limit, both ways, on every server and client.
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 /// Default shutdown grace period.
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
-
-/// Command-line flags of `meshhub-sink-agent`. Every flag is optional here;
-/// [`Config::from_args`] merges them with the file and the defaults.
-#[derive(Clone, Debug, Default, Parser)]
-#[command(
-    name = "meshhub-sink-agent",
-    version,
-    about = "meshhub sink agent: receives MCP configuration for one cluster, persists it and serves it locally"
-)]
-pub struct Args {
-    /// YAML file with any of the settings below (flags win over it).
-    #[arg(long, env = "MESHHUB_AGENT_CONFIG")]
-    pub config: Option<PathBuf>,
-
-    /// This cluster's name: the SinkNode id announced to the hub (required).
-    #[arg(long, env = "MESHHUB_AGENT_CLUSTER")]
-    pub cluster: Option<String>,
-
-    /// Directory holding the persisted configuration (required).
-    #[arg(long, env = "MESHHUB_AGENT_DATA_DIR")]
-    pub data_dir: Option<PathBuf>,
-
-    /// `push` (serve ResourceSink; the hub dials in) or `pull` (dial the
-    /// hub's ResourceSource). Default `push`.
-    #[arg(long, env = "MESHHUB_AGENT_MODE")]
-    pub mode: Option<String>,
-
-    /// Push mode: ResourceSink listen address [default: 127.0.0.1:9911].
-    #[arg(long, env = "MESHHUB_AGENT_SINK_ADDR")]
-    pub sink_addr: Option<String>,
-
-    /// Pull mode: the hub's ResourceSource URL (`http://host:port`).
-    #[arg(long, env = "MESHHUB_AGENT_HUB_URL")]
-    pub hub_url: Option<String>,
-
-    /// Local re-serve gRPC address (ResourceSource, ADS, grpc.health.v1)
-    /// [default: 127.0.0.1:9912].
-    #[arg(long, env = "MESHHUB_AGENT_GRPC_ADDR")]
-    pub grpc_addr: Option<String>,
-
-    /// Admin HTTP address (/healthz, /readyz, /metrics, /status, /debug/*)
-    /// [default: 127.0.0.1:9913].
-    #[arg(long, env = "MESHHUB_AGENT_ADMIN_ADDR")]
-    pub admin_addr: Option<String>,
-
-    /// File holding the bearer token that state-changing admin endpoints
-    /// require (read on every request). Without it they answer only on a
-    /// loopback admin address.
-    #[arg(long, env = "MESHHUB_AGENT_ADMIN_TOKEN_FILE")]
-    pub admin_token_file: Option<PathBuf>,
-
-    /// Collections accepted, comma-separated [default: every built-in kind].
-    #[arg(long, env = "MESHHUB_AGENT_COLLECTIONS", value_delimiter = ',')]
-    pub collections: Option<Vec<String>>,
-
-    /// gRPC message limit in bytes (`64MiB`, `4194304`) [default: 64MiB].
-    #[arg(long, env = "MESHHUB_AGENT_MAX_MESSAGE_SIZE")]
-    pub max_message_size: Option<String>,
-
-    /// Ask the hub for incremental responses (`true`/`false`) [default: false].
-    #[arg(long, env = "MESHHUB_AGENT_INCREMENTAL")]
-    pub incremental: Option<String>,
-
-    /// How long shutdown waits for streams and tasks (`10s`).
-    #[arg(long, env = "MESHHUB_AGENT_SHUTDOWN_GRACE")]
-    pub shutdown_grace: Option<String>,
-
-    /// Push mode: PEM certificate chain for TLS on the sink port.
-    #[arg(long, env = "MESHHUB_AGENT_SINK_TLS_CERT")]
-    pub sink_tls_cert: Option<PathBuf>,
-
-    /// Push mode: PEM private key for TLS on the sink port.
-    #[arg(long, env = "MESHHUB_AGENT_SINK_TLS_KEY")]
-    pub sink_tls_key: Option<PathBuf>,
-
-    /// Push mode: PEM roots that verify the hub's client certificate; with
-    /// it, the hub must present one (mutual TLS).
-    #[arg(long, env = "MESHHUB_AGENT_SINK_TLS_CLIENT_CA")]
-    pub sink_tls_client_ca: Option<PathBuf>,
-
-    /// Push mode: identities (URI or DNS SANs of the hub's verified client
-    /// certificate; `*` and `**` patterns) allowed to push, comma-separated
-    /// [default: any hub the client CA verifies]. Needs
-    /// `--sink-tls-client-ca`.
-    #[arg(
-        long,
-        env = "MESHHUB_AGENT_SINK_ALLOWED_IDENTITIES",
-        value_delimiter = ','
-    )]
-    pub sink_allowed_identities: Option<Vec<String>>,
-
-    /// PEM certificate chain for TLS on the local re-serve gRPC port.
-    #[arg(long, env = "MESHHUB_AGENT_GRPC_TLS_CERT")]
-    pub grpc_tls_cert: Option<PathBuf>,
-
-    /// PEM private key for TLS on the local re-serve gRPC port.
-    #[arg(long, env = "MESHHUB_AGENT_GRPC_TLS_KEY")]
-    pub grpc_tls_key: Option<PathBuf>,
-
-    /// PEM roots that verify local consumers' client certificates; with
-    /// it, every consumer must present one (mutual TLS).
-    #[arg(long, env = "MESHHUB_AGENT_GRPC_TLS_CLIENT_CA")]
-    pub grpc_tls_client_ca: Option<PathBuf>,
-
-    /// Pull mode: PEM roots that verify the hub's certificate (required
-    /// with an `https://` hub URL).
-    #[arg(long, env = "MESHHUB_AGENT_HUB_TLS_CA")]
-    pub hub_tls_ca: Option<PathBuf>,
-
-    /// Pull mode: our PEM client certificate chain (mutual TLS).
-    #[arg(long, env = "MESHHUB_AGENT_HUB_TLS_CERT")]
-    pub hub_tls_cert: Option<PathBuf>,
-
-    /// Pull mode: our PEM client private key (mutual TLS).
-    #[arg(long, env = "MESHHUB_AGENT_HUB_TLS_KEY")]
-    pub hub_tls_key: Option<PathBuf>,
-
-    /// Pull mode: the name to verify in the hub's certificate [default:
-    /// the host of the hub URL].
-    #[arg(long, env = "MESHHUB_AGENT_HUB_TLS_SERVER_NAME")]
-    pub hub_tls_server_name: Option<String>,
-
-    /// Allow a gRPC port without TLS on a non-loopback address
-    /// (`true`/`false`) [default: false].
-    #[arg(long, env = "MESHHUB_AGENT_INSECURE", num_args = 0..=1, default_missing_value = "true")]
-    pub insecure: Option<String>,
-
-    /// Apply every ACKed object to this cluster's Kubernetes API
-    /// (server-side apply, field manager `meshhub`) [default: false].
-    #[arg(long, env = "MESHHUB_AGENT_APPLY", num_args = 0..=1, default_missing_value = "true")]
-    pub apply: Option<String>,
-
-    /// Applying: the kubeconfig [default: KUBECONFIG, ~/.kube/config or
-    /// in-cluster].
-    #[arg(long, env = "MESHHUB_AGENT_APPLY_KUBECONFIG")]
-    pub apply_kubeconfig: Option<PathBuf>,
-
-    /// Applying: the kubeconfig context [default: its current context].
-    #[arg(long, env = "MESHHUB_AGENT_APPLY_CONTEXT")]
-    pub apply_context: Option<String>,
-
-    /// Applying: take over same-named objects meshhub does not manage
-    /// (`true`/`false`) [default: false: report them as conflicts].
-    #[arg(long, env = "MESHHUB_AGENT_APPLY_FORCE")]
-    pub apply_force: Option<String>,
-
-    /// Applying: the value of the `meshhub.io/source-cluster` annotation
-    /// [default: primary].
-    #[arg(long, env = "MESHHUB_AGENT_APPLY_SOURCE_CLUSTER")]
-    pub apply_source_cluster: Option<String>,
-
-    /// Applying: interval of full reconciles (`5m`) [default: 5m].
-    #[arg(long, env = "MESHHUB_AGENT_APPLY_RESYNC")]
-    pub apply_resync: Option<String>,
-
-    /// Applying: the only namespaces written, listed and watched,
-    /// comma-separated [default: every namespace]. With a list, the agent
-    /// needs RBAC in those namespaces only (no cluster-wide access).
-    #[arg(long, env = "MESHHUB_AGENT_APPLY_NAMESPACES", value_delimiter = ',')]
-    pub apply_namespaces: Option<Vec<String>>,
-}
 
 /// Default `meshhub.io/source-cluster` annotation value.
 pub const DEFAULT_SOURCE_CLUSTER: &str = "primary";
@@ -324,71 +169,6 @@ pub enum ConfigError {
     },
 }
 
-/// The configuration file as written (every key optional).
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct FileConfig {
-    cluster: Option<String>,
-    data_dir: Option<PathBuf>,
-    mode: Option<String>,
-    sink_addr: Option<String>,
-    hub_url: Option<String>,
-    grpc_addr: Option<String>,
-    admin_addr: Option<String>,
-    admin_token_file: Option<PathBuf>,
-    collections: Option<Vec<String>>,
-    max_message_size: Option<SizeValue>,
-    incremental: Option<bool>,
-    shutdown_grace: Option<String>,
-    sink_tls_cert: Option<PathBuf>,
-    sink_tls_key: Option<PathBuf>,
-    sink_tls_client_ca: Option<PathBuf>,
-    sink_allowed_identities: Option<Vec<String>>,
-    grpc_tls_cert: Option<PathBuf>,
-    grpc_tls_key: Option<PathBuf>,
-    grpc_tls_client_ca: Option<PathBuf>,
-    hub_tls_ca: Option<PathBuf>,
-    hub_tls_cert: Option<PathBuf>,
-    hub_tls_key: Option<PathBuf>,
-    hub_tls_server_name: Option<String>,
-    insecure: Option<bool>,
-    apply: Option<RawApply>,
-    limits: Option<RawLimits>,
-}
-
-/// `apply:` in the file.
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct RawApply {
-    enabled: Option<bool>,
-    kubeconfig: Option<PathBuf>,
-    context: Option<String>,
-    force: Option<bool>,
-    source_cluster: Option<String>,
-    resync: Option<String>,
-    namespaces: Option<Vec<String>>,
-}
-
-/// A boolean flag value.
-fn parse_bool(setting: &str, s: &str) -> Result<bool, ConfigError> {
-    match s.trim().to_ascii_lowercase().as_str() {
-        "true" | "1" | "yes" | "on" => Ok(true),
-        "false" | "0" | "no" | "off" => Ok(false),
-        _ => Err(ConfigError::Invalid {
-            setting: setting.to_owned(),
-            message: format!("{s:?} is not a boolean (true/false)"),
-        }),
-    }
-}
-
-/// A size in the file: a plain number of bytes or a string with a unit.
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-enum SizeValue {
-    Bytes(u64),
-    Text(String),
-}
-
 impl Config {
     /// Builds the configuration from flags, reading the YAML file if one is
     /// named.
@@ -448,12 +228,16 @@ impl Config {
             ));
         }
 
-        let mode = args.mode.or(raw.mode).unwrap_or_else(|| "push".to_owned());
+        let mode = match (args.mode, raw.mode) {
+            (Some(flag), _) => flag,
+            (None, Some(text)) => values::mode(&text).map_err(|m| invalid("mode", m))?,
+            (None, None) => ModeName::Push,
+        };
         let hub_tls_ca = args.hub_tls_ca.or(raw.hub_tls_ca);
         let hub_tls_cert = args.hub_tls_cert.or(raw.hub_tls_cert);
         let hub_tls_key = args.hub_tls_key.or(raw.hub_tls_key);
         let hub_tls_server_name = args.hub_tls_server_name.or(raw.hub_tls_server_name);
-        if mode == "push"
+        if mode == ModeName::Push
             && (hub_tls_ca.is_some() || hub_tls_cert.is_some() || hub_tls_key.is_some())
         {
             return Err(invalid(
@@ -461,13 +245,18 @@ impl Config {
                 "hub TLS settings are only used in pull mode (mode is push)".to_owned(),
             ));
         }
-        let sink_addr = args.sink_addr.or(raw.sink_addr);
+        let sink_addr = flag_or_file(
+            args.sink_addr,
+            raw.sink_addr,
+            "sinkAddr",
+            values::socket_addr,
+        )?;
         let hub_url = args.hub_url.or(raw.hub_url);
         let tls_cert = args.sink_tls_cert.or(raw.sink_tls_cert);
         let tls_key = args.sink_tls_key.or(raw.sink_tls_key);
         let tls_client_ca = args.sink_tls_client_ca.or(raw.sink_tls_client_ca);
-        let mode = match mode.as_str() {
-            "push" => {
+        let mode = match mode {
+            ModeName::Push => {
                 if let Some(url) = &hub_url {
                     return Err(invalid(
                         "hubUrl",
@@ -476,11 +265,11 @@ impl Config {
                 }
                 let tls = server_tls("sinkTls", tls_cert, tls_key, tls_client_ca)?;
                 Mode::Push {
-                    listen: parse_addr("sinkAddr", sink_addr.as_deref(), DEFAULT_SINK_ADDR)?,
+                    listen: sink_addr.unwrap_or(DEFAULT_SINK_ADDR),
                     tls,
                 }
             }
-            "pull" => {
+            ModeName::Pull => {
                 if sink_addr.is_some() {
                     return Err(invalid(
                         "sinkAddr",
@@ -528,23 +317,21 @@ impl Config {
                 }
                 Mode::Pull { hub_url: url, tls }
             }
-            other => {
-                return Err(invalid(
-                    "mode",
-                    format!("{other:?} is neither \"push\" nor \"pull\""),
-                ));
-            }
         };
-        let grpc_addr = parse_addr(
+        let grpc_addr = flag_or_file(
+            args.grpc_addr,
+            raw.grpc_addr,
             "grpcAddr",
-            args.grpc_addr.or(raw.grpc_addr).as_deref(),
-            DEFAULT_GRPC_ADDR,
-        )?;
-        let admin_addr = parse_addr(
+            values::socket_addr,
+        )?
+        .unwrap_or(DEFAULT_GRPC_ADDR);
+        let admin_addr = flag_or_file(
+            args.admin_addr,
+            raw.admin_addr,
             "adminAddr",
-            args.admin_addr.or(raw.admin_addr).as_deref(),
-            DEFAULT_ADMIN_ADDR,
-        )?;
+            values::socket_addr,
+        )?
+        .unwrap_or(DEFAULT_ADMIN_ADDR);
         let admin_token_file = args.admin_token_file.or(raw.admin_token_file);
         let grpc_tls = server_tls(
             "grpcTls",
@@ -552,10 +339,7 @@ impl Config {
             args.grpc_tls_key.or(raw.grpc_tls_key),
             args.grpc_tls_client_ca.or(raw.grpc_tls_client_ca),
         )?;
-        let insecure = match &args.insecure {
-            Some(s) => parse_bool("insecure", s)?,
-            None => raw.insecure.unwrap_or(false),
-        };
+        let insecure = args.insecure.or(raw.insecure).unwrap_or(false);
         let plaintext = |setting: &str, what, addr, tls: bool| {
             meshhub_mcp::listen::check_plaintext(what, addr, tls, insecure)
                 .map_err(|e| invalid(setting, e.to_string()))
@@ -638,13 +422,13 @@ impl Config {
             .map_err(|e| invalid(&format!("limits.{}", e.field), e.message))?;
         // The flag, then `maxMessageSize`, then `limits.maxMessageSize`.
         let max_message_bytes = match args.max_message_size {
-            Some(s) => parse_size(&s).map_err(|m| invalid("maxMessageSize", m))?,
+            Some(bytes) => bytes,
             None => match raw.max_message_size {
                 None => limits.max_message_bytes,
                 Some(SizeValue::Bytes(b)) => usize::try_from(b)
                     .map_err(|_| invalid("maxMessageSize", format!("{b} is too large")))?,
                 Some(SizeValue::Text(s)) => {
-                    parse_size(&s).map_err(|m| invalid("maxMessageSize", m))?
+                    values::size(&s).map_err(|m| invalid("maxMessageSize", m))?
                 }
             },
         };
@@ -655,30 +439,17 @@ impl Config {
             ));
         }
         limits.max_message_bytes = max_message_bytes;
-        let incremental = match args.incremental {
-            Some(s) => match s.to_ascii_lowercase().as_str() {
-                "true" | "1" | "yes" | "on" => true,
-                "false" | "0" | "no" | "off" => false,
-                _ => {
-                    return Err(invalid(
-                        "incremental",
-                        format!("{s:?} is not a boolean (true/false)"),
-                    ));
-                }
-            },
-            None => raw.incremental.unwrap_or(false),
-        };
-        let shutdown_grace = match args.shutdown_grace.or(raw.shutdown_grace) {
-            None => DEFAULT_SHUTDOWN_GRACE,
-            Some(s) => humantime::parse_duration(s.trim())
-                .map_err(|e| invalid("shutdownGrace", format!("invalid duration {s:?}: {e}")))?,
-        };
+        let incremental = args.incremental.or(raw.incremental).unwrap_or(false);
+        let shutdown_grace = flag_or_file(
+            args.shutdown_grace,
+            raw.shutdown_grace,
+            "shutdownGrace",
+            values::duration,
+        )?
+        .unwrap_or(DEFAULT_SHUTDOWN_GRACE);
 
         let raw_apply = raw.apply.unwrap_or_default();
-        let enabled = match &args.apply {
-            Some(s) => parse_bool("apply", s)?,
-            None => raw_apply.enabled.unwrap_or(false),
-        };
+        let enabled = args.apply.or(raw_apply.enabled).unwrap_or(false);
         let apply = if enabled {
             let kubeconfig = args.apply_kubeconfig.or(raw_apply.kubeconfig);
             if let Some(k) = &kubeconfig
@@ -689,10 +460,7 @@ impl Config {
                     format!("{} is not a file", k.display()),
                 ));
             }
-            let force = match &args.apply_force {
-                Some(s) => parse_bool("apply.force", s)?,
-                None => raw_apply.force.unwrap_or(false),
-            };
+            let force = args.apply_force.or(raw_apply.force).unwrap_or(false);
             let source_cluster = args
                 .apply_source_cluster
                 .or(raw_apply.source_cluster)
@@ -703,11 +471,13 @@ impl Config {
                     format!("{source_cluster:?} is not a valid cluster name"),
                 ));
             }
-            let resync = match args.apply_resync.or(raw_apply.resync) {
-                None => DEFAULT_APPLY_RESYNC,
-                Some(s) => humantime::parse_duration(s.trim())
-                    .map_err(|e| invalid("apply.resync", format!("invalid duration {s:?}: {e}")))?,
-            };
+            let resync = flag_or_file(
+                args.apply_resync,
+                raw_apply.resync,
+                "apply.resync",
+                values::duration,
+            )?
+            .unwrap_or(DEFAULT_APPLY_RESYNC);
             if resync < Duration::from_secs(1) {
                 return Err(invalid("apply.resync", "must be at least 1s".to_owned()));
             }
@@ -760,26 +530,31 @@ impl Config {
 }
 
 fn parse_file(path: &Path, text: &str) -> Result<FileConfig, ConfigError> {
-    let options = serde_saphyr::options! { with_snippet: false };
-    let raw: Option<FileConfig> =
-        serde_saphyr::from_str_with_options(text, options).map_err(|e| ConfigError::Syntax {
-            path: path.to_owned(),
-            line: e.location().map(|l| l.line()),
-            message: e.to_string().lines().next().unwrap_or_default().to_owned(),
-        })?;
-    Ok(raw.unwrap_or_default())
+    file::parse(text).map_err(|e| ConfigError::Syntax {
+        path: path.to_owned(),
+        line: e.location().map(|l| l.line()),
+        message: e.to_string().lines().next().unwrap_or_default().to_owned(),
+    })
 }
 
-fn parse_addr(
-    setting: &str,
-    value: Option<&str>,
-    default: &str,
-) -> Result<SocketAddr, ConfigError> {
-    let s = value.unwrap_or(default);
-    s.trim().parse().map_err(|e| ConfigError::Invalid {
-        setting: setting.to_owned(),
-        message: format!("{s:?} is not a socket address (host:port): {e}"),
-    })
+/// The flag's value, already typed by clap, or else the file's text parsed
+/// with the same parser (an error names the file's key).
+fn flag_or_file<T>(
+    flag: Option<T>,
+    file: Option<String>,
+    key: &str,
+    parse: fn(&str) -> Result<T, String>,
+) -> Result<Option<T>, ConfigError> {
+    match (flag, file) {
+        (Some(v), _) => Ok(Some(v)),
+        (None, Some(text)) => parse(&text)
+            .map(Some)
+            .map_err(|message| ConfigError::Invalid {
+                setting: key.to_owned(),
+                message,
+            }),
+        (None, None) => Ok(None),
+    }
 }
 
 /// A server port's TLS settings (`<prefix>Cert`, `Key`, `ClientCa`): none,
@@ -844,31 +619,9 @@ fn check_url(url: &str, tls: bool) -> Result<(), ConfigError> {
         .map_err(|e| invalid(format!("{url:?} is not a valid URL: {e}")))
 }
 
-/// `4194304`, `64MiB`, `512KiB`, `1GiB`, `10MB` (decimal units too).
-fn parse_size(s: &str) -> Result<usize, String> {
-    let t = s.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a size (e.g. 64MiB or 4194304)"))?;
-    let mult: u64 = match unit.trim() {
-        "" | "B" => 1,
-        "KiB" => 1 << 10,
-        "MiB" => 1 << 20,
-        "GiB" => 1 << 30,
-        "KB" | "kB" => 1_000,
-        "MB" => 1_000_000,
-        "GB" => 1_000_000_000,
-        u => {
-            return Err(format!(
-                "{s:?}: unknown unit {u:?} (B, KiB, MiB, GiB, KB, MB, GB)"
-            ));
-        }
-    };
-    n.checked_mul(mult)
-        .and_then(|b| usize::try_from(b).ok())
-        .ok_or_else(|| format!("{s:?} is too large"))
+/// `127.0.0.1:<port>`.
+const fn loopback(port: u16) -> SocketAddr {
+    SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), port)
 }
 
 /// RFC 1123 label, as the hub requires of cluster names.

@@ -8,10 +8,12 @@
 //! [`store`] is the persistent store (the engine's `Updater` and the single
 //! writer of the local snapshot cache); [`app`] wires the gRPC services and
 //! [`admin`] the admin HTTP port; [`apply`] puts what is ACKed into the
-//! cluster's Kubernetes API (opt-in).
+//! cluster's Kubernetes API (opt-in). "Apply" means only that: the store
+//! *accepts* changes (validates, persists and publishes them).
 
 pub mod admin;
 pub mod app;
 pub mod apply;
+mod backoff;
 pub mod config;
 pub mod store;

@@ -313,7 +313,7 @@ impl Printer {
 
 impl Updater for Printer {
     async fn apply(&self, change: Change) -> Result<(), ApplyError> {
-        let all_arrived = self.show(&change, false).map_err(ApplyError)?;
+        let all_arrived = self.show(&change, false).map_err(ApplyError::Invalid)?;
         if let (true, Some(done)) = (all_arrived, &self.once) {
             done.cancel();
         }

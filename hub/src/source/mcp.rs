@@ -296,7 +296,10 @@ impl Updater for Forward {
         if self.emit(events).await {
             Ok(())
         } else {
-            Err(ApplyError("the hub is shutting down".to_owned()))
+            Err(ApplyError::Unavailable {
+                message: "the hub is shutting down".to_owned(),
+                retry_after: None,
+            })
         }
     }
 

@@ -2,8 +2,9 @@
 //! [`SinkStream`] machine and the [`Updater`]; exactly one ACK or NACK goes
 //! back per response. Shared by the sink client and the `ResourceSink` server.
 //!
-//! A NACK the updater expects to pass ([`Updater::retry_after`], e.g. a full
-//! disk) schedules a new request for the collection; the source then
+//! A NACK the updater expects to pass ([`ApplyError::Unavailable`] with a
+//! `retry_after`, e.g. a full disk) schedules a new request for the
+//! collection; the source then
 //! resends its current version, so the sink recovers without a new version
 //! and without an operator.
 
@@ -15,7 +16,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tonic::Status;
 
-use super::{SinkStep, SinkStream, Updater};
+use super::{ApplyError, SinkStep, SinkStream, Updater};
 use crate::ledger::PeerRecord;
 use crate::source::drive::End;
 
@@ -118,11 +119,25 @@ where
                         record.acked(&collection, &version, &nonce);
                     }
                     Err(e) => {
-                        let retry = updater.retry_after(&collection);
-                        tracing::warn!(%collection, %version, error = %e, retry.after = ?retry, "rejected; NACK");
-                        record.nacked(&collection, &version, super::CODE_INVALID_ARGUMENT, &e.0);
-                        if let Some(after) = retry {
-                            retries.insert(collection.clone(), tokio::time::Instant::now() + after);
+                        record.nacked(
+                            &collection,
+                            &version,
+                            super::CODE_INVALID_ARGUMENT,
+                            &e.to_string(),
+                        );
+                        match e {
+                            ApplyError::Invalid(_) => {
+                                tracing::warn!(%collection, %version, error = %e, "rejected; NACK");
+                            }
+                            ApplyError::Unavailable { retry_after, .. } => {
+                                tracing::warn!(%collection, %version, error = %e, retry.after = ?retry_after, "can't take it now; NACK");
+                                if let Some(after) = retry_after {
+                                    retries.insert(
+                                        collection.clone(),
+                                        tokio::time::Instant::now() + *after,
+                                    );
+                                }
+                            }
                         }
                     }
                 }

@@ -1,3 +1,5 @@
+use clap::Parser as _;
+
 use super::*;
 
 fn args(cluster: Option<&str>, data: Option<&str>) -> Args {
@@ -23,12 +25,12 @@ fn defaults_are_push_on_loopback_with_every_builtin_collection() {
     assert_eq!(
         c.mode,
         Mode::Push {
-            listen: DEFAULT_SINK_ADDR.parse().unwrap(),
+            listen: DEFAULT_SINK_ADDR,
             tls: None,
         }
     );
-    assert_eq!(c.grpc_addr, DEFAULT_GRPC_ADDR.parse().unwrap());
-    assert_eq!(c.admin_addr, DEFAULT_ADMIN_ADDR.parse().unwrap());
+    assert_eq!(c.grpc_addr, DEFAULT_GRPC_ADDR);
+    assert_eq!(c.admin_addr, DEFAULT_ADMIN_ADDR);
     assert_eq!(c.collections.len(), KindTable::builtin().len());
     assert!(
         c.collections
@@ -94,28 +96,101 @@ fn bad_values_name_their_setting() {
         f(&mut a);
         err(a, None)
     };
-    assert!(with(|a| a.mode = Some("both".into())).starts_with("mode: "));
-    assert!(with(|a| a.mode = Some("pull".into())).starts_with("hubUrl (pull mode): required"));
+    assert!(with(|a| a.mode = Some(ModeName::Pull)).starts_with("hubUrl (pull mode): required"));
     assert!(
         with(|a| {
-            a.mode = Some("pull".into());
+            a.mode = Some(ModeName::Pull);
             a.hub_url = Some("https://hub:1".into());
         })
         .starts_with("hubUrl: ")
     );
     assert!(with(|a| a.hub_url = Some("http://hub:1".into())).starts_with("hubUrl: "));
-    assert!(with(|a| a.grpc_addr = Some("nowhere".into())).starts_with("grpcAddr: "));
-    assert!(with(|a| a.sink_addr = Some("1.2.3.4".into())).starts_with("sinkAddr: "));
     assert!(
         with(|a| a.collections = Some(vec!["istio/nope/v1/things".into()]))
             .starts_with("collections[0]: ")
     );
+    // A size that parses but is below the minimum: the merge names it.
+    assert!(with(|a| a.max_message_size = Some(10)).starts_with("maxMessageSize: "));
+
+    // The same bad values in the file name the file's key.
+    let file = |text: &str| err(base(), Some(text));
     assert!(
-        with(|a| a.max_message_size = Some("12 parsecs".into())).starts_with("maxMessageSize: ")
+        file("mode: both\n").starts_with("mode: "),
+        "{}",
+        file("mode: both\n")
     );
-    assert!(with(|a| a.max_message_size = Some("10".into())).starts_with("maxMessageSize: "));
-    assert!(with(|a| a.incremental = Some("maybe".into())).starts_with("incremental: "));
-    assert!(with(|a| a.shutdown_grace = Some("soon".into())).starts_with("shutdownGrace: "));
+    assert!(file("grpcAddr: nowhere\n").starts_with("grpcAddr: "));
+    assert!(file("sinkAddr: 1.2.3.4\n").starts_with("sinkAddr: "));
+    assert!(file("adminAddr: x\n").starts_with("adminAddr: "));
+    assert!(file("maxMessageSize: 12 parsecs\n").starts_with("maxMessageSize: "));
+    assert!(file("maxMessageSize: 10\n").starts_with("maxMessageSize: "));
+    assert!(file("shutdownGrace: soon\n").starts_with("shutdownGrace: "));
+    assert!(file("apply: {enabled: true, resync: soon}\n").starts_with("apply.resync: "));
+}
+
+/// Parses flags as the binary does (clap, with the value parsers).
+fn flags(list: &[&str]) -> Result<Args, String> {
+    Args::try_parse_from(std::iter::once("meshhub-sink-agent").chain(list.iter().copied()))
+        .map_err(|e| e.to_string())
+}
+
+#[test]
+fn flags_arrive_typed_and_bad_values_name_the_flag() {
+    let a = flags(&[
+        "--mode",
+        "pull",
+        "--sink-addr",
+        "0.0.0.0:1",
+        "--grpc-addr",
+        " 127.0.0.1:2",
+        "--admin-addr",
+        "[::1]:3",
+        "--max-message-size",
+        "8MiB",
+        "--incremental",
+        "YES",
+        "--shutdown-grace",
+        "1m 30s",
+        "--insecure",
+        "--apply-force",
+        "off",
+        "--apply-resync",
+        "45s",
+    ])
+    .unwrap();
+    assert_eq!(a.mode, Some(ModeName::Pull));
+    assert_eq!(a.sink_addr, Some("0.0.0.0:1".parse().unwrap()));
+    assert_eq!(a.grpc_addr, Some("127.0.0.1:2".parse().unwrap()));
+    assert_eq!(a.admin_addr, Some("[::1]:3".parse().unwrap()));
+    assert_eq!(a.max_message_size, Some(8 << 20));
+    assert_eq!(a.incremental, Some(true));
+    assert_eq!(a.shutdown_grace, Some(Duration::from_secs(90)));
+    assert_eq!(a.insecure, Some(true), "a bare --insecure means true");
+    assert_eq!(a.apply, None);
+    assert_eq!(a.apply_force, Some(false));
+    assert_eq!(a.apply_resync, Some(Duration::from_secs(45)));
+
+    for (flag, value, expect) in [
+        ("--mode", "both", "[possible values: push, pull]"),
+        ("--mode", "Push", "[possible values: push, pull]"),
+        ("--grpc-addr", "nowhere", "is not a socket address"),
+        ("--sink-addr", "1.2.3.4", "is not a socket address"),
+        ("--admin-addr", "localhost:80", "is not a socket address"),
+        ("--max-message-size", "12 parsecs", "unknown unit"),
+        ("--max-message-size", "MiB", "is not a size"),
+        ("--incremental", "maybe", "is not a boolean"),
+        ("--insecure", "maybe", "is not a boolean"),
+        ("--apply", "maybe", "is not a boolean"),
+        ("--apply-force", "2", "is not a boolean"),
+        ("--shutdown-grace", "soon", "invalid duration"),
+        ("--apply-resync", "5 fortnights", "invalid duration"),
+    ] {
+        let e = flags(&[flag, value]).unwrap_err();
+        assert!(
+            e.contains(&format!("'{flag}")) && e.contains(value) && e.contains(expect),
+            "{flag} {value}: {e}"
+        );
+    }
 }
 
 #[test]
@@ -132,11 +207,11 @@ fn unknown_keys_in_the_file_are_errors_with_a_line() {
 
 #[test]
 fn sizes_parse_with_units() {
-    assert_eq!(parse_size("4194304"), Ok(4_194_304));
-    assert_eq!(parse_size("64MiB"), Ok(64 << 20));
-    assert_eq!(parse_size("512 KiB"), Ok(512 << 10));
-    assert_eq!(parse_size("10MB"), Ok(10_000_000));
-    assert!(parse_size("MiB").is_err());
+    assert_eq!(values::size("4194304"), Ok(4_194_304));
+    assert_eq!(values::size("64MiB"), Ok(64 << 20));
+    assert_eq!(values::size("512 KiB"), Ok(512 << 10));
+    assert_eq!(values::size("10MB"), Ok(10_000_000));
+    assert!(values::size("MiB").is_err());
 }
 
 #[test]
@@ -187,21 +262,21 @@ fn applying_is_off_by_default_and_checked_when_on() {
 
     let e = err(
         Args {
-            apply: Some("true".into()),
+            apply: Some(true),
             apply_kubeconfig: Some(PathBuf::from("/nonexistent/kubeconfig")),
             ..base()
         },
         None,
     );
     assert!(e.contains("apply.kubeconfig"), "{e}");
-    let e = err(
-        Args {
-            apply: Some("maybe".into()),
-            ..base()
-        },
-        None,
+    let e = flags(&["--apply", "maybe"]).unwrap_err();
+    assert!(e.contains("--apply") && e.contains("not a boolean"), "{e}");
+    // In the file, YAML itself types it: the error gives the line.
+    let e = err(base(), Some("apply: {enabled: maybe}\n"));
+    assert!(
+        e.starts_with("config file agent.yaml:1: ") && e.contains("boolean"),
+        "{e}"
     );
-    assert!(e.contains("apply") && e.contains("not a boolean"), "{e}");
     let e = err(base(), Some("apply: {enabled: true, resync: 10ms}\n"));
     assert!(e.contains("apply.resync"), "{e}");
     let e = err(
@@ -277,8 +352,8 @@ fn ports_beyond_loopback_need_tls_or_insecure_and_pull_mode_speaks_tls() {
     let crt = file("tls.crt", cert.pem());
     let pem_key = file("tls.key", key.serialize_pem());
     let wide = |a: Args| Args {
-        sink_addr: Some("0.0.0.0:9911".into()),
-        grpc_addr: Some("0.0.0.0:9912".into()),
+        sink_addr: Some("0.0.0.0:9911".parse().unwrap()),
+        grpc_addr: Some("0.0.0.0:9912".parse().unwrap()),
         ..a
     };
     let base = || args(Some("east"), Some("/nonexistent/meshhub-agent-data"));
@@ -307,7 +382,7 @@ fn ports_beyond_loopback_need_tls_or_insecure_and_pull_mode_speaks_tls() {
     assert_eq!(c.grpc_tls.unwrap().cert, crt);
     let c = Config::from_parts(
         Args {
-            insecure: Some("true".into()),
+            insecure: Some(true),
             ..wide(base())
         },
         None,
@@ -324,7 +399,7 @@ fn ports_beyond_loopback_need_tls_or_insecure_and_pull_mode_speaks_tls() {
 
     // Pull mode: https:// needs hubTlsCa, and the other way round.
     let pull = |url: &str| Args {
-        mode: Some("pull".into()),
+        mode: Some(ModeName::Pull),
         hub_url: Some(url.into()),
         ..base()
     };
@@ -408,7 +483,7 @@ fn limits_are_read_and_checked_like_the_hubs_and_max_message_size_wins() {
         (2 << 20, 2 << 20)
     );
     let mut flagged = base();
-    flagged.max_message_size = Some("3MiB".into());
+    flagged.max_message_size = Some(3 << 20);
     let c = Config::from_parts(flagged, Some((Path::new("a.yaml"), file))).unwrap();
     assert_eq!(
         (c.max_message_bytes, c.limits.max_message_bytes),

@@ -1,5 +1,13 @@
+use std::collections::BTreeSet;
+
+use bytes::Bytes;
+use meshhub_proto::kinds::Kind;
+use meshhub_proto::mcp::{Metadata, Resource};
+use meshhub_proto::wire::EncodedResources;
+use prost::Message as _;
+
 use super::*;
-use meshhub_proto::mcp::Metadata;
+use std::time::Duration;
 
 const VS: &str = "istio/networking/v1alpha3/virtualservices";
 
@@ -58,9 +66,9 @@ fn validation_names_each_bad_resource_and_counts_the_rest() {
     )
     .unwrap_err();
     assert!(
-        e.0.starts_with("VirtualService ns/dr: body type"),
+        e.to_string().starts_with("VirtualService ns/dr: body type"),
         "{}",
-        e.0
+        e.to_string()
     );
 
     let e = validate(
@@ -69,15 +77,20 @@ fn validation_names_each_bad_resource_and_counts_the_rest() {
     )
     .unwrap_err();
     assert!(
-        e.0.starts_with("VirtualService ns/junk: undecodable body"),
+        e.to_string()
+            .starts_with("VirtualService ns/junk: undecodable body"),
         "{}",
-        e.0
+        e.to_string()
     );
 
     let mut nameless = good.clone();
     nameless.metadata.as_mut().unwrap().name.clear();
     let e = validate(&kind, vec![nameless]).unwrap_err();
-    assert!(e.0.ends_with("(resources[0])"), "{}", e.0);
+    assert!(
+        e.to_string().ends_with("(resources[0])"),
+        "{}",
+        e.to_string()
+    );
     let e = validate(
         &kind,
         vec![Resource {
@@ -87,9 +100,9 @@ fn validation_names_each_bad_resource_and_counts_the_rest() {
     )
     .unwrap_err();
     assert!(
-        e.0.contains("no metadata") && e.0.ends_with("(resources[0])"),
+        e.to_string().contains("no metadata") && e.to_string().ends_with("(resources[0])"),
         "{}",
-        e.0
+        e.to_string()
     );
 
     let many: Vec<Resource> = (0..5)
@@ -97,11 +110,17 @@ fn validation_names_each_bad_resource_and_counts_the_rest() {
         .collect();
     let e = validate(&kind, many).unwrap_err();
     assert!(
-        e.0.contains("ns/b0") && e.0.contains("ns/b2") && !e.0.contains("ns/b3"),
+        e.to_string().contains("ns/b0")
+            && e.to_string().contains("ns/b2")
+            && !e.to_string().contains("ns/b3"),
         "{}",
-        e.0
+        e.to_string()
     );
-    assert!(e.0.ends_with("and 2 more rejected resource(s)"), "{}", e.0);
+    assert!(
+        e.to_string().ends_with("and 2 more rejected resource(s)"),
+        "{}",
+        e.to_string()
+    );
 }
 
 #[test]
@@ -121,7 +140,7 @@ fn atomic_writes_replace_and_leave_no_temp_file() {
 }
 
 #[tokio::test]
-async fn changes_apply_persist_publish_and_reload() {
+async fn changes_are_accepted_persisted_published_and_reloaded() {
     let dir = tempfile::tempdir().unwrap();
     let config = StoreConfig {
         data_dir: dir.path().to_owned(),
@@ -129,6 +148,8 @@ async fn changes_apply_persist_publish_and_reload() {
         collections: vec![VS.to_owned()],
         kinds: KindTable::builtin(),
         applier: None,
+        tasks: TaskTracker::new(),
+        shutdown: CancellationToken::new(),
     };
     let (writer, cache) = meshhub_mcp::cache::new();
     let store = Store::open(config.clone(), writer).await.unwrap();
@@ -144,7 +165,7 @@ async fn changes_apply_persist_publish_and_reload() {
             nonce: "1".into(),
         };
     store
-        .apply(change(
+        .accept(change(
             vec![
                 resource("ns/a", VS_URL, vec![]),
                 resource("ns/b", VS_URL, vec![]),
@@ -156,7 +177,7 @@ async fn changes_apply_persist_publish_and_reload() {
         .await
         .unwrap();
     store
-        .apply(change(
+        .accept(change(
             vec![resource("ns/c", VS_URL, vec![])],
             vec!["ns/a"],
             true,
@@ -167,7 +188,7 @@ async fn changes_apply_persist_publish_and_reload() {
     let held: BTreeSet<String> = store.held(VS).into_keys().collect();
     assert_eq!(held, BTreeSet::from(["ns/b".to_owned(), "ns/c".to_owned()]));
     let e = store
-        .apply(change(
+        .accept(change(
             vec![resource("ns/x", "type.googleapis.com/x.Y", vec![])],
             vec![],
             false,
@@ -175,16 +196,16 @@ async fn changes_apply_persist_publish_and_reload() {
         ))
         .await
         .unwrap_err();
-    assert!(e.0.contains("ns/x"));
+    assert!(e.to_string().contains("ns/x"));
     assert_eq!(store.held(VS).len(), 2, "kept");
     let e = store
-        .apply(Change {
+        .accept(Change {
             collection: "istio/networking/v1alpha3/gateways".into(),
             ..change(vec![], vec![], false, "v1")
         })
         .await
         .unwrap_err();
-    assert!(e.0.contains("not accepted"), "{}", e.0);
+    assert!(e.to_string().contains("not accepted"), "{}", e.to_string());
     let served = cache
         .snapshot("local")
         .unwrap()
@@ -217,6 +238,8 @@ async fn files_written_before_seals_are_served_once_sealed_and_then_required() {
         collections: vec![VS.to_owned()],
         kinds: KindTable::builtin(),
         applier: None,
+        tasks: TaskTracker::new(),
+        shutdown: CancellationToken::new(),
     };
     // What an older agent wrote: the same message, no seal, no marker.
     let collections = dir.path().join(FORMAT_DIR).join(COLLECTIONS_DIR);
@@ -250,4 +273,260 @@ async fn files_written_before_seals_are_served_once_sealed_and_then_required() {
     assert_eq!(errors.len(), 1, "{errors:?}");
     assert!(errors[0].contains("no seal"), "{errors:?}");
     assert!(cache.snapshot("local").unwrap().collection(VS).is_empty());
+}
+
+const DR: &str = "istio/networking/v1alpha3/destinationrules";
+const DR_URL: &str = "type.googleapis.com/istio.networking.v1alpha3.DestinationRule";
+
+fn store_config(dir: &std::path::Path, applier: Option<Applier>) -> StoreConfig {
+    StoreConfig {
+        data_dir: dir.to_owned(),
+        group: "local".into(),
+        collections: vec![VS.to_owned(), DR.to_owned()],
+        kinds: KindTable::builtin(),
+        applier,
+        tasks: TaskTracker::new(),
+        shutdown: CancellationToken::new(),
+    }
+}
+
+/// Sends a validated change straight to the writer (as [`Store::accept`]
+/// does after validating); the receiver gets its ACK or NACK.
+async fn send(
+    store: &Store,
+    collection: &str,
+    version: &str,
+    upserts: Vec<Resource>,
+    removed: &[&str],
+    incremental: bool,
+) -> oneshot::Receiver<Result<(), ApplyError>> {
+    let kind = KindTable::builtin()
+        .by_collection(collection)
+        .unwrap()
+        .clone();
+    let (reply, answer) = oneshot::channel();
+    store
+        .writer
+        .send(writer::Change {
+            collection: collection.to_owned(),
+            upserts: validate(&kind, upserts),
+            kind,
+            version: version.to_owned(),
+            removed: removed.iter().map(|s| (*s).to_owned()).collect(),
+            incremental,
+            reply,
+        })
+        .await
+        .unwrap();
+    answer
+}
+
+fn names(store: &Store, collection: &str) -> BTreeSet<String> {
+    store.held(collection).into_keys().collect()
+}
+
+#[tokio::test]
+async fn changes_sent_at_once_are_taken_in_order_per_collection() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(store_config(dir.path(), None), meshhub_mcp::cache::new().0)
+        .await
+        .unwrap();
+    // Every change is in the writer's queue before the first is written:
+    // each delta must still build on the one before it.
+    let v1 = send(
+        &store,
+        VS,
+        "v1",
+        vec![
+            resource("ns/a", VS_URL, vec![]),
+            resource("ns/b", VS_URL, vec![]),
+        ],
+        &[],
+        false,
+    )
+    .await;
+    let dr = send(
+        &store,
+        DR,
+        "d1",
+        vec![resource("ns/r", DR_URL, vec![])],
+        &[],
+        false,
+    )
+    .await;
+    let v2 = send(
+        &store,
+        VS,
+        "v2",
+        vec![resource("ns/c", VS_URL, vec![])],
+        &["ns/a"],
+        true,
+    )
+    .await;
+    let bad = send(
+        &store,
+        VS,
+        "v3",
+        vec![resource("ns/x", DR_URL, vec![])],
+        &[],
+        true,
+    )
+    .await;
+    let v4 = send(
+        &store,
+        VS,
+        "v4",
+        vec![resource("ns/d", VS_URL, vec![])],
+        &["ns/b"],
+        true,
+    )
+    .await;
+    assert_eq!(v1.await.unwrap(), Ok(()));
+    assert_eq!(dr.await.unwrap(), Ok(()));
+    assert_eq!(v2.await.unwrap(), Ok(()));
+    let Err(ApplyError::Invalid(message)) = bad.await.unwrap() else {
+        panic!("an invalid change is Invalid, not retried")
+    };
+    assert!(message.contains("ns/x"), "{message}");
+    assert_eq!(v4.await.unwrap(), Ok(()));
+
+    let want = BTreeSet::from(["ns/c".to_owned(), "ns/d".to_owned()]);
+    assert_eq!(names(&store, VS), want);
+    assert_eq!(names(&store, DR), BTreeSet::from(["ns/r".to_owned()]));
+    let status = store.status().borrow().clone();
+    assert_eq!(status.collections[VS].version, "v4");
+    assert_eq!(
+        status.collections[VS]
+            .refused
+            .as_ref()
+            .map(|r| r.version.as_str()),
+        None,
+        "v4 replaced the state v3's refusal was recorded on"
+    );
+    let (_, version, on_disk) = load_one(&store.path_of(VS), VS, &KindTable::builtin()).unwrap();
+    assert_eq!(version, "v4");
+    let on_disk: BTreeSet<String> = on_disk.iter().map(|r| r.name.to_string()).collect();
+    assert_eq!(on_disk, want);
+}
+
+/// A Kubernetes API whose every request waits until `open` turns true,
+/// then answers that it serves no API group (so no Istio kind), and 404 to
+/// anything else. `seen` gets each path.
+fn gated_api(open: watch::Receiver<bool>, seen: mpsc::UnboundedSender<String>) -> kube::Client {
+    use tonic::codegen::http::{Request, Response};
+    let service = tower::service_fn(move |req: Request<kube::client::Body>| {
+        let mut open = open.clone();
+        let path = req.uri().path().to_owned();
+        let _ = seen.send(path.clone());
+        async move {
+            let _ = open.wait_for(|o| *o).await;
+            let (status, body): (u16, &[u8]) = if path == "/apis" {
+                (
+                    200,
+                    br#"{"kind":"APIGroupList","apiVersion":"v1","groups":[]}"#,
+                )
+            } else {
+                (
+                    404,
+                    br#"{"kind":"Status","apiVersion":"v1","status":"Failure","message":"not found","reason":"NotFound","code":404}"#,
+                )
+            };
+            Ok::<_, std::convert::Infallible>(
+                Response::builder()
+                    .status(status)
+                    .header("content-type", "application/json")
+                    .body(kube::client::Body::from(body.to_vec()))
+                    .unwrap(),
+            )
+        }
+    });
+    kube::Client::new(service, "default")
+}
+
+#[tokio::test]
+async fn a_kubernetes_round_trip_holds_up_no_other_collection() {
+    let dir = tempfile::tempdir().unwrap();
+    let (open_tx, open_rx) = watch::channel(false);
+    let (seen_tx, mut seen) = mpsc::unbounded_channel();
+    let tasks = TaskTracker::new();
+    let shutdown = CancellationToken::new();
+    let applier = Applier::start(
+        crate::apply::ApplyConfig {
+            connection: meshhub_kube::Connection::default(),
+            force: false,
+            source_cluster: "primary".to_owned(),
+            resync: Duration::from_secs(3600),
+            namespaces: BTreeSet::new(),
+        },
+        gated_api(open_rx, seen_tx),
+        &tasks,
+        shutdown.clone(),
+    );
+    let (cache_writer, cache) = meshhub_mcp::cache::new();
+    let store = Arc::new(
+        Store::open(store_config(dir.path(), Some(applier)), cache_writer)
+            .await
+            .unwrap(),
+    );
+    let change = |collection: &str, r: Resource| Change {
+        collection: collection.into(),
+        version: "1".into(),
+        resources: vec![r],
+        removed: vec![],
+        incremental: false,
+        nonce: "1".into(),
+    };
+
+    // The virtual services' sync waits on the API server...
+    let vs = tokio::spawn({
+        let store = store.clone();
+        let change = change(VS, resource("ns/a", VS_URL, vec![]));
+        async move { store.accept(change).await }
+    });
+    seen.recv().await.expect("the applier asked the API server");
+    // ...meanwhile another collection is persisted and published, and
+    // what the store holds is read without waiting.
+    let dr = tokio::spawn({
+        let store = store.clone();
+        let change = change(DR, resource("ns/r", DR_URL, vec![]));
+        async move { store.accept(change).await }
+    });
+    let mut status = store.status();
+    // A bound, not a synchronisation: with a lock held across the sync,
+    // this would wait forever.
+    tokio::time::timeout(
+        Duration::from_secs(20),
+        status.wait_for(|s| s.collections.contains_key(DR)),
+    )
+    .await
+    .expect("published while the other collection's sync waits")
+    .unwrap();
+    let published = cache.snapshot("local").unwrap();
+    assert_eq!(published.collection(DR).len(), 1);
+    assert_eq!(
+        published.collection(VS).len(),
+        1,
+        "published before its sync"
+    );
+    assert!(store.path_of(DR).exists(), "persisted");
+    assert_eq!(names(&store, VS), BTreeSet::from(["ns/a".to_owned()]));
+    assert!(
+        !vs.is_finished() && !dr.is_finished(),
+        "ACKs wait for the API"
+    );
+
+    // The API answers: the kind is not served, a refusal (no retry asked).
+    open_tx.send(true).unwrap();
+    for (task, kind) in [(vs, "VirtualService"), (dr, "DestinationRule")] {
+        let Err(ApplyError::Invalid(message)) = task.await.unwrap() else {
+            panic!("{kind}: a kind the cluster does not serve is Invalid")
+        };
+        assert!(
+            message.contains(&format!("does not serve networking.istio.io/{kind}")),
+            "{message}"
+        );
+    }
+    let status = store.status().borrow().clone();
+    assert!(status.collections[VS].refused.is_some());
+    shutdown.cancel();
 }

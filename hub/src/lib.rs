@@ -20,7 +20,6 @@ pub mod config;
 pub mod groups;
 pub mod history;
 pub mod leader;
-pub mod lookup;
 pub mod pipeline;
 pub mod reload;
 pub mod source;

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
-use serde::{Serialize, Serializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use tokio::sync::{broadcast, watch};
 
 use crate::event::Event;
@@ -60,7 +60,7 @@ pub struct Delivery {
 }
 
 /// Which side of the protocol we play on a stream.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
     /// We serve resources (the peer is a sink).
@@ -80,7 +80,7 @@ impl Role {
 }
 
 /// Sync state of one collection with one peer (as `istioctl proxy-status`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum SyncState {
     /// Nothing sent yet.
@@ -106,6 +106,16 @@ impl Serialize for At {
     }
 }
 
+impl<'de> Deserialize<'de> for At {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        // What `serialize` wrote (readers of the status pages, meshhubctl).
+        let text = String::deserialize(d)?;
+        humantime::parse_rfc3339(&text)
+            .map(At)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
 impl std::fmt::Display for At {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         humantime::format_rfc3339_seconds(self.0).fmt(f)
@@ -117,7 +127,7 @@ fn now() -> At {
 }
 
 /// A version and when it happened.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Versioned {
     /// Collection version.
     pub version: String,
@@ -128,7 +138,7 @@ pub struct Versioned {
 }
 
 /// A rejection.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Rejection {
     /// Rejected version.
     pub version: String,
@@ -141,7 +151,7 @@ pub struct Rejection {
 }
 
 /// One collection with one peer.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CollectionStatus {
     /// Last response sent (source) or received (sink).
     pub sent: Option<Versioned>,
@@ -185,7 +195,7 @@ impl CollectionStatus {
 }
 
 /// Everything known about one peer.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PeerStatus {
     /// Unique within the process.
     pub id: u64,

@@ -2,8 +2,9 @@
 //! `virtualservice(s)`, Istio's short names (`vs`, `dr`, …, as in its CRDs),
 //! `virtualservices.networking.istio.io`, an MCP
 //! collection (`istio/networking/v1alpha3/virtualservices`) or a type URL
-//! (`networking.istio.io/v1/VirtualService`). Shared by the admin port's
-//! `/debug/object` and by `meshhubctl`.
+//! (`networking.istio.io/v1/VirtualService`). The admin port's
+//! `/debug/object?kind=` accepts these names and meshhubctl resolves them
+//! the same way, so a name that works in one works in the other.
 
 use meshhub_proto::kinds::{Kind, KindTable};
 
@@ -21,8 +22,29 @@ const SHORT_NAMES: &[(&str, &str)] = &[
     ("wg", "WorkloadGroup"),
 ];
 
-/// The kind `text` names, or a message listing the kinds there are.
-pub fn find_kind<'a>(kinds: &'a KindTable, text: &str) -> Result<&'a Kind, String> {
+/// Why a name names no single kind.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum KindError {
+    /// No kind has that name.
+    #[error("unknown kind {text:?}; known kinds: {}", known.join(", "))]
+    Unknown {
+        /// The name as given.
+        text: String,
+        /// Every kind's name ([`kind_names`]).
+        known: Vec<String>,
+    },
+    /// Kinds of several groups have that name.
+    #[error("kind {text:?} is ambiguous; name its group: {}", candidates.join(", "))]
+    Ambiguous {
+        /// The name as given.
+        text: String,
+        /// `plural.group` of each.
+        candidates: Vec<String>,
+    },
+}
+
+/// The kind `text` names.
+pub fn find_kind<'a>(kinds: &'a KindTable, text: &str) -> Result<&'a Kind, KindError> {
     let text = text.trim();
     if let Some(k) = kinds
         .by_collection(text)
@@ -51,17 +73,17 @@ pub fn find_kind<'a>(kinds: &'a KindTable, text: &str) -> Result<&'a Kind, Strin
         .collect();
     match matches.as_slice() {
         [one] => Ok(one),
-        [] => Err(format!(
-            "unknown kind {text:?}; known kinds: {}",
-            kind_names(kinds).join(", ")
-        )),
-        many => Err(format!(
-            "kind {text:?} is ambiguous; name its group: {}",
-            many.iter()
+        [] => Err(KindError::Unknown {
+            text: text.to_owned(),
+            known: kind_names(kinds),
+        }),
+        many => Err(KindError::Ambiguous {
+            text: text.to_owned(),
+            candidates: many
+                .iter()
                 .map(|k| format!("{}.{}", k.plural(), k.group()))
-                .collect::<Vec<_>>()
-                .join(", ")
-        )),
+                .collect(),
+        }),
     }
 }
 
@@ -92,7 +114,7 @@ mod tests {
         ] {
             assert_eq!(find_kind(&kinds, text).unwrap().collection(), vs, "{text}");
         }
-        let e = find_kind(&kinds, "VirtualSvc").unwrap_err();
+        let e = find_kind(&kinds, "VirtualSvc").unwrap_err().to_string();
         assert!(e.contains("unknown kind \"VirtualSvc\""), "{e}");
         assert!(e.contains("DestinationRule"), "{e}");
         assert!(e.contains("VirtualService"), "{e}");

@@ -51,12 +51,8 @@ fi
 ca_bundle=/etc/ssl/certs/ca-certificates.crt
 [ -s "$ca_bundle" ] || { log "$ca_bundle is missing: install the ca-certificates package"; exit 1; }
 
-# 1. The binaries. meshhubctl is built from whichever workspace package holds
-# it (the hub's package today, its own `meshhubctl` package once moved).
-packages=()
-for p in meshhub meshhub-sink-agent meshhubctl; do
-  if cargo pkgid --quiet "$p" >/dev/null 2>&1; then packages+=(-p "$p"); fi
-done
+# 1. The binaries, one package each.
+packages=(-p meshhub -p meshhub-sink-agent -p meshhubctl)
 cargo_dir="$out/cargo"
 log "cargo build --release --target $target ${packages[*]} (into $cargo_dir)"
 CARGO_TARGET_DIR="$cargo_dir" cargo build --release --locked --target "$target" --bins "${packages[@]}"

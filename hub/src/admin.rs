@@ -8,23 +8,22 @@
 
 pub mod objects;
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::extract::State;
 use axum::routing::get;
 use axum::{Json, Router};
+use meshhub_api::status::{CollectionView, GroupView};
 use meshhub_mcp::cache::SnapshotCache;
-use meshhub_mcp::ledger::{Ledger, PeerStatus, Role};
+use meshhub_mcp::ledger::{Ledger, Role};
 use meshhub_mcp::tls::reload::TlsStatus;
 use meshhub_proto::kinds::KindTable;
 use meshhub_runtime::admin::{AdminBase, Readiness};
-use serde::Serialize;
 use tokio::sync::watch;
 
-use crate::clusters::{Agents, RemoteView, is_dialer, remote_views};
+use crate::clusters::{Agents, is_dialer, remote_views};
 use crate::groups::GroupRules;
-use crate::history::{History, PinView, UnresolvedPin};
+use crate::history::History;
 use crate::leader::LeaderStatus;
 use crate::pipeline::Status;
 use crate::reload::ReloadStatus;
@@ -89,57 +88,9 @@ pub fn readiness(status: watch::Receiver<Arc<Status>>) -> Readiness {
     })
 }
 
-/// One collection of one group.
-#[derive(Debug, Serialize)]
-pub struct CollectionView {
-    /// The collection version.
-    pub version: String,
-    /// Number of resources.
-    pub resources: usize,
-}
-
-/// One group.
-#[derive(Debug, Serialize)]
-pub struct GroupView {
-    /// The group (cluster) name.
-    pub name: String,
-    /// Whether a snapshot is published.
-    pub published: bool,
-    /// Open collection watches (streams) on it.
-    pub watches: usize,
-    /// Per collection.
-    pub collections: BTreeMap<String, CollectionView>,
-}
-
-/// The `/status` document.
-#[derive(Debug, Serialize)]
-pub struct StatusView {
-    /// The pipeline's status (sources, rejected, conflicts, ...).
-    #[serde(flatten)]
-    pub pipeline: Status,
-    /// Every group.
-    pub groups: Vec<GroupView>,
-    /// Configuration reloads: the file, the last refused configuration.
-    pub config: ReloadStatus,
-    /// Leader election for the dial-out role: whether this replica leads
-    /// (and dials the agents), who holds the lease.
-    pub leader: LeaderStatus,
-    /// One row per remote cluster (configured with an agent): its dialer's
-    /// connection and per-collection sync state.
-    pub remotes: Vec<RemoteView>,
-    /// The consumers that dialed in (connected, then recently gone).
-    pub consumers: Vec<PeerStatus>,
-    /// Every peer of the engine (dialers and consumers).
-    pub ledger: Vec<PeerStatus>,
-    /// Groups served a pinned (historical) version instead of the latest.
-    pub pins: Vec<PinView>,
-    /// Shared pins (from another replica) this replica can't serve: the
-    /// version is not in its history.
-    pub unresolved_pins: Vec<UnresolvedPin>,
-    /// TLS on the gRPC port: the certificate served, reloads, the last
-    /// refused file (`null`: plaintext).
-    pub grpc_tls: Option<TlsStatus>,
-}
+/// The `/status` document: the API's shape with the hub's own sections.
+pub type StatusView =
+    meshhub_api::status::StatusView<Status, ReloadStatus, LeaderStatus, TlsStatus>;
 
 /// The status document of `s`.
 pub fn status_view(s: &AdminState) -> StatusView {

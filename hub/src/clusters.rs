@@ -19,12 +19,12 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use meshhub_api::status::RemoteView;
 use meshhub_mcp::cache::{Group, SnapshotCache};
 use meshhub_mcp::dial::DialTarget;
-use meshhub_mcp::ledger::{At, CollectionStatus, Ledger, PeerStatus, Role};
+use meshhub_mcp::ledger::{Ledger, PeerStatus, Role};
 use meshhub_mcp::source::SourceConfig;
 use meshhub_mcp::source::dialer::{self, SinkTarget};
-use serde::Serialize;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -180,27 +180,6 @@ fn reconcile(
             },
         );
     }
-}
-
-/// One remote cluster on the status page.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct RemoteView {
-    /// The cluster (and group).
-    pub cluster: String,
-    /// The agent's address.
-    pub address: String,
-    /// Whether a stream to the agent is up.
-    pub connected: bool,
-    /// When the current (or last) stream came up.
-    pub connected_since: Option<At>,
-    /// When it went down.
-    pub disconnected_at: Option<At>,
-    /// Why the last stream ended or the last dial failed.
-    pub last_error: Option<String>,
-    /// Streams opened so far by the current dialer.
-    pub streams: u64,
-    /// Per collection: sent and ACKed versions, the NACK, the state.
-    pub collections: BTreeMap<String, CollectionStatus>,
 }
 
 /// Whether a ledger entry is a dialer's: a dialer records its cluster as

@@ -27,18 +27,16 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use meshhub_api::node::unknown_cluster_refusal;
+pub use meshhub_api::node::{CLUSTER_ANNOTATION, DEFAULT_GROUP};
 use meshhub_mcp::authz::GroupAccess;
 use meshhub_mcp::cache::Group;
 use meshhub_mcp::group::{Consumer, GroupError, GroupIndex};
 use meshhub_proto::object::ObjectMeta;
 use tokio::sync::watch;
 
-/// Name of the group of consumers that name no cluster.
-pub const DEFAULT_GROUP: &str = "default";
 /// Object annotation naming the groups that receive the object.
 pub const CLUSTERS_ANNOTATION: &str = "meshhub.io/clusters";
-/// `SinkNode` annotation naming the consumer's cluster.
-pub const CLUSTER_ANNOTATION: &str = "meshhub.io/cluster";
 
 /// Which objects a cluster receives.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -213,12 +211,10 @@ impl GroupIndex for GroupRules {
         let claimed = match node.annotations.get(CLUSTER_ANNOTATION) {
             Some(name) => {
                 let name = name.trim();
-                Some(self.find(name).ok_or_else(|| {
-                    GroupError::new(format!(
-                        "node {:?}: annotation {CLUSTER_ANNOTATION}={name:?} names no configured cluster",
-                        node.id
-                    ))
-                })?)
+                Some(
+                    self.find(name)
+                        .ok_or_else(|| GroupError::new(unknown_cluster_refusal(&node.id, name)))?,
+                )
             }
             None => self
                 .clusters

@@ -32,7 +32,8 @@ pub mod pins;
 pub mod routes;
 pub mod shared;
 
-pub use self::pins::{ActivePin, PinRecord, PinView, Pins, UnresolvedPin};
+pub use self::pins::{ActivePin, Pins};
+pub use meshhub_api::history::{ChangeOrigin, PinRecord, PinView, UnresolvedPin};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -111,54 +112,6 @@ impl RawHistory {
             keep,
         })
     }
-}
-
-/// One source change behind a version.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ChangeOrigin {
-    /// The source.
-    pub source: String,
-    /// The unit (file path, `group/Kind/ns/name`, `collection/name`).
-    pub unit: String,
-    /// The objects it now defines (`Kind namespace/name`).
-    #[serde(default)]
-    pub objects: Vec<String>,
-    /// The unit is gone (a deleted file or object).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub removed: bool,
-    /// Entries of the unit that could not be read.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub unreadable: usize,
-    /// Kubernetes resourceVersion of the (single) object.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resource_version: Option<String>,
-    /// Who changed it, when the source knows (field manager).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub changed_by: Option<String>,
-}
-
-impl std::fmt::Display for ChangeOrigin {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}:{}", self.source, self.unit)?;
-        if self.removed {
-            f.write_str(" (removed)")?;
-        }
-        if self.unreadable > 0 {
-            write!(f, " ({} unreadable)", self.unreadable)?;
-        }
-        if let Some(rv) = &self.resource_version {
-            write!(f, " rv={rv}")?;
-        }
-        if let Some(by) = &self.changed_by {
-            write!(f, " by {by}")?;
-        }
-        Ok(())
-    }
-}
-
-fn is_zero(n: &usize) -> bool {
-    *n == 0
 }
 
 /// One resource of a stored version.

@@ -15,7 +15,6 @@ pub mod spec;
 
 pub use spec::SourceSpec;
 
-use std::fmt;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
@@ -23,34 +22,7 @@ use meshhub_proto::object::Object;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-/// Where an entry came from: source, unit (a file path relative to the
-/// source's root) and position in it. Ordered, so that conflicts between
-/// definitions of one object have a deterministic winner (the smallest
-/// origin).
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
-pub struct Origin {
-    /// The source's name.
-    pub source: Arc<str>,
-    /// The unit (file path relative to the source root).
-    pub unit: Arc<str>,
-    /// Document number in the unit, from 1 (0: the unit as a whole).
-    pub document: usize,
-    /// Line where the document starts, when known.
-    pub line: Option<usize>,
-}
-
-impl fmt::Display for Origin {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.source, self.unit)?;
-        if self.document > 0 {
-            write!(f, "#{}", self.document)?;
-        }
-        if let Some(line) = self.line {
-            write!(f, " (line {line})")?;
-        }
-        Ok(())
-    }
-}
+pub use meshhub_api::object::Origin;
 
 /// One entry of a unit: an object, or why a document could not be read.
 #[derive(Clone, Debug, PartialEq)]

@@ -13,127 +13,22 @@ use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use meshhub_mcp::ledger::{CollectionStatus, PeerStatus, Role, SyncState};
+use meshhub_api::ErrorView;
+use meshhub_api::kinds::find_kind;
+use meshhub_api::object::{
+    ClusterDelivery, Definition, DefinitionState, Delivery, ObjectQuery, ObjectView, PeerDelivery,
+    PeerRole, Validation, ValidationResult,
+};
+use meshhub_mcp::ledger::{CollectionStatus, PeerStatus, Role};
 use meshhub_proto::kinds::Kind;
-use serde::{Deserialize, Serialize};
 
 use super::AdminState;
 use crate::clusters::is_dialer;
-use crate::lookup::find_kind;
-use crate::source::Origin;
 use crate::store::ObjectKey;
 
 /// The route of this module, to merge into the admin router.
 pub fn routes() -> axum::Router<AdminState> {
     axum::Router::new().route("/debug/object", get(object))
-}
-
-/// The query: a kind (any name [`find_kind`] knows), and the object.
-#[derive(Debug, Deserialize)]
-pub struct ObjectQuery {
-    /// The kind.
-    pub kind: String,
-    /// The namespace (or give `name` as `namespace/name`).
-    #[serde(default)]
-    pub namespace: Option<String>,
-    /// The name.
-    pub name: String,
-}
-
-/// The answer.
-#[derive(Debug, Serialize)]
-pub struct ObjectView {
-    /// The kind (`VirtualService`).
-    pub kind: String,
-    /// Its API version (`networking.istio.io/v1`).
-    pub api_version: String,
-    /// The MCP collection.
-    pub collection: String,
-    /// The MCP name, `namespace/name`.
-    pub name: String,
-    /// Whether it is served, and why not.
-    pub validation: Validation,
-    /// Every definition of it, the served one first.
-    pub definitions: Vec<Definition>,
-    /// The MCP resource version served (empty when not served).
-    pub version: String,
-    /// Every group that receives it.
-    pub clusters: Vec<ClusterDelivery>,
-}
-
-/// The validation result.
-#[derive(Debug, Serialize)]
-pub struct Validation {
-    /// `accepted` (served) or `rejected` (kept out of every snapshot).
-    pub result: &'static str,
-    /// Why it was rejected (every reason of every rejected definition).
-    pub messages: Vec<String>,
-    /// Warnings about the served definition (fields pruned).
-    pub warnings: Vec<String>,
-}
-
-/// One definition of the object.
-#[derive(Debug, Serialize)]
-pub struct Definition {
-    /// Where: source, unit (file path, Kubernetes object), document, line
-    /// (always known for what the store resolved).
-    pub origin: Option<Origin>,
-    /// The Kubernetes `resourceVersion`, for objects from an API server.
-    pub resource_version: Option<String>,
-    /// `served`, `ignored` (another definition wins), or `rejected`.
-    pub state: &'static str,
-    /// Why it was rejected.
-    pub reasons: Vec<String>,
-}
-
-/// The object in one cluster's group.
-#[derive(Debug, Serialize)]
-pub struct ClusterDelivery {
-    /// The group (cluster) name.
-    pub cluster: String,
-    /// The group's current version of the collection (empty when the group
-    /// is not published).
-    pub collection_version: String,
-    /// Whether the group's current snapshot holds the object.
-    pub in_snapshot: bool,
-    /// Every peer of the group: the agent's dialer, connected consumers.
-    pub peers: Vec<PeerDelivery>,
-}
-
-/// What one peer of a group has of the object's collection.
-#[derive(Debug, Serialize)]
-pub struct PeerDelivery {
-    /// The cluster name (agent dialer) or socket address (consumer).
-    pub peer: String,
-    /// `agent` (the hub dials it) or `consumer`.
-    pub role: &'static str,
-    /// `mcp`, `ads` or `delta-ads`.
-    pub protocol: String,
-    /// Its node id.
-    pub node_id: String,
-    /// Whether its stream is up.
-    pub connected: bool,
-    /// `ACKED` (the current collection version, so the object, was
-    /// ACKed), `NACKED` (the current version was NACKed), `SENT` (sent, not
-    /// answered yet) or `BEHIND` (the current version was not sent yet: the
-    /// peer has an older version, or nothing).
-    pub delivery: &'static str,
-    /// The ledger's sync state of the collection.
-    pub state: SyncState,
-    /// Last version sent.
-    pub sent: Option<String>,
-    /// Last version ACKed.
-    pub acked: Option<String>,
-    /// Last version NACKed.
-    pub nacked: Option<String>,
-    /// The NACK's message.
-    pub message: Option<String>,
-}
-
-/// An error answer: a message saying what to do.
-#[derive(Debug, Serialize)]
-struct ErrorView {
-    error: String,
 }
 
 fn not_found(error: String) -> Response {
@@ -143,7 +38,7 @@ fn not_found(error: String) -> Response {
 async fn object(State(s): State<AdminState>, Query(q): Query<ObjectQuery>) -> Response {
     let kind = match find_kind(&s.kinds, &q.kind) {
         Ok(k) => k,
-        Err(e) => return not_found(e),
+        Err(e) => return not_found(e.to_string()),
     };
     match describe(&s, kind, &q) {
         Some(view) => Json(view).into_response(),
@@ -185,14 +80,14 @@ pub fn describe(s: &AdminState, kind: &Kind, q: &ObjectQuery) -> Option<ObjectVi
         definitions.push(Definition {
             origin: Some(origin.clone()),
             resource_version: object.resource_version.as_deref().map(str::to_owned),
-            state: "served",
+            state: DefinitionState::Served,
             reasons: Vec::new(),
         });
         for c in status.conflicts.iter().filter(|c| c.key == key) {
             definitions.extend(c.ignored.iter().map(|origin| Definition {
                 origin: Some(origin.clone()),
                 resource_version: None,
-                state: "ignored",
+                state: DefinitionState::Ignored,
                 reasons: vec![format!("also defined by {}, which is served", c.winner)],
             }));
         }
@@ -207,7 +102,7 @@ pub fn describe(s: &AdminState, kind: &Kind, q: &ObjectQuery) -> Option<ObjectVi
         definitions.push(Definition {
             origin: r.origin.clone(),
             resource_version: None,
-            state: "rejected",
+            state: DefinitionState::Rejected,
             reasons: r.reasons.clone(),
         });
     }
@@ -216,9 +111,9 @@ pub fn describe(s: &AdminState, kind: &Kind, q: &ObjectQuery) -> Option<ObjectVi
     }
     let validation = Validation {
         result: if served.is_some() {
-            "accepted"
+            ValidationResult::Accepted
         } else {
-            "rejected"
+            ValidationResult::Rejected
         },
         messages,
         warnings: served
@@ -299,17 +194,21 @@ fn peer_delivery(p: &PeerStatus, kind: &Kind, current: &str) -> PeerDelivery {
     let acked = c.and_then(|c| c.acked.as_ref().map(|v| v.version.clone()));
     let nacked = c.and_then(|c| c.nacked.as_ref());
     let delivery = if is_current(acked.as_deref()) {
-        "ACKED"
+        Delivery::Acked
     } else if is_current(nacked.map(|n| n.version.as_str())) {
-        "NACKED"
+        Delivery::Nacked
     } else if is_current(sent.as_deref()) {
-        "SENT"
+        Delivery::Sent
     } else {
-        "BEHIND"
+        Delivery::Behind
     };
     PeerDelivery {
         peer: p.peer.clone(),
-        role: if is_dialer(p) { "agent" } else { "consumer" },
+        role: if is_dialer(p) {
+            PeerRole::Agent
+        } else {
+            PeerRole::Consumer
+        },
         protocol: p.protocol.clone(),
         node_id: p.node_id.clone(),
         connected: p.connected,

@@ -3,52 +3,13 @@
 
 use std::collections::BTreeMap;
 
+use meshhub_api::history::{ChangeKind, DiffView, ObjectChange};
 use meshhub_proto::kinds::KindTable;
 use meshhub_proto::transcode;
-use serde::Serialize;
 use similar::TextDiff;
 
 use super::{History, StoredVersion};
 use crate::audit::is_secret;
-
-/// How an object differs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ChangeKind {
-    /// Only in the newer version.
-    Added,
-    /// Only in the older version.
-    Removed,
-    /// In both, with different content.
-    Changed,
-}
-
-/// One object that differs.
-#[derive(Clone, Debug, Serialize)]
-pub struct ObjectChange {
-    /// Its collection.
-    pub collection: String,
-    /// `namespace/name`.
-    pub name: String,
-    /// How.
-    pub change: ChangeKind,
-    /// For a changed object: a unified diff of its YAML (`from` → `to`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub diff: Option<String>,
-}
-
-/// The differences between two versions.
-#[derive(Clone, Debug, Serialize)]
-pub struct DiffView {
-    /// The group.
-    pub cluster: String,
-    /// The older side's id and sequence number.
-    pub from: (String, u64),
-    /// The newer side's id and sequence number.
-    pub to: (String, u64),
-    /// Every object that differs, by collection and name.
-    pub changes: Vec<ObjectChange>,
-}
 
 fn yaml(history: &History, kinds: &KindTable, collection: &str, digest: &str) -> String {
     let Some(kind) = kinds.by_collection(collection) else {

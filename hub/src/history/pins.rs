@@ -7,30 +7,13 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use meshhub_mcp::snapshot::{CollectionSnapshot, EncodedResource, Snapshot};
-use serde::{Deserialize, Serialize};
 use tracing::warn;
 
 use super::db::{Db, DbError};
-use super::{History, HistoryError, METRIC_PINNED, METRIC_UNRESOLVED_PINS};
+use super::{
+    History, HistoryError, METRIC_PINNED, METRIC_UNRESOLVED_PINS, PinRecord, PinView, UnresolvedPin,
+};
 use crate::audit::{AuditEvent, AuditLog};
-
-/// A pin as stored.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PinRecord {
-    /// The group (cluster).
-    pub cluster: String,
-    /// The version id served.
-    pub version: String,
-    /// Its sequence number.
-    pub seq: u64,
-    /// Since when (RFC 3339).
-    pub since: String,
-    /// Since when, in ms since the epoch (part of the served versions).
-    pub since_unix_ms: u64,
-    /// Who pinned it.
-    pub by: String,
-}
 
 /// A pin in force: the record and the snapshot served.
 #[derive(Clone, Debug)]
@@ -264,33 +247,6 @@ impl History {
             })
             .collect()
     }
-}
-
-/// A pin as `/status` and `/pins` show it.
-#[derive(Clone, Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PinView {
-    /// The pin.
-    #[serde(flatten)]
-    pub record: PinRecord,
-    /// The newest version the sources produced since (its id).
-    pub latest: Option<String>,
-    /// How many versions the sources produced after the pinned one.
-    pub behind: usize,
-}
-
-/// A shared pin (another replica's) that names a version this replica has
-/// not recorded, as `/status` shows it.
-#[derive(Clone, Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct UnresolvedPin {
-    /// The pin as shared.
-    #[serde(flatten)]
-    pub record: PinRecord,
-    /// Why it can't be served here.
-    pub reason: String,
-    /// What this replica serves the group instead.
-    pub serving: String,
 }
 
 async fn blocking<T: Send + 'static>(

@@ -8,17 +8,17 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use meshhub_api::history::{DiffView, HistoryView, PinRequest, UnpinRequest, VersionRow};
 use meshhub_proto::kinds::KindTable;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use tracing::info;
 
-use super::diff::{DiffView, diff};
-use super::{ChangeOrigin, History, HistoryError, PinView};
+use super::diff::diff;
+use super::{History, HistoryError};
 use crate::audit::AuditLog;
 
-/// Header naming the caller of a state-changing request (set by the
-/// admin authorization layer, or by a trusted proxy).
-pub const USER_HEADER: &str = "x-meshhub-user";
+pub use meshhub_api::history::USER_HEADER;
+
 /// The caller recorded when no identity is known.
 pub const ANONYMOUS: &str = "admin-port";
 
@@ -79,37 +79,6 @@ async fn blocking<T: Send + 'static>(
 #[derive(Debug, Deserialize)]
 struct ClusterQuery {
     cluster: String,
-}
-
-/// One row of `GET /history`.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct VersionRow {
-    /// Sequence number.
-    pub seq: u64,
-    /// Id.
-    pub id: String,
-    /// When.
-    pub time: String,
-    /// Source changes.
-    pub origins: Vec<ChangeOrigin>,
-    /// Source changes not listed.
-    pub more_origins: usize,
-    /// Resources.
-    pub resources: usize,
-    /// Resources per non-empty collection.
-    pub counts: std::collections::BTreeMap<String, usize>,
-}
-
-/// `GET /history`.
-#[derive(Debug, Serialize)]
-pub struct HistoryView {
-    /// The group.
-    pub cluster: String,
-    /// Its versions, oldest first.
-    pub versions: Vec<VersionRow>,
-    /// Its pin, if pinned.
-    pub pinned: Option<PinView>,
 }
 
 async fn list(State(s): State<HistoryState>, Query(q): Query<ClusterQuery>) -> Response {
@@ -186,24 +155,6 @@ pub fn caller(headers: &HeaderMap) -> String {
         .map(str::trim)
         .filter(|v| !v.is_empty())
         .map_or_else(|| ANONYMOUS.to_owned(), |v| v.chars().take(128).collect())
-}
-
-/// Body of `POST /pins`.
-#[derive(Debug, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct PinRequest {
-    /// The cluster.
-    pub cluster: String,
-    /// The version: id, unique id prefix, or `#N`.
-    pub version: String,
-}
-
-/// Body of `POST /pins/unpin`.
-#[derive(Debug, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct UnpinRequest {
-    /// The cluster.
-    pub cluster: String,
 }
 
 async fn pin(

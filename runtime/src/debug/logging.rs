@@ -3,40 +3,21 @@
 //! `{"modules": {"meshhub::pipeline": "debug"}}` (sets those modules,
 //! keeps the rest) → the new filter, or 400 with the parser's message.
 
-use std::collections::BTreeMap;
-
 use axum::Json;
 use axum::extract::State;
 use axum::extract::rejection::JsonRejection;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde::{Deserialize, Serialize};
+use meshhub_api::ErrorView;
 use tracing::info;
 
 use super::DebugState;
 use crate::logging::LogControl;
 
-/// The answer: the filter in force.
-#[derive(Debug, Serialize, Deserialize)]
-pub struct LogLevels {
-    /// The `MESHHUB_LOG`-syntax filter in force.
-    pub filter: String,
-}
-
-/// A change: exactly one of the two.
-#[derive(Debug, Default, Deserialize, Serialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct LogChange {
-    /// The whole new filter.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub filter: Option<String>,
-    /// Levels of single modules (targets), on top of the filter in force.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub modules: BTreeMap<String, String>,
-}
+pub use meshhub_api::logging::{LogChange, LogLevels};
 
 fn error(status: StatusCode, message: String) -> Response {
-    (status, Json(serde_json::json!({ "error": message }))).into_response()
+    (status, Json(ErrorView { error: message })).into_response()
 }
 
 fn control(s: &DebugState) -> Option<&LogControl> {

@@ -6,10 +6,10 @@
 
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use meshhub_api::object::{ObjectQuery, ObjectView, Origin, PeerRole, ValidationResult};
 
-use super::admin;
-use super::output::{Format, render, short, structured};
+use crate::admin::Admin;
+use crate::output::{Format, render, short, structured};
 
 #[derive(clap::Args, Debug)]
 pub struct DescribeArgs {
@@ -32,97 +32,27 @@ pub struct DescribeArgs {
     pub timeout: Duration,
 }
 
-/// `/debug/object` (the fields shown; `-o json|yaml` prints it whole).
-#[derive(Debug, Deserialize, Serialize)]
-struct View {
-    kind: String,
-    api_version: String,
-    collection: String,
-    name: String,
-    validation: Validation,
-    definitions: Vec<Definition>,
-    version: String,
-    clusters: Vec<Cluster>,
-}
-
-#[derive(Debug, Deserialize, Serialize)]
-struct Validation {
-    result: String,
-    messages: Vec<String>,
-    warnings: Vec<String>,
-}
-
-#[derive(Debug, Deserialize, Serialize)]
-struct Definition {
-    origin: Option<Origin>,
-    resource_version: Option<String>,
-    state: String,
-    reasons: Vec<String>,
-}
-
-#[derive(Debug, Deserialize, Serialize)]
-struct Origin {
-    source: String,
-    unit: String,
-    document: usize,
-    line: Option<usize>,
-}
-
-#[derive(Debug, Deserialize, Serialize)]
-struct Cluster {
-    cluster: String,
-    collection_version: String,
-    in_snapshot: bool,
-    peers: Vec<Peer>,
-}
-
-#[derive(Debug, Deserialize, Serialize)]
-struct Peer {
-    peer: String,
-    role: String,
-    protocol: String,
-    node_id: String,
-    connected: bool,
-    delivery: String,
-    state: String,
-    sent: Option<String>,
-    acked: Option<String>,
-    nacked: Option<String>,
-    message: Option<String>,
-}
-
-/// An error answer of the admin port.
-#[derive(Debug, Deserialize)]
-struct ErrorView {
-    error: String,
-}
-
-/// `a=b&c=d`, percent-encoded.
-fn query(pairs: &[(&str, &str)]) -> String {
-    form_urlencoded::Serializer::new(String::new())
-        .extend_pairs(pairs)
-        .finish()
+/// The route asking for `q`, percent-encoded.
+fn path(q: &ObjectQuery) -> String {
+    let mut query = form_urlencoded::Serializer::new(String::new());
+    query
+        .append_pair("kind", &q.kind)
+        .append_pair("name", &q.name);
+    if let Some(ns) = &q.namespace {
+        query.append_pair("namespace", ns);
+    }
+    format!("/debug/object?{}", query.finish())
 }
 
 pub async fn run(args: DescribeArgs) -> Result<(), String> {
-    let mut pairs = vec![("kind", args.kind.as_str()), ("name", args.name.as_str())];
-    if let Some(ns) = &args.namespace {
-        pairs.push(("namespace", ns));
-    }
-    let path = format!("/debug/object?{}", query(&pairs));
-    let (status, text) = admin::get(&args.admin, &path, args.timeout).await?;
-    if !status.is_success() {
-        return Err(match serde_json::from_str::<ErrorView>(&text) {
-            Ok(e) => e.error,
-            Err(_) => format!(
-                "{}{path} answered {status}: {}",
-                admin::base(&args.admin),
-                text.trim()
-            ),
-        });
-    }
-    let view: View = serde_json::from_str(&text)
-        .map_err(|e| format!("{}{path}: unexpected answer: {e}", admin::base(&args.admin)))?;
+    let path = path(&ObjectQuery {
+        kind: args.kind,
+        namespace: args.namespace,
+        name: args.name,
+    });
+    let view: ObjectView = Admin::hub(&args.admin, args.timeout)
+        .get_json(&path)
+        .await?;
     let out = match structured(&view, args.output) {
         Some(text) => text?,
         None => sections(&view),
@@ -131,26 +61,12 @@ pub async fn run(args: DescribeArgs) -> Result<(), String> {
     Ok(())
 }
 
-fn origin(o: Option<&Origin>) -> String {
-    let Some(o) = o else {
-        return "-".to_owned();
-    };
-    let mut s = format!("{}:{}", o.source, o.unit);
-    if o.document > 0 {
-        s.push_str(&format!("#{}", o.document));
-    }
-    if let Some(line) = o.line {
-        s.push_str(&format!(" (line {line})"));
-    }
-    s
-}
-
 fn dash(v: &Option<String>) -> String {
     v.as_deref().map(short).unwrap_or_else(|| "-".to_owned())
 }
 
 /// `kubectl describe`-like sections.
-fn sections(v: &View) -> String {
+fn sections(v: &ObjectView) -> String {
     let mut out = format!(
         "Kind:        {} ({})\nCollection:  {}\nName:        {}\n",
         v.kind, v.api_version, v.collection, v.name
@@ -158,10 +74,9 @@ fn sections(v: &View) -> String {
     if !v.version.is_empty() {
         out.push_str(&format!("Version:     {}\n", v.version));
     }
-    let result = match v.validation.result.as_str() {
-        "accepted" => "Accepted (served)",
-        "rejected" => "Rejected (served to no cluster)",
-        other => other,
+    let result = match v.validation.result {
+        ValidationResult::Accepted => "Accepted (served)",
+        ValidationResult::Rejected => "Rejected (served to no cluster)",
     };
     out.push_str(&format!("Validation:  {result}\n"));
     for m in &v.validation.messages {
@@ -180,7 +95,9 @@ fn sections(v: &View) -> String {
     for d in &v.definitions {
         rows.push(vec![
             format!("  {}", d.state),
-            origin(d.origin.as_ref()),
+            d.origin
+                .as_ref()
+                .map_or_else(|| "-".to_owned(), Origin::to_string),
             d.resource_version.clone().unwrap_or_else(|| "-".to_owned()),
             if d.reasons.is_empty() {
                 "-".to_owned()
@@ -220,7 +137,7 @@ fn sections(v: &View) -> String {
             ]);
         }
         for p in &c.peers {
-            let peer = if p.role == "agent" || p.node_id.is_empty() {
+            let peer = if p.role == PeerRole::Agent || p.node_id.is_empty() {
                 p.peer.clone()
             } else {
                 format!("{} ({})", p.peer, p.node_id)
@@ -231,7 +148,7 @@ fn sections(v: &View) -> String {
                 peer,
                 format!("{}/{}", p.role, p.protocol),
                 if p.connected { "yes" } else { "no" }.to_owned(),
-                p.delivery.clone(),
+                p.delivery.to_string(),
                 dash(&p.acked),
                 p.message
                     .as_deref()

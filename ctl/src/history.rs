@@ -2,19 +2,21 @@
 //! history per cluster, through its admin port (`GET /history`,
 //! `GET /history/diff`, `POST /pins`, `POST /pins/unpin`).
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
-use http_body_util::BodyExt as _;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
-use serde::Deserialize;
-use serde_json::Value;
+use meshhub_api::history::{
+    ChangeKind, DiffView, HistoryView, PinRecord, PinRequest, USER_HEADER, UnpinRequest,
+};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 
-use super::output::render;
+use crate::admin::{self, Admin};
+use crate::output::render;
 
 /// Where the hub is.
 #[derive(clap::Args, Debug)]
-pub struct Admin {
+pub struct AdminArgs {
     /// The hub's admin address.
     #[arg(long, env = "MESHHUB_ADMIN", default_value = "http://127.0.0.1:9902")]
     pub admin: String,
@@ -31,10 +33,11 @@ pub struct Admin {
     pub token: Option<String>,
 }
 
-impl Admin {
-    /// The admin token, when one is given.
-    fn token(&self) -> Result<Option<String>, String> {
-        super::admin::token(self.token_file.as_deref(), self.token.as_deref())
+impl AdminArgs {
+    /// A client of the hub's admin port, with the token when one is given.
+    fn port(&self) -> Result<Admin, String> {
+        let token = admin::token(self.token_file.as_deref(), self.token.as_deref())?;
+        Ok(Admin::hub(&self.admin, self.timeout).with_token(token))
     }
 }
 
@@ -54,7 +57,7 @@ pub struct HistoryArgs {
     #[arg(long, short = 'o', value_enum, default_value = "table")]
     output: Format,
     #[command(flatten)]
-    admin: Admin,
+    admin: AdminArgs,
 }
 
 /// `meshhubctl diff --cluster C FROM TO` (built by `diff.rs`, which owns
@@ -70,7 +73,7 @@ pub struct DiffArgs {
     /// Output format.
     pub output: Format,
     /// Where the hub is.
-    pub admin: Admin,
+    pub admin: AdminArgs,
 }
 
 /// `meshhubctl pin`.
@@ -86,7 +89,7 @@ pub struct PinArgs {
     #[arg(long = "as", env = "MESHHUB_USER")]
     user: Option<String>,
     #[command(flatten)]
-    admin: Admin,
+    admin: AdminArgs,
 }
 
 /// `meshhubctl unpin`.
@@ -99,82 +102,37 @@ pub struct UnpinArgs {
     #[arg(long = "as", env = "MESHHUB_USER")]
     user: Option<String>,
     #[command(flatten)]
-    admin: Admin,
+    admin: AdminArgs,
 }
 
-fn base(admin: &str) -> String {
-    let base = admin.trim_end_matches('/');
-    if base.contains("://") {
-        base.to_owned()
-    } else {
-        format!("http://{base}")
-    }
-}
-
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut m = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        m.push_str(": ");
-        m.push_str(&c.to_string());
-        cur = c.source();
-    }
-    m
-}
-
-/// One request to the admin port; the body on success, the hub's message
-/// otherwise.
-async fn call(
-    admin: &Admin,
+/// One request to the admin port: the answer on success, the hub's
+/// message otherwise.
+async fn call<T: DeserializeOwned>(
+    admin: &AdminArgs,
     method: http::Method,
     path: &str,
     user: Option<&str>,
-    body: Option<Value>,
-) -> Result<String, String> {
-    let base = base(&admin.admin);
-    let uri: http::Uri = format!("{base}{path}")
-        .parse()
-        .map_err(|e| format!("--admin {:?}: {e}", admin.admin))?;
-    let mut req = http::Request::builder().method(method).uri(uri);
-    if let Some(u) = user {
-        req = req.header("x-meshhub-user", u);
-    }
-    if let Some(t) = admin.token()? {
-        req = req.header(http::header::AUTHORIZATION, format!("Bearer {t}"));
-    }
-    if body.is_some() {
-        req = req.header(http::header::CONTENT_TYPE, "application/json");
-    }
-    let req = req
-        .body(body.map(|b| b.to_string()).unwrap_or_default())
-        .map_err(|e| e.to_string())?;
-    let client = Client::builder(TokioExecutor::new()).build_http::<String>();
-    let go = async {
-        let response = client
-            .request(req)
-            .await
-            .map_err(|e| format!("cannot reach the hub's admin port at {base}: {}", chain(&e)))?;
-        let status = response.status();
-        let bytes = response
-            .into_body()
-            .collect()
-            .await
-            .map_err(|e| format!("reading the answer of {base}: {}", chain(&e)))?
-            .to_bytes();
-        let text = String::from_utf8_lossy(&bytes).into_owned();
-        if status == http::StatusCode::NOT_FOUND && text.is_empty() {
-            return Err(format!(
-                "{base}{path}: not found (is history configured on this hub?)"
-            ));
-        }
-        if !status.is_success() {
-            return Err(text.trim().to_owned());
-        }
-        Ok(text)
-    };
-    tokio::time::timeout(admin.timeout, go)
+    body: Option<&impl Serialize>,
+) -> Result<(T, String), String> {
+    let port = admin.port()?;
+    let headers: Vec<(&str, &str)> = user.map(|u| (USER_HEADER, u)).into_iter().collect();
+    let answer = port
+        .send(method, path, &headers, body)
         .await
-        .map_err(|_| format!("no answer from {base} within {:?}", admin.timeout))?
+        .map_err(|e| e.to_string())?;
+    if answer.status == http::StatusCode::NOT_FOUND && answer.text.is_empty() {
+        return Err(format!(
+            "{}: not found (is history configured on this hub?)",
+            port.url(path)
+        ));
+    }
+    if !answer.status.is_success() {
+        // The hub's message says what is wrong (no such version, ...).
+        return Err(answer.text.trim().to_owned());
+    }
+    let doc = serde_json::from_str(&answer.text)
+        .map_err(|e| format!("{}: unexpected answer: {e}", port.url(path)))?;
+    Ok((doc, answer.text))
 }
 
 fn query(s: &str) -> String {
@@ -188,59 +146,9 @@ fn query(s: &str) -> String {
         .collect()
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Row {
-    seq: u64,
-    id: String,
-    time: String,
-    #[serde(default)]
-    origins: Vec<Value>,
-    #[serde(default)]
-    more_origins: usize,
-    resources: usize,
-    #[serde(default)]
-    counts: std::collections::BTreeMap<String, usize>,
-}
-
-#[derive(Debug, Deserialize)]
-struct View {
-    versions: Vec<Row>,
-    pinned: Option<Pin>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Pin {
-    version: String,
-    seq: u64,
-    since: String,
-    by: String,
-    #[serde(default)]
-    behind: usize,
-}
-
-fn origin_text(o: &Value) -> String {
-    let get = |k: &str| o.get(k).and_then(Value::as_str).unwrap_or_default();
-    let mut s = format!("{}:{}", get("source"), get("unit"));
-    if o.get("removed").and_then(Value::as_bool) == Some(true) {
-        s.push_str(" (removed)");
-    }
-    if let Some(n) = o.get("unreadable").and_then(Value::as_u64) {
-        s.push_str(&format!(" ({n} unreadable)"));
-    }
-    if let Some(rv) = o.get("resourceVersion").and_then(Value::as_str) {
-        s.push_str(&format!(" rv={rv}"));
-    }
-    if let Some(by) = o.get("changedBy").and_then(Value::as_str) {
-        s.push_str(&format!(" by {by}"));
-    }
-    s
-}
-
 /// Short collection names for the counts column
 /// (`istio/networking/v1alpha3/virtualservices` → `virtualservices`).
-fn counts_text(counts: &std::collections::BTreeMap<String, usize>) -> String {
+fn counts_text(counts: &BTreeMap<String, usize>) -> String {
     if counts.is_empty() {
         return "-".to_owned();
     }
@@ -252,20 +160,18 @@ fn counts_text(counts: &std::collections::BTreeMap<String, usize>) -> String {
 }
 
 pub async fn history(args: HistoryArgs) -> Result<(), String> {
-    let text = call(
+    let (view, text): (HistoryView, _) = call(
         &args.admin,
         http::Method::GET,
         &format!("/history?cluster={}", query(&args.cluster)),
         None,
-        None,
+        None::<&()>,
     )
     .await?;
     if let Format::Json = args.output {
         print!("{text}");
         return Ok(());
     }
-    let view: View =
-        serde_json::from_str(&text).map_err(|e| format!("not a history document: {e}"))?;
     let mut rows = vec![vec![
         "#".to_owned(),
         "VERSION".to_owned(),
@@ -274,12 +180,12 @@ pub async fn history(args: HistoryArgs) -> Result<(), String> {
         "COUNTS".to_owned(),
         "ORIGIN".to_owned(),
     ]];
-    let pinned_seq = view.pinned.as_ref().map(|p| p.seq);
+    let pinned_seq = view.pinned.as_ref().map(|p| p.record.seq);
     for v in &view.versions {
         let mut origin = v
             .origins
             .iter()
-            .map(origin_text)
+            .map(ToString::to_string)
             .collect::<Vec<_>>()
             .join("; ");
         if v.more_origins > 0 {
@@ -304,9 +210,10 @@ pub async fn history(args: HistoryArgs) -> Result<(), String> {
     }
     print!("{}", render(&rows));
     if let Some(p) = &view.pinned {
+        let r = &p.record;
         println!(
             "\ncluster {} is PINNED to {} (#{}) since {} by {}; {} version(s) behind the sources",
-            args.cluster, p.version, p.seq, p.since, p.by, p.behind
+            args.cluster, r.version, r.seq, r.since, r.by, p.behind
         );
     }
     Ok(())
@@ -319,7 +226,7 @@ pub async fn diff(args: DiffArgs) -> Result<(), String> {
             args.cluster, args.cluster
         ));
     };
-    let text = call(
+    let (view, text): (DiffView, _) = call(
         &args.admin,
         http::Method::GET,
         &format!(
@@ -329,41 +236,31 @@ pub async fn diff(args: DiffArgs) -> Result<(), String> {
             query(to)
         ),
         None,
-        None,
+        None::<&()>,
     )
     .await?;
     if let Format::Json = args.output {
         print!("{text}");
         return Ok(());
     }
-    let view: Value =
-        serde_json::from_str(&text).map_err(|e| format!("not a diff document: {e}"))?;
-    let changes = view["changes"].as_array().cloned().unwrap_or_default();
     println!(
         "cluster {}: {} (#{}) -> {} (#{}): {} object(s) differ",
         args.cluster,
-        view["from"][0].as_str().unwrap_or_default(),
-        view["from"][1],
-        view["to"][0].as_str().unwrap_or_default(),
-        view["to"][1],
-        changes.len()
+        view.from.0,
+        view.from.1,
+        view.to.0,
+        view.to.1,
+        view.changes.len()
     );
-    for c in &changes {
-        let what = c["change"].as_str().unwrap_or_default();
-        let sign = match what {
-            "added" => "+",
-            "removed" => "-",
-            _ => "~",
+    for c in &view.changes {
+        let sign = match c.change {
+            ChangeKind::Added => "+",
+            ChangeKind::Removed => "-",
+            ChangeKind::Changed => "~",
         };
-        println!(
-            "{sign} {what:<8} {} {}",
-            c["collection"].as_str().unwrap_or_default(),
-            c["name"].as_str().unwrap_or_default()
-        );
-        if let Some(d) = c["diff"].as_str() {
-            for line in d.lines() {
-                println!("    {line}");
-            }
+        println!("{sign} {:<8} {} {}", c.change, c.collection, c.name);
+        for line in c.diff.iter().flat_map(|d| d.lines()) {
+            println!("    {line}");
         }
     }
     Ok(())
@@ -378,36 +275,41 @@ fn user(given: Option<String>) -> String {
 
 pub async fn pin(args: PinArgs) -> Result<(), String> {
     let who = user(args.user);
-    let text = call(
+    let request = PinRequest {
+        cluster: args.cluster,
+        version: args.to,
+    };
+    let (p, _): (PinRecord, _) = call(
         &args.admin,
         http::Method::POST,
         "/pins",
         Some(&who),
-        Some(serde_json::json!({"cluster": args.cluster, "version": args.to})),
+        Some(&request),
     )
     .await?;
-    let p: Pin = serde_json::from_str(&text).map_err(|e| format!("not a pin: {e}"))?;
     println!(
         "cluster {} pinned to {} (#{}) since {} by {}",
-        args.cluster, p.version, p.seq, p.since, p.by
+        request.cluster, p.version, p.seq, p.since, p.by
     );
     Ok(())
 }
 
 pub async fn unpin(args: UnpinArgs) -> Result<(), String> {
     let who = user(args.user);
-    let text = call(
+    let request = UnpinRequest {
+        cluster: args.cluster,
+    };
+    let (p, _): (PinRecord, _) = call(
         &args.admin,
         http::Method::POST,
         "/pins/unpin",
         Some(&who),
-        Some(serde_json::json!({"cluster": args.cluster})),
+        Some(&request),
     )
     .await?;
-    let p: Pin = serde_json::from_str(&text).map_err(|e| format!("not a pin: {e}"))?;
     println!(
         "cluster {} unpinned (was {} #{}); serving the latest version",
-        args.cluster, p.version, p.seq
+        request.cluster, p.version, p.seq
     );
     Ok(())
 }

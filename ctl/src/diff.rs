@@ -17,10 +17,11 @@ use meshhub_proto::transcode;
 use serde::Serialize;
 use similar::TextDiff;
 
-use super::admin;
-use super::fetch::{self, FetchError, State, Target};
-use super::get::{collections, group_state, object};
-use super::output::{Format, render, short, structured};
+use crate::admin::{Admin, group_names};
+use crate::fetch::{self, FetchError, State, Target};
+use crate::get::{collections, group_state, object};
+use crate::history;
+use crate::output::{Format, render, short, structured};
 
 #[derive(clap::Args, Debug)]
 pub struct DiffArgs {
@@ -101,15 +102,15 @@ pub struct Changed {
 pub async fn run(args: DiffArgs) -> Result<bool, String> {
     if args.from.is_some() {
         // Two historical versions of the group (`meshhubctl history`).
-        super::history::diff(super::history::DiffArgs {
+        history::diff(history::DiffArgs {
             cluster: args.cluster,
             from: args.from,
             to: args.to,
             output: match args.output {
-                Format::Json => super::history::Format::Json,
-                Format::Table | Format::Yaml => super::history::Format::Table,
+                Format::Json => history::Format::Json,
+                Format::Table | Format::Yaml => history::Format::Table,
             },
-            admin: super::history::Admin {
+            admin: history::AdminArgs {
                 admin: args.admin,
                 timeout: args.timeout,
                 token_file: None,
@@ -167,15 +168,11 @@ pub async fn run(args: DiffArgs) -> Result<bool, String> {
 async fn no_agent(args: &DiffArgs) -> String {
     let hint = "diff reads the agent's re-serve port: pass it with --agent \
                 (the agent's --grpc-addr, default port 9912)";
-    match admin::clusters(&args.admin, args.timeout).await {
+    match Admin::hub(&args.admin, args.timeout).status().await {
         Ok(c) if !c.groups.iter().any(|g| g.name == args.cluster) => format!(
             "unknown cluster {:?}; the hub knows: {}",
             args.cluster,
-            c.groups
-                .iter()
-                .map(|g| g.name.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
+            group_names(&c)
         ),
         Ok(c) => match c.remotes.iter().find(|r| r.cluster == args.cluster) {
             Some(r) => format!(

@@ -7,16 +7,17 @@
 
 use std::time::Duration;
 
-use meshhub::lookup::find_kind;
+use meshhub_api::kinds::find_kind;
+use meshhub_api::node::DEFAULT_GROUP;
 use meshhub_proto::kinds::KindTable;
 use meshhub_proto::mcp::Resource;
 use meshhub_proto::object::Object;
 use meshhub_proto::transcode;
 use serde_json::json;
 
-use super::admin;
-use super::fetch::{self, FetchError, State, Target};
-use super::output::{Format, render, short};
+use crate::admin::{self, Admin};
+use crate::fetch::{self, FetchError, State, Target};
+use crate::output::{Format, render, short};
 
 #[derive(clap::Args, Debug)]
 pub struct GetArgs {
@@ -57,7 +58,7 @@ pub fn collections(kinds: &KindTable, kind: Option<&str>) -> Result<Vec<String>,
             Ok(k) => Ok(vec![k.collection().to_owned()]),
             // A collection of an `extraKinds` entry of the hub: asked as is.
             Err(_) if text.contains('/') => Ok(vec![text.to_owned()]),
-            Err(e) => Err(e),
+            Err(e) => Err(e.to_string()),
         },
     }
 }
@@ -81,10 +82,8 @@ pub async fn group_state(
         Ok(s) => Ok(s),
         Err(FetchError::Other(e)) => Err(e),
         Err(FetchError::UnknownCluster(refusal)) => {
-            Err(
-                admin::unknown_cluster(cluster.unwrap_or_default(), &refusal, admin_addr, timeout)
-                    .await,
-            )
+            let admin = Admin::hub(admin_addr, timeout);
+            Err(admin::unknown_cluster(cluster.unwrap_or_default(), &refusal, &admin).await)
         }
     }
 }
@@ -123,7 +122,7 @@ pub async fn run(args: GetArgs) -> Result<(), String> {
         };
         ns_ok && name_ok
     };
-    let group = args.cluster.as_deref().unwrap_or("default");
+    let group = args.cluster.as_deref().unwrap_or(DEFAULT_GROUP);
     let mut rows = vec![vec![
         "NAMESPACE".to_owned(),
         "NAME".to_owned(),

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use meshhub::groups::CLUSTER_ANNOTATION;
+use meshhub_api::node::{CLUSTER_ANNOTATION, is_unknown_cluster_refusal};
 use meshhub_mcp::ledger::{Ledger, Role};
 use meshhub_mcp::sink::client::{SourceTarget, connect_once};
 use meshhub_mcp::sink::{ApplyError, Change, SinkCollection, SinkConfig, Updater};
@@ -104,12 +104,6 @@ impl From<String> for FetchError {
     }
 }
 
-/// The hub's refusal of a node annotation naming no cluster
-/// (`meshhub::groups`).
-fn unknown_cluster(message: &str) -> bool {
-    message.contains(CLUSTER_ANNOTATION) && message.contains("names no configured cluster")
-}
-
 /// Subscribes to `collections` at `target` and returns the first full
 /// state of each.
 pub async fn state(target: &Target<'_>, collections: &[String]) -> Result<State, FetchError> {
@@ -161,10 +155,10 @@ pub async fn state(target: &Target<'_>, collections: &[String]) -> Result<State,
             .got
             .into_inner()
             .unwrap_or_else(|e| e.into_inner())),
-        Ok((end, _)) if end.error().is_some_and(|e| unknown_cluster(&e)) => {
+        Ok((end, _)) if end.error().is_some_and(|e| is_unknown_cluster_refusal(&e)) => {
             Err(FetchError::UnknownCluster(end.error().unwrap_or_default()))
         }
-        Err(e) if unknown_cluster(&e) => Err(FetchError::UnknownCluster(e)),
+        Err(e) if is_unknown_cluster_refusal(&e) => Err(FetchError::UnknownCluster(e)),
         Ok((end, _)) => Err(FetchError::Other(format!(
             "{} ended the stream before every collection arrived: {}",
             target.server,

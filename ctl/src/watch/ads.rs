@@ -8,9 +8,9 @@
 //! in `initial_resource_versions` so only the difference comes back.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::Duration;
 
+use meshhub_api::node::CLUSTER_ANNOTATION;
 use meshhub_mcp::reconnect::Backoff;
 use meshhub_mcp::sink::Change;
 use meshhub_proto::ads::client::AggregatedDiscoveryServiceClient;
@@ -27,7 +27,8 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
 
-use super::{Printer, WatchArgs};
+use super::args::WatchArgs;
+use super::printer::Printer;
 
 /// The node id, shaped as istiod's (`<type>~<ip>~<pod>.<ns>~<ns>.svc.cluster.local`).
 pub const NODE_ID: &str = "sidecar~127.0.0.1~meshhubctl.default~default.svc.cluster.local";
@@ -58,7 +59,7 @@ struct Watch {
     stop: CancellationToken,
 }
 
-pub(super) async fn watch(args: WatchArgs) -> Result<(), String> {
+pub async fn watch(args: WatchArgs) -> Result<(), String> {
     let kinds = KindTable::builtin();
     let type_urls: Vec<String> = if args.collections.is_empty() {
         kinds
@@ -84,13 +85,7 @@ pub(super) async fn watch(args: WatchArgs) -> Result<(), String> {
     });
     let w = Watch {
         node: node(args.cluster.as_deref()),
-        printer: Printer {
-            kinds,
-            output: args.output,
-            pending: Mutex::new(type_urls.iter().cloned().collect()),
-            once: None,
-            held: Mutex::default(),
-        },
+        printer: Printer::new(kinds, args.output, type_urls.iter().cloned(), None),
         type_urls,
         once: args.once,
         stop: stop.clone(),
@@ -138,7 +133,7 @@ fn node(cluster: Option<&str>) -> Node {
     };
     let mut fields = HashMap::from([("GENERATOR".to_owned(), string("api"))]);
     if let Some(cluster) = cluster {
-        fields.insert("meshhub.io/cluster".to_owned(), string(cluster));
+        fields.insert(CLUSTER_ANNOTATION.to_owned(), string(cluster));
     }
     Node {
         id: NODE_ID.to_owned(),

@@ -1,0 +1,113 @@
+//! meshhubctl: an MCP consumer for people, and the operator's view of a
+//! hub. `watch` subscribes to a `ResourceSource` (the hub, or a sink agent
+//! re-serving) as a Pilot-like sink, or with `--ads` to the ADS service as
+//! istiod does (`--delta`: incremental xDS), and prints every change as
+//! Kubernetes objects. `status` reads the hub's admin `/status` and shows,
+//! per remote cluster and per consumer, the connection and what was sent,
+//! ACKed and NACKed (`--watch`: redrawn on change). `get` lists a cluster's
+//! objects as the hub serves them, `diff` compares them with what the
+//! cluster's agent holds, `describe` tells one object's sources, validation
+//! and delivery, `history`, `pin` and `unpin` roll a cluster back,
+//! `log-level` reads or changes a process's log filter, `completion` prints
+//! shell completion scripts.
+//!
+//! What the admin port answers is typed by `meshhub-api`, the types the hub
+//! answers with.
+
+mod admin;
+mod describe;
+mod diff;
+mod fetch;
+mod get;
+mod history;
+mod log_level;
+mod output;
+mod status;
+mod watch;
+
+use std::io::Write as _;
+use std::process::ExitCode;
+
+use clap::{CommandFactory as _, Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "meshhubctl",
+    version,
+    about = "Inspect what a meshhub (or sink agent) serves: status, get, diff, describe, watch"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Subscribe to collections and print every change.
+    Watch(watch::WatchArgs),
+    /// Show every remote cluster and consumer of a hub: connected or not,
+    /// and per collection the sent and ACKed version and the sync state.
+    Status(status::StatusArgs),
+    /// Print or change the log filter of a hub or agent at runtime.
+    LogLevel(log_level::LogLevelArgs),
+    /// List the objects of a cluster's group as the hub serves them.
+    Get(get::GetArgs),
+    /// Compare what the hub serves a cluster with what its sink agent
+    /// holds; exit 0 when equal, 1 when different, 2 on trouble.
+    Diff(diff::DiffArgs),
+    /// Show one object: its sources, validation result, the clusters that
+    /// receive it and its delivery to each.
+    Describe(describe::DescribeArgs),
+    /// Print a shell completion script (`source <(meshhubctl completion bash)`).
+    Completion {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// List a cluster's versions: time, origin of the change, counts.
+    History(history::HistoryArgs),
+    /// Serve a cluster an earlier version (roll back) until `unpin`.
+    Pin(history::PinArgs),
+    /// Serve a pinned cluster its latest version again.
+    Unpin(history::UnpinArgs),
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Watch(args) => watch::run(args).await,
+        Command::Status(args) => status::run(args).await,
+        Command::LogLevel(args) => log_level::run(args).await,
+        Command::Get(args) => get::run(args).await,
+        Command::Describe(args) => describe::run(args).await,
+        Command::Diff(args) => {
+            // As diff(1): 0 equal, 1 different, 2 trouble.
+            return match diff::run(args).await {
+                Ok(true) => ExitCode::SUCCESS,
+                Ok(false) => ExitCode::from(1),
+                Err(e) => {
+                    eprintln!("meshhubctl: {e}");
+                    ExitCode::from(2)
+                }
+            };
+        }
+        Command::Completion { shell } => {
+            // Into a buffer: the generator panics on a closed pipe.
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "meshhubctl", &mut script);
+            let _ = std::io::stdout().write_all(&script);
+            Ok(())
+        }
+        Command::History(args) => history::history(args).await,
+        Command::Pin(args) => history::pin(args).await,
+        Command::Unpin(args) => history::unpin(args).await,
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("meshhubctl: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,338 @@
+//! `meshhubctl status`: a plain HTTP GET of the admin `/status`,
+//! reduced to one row per remote cluster and per consumer.
+
+use std::collections::BTreeMap;
+use std::io::{IsTerminal as _, Write as _};
+use std::time::Duration;
+
+use meshhub_api::history::{PinView, UnresolvedPin};
+use meshhub_api::status::RemoteView;
+use meshhub_mcp::ledger::{At, CollectionStatus, PeerStatus, SyncState};
+use serde::Serialize;
+use tokio_util::sync::CancellationToken;
+
+use crate::admin::Admin;
+use crate::output::{Format, render, structured};
+
+/// Flags of `meshhubctl status`.
+#[derive(clap::Args, Debug)]
+pub struct StatusArgs {
+    /// The hub's admin address.
+    #[arg(long, env = "MESHHUB_ADMIN", default_value = "http://127.0.0.1:9902")]
+    admin: String,
+    /// Output format.
+    #[arg(long, short = 'o', value_enum, default_value = "table")]
+    output: Format,
+    /// Keep running: ask again every `--interval` and redraw when the
+    /// answer changed (Ctrl-C ends).
+    #[arg(long, short = 'w')]
+    watch: bool,
+    /// With `--watch`: how often to ask (e.g. 2s).
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration, requires = "watch")]
+    interval: Duration,
+    /// Also list consumers that disconnected (the hub keeps the newest 256).
+    #[arg(long)]
+    all: bool,
+    /// Give up after this long (e.g. 5s).
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    timeout: Duration,
+}
+
+/// What `-o json` prints.
+#[derive(Debug, Serialize)]
+struct Report {
+    clusters: Vec<Row>,
+    consumers: Vec<Row>,
+    /// Pinned clusters, as the hub reports them.
+    pins: Vec<PinView>,
+    /// Shared pins this hub replica can't serve.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    unresolved_pins: Vec<UnresolvedPin>,
+}
+
+#[derive(Debug, Serialize)]
+struct Row {
+    name: String,
+    /// Agent address (clusters) or socket address (consumers).
+    address: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    node_id: Option<String>,
+    /// How a consumer subscribed: `mcp`, `ads` or `delta-ads`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    protocol: Option<String>,
+    group: String,
+    connected: bool,
+    connected_since: Option<At>,
+    disconnected_at: Option<At>,
+    last_error: Option<String>,
+    collections: BTreeMap<String, CollectionRow>,
+}
+
+#[derive(Debug, Serialize)]
+struct CollectionRow {
+    state: SyncState,
+    sent: Option<String>,
+    acked: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    nacked: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<String>,
+}
+
+fn collections(c: BTreeMap<String, CollectionStatus>) -> BTreeMap<String, CollectionRow> {
+    c.into_iter()
+        .map(|(name, c)| {
+            // The rejection that explains the state, if any.
+            let problem = match c.state {
+                SyncState::Nacked => c.nacked,
+                SyncState::Blocked => c.blocked,
+                SyncState::NotSent | SyncState::Stale | SyncState::Synced => None,
+            };
+            let row = CollectionRow {
+                state: c.state,
+                sent: c.sent.map(|v| v.version),
+                acked: c.acked.map(|v| v.version),
+                nacked: problem.as_ref().map(|n| n.version.clone()),
+                message: problem.map(|n| n.message),
+            };
+            (name, row)
+        })
+        .collect()
+}
+
+fn cluster_row(r: RemoteView) -> Row {
+    Row {
+        group: r.cluster.clone(),
+        name: r.cluster,
+        address: r.address,
+        node_id: None,
+        protocol: None,
+        connected: r.connected,
+        connected_since: r.connected_since,
+        disconnected_at: r.disconnected_at,
+        last_error: r.last_error,
+        collections: collections(r.collections),
+    }
+}
+
+fn consumer_row(p: PeerStatus) -> Row {
+    Row {
+        address: p.peer.clone(),
+        name: p.peer,
+        node_id: Some(p.node_id),
+        protocol: Some(p.protocol),
+        group: p.group,
+        connected: p.connected,
+        connected_since: p.connected_since,
+        disconnected_at: p.disconnected_at,
+        last_error: p.last_error,
+        collections: collections(p.collections),
+    }
+}
+
+/// One answer of `/status`, rendered.
+async fn frame(args: &StatusArgs) -> Result<String, String> {
+    let doc = Admin::hub(&args.admin, args.timeout).status().await?;
+    let report = Report {
+        clusters: doc.remotes.into_iter().map(cluster_row).collect(),
+        consumers: doc
+            .consumers
+            .into_iter()
+            .filter(|p| args.all || p.connected)
+            .map(consumer_row)
+            .collect(),
+        pins: doc.pins,
+        unresolved_pins: doc.unresolved_pins,
+    };
+    match structured(&report, args.output) {
+        Some(text) => text,
+        None => Ok(table(&report)),
+    }
+}
+
+pub async fn run(args: StatusArgs) -> Result<(), String> {
+    if !args.watch {
+        print!("{}", frame(&args).await?);
+        return Ok(());
+    }
+    let stop = CancellationToken::new();
+    let ctrl_c = stop.clone();
+    tokio::spawn(async move {
+        let _ = tokio::signal::ctrl_c().await;
+        ctrl_c.cancel();
+    });
+    // On a terminal each frame replaces the last; in a pipe frames
+    // follow each other (YAML documents, JSON values, blank-line
+    // separated tables).
+    let terminal = std::io::stdout().is_terminal();
+    let mut tick = tokio::time::interval(args.interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last: Option<String> = None;
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return Ok(()),
+            _ = tick.tick() => {}
+        }
+        // A hub that goes away is shown, not fatal: it may come back.
+        let now = frame(&args)
+            .await
+            .unwrap_or_else(|e| format!("meshhubctl: {e}\n"));
+        if last.as_ref() == Some(&now) {
+            continue;
+        }
+        let mut out = std::io::stdout().lock();
+        let separator = match (terminal, args.output, last.is_some()) {
+            (true, _, _) => "\x1b[2J\x1b[H",
+            (false, Format::Yaml, _) => "---\n",
+            (false, Format::Table, true) => "\n",
+            _ => "",
+        };
+        let _ = write!(out, "{separator}{now}");
+        let _ = out.flush();
+        last = Some(now);
+    }
+}
+
+fn dash(s: &Option<String>) -> String {
+    s.clone().unwrap_or_else(|| "-".to_owned())
+}
+
+/// Versions are digests; the table shows a prefix (`-o json` has them
+/// whole).
+fn short(v: &Option<String>) -> String {
+    match v {
+        // A pinned (rolled back) version: say so in the table too.
+        Some(v) if v.contains(".pin-") => format!("{}(pin)", crate::output::short(v)),
+        _ => crate::output::short(v.as_deref().unwrap_or_default()),
+    }
+}
+
+/// As the hub writes it (`-o json` shows the same).
+fn time(at: Option<At>) -> String {
+    at.map_or_else(
+        || "-".to_owned(),
+        |at| humantime::format_rfc3339_millis(at.0).to_string(),
+    )
+}
+
+fn since(r: &Row) -> String {
+    if r.connected {
+        time(r.connected_since)
+    } else {
+        time(r.disconnected_at)
+    }
+}
+
+/// The state as the table shows it.
+fn state(s: SyncState) -> &'static str {
+    match s {
+        SyncState::NotSent => "NOT SENT",
+        SyncState::Stale => "STALE",
+        SyncState::Synced => "SYNCED",
+        SyncState::Nacked => "NACKED",
+        SyncState::Blocked => "BLOCKED",
+    }
+}
+
+fn table(report: &Report) -> String {
+    let mut out = String::new();
+    let yes_no = |b: bool| if b { "yes" } else { "no" }.to_owned();
+    let mut peers = vec![vec![
+        "CLUSTER".to_owned(),
+        "AGENT".to_owned(),
+        "CONNECTED".to_owned(),
+        "SINCE".to_owned(),
+        "LAST ERROR".to_owned(),
+    ]];
+    for r in &report.clusters {
+        peers.push(vec![
+            r.name.clone(),
+            r.address.clone(),
+            yes_no(r.connected),
+            since(r),
+            dash(&r.last_error),
+        ]);
+    }
+    if report.clusters.is_empty() {
+        out.push_str("no remote clusters (no cluster has an agent)\n");
+    } else {
+        out.push_str(&render(&peers));
+    }
+    out.push('\n');
+    let mut consumers = vec![vec![
+        "CONSUMER".to_owned(),
+        "PROTOCOL".to_owned(),
+        "NODE".to_owned(),
+        "GROUP".to_owned(),
+        "CONNECTED".to_owned(),
+        "SINCE".to_owned(),
+        "LAST ERROR".to_owned(),
+    ]];
+    for r in &report.consumers {
+        consumers.push(vec![
+            r.name.clone(),
+            dash(&r.protocol),
+            r.node_id
+                .clone()
+                .filter(|n| !n.is_empty())
+                .unwrap_or("-".to_owned()),
+            r.group.clone(),
+            yes_no(r.connected),
+            since(r),
+            dash(&r.last_error),
+        ]);
+    }
+    if report.consumers.is_empty() {
+        out.push_str("no consumers connected\n");
+    } else {
+        out.push_str(&render(&consumers));
+    }
+    let mut colls = vec![vec![
+        "PEER".to_owned(),
+        "COLLECTION".to_owned(),
+        "STATE".to_owned(),
+        "SENT".to_owned(),
+        "ACKED".to_owned(),
+        "MESSAGE".to_owned(),
+    ]];
+    for r in report.clusters.iter().chain(&report.consumers) {
+        for (name, c) in &r.collections {
+            colls.push(vec![
+                r.name.clone(),
+                name.clone(),
+                state(c.state).to_owned(),
+                short(&c.sent),
+                short(&c.acked),
+                c.message
+                    .as_ref()
+                    .map(|m| m.replace('\n', " "))
+                    .unwrap_or_else(|| "-".to_owned()),
+            ]);
+        }
+    }
+    if colls.len() > 1 {
+        out.push('\n');
+        out.push_str(&render(&colls));
+    }
+    for p in &report.pins {
+        let r = &p.record;
+        out.push_str(&format!(
+            "\nPINNED: cluster {} is served version {} (#{}) since {} by {}; {} version(s) behind the sources (latest {})\n",
+            r.cluster,
+            r.version,
+            r.seq,
+            r.since,
+            r.by,
+            p.behind,
+            p.latest.as_deref().unwrap_or("?"),
+        ));
+    }
+    for p in &report.unresolved_pins {
+        let r = &p.record;
+        out.push_str(&format!(
+            "\nPIN NOT SERVED BY THIS REPLICA: cluster {} is pinned to {} since {} by {}, but {}; serving {} instead (pin a version this replica has, or unpin)\n",
+            r.cluster, r.version, r.since, r.by, p.reason, p.serving,
+        ));
+    }
+    out
+}

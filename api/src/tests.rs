@@ -134,7 +134,11 @@ fn debug_object() {
 
 /// The JSON string `v` serializes to.
 fn wire<T: Serialize>(v: &T) -> String {
-    serde_json::to_value(v).unwrap().as_str().unwrap().to_owned()
+    serde_json::to_value(v)
+        .unwrap()
+        .as_str()
+        .unwrap()
+        .to_owned()
 }
 
 #[test]

@@ -59,6 +59,8 @@ pub fn bin_dir() -> &'static Path {
                 "-p",
                 "meshhub",
                 "-p",
+                "meshhubctl",
+                "-p",
                 "meshhub-sink-agent",
             ]);
             if dir.file_name().is_some_and(|n| n == "release") {
@@ -93,7 +95,7 @@ fn binaries_fresh(dir: &Path, workspace: &Path) -> bool {
         return false;
     };
     let mut newest_input = None;
-    let mut stack: Vec<PathBuf> = ["hub", "sink-agent", "mcp", "proto"]
+    let mut stack: Vec<PathBuf> = ["hub", "ctl", "sink-agent", "api", "runtime", "mcp", "proto"]
         .iter()
         .map(|c| workspace.join(c))
         .chain([workspace.join("Cargo.lock"), workspace.join("Cargo.toml")])

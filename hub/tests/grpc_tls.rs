@@ -1,7 +1,7 @@
 //! The hub's gRPC port with mutual TLS and per-cluster identity lists (real
 //! gRPC over loopback, rcgen certificates): a consumer's verified identity
 //! decides its group; a certificate for cluster east cannot read west
-//! (PERMISSION_DENIED, counted); `meshhubctl watch` dials the TLS port.
+//! (PERMISSION_DENIED, counted).
 
 use std::path::Path;
 use std::time::Duration;
@@ -212,58 +212,5 @@ async fn a_certificate_for_east_cannot_read_west() {
         status.contains("\"grpc_tls\":{") && status.contains("\"mutual\":true"),
         "{status}"
     );
-    hub.shutdown().await;
-}
-
-fn ctl_args(dir: &Path, hub: &Hub, who: &str, cluster: &str) -> Vec<String> {
-    let p = |name: String| -> String { dir.join(name).display().to_string() };
-    vec![
-        "watch".into(),
-        "--server".into(),
-        format!("https://{}", hub.grpc_addr()),
-        "--tls-ca".into(),
-        p("ca.pem".into()),
-        "--tls-cert".into(),
-        p(format!("{who}.pem")),
-        "--tls-key".into(),
-        p(format!("{who}-key.pem")),
-        "--tls-server-name".into(),
-        "localhost".into(),
-        "--cluster".into(),
-        cluster.into(),
-        "-c".into(),
-        VS.into(),
-        "--once".into(),
-    ]
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn meshhubctl_watches_a_tls_port() {
-    let dir = tempfile::tempdir().unwrap();
-    let hub = start_hub(dir.path()).await;
-    let run = |args: Vec<String>| async move {
-        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_meshhubctl"))
-            .args(&args)
-            .kill_on_drop(true)
-            .output();
-        tokio::time::timeout(Duration::from_secs(30), child)
-            .await
-            .expect("meshhubctl finishes")
-            .expect("meshhubctl runs")
-    };
-    let out = run(ctl_args(dir.path(), &hub, "east", "east")).await;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "stderr: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(stdout.contains("name: reviews"), "{stdout}");
-    assert!(!stdout.contains("ratings"), "{stdout}");
-    // Without a client certificate, the handshake fails.
-    let mut args = ctl_args(dir.path(), &hub, "east", "east");
-    args.drain(5..9);
-    let out = run(args).await;
-    assert!(!out.status.success());
     hub.shutdown().await;
 }

@@ -5,15 +5,12 @@
 //! the admin port.
 
 use std::collections::HashMap;
-use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use clap::Parser as _;
 use meshhub::app::Hub;
 use meshhub::clusters::is_dialer;
-use meshhub::config::{Args, Config};
 use meshhub_mcp::ledger::{Ledger, PeerStatus, SyncState};
 use meshhub_mcp::sink::server::SinkServer;
 use meshhub_mcp::sink::{ApplyError, Change, SinkCollection, SinkConfig, Updater};
@@ -23,28 +20,12 @@ use tokio_stream::wrappers::TcpListenerStream;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-const VS: &str = "istio/networking/v1alpha3/virtualservices";
-const DEADLINE: Duration = Duration::from_secs(20);
+use crate::support::{VS, eventually, start_hub};
 
 fn vs(name: &str, host: &str) -> String {
     format!(
         "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata:\n  name: {name}\n  namespace: bookinfo\nspec:\n  hosts: [{host}]\n  http:\n  - route:\n    - destination:\n        host: {host}\n"
     )
-}
-
-async fn eventually<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + DEADLINE;
-    while !check().await {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 /// The sink: refuses resources named `bad`, remembers what it holds.
@@ -88,25 +69,6 @@ fn write_config(path: &Path, sink: std::net::SocketAddr) {
         "sources:\n  - name: files\n    file: {{path: ../objects}}\nclusters:\n  - name: east\n    agent:\n      address: http://{sink}\n      connectTimeout: 2s\n      reconnect: {{initial: 50ms, max: 500ms}}\ndebounce:\n  quiet: 20ms\n  maxWait: 200ms\nhistory:\n  dir: ../data\n  keep: 10\naudit:\n  file: ../audit/audit.log\n"
     );
     std::fs::write(path, text).unwrap();
-}
-
-async fn start_hub(config: &Path) -> Hub {
-    let args = Args::parse_from([
-        "meshhub",
-        "--grpc-addr",
-        "127.0.0.1:0",
-        "--admin-addr",
-        "127.0.0.1:0",
-        "--shutdown-grace",
-        "5s",
-        "--config",
-        config.to_str().unwrap(),
-    ]);
-    let hub = Hub::start(Config::from_args(args).unwrap()).await.unwrap();
-    tokio::time::timeout(DEADLINE, hub.ready())
-        .await
-        .expect("ready");
-    hub
 }
 
 fn dialer(hub: &Hub) -> Option<PeerStatus> {

@@ -3,23 +3,19 @@
 //! do — run as a process against a real hub (and a real sink agent) serving
 //! on loopback.
 
-use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use clap::Parser as _;
 use meshhub::app::Hub;
 use meshhub::clusters::is_dialer;
-use meshhub::config::{Args, Config};
 use meshhub_mcp::ledger::SyncState;
 use meshhub_proto::kinds::KindTable;
 use meshhub_sink_agent::app::Agent;
 use meshhub_sink_agent::config::{Config as AgentConfig, Mode};
 use tokio::io::{AsyncBufReadExt as _, BufReader};
 
-const VS: &str = "istio/networking/v1alpha3/virtualservices";
-const DEADLINE: Duration = Duration::from_secs(20);
+use crate::support::{DEADLINE, VS, eventually, start_hub};
 
 fn vs(name: &str, ns: &str, weights: (u32, u32)) -> String {
     format!(
@@ -30,22 +26,6 @@ fn vs(name: &str, ns: &str, weights: (u32, u32)) -> String {
 
 /// A virtual service with a misspelt field: rejected (`unknownFields: reject`).
 const BROKEN: &str = "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata:\n  name: broken\n  namespace: bookinfo\nspec:\n  hosts: [broken]\n  http:\n  - route:\n    - destination: {host: broken}\n      weigth: 100\n";
-
-/// Polls `check` until it holds or the deadline passes.
-async fn eventually<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + DEADLINE;
-    while !check().await {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
 
 /// The hub's YAML: cluster east (namespace bookinfo), with an agent at
 /// `agent` if given.
@@ -76,25 +56,6 @@ fn tree() -> (tempfile::TempDir, PathBuf) {
     std::fs::write(objects.join("w.yaml"), vs("w", "other", (50, 50))).unwrap();
     let config = dir.path().join("etc/meshhub.yaml");
     (dir, config)
-}
-
-async fn start_hub(config: &Path) -> Hub {
-    let args = Args::parse_from([
-        "meshhub",
-        "--grpc-addr",
-        "127.0.0.1:0",
-        "--admin-addr",
-        "127.0.0.1:0",
-        "--shutdown-grace",
-        "5s",
-        "--config",
-        config.to_str().unwrap(),
-    ]);
-    let hub = Hub::start(Config::from_args(args).unwrap()).await.unwrap();
-    tokio::time::timeout(DEADLINE, hub.ready())
-        .await
-        .expect("ready");
-    hub
 }
 
 async fn start_agent(data: &Path) -> Agent {

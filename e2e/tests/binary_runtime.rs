@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use meshhub_e2e::{eventually, http_get};
+use meshhub_e2e::{bin_dir, eventually, http_get};
 use serde_json::Value;
 
 /// A child killed and reaped when dropped, its stderr in a file.
@@ -50,7 +50,7 @@ fn start_copy(dir: &Path, env: &[(&str, &str)]) -> Running {
     // test process held open for writing could be inherited by a child
     // another test forks at that moment, and exec would fail with ETXTBSY.
     let copied = Command::new("cp")
-        .arg(env!("CARGO_BIN_EXE_meshhub"))
+        .arg(bin_dir().join("meshhub"))
         .arg(&exe)
         .status()
         .unwrap();
@@ -96,7 +96,7 @@ fn vs(name: &str) -> String {
 }
 
 fn meshhubctl(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_meshhubctl"))
+    let out = Command::new(bin_dir().join("meshhubctl"))
         .args(args)
         .env_remove("MESHHUB_ADMIN_TOKEN")
         .output()

@@ -1,0 +1,9 @@
+//! meshhubctl run as a process against real hubs, sink agents and MCP
+//! servers on loopback (in-process): one test binary, a module per area.
+
+mod history;
+mod ops;
+mod status;
+mod support;
+mod tls;
+mod watch;

@@ -9,7 +9,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use meshhub_api::ErrorView;
 use meshhub_api::status::StatusSummary;
-use meshhub_runtime::error_chain;
+use meshhub_proto::error_chain;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 

@@ -95,11 +95,20 @@ fn binaries_fresh(dir: &Path, workspace: &Path) -> bool {
         return false;
     };
     let mut newest_input = None;
-    let mut stack: Vec<PathBuf> = ["hub", "ctl", "sink-agent", "api", "runtime", "mcp", "proto"]
-        .iter()
-        .map(|c| workspace.join(c))
-        .chain([workspace.join("Cargo.lock"), workspace.join("Cargo.toml")])
-        .collect();
+    let mut stack: Vec<PathBuf> = [
+        "hub",
+        "ctl",
+        "sink-agent",
+        "api",
+        "runtime",
+        "kube",
+        "mcp",
+        "proto",
+    ]
+    .iter()
+    .map(|c| workspace.join(c))
+    .chain([workspace.join("Cargo.lock"), workspace.join("Cargo.toml")])
+    .collect();
     while let Some(p) = stack.pop() {
         if p.is_dir() {
             if p.file_name().is_some_and(|n| n == "target") {

@@ -17,10 +17,10 @@ use meshhub_proto::ads::client::AggregatedDiscoveryServiceClient;
 use meshhub_proto::ads::{
     DeltaDiscoveryRequest, DiscoveryRequest, ErrorDetail, Node, Struct, Value, ValueKind,
 };
+use meshhub_proto::error_chain;
 use meshhub_proto::kinds::KindTable;
 use meshhub_proto::mcp::Resource;
 use meshhub_proto::wire::MCP_RESOURCE_TYPE_URL;
-use meshhub_runtime::error_chain;
 use prost::Message;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;

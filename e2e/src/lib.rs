@@ -102,6 +102,7 @@ fn binaries_fresh(dir: &Path, workspace: &Path) -> bool {
         "api",
         "runtime",
         "kube",
+        "validate",
         "mcp",
         "proto",
     ]

@@ -14,17 +14,15 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use meshhub_kube::{ClientError, Clients};
-use meshhub_mcp::ads::{AdsServer, TypeMap};
 use meshhub_mcp::cache::{self, SnapshotCache};
 use meshhub_mcp::group::GroupIndex;
 use meshhub_mcp::ledger::Ledger;
-use meshhub_mcp::limits::StreamLimitLayer;
 use meshhub_mcp::source::SourceConfig;
-use meshhub_mcp::source::server::{Shared, SourceServer};
+use meshhub_mcp::source::server::Shared;
 use meshhub_mcp::tls::reload::{ReloadingServerTls, TlsLoadError};
 use meshhub_proto::object::Object;
 use meshhub_runtime::admin::{AdminBase, BindError, Identity, bind};
-use meshhub_runtime::grpc::{RESOURCE_SOURCE, ReflectionError};
+use meshhub_runtime::grpc::ReflectionError;
 use meshhub_runtime::lifecycle::Lifecycle;
 use meshhub_runtime::signal::{Signal, Signals};
 use tokio::sync::{mpsc, watch};
@@ -102,6 +100,7 @@ pub fn semantic_check() -> SemanticCheck {
 }
 
 /// A running hub.
+#[derive(Debug)]
 pub struct Hub {
     grpc_addr: SocketAddr,
     admin_addr: SocketAddr,
@@ -117,21 +116,11 @@ pub struct Hub {
     life: Lifecycle,
 }
 
-impl std::fmt::Debug for Hub {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Hub")
-            .field("grpc_addr", &self.grpc_addr)
-            .field("admin_addr", &self.admin_addr)
-            .finish_non_exhaustive()
-    }
-}
-
 impl Hub {
     /// Binds both ports and starts every task.
     pub async fn start(config: Config) -> Result<Self, RunError> {
         let life = Lifecycle::new(config.shutdown_grace);
-        let shutdown = life.shutdown.clone();
-        let tasks = life.tasks.clone();
+        let (shutdown, tasks) = life.handles();
         let kinds = config.kinds.clone();
         let rules = GroupRules::new(&config.clusters).with_access(config.access.clone());
         crate::groups::warn_about_access(&config.access, &config.clusters);
@@ -262,17 +251,13 @@ impl Hub {
             shutdown: shutdown.clone(),
             tasks: tasks.clone(),
         };
-        let type_kinds = kinds.clone();
-        let types: TypeMap = Arc::new(move |type_url: &str| {
-            type_kinds
-                .by_type_url(type_url)
-                .map(|k| k.collection().to_owned())
-        });
-        // Transport settings and flow control (`limits`), health, reflection.
-        let base = meshhub_runtime::grpc::base(
-            meshhub_mcp::transport::server_with(&config.limits)
-                .layer(StreamLimitLayer::new(&config.limits)),
-            &[RESOURCE_SOURCE],
+        // ResourceSource and ADS with the transport settings and flow
+        // control (`limits`), health, reflection.
+        let base = meshhub_runtime::grpc::serving_port(
+            shared,
+            kinds.clone(),
+            &config.limits,
+            config.limits.max_message_bytes,
         )
         .await?;
         let health = base.health;
@@ -299,14 +284,7 @@ impl Hub {
                     .await;
             });
         }
-        let router = base
-            .router
-            .add_service(
-                SourceServer::new(shared.clone()).into_service(config.limits.max_message_bytes),
-            )
-            .add_service(
-                AdsServer::new(shared, types).into_service(config.limits.max_message_bytes),
-            );
+        let router = base.router;
         let tls_reload = grpc_tls.as_ref().map(|tls| {
             let (tx, rx) = mpsc::channel(1);
             tasks.spawn(tls.clone().watch(rx, shutdown.clone()));
@@ -382,11 +360,7 @@ impl Hub {
             leader: leader.clone(),
             base: AdminBase::new(
                 admin::readiness(status.clone()),
-                Identity {
-                    name: "meshhub",
-                    version: env!("CARGO_PKG_VERSION"),
-                    config: process_config(&config),
-                },
+                Identity::new("meshhub", process_config(&config)),
                 config.admin_token_file.clone(),
                 admin_addr,
                 shutdown.clone(),

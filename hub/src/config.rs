@@ -25,6 +25,7 @@ use meshhub_mcp::authz::{AllowList, GroupAccess};
 use meshhub_mcp::limits::{Limits, RawLimits};
 use meshhub_mcp::settings::SettingError;
 use meshhub_mcp::tls::reload::ServerTlsFiles;
+use meshhub_runtime::config_file;
 use serde::Deserialize;
 
 use crate::audit::{AuditSpec, RawAudit};
@@ -146,25 +147,9 @@ pub enum ConfigError {
     /// The embedded default can't be written to its private directory.
     #[error("can't write the embedded default configuration to a temporary directory")]
     Embedded(#[source] std::io::Error),
-    /// The file can't be read.
-    #[error("config file {path}: can't read")]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The YAML does not parse or does not fit the schema.
-    #[error("config file {path}{}: {message}", line.map(|l| format!(":{l}")).unwrap_or_default())]
-    Syntax {
-        /// The file.
-        path: PathBuf,
-        /// Line of the error, when known.
-        line: Option<u64>,
-        /// What is wrong (naming the field).
-        message: String,
-    },
+    /// The file can't be read or is not YAML of the expected shape.
+    #[error(transparent)]
+    File(#[from] meshhub_runtime::config_file::FileError),
     /// A setting has a value that parses but makes no sense.
     #[error("config file {path}: {setting}: {message}")]
     Invalid {
@@ -237,10 +222,7 @@ impl Config {
                 (m.config_file(), Some(Arc::new(m)))
             }
         };
-        let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
-            path: path.clone(),
-            source,
-        })?;
+        let text = config_file::read(&path)?;
         let mut config = Self::from_yaml(&args, &path, &text)?;
         config.embedded = embedded;
         Ok(config)
@@ -249,11 +231,7 @@ impl Config {
     /// Reads the configuration file again, keeping the flags (addresses,
     /// grace period) of `self`.
     pub fn reload(&self) -> Result<Self, ConfigError> {
-        let text =
-            std::fs::read_to_string(&self.config_file).map_err(|source| ConfigError::Read {
-                path: self.config_file.clone(),
-                source,
-            })?;
+        let text = config_file::read(&self.config_file)?;
         self.reparse(&text)
     }
 
@@ -359,14 +337,7 @@ impl Config {
 /// Parses the YAML text (an empty file is the defaults); errors carry the
 /// line when the parser knows it.
 fn parse(path: &Path, text: &str) -> Result<FileConfig, ConfigError> {
-    let options = serde_saphyr::options! { with_snippet: false };
-    let raw: Option<FileConfig> =
-        serde_saphyr::from_str_with_options(text, options).map_err(|e| ConfigError::Syntax {
-            path: path.to_owned(),
-            line: e.location().map(|l| l.line()),
-            message: e.to_string().lines().next().unwrap_or_default().to_owned(),
-        })?;
-    Ok(raw.unwrap_or_default())
+    Ok(config_file::parse(path, text)?)
 }
 
 /// The top-level blocks about the gRPC port, as written.

@@ -74,6 +74,13 @@ pub struct SnapshotCache {
     inner: Arc<Mutex<Inner>>,
 }
 
+impl std::fmt::Debug for SnapshotCache {
+    /// The handle only; `get()` reads a group's snapshot.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SnapshotCache")
+    }
+}
+
 /// The single writer of the cache (owned by the pipeline that builds snapshots).
 pub struct SnapshotWriter {
     cache: SnapshotCache,

@@ -313,6 +313,13 @@ pub struct Ledger {
     deliveries: broadcast::Sender<Delivery>,
 }
 
+impl std::fmt::Debug for Ledger {
+    /// The handle only; `peers()` reads the state.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Ledger")
+    }
+}
+
 impl Default for Ledger {
     fn default() -> Self {
         Self {

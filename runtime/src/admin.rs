@@ -56,6 +56,18 @@ pub struct Identity {
     pub config: serde_json::Value,
 }
 
+impl Identity {
+    /// A binary of this workspace (every crate shares the workspace's
+    /// version) with its configuration as `/debug/process` shows it.
+    pub fn new(name: &'static str, config: serde_json::Value) -> Self {
+        Self {
+            name,
+            version: env!("CARGO_PKG_VERSION"),
+            config,
+        }
+    }
+}
+
 impl AdminBase {
     /// The base of an admin port bound to `listen`: readiness by `ready`,
     /// the process-wide recorder, introspection of `who` with the log

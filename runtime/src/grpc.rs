@@ -8,6 +8,12 @@
 //! (`envoy.service.discovery.v3`) is served but not listed: meshhub has no
 //! descriptor of Envoy's protos (`envoy-types` ships generated Rust only).
 
+use std::sync::Arc;
+
+use meshhub_mcp::ads::{AdsServer, TypeMap};
+use meshhub_mcp::limits::{Limits, StreamLimitLayer};
+use meshhub_mcp::source::server::{Shared, SourceServer};
+use meshhub_proto::kinds::KindTable;
 use tokio::net::TcpListener;
 use tokio_stream::wrappers::TcpListenerStream;
 use tokio_util::sync::CancellationToken;
@@ -15,6 +21,7 @@ use tonic::transport::Server;
 use tonic::transport::server::Router;
 use tonic_health::ServingStatus;
 use tonic_health::server::HealthReporter;
+use tower::layer::util::{Identity, Stack};
 use tracing::error;
 
 pub use meshhub_mcp::transport::server;
@@ -88,4 +95,39 @@ pub async fn serve(router: Router, listener: TcpListener, shutdown: Cancellation
     {
         error!(error = %e, "gRPC server failed");
     }
+}
+
+/// The transport stack of a port that serves consumers: the engine's
+/// per-stream flow control over its transport settings.
+pub type ServingLayer = Stack<StreamLimitLayer, Identity>;
+
+/// The port that serves a snapshot cache to consumers, as the hub's gRPC
+/// port and the agent's re-serve port both do: `ResourceSource` and ADS
+/// (MCP-over-xDS, type URLs mapped to collections by `kinds`) over
+/// `shared`, with the engine's transport settings and flow control
+/// (`limits`), health and reflection. Messages up to `max_message_bytes`
+/// are decoded.
+pub async fn serving_port(
+    shared: Shared,
+    kinds: KindTable,
+    limits: &Limits,
+    max_message_bytes: usize,
+) -> Result<Base<ServingLayer>, ReflectionError> {
+    let types: TypeMap = Arc::new(move |type_url: &str| {
+        kinds
+            .by_type_url(type_url)
+            .map(|k| k.collection().to_owned())
+    });
+    let base = base(
+        meshhub_mcp::transport::server_with(limits).layer(StreamLimitLayer::new(limits)),
+        &[RESOURCE_SOURCE],
+    )
+    .await?;
+    Ok(Base {
+        health: base.health,
+        router: base
+            .router
+            .add_service(SourceServer::new(shared.clone()).into_service(max_message_bytes))
+            .add_service(AdsServer::new(shared, types).into_service(max_message_bytes)),
+    })
 }

@@ -8,6 +8,7 @@
 
 pub mod admin;
 pub mod auth;
+pub mod config_file;
 pub mod debug;
 pub mod entry;
 pub mod grpc;

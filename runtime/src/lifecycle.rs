@@ -29,6 +29,12 @@ impl Lifecycle {
         }
     }
 
+    /// Handles for the tasks a binary starts: the shutdown token they end
+    /// on and the tracker that owns them.
+    pub fn handles(&self) -> (CancellationToken, TaskTracker) {
+        (self.shutdown.clone(), self.tasks.clone())
+    }
+
     /// Cancels every task and waits for them, at most the grace period;
     /// logs `"{name} stopped"`. Returns whether every task ended in time.
     pub async fn stop(&self, name: &str) -> bool {

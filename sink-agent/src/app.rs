@@ -14,7 +14,6 @@ use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use meshhub_mcp::ads::{AdsServer, TypeMap};
 use meshhub_mcp::cache::{self, Group, SnapshotCache};
 use meshhub_mcp::dial::DialSpec;
 use meshhub_mcp::group::{GroupIndex, SingleGroup};
@@ -23,13 +22,13 @@ use meshhub_mcp::limits::StreamLimitLayer;
 use meshhub_mcp::sink::client::{self as sink_client, SourceTarget};
 use meshhub_mcp::sink::server::SinkServer;
 use meshhub_mcp::sink::{SinkCollection, SinkConfig};
-use meshhub_mcp::source::server::{Shared, SourceServer};
+use meshhub_mcp::source::server::Shared;
 use meshhub_mcp::source::{IncrementalPolicy, SourceConfig};
 use meshhub_mcp::tls::reload::{ReloadingServerTls, TlsLoadError};
 use meshhub_proto::kinds::KindTable;
 use meshhub_proto::mcp::SinkNode;
 use meshhub_runtime::admin::{AdminBase, BindError, Identity, bind};
-use meshhub_runtime::grpc::{RESOURCE_SINK, RESOURCE_SOURCE, ReflectionError};
+use meshhub_runtime::grpc::{RESOURCE_SINK, ReflectionError};
 use meshhub_runtime::lifecycle::Lifecycle;
 use meshhub_runtime::signal::{Signal, Signals};
 use tokio::net::TcpListener;
@@ -82,6 +81,7 @@ pub enum RunError {
 }
 
 /// A running agent.
+#[derive(Debug)]
 pub struct Agent {
     sink_addr: Option<SocketAddr>,
     grpc_addr: SocketAddr,
@@ -91,23 +91,12 @@ pub struct Agent {
     life: Lifecycle,
 }
 
-impl std::fmt::Debug for Agent {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Agent")
-            .field("sink_addr", &self.sink_addr)
-            .field("grpc_addr", &self.grpc_addr)
-            .field("admin_addr", &self.admin_addr)
-            .finish_non_exhaustive()
-    }
-}
-
 impl Agent {
     /// Binds every port, loads and publishes the persisted state, then
     /// starts receiving from the hub. Returns once the agent is ready.
     pub async fn start(config: Config) -> Result<Self, RunError> {
         let life = Lifecycle::new(config.shutdown_grace);
-        let shutdown = life.shutdown.clone();
-        let tasks = life.tasks.clone();
+        let (shutdown, tasks) = life.handles();
         let kinds = KindTable::builtin();
         let ledger = Ledger::new();
         let group: Group = config.cluster.as_str().into();
@@ -142,11 +131,7 @@ impl Agent {
             ledger: ledger.clone(),
             base: AdminBase::new(
                 admin::readiness(ready_rx.clone()),
-                Identity {
-                    name: "meshhub-sink-agent",
-                    version: env!("CARGO_PKG_VERSION"),
-                    config: process_config(&config),
-                },
+                Identity::new("meshhub-sink-agent", process_config(&config)),
                 config.admin_token_file.clone(),
                 admin_addr,
                 shutdown.clone(),
@@ -170,23 +155,16 @@ impl Agent {
             shutdown: shutdown.clone(),
             tasks: tasks.clone(),
         };
-        let type_kinds = kinds.clone();
-        let types: TypeMap = Arc::new(move |type_url: &str| {
-            type_kinds
-                .by_type_url(type_url)
-                .map(|k| k.collection().to_owned())
-        });
         let limits = config.limits.clone();
-        let base = meshhub_runtime::grpc::base(
-            meshhub_mcp::transport::server_with(&limits).layer(StreamLimitLayer::new(&limits)),
-            &[RESOURCE_SOURCE],
+        let base = meshhub_runtime::grpc::serving_port(
+            shared,
+            kinds.clone(),
+            &limits,
+            config.max_message_bytes,
         )
         .await?;
         let health = base.health;
-        let router = base
-            .router
-            .add_service(SourceServer::new(shared.clone()).into_service(config.max_message_bytes))
-            .add_service(AdsServer::new(shared, types).into_service(config.max_message_bytes));
+        let router = base.router;
         let grpc_tls = server_tls("grpc", config.grpc_tls.as_ref(), &tasks, &shutdown)?;
         tasks.spawn(
             serve_grpc(

@@ -16,6 +16,7 @@ use meshhub_mcp::authz::AllowList;
 use meshhub_mcp::limits::Limits;
 use meshhub_mcp::tls::reload::ServerTlsFiles;
 use meshhub_proto::kinds::KindTable;
+use meshhub_runtime::config_file;
 
 mod args;
 mod file;
@@ -128,25 +129,9 @@ pub struct Config {
 /// Why the configuration is unusable. Every variant names the setting.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    /// The file can't be read.
-    #[error("config file {path}: can't read")]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The YAML does not parse or does not fit the schema.
-    #[error("config file {path}{}: {message}", line.map(|l| format!(":{l}")).unwrap_or_default())]
-    Syntax {
-        /// The file.
-        path: PathBuf,
-        /// Line of the error, when known.
-        line: Option<u64>,
-        /// What is wrong (naming the field).
-        message: String,
-    },
+    /// The file can't be read or is not YAML of the expected shape.
+    #[error(transparent)]
+    File(#[from] meshhub_runtime::config_file::FileError),
     /// A required setting is missing.
     #[error("{setting}: required (flag --{flag}, env {env}, or `{key}:` in the config file)")]
     Missing {
@@ -176,10 +161,7 @@ impl Config {
         let file = match &args.config {
             None => None,
             Some(path) => {
-                let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-                    path: path.clone(),
-                    source,
-                })?;
+                let text = config_file::read(path)?;
                 Some((path.clone(), text))
             }
         };
@@ -530,11 +512,7 @@ impl Config {
 }
 
 fn parse_file(path: &Path, text: &str) -> Result<FileConfig, ConfigError> {
-    file::parse(text).map_err(|e| ConfigError::Syntax {
-        path: path.to_owned(),
-        line: e.location().map(|l| l.line()),
-        message: e.to_string().lines().next().unwrap_or_default().to_owned(),
-    })
+    Ok(config_file::parse(path, text)?)
 }
 
 /// The flag's value, already typed by clap, or else the file's text parsed

@@ -101,6 +101,7 @@ pub struct StoreConfig {
 
 /// The persistent store: a handle on its writer task. Share it behind an
 /// [`Arc`]; dropping the last handle releases the data directory's lock.
+#[derive(Debug)]
 pub struct Store {
     kinds: KindTable,
     group: Group,
@@ -111,15 +112,6 @@ pub struct Store {
     writer: mpsc::Sender<writer::Change>,
     // Held for the store's life: the OS lock on `<data>/v1/LOCK`.
     _lock: File,
-}
-
-impl std::fmt::Debug for Store {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Store")
-            .field("dir", &self.dir)
-            .field("group", &self.group)
-            .finish_non_exhaustive()
-    }
 }
 
 impl Store {

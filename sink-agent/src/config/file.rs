@@ -59,10 +59,3 @@ pub(super) enum SizeValue {
     Bytes(u64),
     Text(String),
 }
-
-/// Parses the file's text; an empty file is an empty configuration.
-pub(super) fn parse(text: &str) -> Result<FileConfig, serde_saphyr::Error> {
-    let options = serde_saphyr::options! { with_snippet: false };
-    let raw: Option<FileConfig> = serde_saphyr::from_str_with_options(text, options)?;
-    Ok(raw.unwrap_or_default())
-}

@@ -3,12 +3,9 @@
 //! deserializes strictly (no unknown field) into its body message and
 //! survives a protobuf round trip.
 
-use std::path::{Path, PathBuf};
-
+use meshhub_testkit::fixtures;
 use prost::Message as _;
 use prost_reflect::{DeserializeOptions, DynamicMessage, MessageDescriptor};
-
-const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/fixtures/istio");
 
 /// Every message the Istio kinds need, including the ones they reference.
 const REQUIRED: &[&str] = &[
@@ -162,24 +159,6 @@ fn body_message(api_version: &str, kind: &str) -> MessageDescriptor {
         .unwrap_or_else(|| panic!("{full} is not in the descriptor pool"))
 }
 
-fn fixture_files() -> Vec<PathBuf> {
-    let mut files = Vec::new();
-    for (dir, valid_only) in [("bookinfo", false), ("validation", true)] {
-        let dir = Path::new(FIXTURES).join(dir);
-        let entries =
-            std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()));
-        for entry in entries {
-            let path = entry.expect("directory entry").path();
-            let name = path.file_name().unwrap_or_default().to_string_lossy();
-            if name.ends_with(".yaml") && (!valid_only || name.ends_with("-valid.yaml")) {
-                files.push(path);
-            }
-        }
-    }
-    files.sort();
-    files
-}
-
 /// Deserializes `spec` into `desc`, encodes it, decodes it back and checks
 /// that nothing changed.
 fn round_trip(
@@ -204,8 +183,12 @@ fn round_trip(
 
 #[test]
 fn every_fixture_spec_deserializes_strictly() {
-    let files = fixture_files();
-    assert!(files.len() > 30, "fixtures not found under {FIXTURES}");
+    let files = fixtures::valid_objects();
+    assert!(
+        files.len() > 30,
+        "fixtures not found under {}",
+        fixtures::istio().display()
+    );
     let mut checked = 0;
     let mut failures = Vec::new();
     for path in &files {

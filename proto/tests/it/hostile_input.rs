@@ -8,13 +8,13 @@
 //! mutations of the seeds (proptest, 64 cases each, seconds in
 //! CI).
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use meshhub_proto::ads::{DeltaDiscoveryRequest, DiscoveryRequest};
 use meshhub_proto::kinds::KindTable;
 use meshhub_proto::mcp::{RequestResources, Resources};
 use meshhub_proto::transcode;
+use meshhub_testkit::fixtures::{self, mutated};
 use proptest::prelude::*;
 use prost::Message as _;
 
@@ -63,24 +63,6 @@ const TARGETS: &[(&str, Target)] = &[
     ("json", json),
 ];
 
-fn corpus(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../fuzz/corpus")
-        .join(target);
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.unwrap().path())
-        .collect();
-    files.sort();
-    files
-        .into_iter()
-        .map(|p| {
-            let bytes = std::fs::read(&p).unwrap();
-            (p, bytes)
-        })
-        .collect()
-}
-
 /// A guard against hangs, not a speed target: the slowest seed (the YAML
 /// alias bomb, refused by the parser's budget) takes ~3 s in a debug build
 /// on an idle machine and ~8 s on a loaded one.
@@ -89,7 +71,7 @@ const HANG_GUARD: Duration = Duration::from_secs(120);
 #[test]
 fn every_seed_of_every_corpus_is_handled_without_hanging() {
     for (name, target) in TARGETS {
-        let seeds = corpus(name);
+        let seeds = fixtures::corpus(name);
         assert!(!seeds.is_empty(), "{name}: empty corpus");
         for (path, bytes) in seeds {
             let started = Instant::now();
@@ -103,10 +85,7 @@ fn every_seed_of_every_corpus_is_handled_without_hanging() {
 
 #[test]
 fn hostile_yaml_is_refused_with_a_clear_error() {
-    let bomb = std::fs::read(
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus/yaml/alias-bomb"),
-    )
-    .unwrap();
+    let bomb = std::fs::read(fixtures::workspace().join("fuzz/corpus/yaml/alias-bomb")).unwrap();
     let started = Instant::now();
     let out = transcode::parse_yaml(&String::from_utf8_lossy(&bomb));
     assert!(started.elapsed() < HANG_GUARD);
@@ -124,33 +103,6 @@ fn hostile_yaml_is_refused_with_a_clear_error() {
     assert!(!e.message.is_empty(), "{e}");
 }
 
-fn seeds_of(target: &'static str) -> Vec<Vec<u8>> {
-    corpus(target).into_iter().map(|(_, b)| b).collect()
-}
-
-/// A seed with some bytes overwritten, some inserted, and a random tail.
-fn mutated(target: &'static str) -> impl Strategy<Value = Vec<u8>> {
-    let seeds = seeds_of(target);
-    (
-        0..seeds.len(),
-        prop::collection::vec((any::<usize>(), any::<u8>()), 0..8),
-        prop::collection::vec(any::<u8>(), 0..64),
-    )
-        .prop_map(move |(i, flips, tail)| {
-            let mut s = seeds[i].clone();
-            for (at, b) in flips {
-                if s.is_empty() {
-                    s.push(b);
-                } else {
-                    let at = at % s.len();
-                    s[at] = b;
-                }
-            }
-            s.extend(tail);
-            s
-        })
-}
-
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
@@ -162,22 +114,22 @@ proptest! {
     }
 
     #[test]
-    fn mutated_mcp_requests(data in mutated("mcp_request")) { mcp_request(&data) }
+    fn mutated_mcp_requests(data in mutated("mcp_request", 64)) { mcp_request(&data) }
 
     #[test]
-    fn mutated_mcp_resources(data in mutated("mcp_resources")) { mcp_resources(&data) }
+    fn mutated_mcp_resources(data in mutated("mcp_resources", 64)) { mcp_resources(&data) }
 
     #[test]
-    fn mutated_ads_requests(data in mutated("ads_request")) { ads_request(&data) }
+    fn mutated_ads_requests(data in mutated("ads_request", 64)) { ads_request(&data) }
 
     #[test]
-    fn mutated_delta_requests(data in mutated("delta_request")) { delta_request(&data) }
+    fn mutated_delta_requests(data in mutated("delta_request", 64)) { delta_request(&data) }
 
     #[test]
-    fn mutated_resource_bodies(data in mutated("resource_body")) { resource_body(&data) }
+    fn mutated_resource_bodies(data in mutated("resource_body", 64)) { resource_body(&data) }
 
     #[test]
-    fn mutated_json(data in mutated("json")) { json(&data) }
+    fn mutated_json(data in mutated("json", 64)) { json(&data) }
 }
 
 proptest! {
@@ -185,5 +137,5 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 
     #[test]
-    fn mutated_yaml(data in mutated("yaml")) { yaml(&data) }
+    fn mutated_yaml(data in mutated("yaml", 64)) { yaml(&data) }
 }

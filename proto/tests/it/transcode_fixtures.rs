@@ -3,14 +3,13 @@
 //! differences proto3 JSON allows (see [`normalize`]).
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use meshhub_proto::kinds::KindTable;
 use meshhub_proto::transcode::{self, TranscodeError};
+use meshhub_testkit::fixtures;
 use prost_reflect::{Kind as PKind, MessageDescriptor};
 use serde_json::{Map, Number, Value, json};
-
-const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/fixtures/istio");
 
 /// Fixture documents Istio 1.5's validation accepted (its decoder ignored
 /// unknown fields) but whose fields the API doesn't have: strict transcoding
@@ -26,27 +25,8 @@ const OBSOLETE: &[(&str, &str, &str)] = &[
     ),
 ];
 
-fn fixture_files() -> Vec<PathBuf> {
-    let mut files = Vec::new();
-    for (dir, keep) in [
-        ("bookinfo", (|_: &str| true) as fn(&str) -> bool),
-        ("validation", |n: &str| n.ends_with("-valid.yaml")),
-    ] {
-        let path = Path::new(FIXTURES).join(dir);
-        for entry in fs::read_dir(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())) {
-            let p = entry.expect("dir entry").path();
-            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-            if name.ends_with(".yaml") && keep(name) {
-                files.push(p);
-            }
-        }
-    }
-    files.sort();
-    files
-}
-
 fn relative(p: &Path) -> String {
-    p.strip_prefix(FIXTURES)
+    p.strip_prefix(fixtures::istio())
         .unwrap_or(p)
         .to_string_lossy()
         .into_owned()
@@ -59,7 +39,7 @@ fn every_fixture_round_trips() {
     let mut leaves = 0;
     let mut rejected = Vec::new();
     let mut failures = Vec::new();
-    for file in fixture_files() {
+    for file in fixtures::valid_objects() {
         let rel = relative(&file);
         let text = fs::read_to_string(&file).expect("read fixture");
         for (i, parsed) in transcode::parse_yaml(&text).into_iter().enumerate() {
@@ -141,7 +121,7 @@ fn every_fixture_round_trips() {
 #[test]
 fn an_unknown_spec_field_names_kind_object_and_path() {
     let text =
-        fs::read_to_string(Path::new(FIXTURES).join("bookinfo/virtual-service-reviews-80-20.yaml"))
+        fs::read_to_string(fixtures::istio().join("bookinfo/virtual-service-reviews-80-20.yaml"))
             .expect("fixture")
             .replace(
                 "host: reviews\n        subset: v2",

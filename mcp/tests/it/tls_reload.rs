@@ -9,57 +9,32 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use meshhub_mcp::cache::{self, SnapshotWriter};
+use meshhub_mcp::cache::SnapshotWriter;
 use meshhub_mcp::group::SingleGroup;
-use meshhub_mcp::ledger::Ledger;
 use meshhub_mcp::listen;
-use meshhub_mcp::snapshot::{CollectionSnapshot, EncodedResource, Snapshot};
 use meshhub_mcp::source::SourceConfig;
-use meshhub_mcp::source::server::{Shared, SourceServer};
+use meshhub_mcp::source::server::SourceServer;
 use meshhub_mcp::tls::{self, reload::ReloadingServerTls, reload::ServerTlsFiles};
-use meshhub_proto::mcp::resource_source_client::ResourceSourceClient;
-use meshhub_proto::mcp::{Metadata, RequestResources, Resource, Resources};
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair, SanType};
+use meshhub_testkit::mcp::{self, Subscription, first_version};
+use meshhub_testkit::objects::VS;
+use meshhub_testkit::pki::Ca;
 use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
-use tonic::Streaming;
 use tonic::transport::Endpoint;
 
-const VS: &str = "istio/networking/v1alpha3/virtualservices";
-const CLIENT_ID: &str = "spiffe://cluster.local/ns/istio-system/sa/istiod";
+use crate::support::{one, shared};
 
-fn ca(cn: &str) -> CertifiedIssuer<'static, KeyPair> {
-    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, cn);
-    CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap()
-}
+const CLIENT_ID: &str = "spiffe://cluster.local/ns/istio-system/sa/istiod";
 
 /// Writes `<prefix>ca.pem`, `<prefix>server.pem`, `<prefix>server-key.pem`,
 /// `<prefix>client.pem`, `<prefix>client-key.pem` from a fresh CA.
 fn pki(dir: &Path, prefix: &str) {
-    let write = |name: &str, text: String| {
-        std::fs::write(dir.join(format!("{prefix}{name}")), text).unwrap()
-    };
-    let root = ca(&format!("{prefix}root"));
-    write("ca.pem", root.pem());
-    let key = KeyPair::generate().unwrap();
-    let server = CertificateParams::new(vec!["localhost".to_owned()])
-        .unwrap()
-        .signed_by(&key, &root)
-        .unwrap();
-    write("server.pem", server.pem());
-    write("server-key.pem", key.serialize_pem());
-    let key = KeyPair::generate().unwrap();
-    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    params.subject_alt_names = vec![SanType::URI(CLIENT_ID.try_into().unwrap())];
-    let client = params.signed_by(&key, &root).unwrap();
-    write("client.pem", client.pem());
-    write("client-key.pem", key.serialize_pem());
+    let ca = Ca::new(&format!("{prefix}root"));
+    ca.write(&dir.join(format!("{prefix}ca.pem")));
+    ca.server(&["localhost"])
+        .write_pem(dir, &format!("{prefix}server"));
+    ca.client(CLIENT_ID)
+        .write_pem(dir, &format!("{prefix}client"));
 }
 
 struct Server {
@@ -76,26 +51,7 @@ impl Server {
     }
 
     fn publish(&self, version: &str) {
-        let r = Resource {
-            metadata: Some(Metadata {
-                name: "ns/a".into(),
-                version: version.into(),
-                ..Default::default()
-            }),
-            body: None,
-        };
-        let resource = EncodedResource {
-            name: "ns/a".into(),
-            version: version.into(),
-            encoded: bytes::Bytes::from(prost::Message::encode_to_vec(&r)),
-        };
-        self.writer.set(
-            "east",
-            Arc::new(
-                Snapshot::new()
-                    .with_collection(VS, Arc::new(CollectionSnapshot::new(vec![resource]))),
-            ),
-        );
+        self.writer.set("east", one(version, None));
     }
 }
 
@@ -115,18 +71,9 @@ async fn start() -> Server {
         client_ca: Some(dir.path().join("ca.pem")),
     };
     let tls = ReloadingServerTls::load("grpc", files).unwrap();
-    let (writer, reader) = cache::new();
-    let shutdown = CancellationToken::new();
-    let tasks = TaskTracker::new();
-    let service = SourceServer::new(Shared {
-        cache: reader,
-        groups: Arc::new(SingleGroup("east".into())),
-        ledger: Ledger::new(),
-        config: Arc::new(SourceConfig::default()),
-        shutdown: shutdown.clone(),
-        tasks: tasks.clone(),
-    })
-    .into_service(1 << 20);
+    let (writer, shared) = shared(SingleGroup("east".into()), SourceConfig::default());
+    let (shutdown, tasks) = (shared.shutdown.clone(), shared.tasks.clone());
+    let service = SourceServer::new(shared).into_service(1 << 20);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (_nudge_tx, nudge) = mpsc::channel(1);
@@ -151,36 +98,8 @@ async fn start() -> Server {
     server
 }
 
-/// An open subscription to VS.
-struct Sub {
-    requests: mpsc::Sender<RequestResources>,
-    responses: Streaming<Resources>,
-}
-
-impl Sub {
-    async fn next(&mut self) -> Result<Resources, String> {
-        match tokio::time::timeout(Duration::from_secs(10), self.responses.message()).await {
-            Ok(Ok(Some(m))) => Ok(m),
-            Ok(Ok(None)) => Err("stream ended".into()),
-            Ok(Err(s)) => Err(format!("{:?}: {}", s.code(), s.message())),
-            Err(_) => Err("timeout".into()),
-        }
-    }
-
-    async fn ack(&self, r: &Resources) {
-        self.requests
-            .send(RequestResources {
-                collection: VS.into(),
-                response_nonce: r.nonce.clone(),
-                ..Default::default()
-            })
-            .await
-            .unwrap();
-    }
-}
-
 /// Subscribes over TLS trusting `<prefix>ca.pem` with `<prefix>client.pem`.
-async fn subscribe(server: &Server, prefix: &str) -> Result<Sub, String> {
+async fn subscribe(server: &Server, prefix: &str) -> Result<Subscription, String> {
     let config = tls::client_config(
         &server.path(&format!("{prefix}ca.pem")),
         Some((
@@ -198,28 +117,15 @@ async fn subscribe(server: &Server, prefix: &str) -> Result<Sub, String> {
     open(endpoint).await
 }
 
-async fn open(endpoint: Endpoint) -> Result<Sub, String> {
+/// Subscribes to virtual services over `endpoint`.
+async fn open(endpoint: Endpoint) -> Result<Subscription, String> {
     let channel = endpoint
         .connect()
         .await
         .map_err(|e| meshhub_mcp::transport::connect_error(&e))?;
-    let (requests, rx) = mpsc::channel(4);
-    requests
-        .send(RequestResources {
-            collection: VS.into(),
-            ..Default::default()
-        })
+    Subscription::open(channel, mcp::subscribe(VS, None))
         .await
-        .unwrap();
-    let responses = ResourceSourceClient::new(channel)
-        .establish_resource_stream(ReceiverStream::new(rx))
-        .await
-        .map_err(|s| format!("{:?}: {}", s.code(), s.message()))?
-        .into_inner();
-    Ok(Sub {
-        requests,
-        responses,
-    })
+        .map_err(|s| format!("{:?}: {}", s.code(), s.message()))
 }
 
 /// Whether a client of `<prefix>` files gets no response (refused at the
@@ -227,12 +133,12 @@ async fn open(endpoint: Endpoint) -> Result<Sub, String> {
 async fn refused(server: &Server, prefix: &str) -> bool {
     match subscribe(server, prefix).await {
         Err(_) => true,
-        Ok(mut s) => s.next().await.is_err(),
+        // A silence counts: the handshake may leave the stream unanswered.
+        Ok(mut s) => !matches!(
+            tokio::time::timeout(Duration::from_secs(10), s.message()).await,
+            Ok(Ok(Some(_)))
+        ),
     }
-}
-
-fn version(r: &Resources) -> &str {
-    &r.resources[0].metadata.as_ref().unwrap().version
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -242,13 +148,13 @@ async fn a_plaintext_client_is_refused_by_a_tls_port() {
         .unwrap()
         .connect_timeout(Duration::from_secs(5));
     let result = match open(endpoint).await {
-        Ok(mut sub) => sub.next().await.map(|_| ()),
+        Ok(mut sub) => sub.next().await.map(|_| ()).map_err(|s| s.to_string()),
         Err(e) => Err(e),
     };
     assert!(result.is_err(), "plaintext must not get through");
     // The TLS client still works.
     let mut sub = subscribe(&server, "a-").await.unwrap();
-    assert_eq!(version(&sub.next().await.unwrap()), "1");
+    assert_eq!(first_version(&sub.next().await.unwrap()), "1");
     server.shutdown.cancel();
 }
 
@@ -258,7 +164,7 @@ async fn a_rotated_certificate_is_served_and_established_streams_stay() {
     let mut status = server.tls.status();
     let mut old = subscribe(&server, "a-").await.unwrap();
     let first = old.next().await.unwrap();
-    assert_eq!(version(&first), "1");
+    assert_eq!(first_version(&first), "1");
     old.ack(&first).await;
     assert!(
         refused(&server, "b-").await,
@@ -283,7 +189,7 @@ async fn a_rotated_certificate_is_served_and_established_streams_stay() {
 
     // New connections get the new certificate and CA.
     let mut new = subscribe(&server, "b-").await.unwrap();
-    assert_eq!(version(&new.next().await.unwrap()), "1");
+    assert_eq!(first_version(&new.next().await.unwrap()), "1");
     assert!(
         refused(&server, "a-").await,
         "the old CA's client is refused after the rotation"
@@ -291,7 +197,7 @@ async fn a_rotated_certificate_is_served_and_established_streams_stay() {
     // The stream established before the rotation still gets updates.
     server.publish("2");
     let update = old.next().await.unwrap();
-    assert_eq!(version(&update), "2");
+    assert_eq!(first_version(&update), "2");
     server.shutdown.cancel();
 }
 
@@ -316,7 +222,7 @@ async fn a_bad_new_certificate_is_reported_and_the_current_one_kept() {
     assert_eq!(s.reloads, 0);
     // The current certificate is still served.
     let mut sub = subscribe(&server, "a-").await.unwrap();
-    assert_eq!(version(&sub.next().await.unwrap()), "1");
+    assert_eq!(first_version(&sub.next().await.unwrap()), "1");
     // Fixing the file clears the error.
     std::fs::copy(server.path("a-server.pem"), server.path("server.pem")).unwrap();
     server.tls.reload_and_report();

@@ -8,62 +8,53 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
-use bytes::Bytes;
 use meshhub_mcp::ads::AdsServer;
-use meshhub_mcp::cache::{self, SnapshotWriter};
+use meshhub_mcp::cache::SnapshotWriter;
 use meshhub_mcp::group::SingleGroup;
 use meshhub_mcp::ledger::{Ledger, PeerStatus, SyncState};
-use meshhub_mcp::snapshot::{CollectionSnapshot, EncodedResource, Snapshot};
+use meshhub_mcp::snapshot::{EncodedResource, Snapshot};
 use meshhub_mcp::source::SourceConfig;
-use meshhub_mcp::source::server::Shared;
 use meshhub_proto::ads::client::AggregatedDiscoveryServiceClient;
 use meshhub_proto::ads::{DeltaDiscoveryRequest, DeltaDiscoveryResponse, Node};
-use meshhub_proto::mcp::{Metadata, Resource};
+use meshhub_proto::mcp::Resource;
 use meshhub_proto::wire::MCP_RESOURCE_TYPE_URL;
+use meshhub_testkit::objects::any;
+use meshhub_testkit::within;
 use prost::Message;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 use tonic::Streaming;
 use tonic::transport::Server;
+
+use crate::support::{self, MAX, encoded};
 
 const VS_COLLECTION: &str = "istio/networking/v1alpha3/virtualservices";
 const VS: &str = "networking.istio.io/v1/VirtualService";
 const UNKNOWN: &str = "telemetry.istio.io/v1/Telemetry";
 const MESH_CONFIG: &str = "core/v1alpha1/MeshConfig";
 const OTHER_UNKNOWN: &str = "example.meshhub.io/v1/Unknown";
-const DEADLINE: Duration = Duration::from_secs(10);
-const MAX: usize = 16 * 1024 * 1024;
 
+/// A virtual service `name@version`, its body naming the last character
+/// of its name.
 fn resource(name: &str, version: &str) -> EncodedResource {
-    let r = Resource {
-        metadata: Some(Metadata {
-            name: name.into(),
-            version: version.into(),
-            ..Default::default()
-        }),
-        body: Some(prost_types::Any {
-            type_url: "type.googleapis.com/istio.networking.v1alpha3.VirtualService".into(),
-            value: format!("\n\x01{}", &name[name.len() - 1..]).into_bytes(),
-        }),
-    };
-    EncodedResource {
-        name: name.into(),
-        version: version.into(),
-        encoded: Bytes::from(r.encode_to_vec()),
-    }
+    let body = format!("\n\x01{}", &name[name.len() - 1..]);
+    encoded(
+        name,
+        version,
+        Some(any(
+            "type.googleapis.com/istio.networking.v1alpha3.VirtualService",
+            body,
+        )),
+    )
 }
 
 fn snapshot(vs: &[(&str, &str)]) -> Arc<Snapshot> {
-    Arc::new(Snapshot::new().with_collection(
+    support::snapshot(vec![(
         VS_COLLECTION,
-        Arc::new(CollectionSnapshot::new(
-            vs.iter().map(|(n, v)| resource(n, v)).collect(),
-        )),
-    ))
+        vs.iter().map(|(n, v)| resource(n, v)).collect(),
+    )])
 }
 
 struct Hub {
@@ -80,17 +71,8 @@ impl Drop for Hub {
 }
 
 async fn start_hub() -> Hub {
-    let (writer, cache) = cache::new();
-    let ledger = Ledger::new();
-    let shutdown = CancellationToken::new();
-    let shared = Shared {
-        cache,
-        groups: Arc::new(SingleGroup("default".into())),
-        ledger: ledger.clone(),
-        config: Arc::new(SourceConfig::default()),
-        shutdown: shutdown.clone(),
-        tasks: TaskTracker::new(),
-    };
+    let (writer, shared) = support::shared(SingleGroup("default".into()), SourceConfig::default());
+    let (ledger, shutdown) = (shared.ledger.clone(), shared.shutdown.clone());
     let types: meshhub_mcp::ads::TypeMap =
         Arc::new(|t: &str| (t == VS).then(|| VS_COLLECTION.to_owned()));
     let ads = AdsServer::new(shared, types).into_service(MAX);
@@ -161,9 +143,8 @@ impl DeltaClient {
     }
 
     async fn recv(&mut self) -> DeltaDiscoveryResponse {
-        tokio::time::timeout(DEADLINE, self.rx.message())
+        within("a Delta response", self.rx.message())
             .await
-            .expect("a response within the deadline")
             .expect("no stream error")
             .expect("stream open")
     }
@@ -376,9 +357,8 @@ async fn sotw_still_served_beside_delta() {
         .await
         .unwrap()
         .into_inner();
-    let r = tokio::time::timeout(DEADLINE, rx.message())
+    let r = within("an ADS response", rx.message())
         .await
-        .unwrap()
         .unwrap()
         .unwrap();
     assert_eq!((r.type_url.as_str(), r.resources.len()), (VS, 1));

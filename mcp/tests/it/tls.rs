@@ -7,22 +7,24 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use meshhub_mcp::cache::{self, Group};
+use meshhub_mcp::cache::Group;
 use meshhub_mcp::group::{Consumer, GroupError, GroupIndex};
 use meshhub_mcp::ledger::Ledger;
-use meshhub_mcp::snapshot::{CollectionSnapshot, EncodedResource, Snapshot};
+use meshhub_mcp::snapshot::EncodedResource;
 use meshhub_mcp::source::SourceConfig;
-use meshhub_mcp::source::server::{Shared, SourceServer};
+use meshhub_mcp::source::server::SourceServer;
 use meshhub_mcp::tls;
 use meshhub_proto::mcp::RequestResources;
 use meshhub_proto::mcp::resource_source_client::ResourceSourceClient;
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair, SanType};
+use meshhub_testkit::eventually;
+use meshhub_testkit::objects::VS;
+use meshhub_testkit::pki::Ca;
 use tokio_stream::wrappers::TcpListenerStream;
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 use tonic::transport::{Endpoint, Server};
 
-const VS: &str = "istio/networking/v1alpha3/virtualservices";
+use crate::support::{shared, snapshot};
+
 const EAST_ID: &str = "spiffe://cluster.local/ns/istio-system/sa/meshhub-east";
 
 /// Places consumers by their verified SPIFFE identity only.
@@ -40,44 +42,25 @@ impl GroupIndex for ByIdentity {
     }
 }
 
+/// A CA's files in a temporary directory: `ca.pem`, a server certificate
+/// for 127.0.0.1/localhost (`server.pem`, `server-key.pem`) and a client
+/// certificate for `EAST_ID` (`client.pem`, `client-key.pem`); plus a
+/// second, untrusted CA's client (`rogue-client.pem`, `rogue-client-key.pem`).
 struct Pki {
     dir: tempfile::TempDir,
 }
 
 impl Pki {
-    /// A CA, a server certificate for 127.0.0.1/localhost, and a client
-    /// certificate for `EAST_ID`; plus a second, untrusted CA's client.
     fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let write = |name: &str, text: String| std::fs::write(dir.path().join(name), text).unwrap();
-        let ca = |cn: &str| {
-            let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-            params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-            params
-                .distinguished_name
-                .push(rcgen::DnType::CommonName, cn);
-            CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap()
-        };
-        let root = ca("meshhub test root");
-        write("ca.pem", root.pem());
-        let server_key = KeyPair::generate().unwrap();
-        let server = CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])
-            .unwrap()
-            .signed_by(&server_key, &root)
-            .unwrap();
-        write("server.pem", server.pem());
-        write("server-key.pem", server_key.serialize_pem());
-        let client = |issuer: &CertifiedIssuer<'_, KeyPair>, prefix: &str| {
-            let key = KeyPair::generate().unwrap();
-            let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-            params.subject_alt_names = vec![SanType::URI(EAST_ID.try_into().unwrap())];
-            let cert = params.signed_by(&key, issuer).unwrap();
-            write(&format!("{prefix}client.pem"), cert.pem());
-            write(&format!("{prefix}client-key.pem"), key.serialize_pem());
-        };
-        client(&root, "");
-        let rogue = ca("rogue root");
-        client(&rogue, "rogue-");
+        let root = Ca::new("meshhub test root");
+        root.write(&dir.path().join("ca.pem"));
+        root.server(&["localhost", "127.0.0.1"])
+            .write_pem(dir.path(), "server");
+        root.client(EAST_ID).write_pem(dir.path(), "client");
+        Ca::new("rogue root")
+            .client(EAST_ID)
+            .write_pem(dir.path(), "rogue-client");
         Self { dir }
     }
 
@@ -88,28 +71,15 @@ impl Pki {
 
 async fn start(pki: &Pki) -> (SocketAddr, CancellationToken) {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let (writer, reader) = cache::new();
+    let (writer, shared) = shared(ByIdentity, SourceConfig::default());
     let resource = EncodedResource {
         name: "ns/east-only".into(),
         version: "1".into(),
         encoded: bytes::Bytes::new(),
     };
-    writer.set(
-        "east",
-        Arc::new(
-            Snapshot::new().with_collection(VS, Arc::new(CollectionSnapshot::new(vec![resource]))),
-        ),
-    );
-    let shutdown = CancellationToken::new();
-    let service = SourceServer::new(Shared {
-        cache: reader,
-        groups: Arc::new(ByIdentity),
-        ledger: Ledger::new(),
-        config: Arc::new(SourceConfig::default()),
-        shutdown: shutdown.clone(),
-        tasks: TaskTracker::new(),
-    })
-    .into_service(1 << 20);
+    writer.set("east", snapshot(vec![(VS, vec![resource])]));
+    let shutdown = shared.shutdown.clone();
+    let service = SourceServer::new(shared).into_service(1 << 20);
     let tls = tls::server_config(
         &pki.path("server.pem"),
         &pki.path("server-key.pem"),
@@ -325,22 +295,10 @@ async fn a_dialer_presents_a_rotated_client_certificate_at_its_next_attempt() {
 
     // Refused while the rogue certificate is on disk: attempts fail with a
     // recorded error and nothing is applied.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let errors: Vec<String> = ledger
-            .view()
-            .into_iter()
-            .filter_map(|p| p.last_error)
-            .collect();
-        if !errors.is_empty() {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no failed attempt recorded"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually("a failed attempt recorded", async || {
+        ledger.view().into_iter().any(|p| p.last_error.is_some())
+    })
+    .await;
     assert!(applied.try_recv().is_err(), "nothing before the rotation");
 
     // Rotated in place (as cert-manager does: new files, same paths).

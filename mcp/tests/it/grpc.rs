@@ -4,33 +4,29 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
-use bytes::Bytes;
 use meshhub_mcp::ads::AdsServer;
 use meshhub_mcp::cache::{self, SnapshotCache, SnapshotWriter};
 use meshhub_mcp::group::{Consumer, GroupError, GroupIndex};
 use meshhub_mcp::ledger::{Ledger, SyncState};
 use meshhub_mcp::sink::server::SinkServer;
 use meshhub_mcp::sink::{InMemoryUpdater, SinkCollection, SinkConfig};
-use meshhub_mcp::snapshot::{CollectionSnapshot, EncodedResource, Snapshot};
-use meshhub_mcp::source::server::{Shared, SourceServer};
+use meshhub_mcp::snapshot::{EncodedResource, Snapshot};
+use meshhub_mcp::source::server::SourceServer;
 use meshhub_mcp::source::{SourceConfig, dialer};
 use meshhub_proto::RpcStatus;
-use meshhub_proto::mcp::resource_source_client::ResourceSourceClient;
-use meshhub_proto::mcp::{Metadata, RequestResources, Resource, Resources, SinkNode};
+use meshhub_proto::mcp::{RequestResources, Resource, SinkNode};
+use meshhub_testkit::mcp::{self, Subscription, names};
+use meshhub_testkit::objects::{DR, VS, any};
+use meshhub_testkit::{DEADLINE, eventually};
 use prost::Message;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tonic::Streaming;
 use tonic::transport::{Endpoint, Server};
 
-const VS: &str = "istio/networking/v1alpha3/virtualservices";
-const DR: &str = "istio/networking/v1alpha3/destinationrules";
-const DEADLINE: Duration = Duration::from_secs(10);
-const MAX: usize = 16 * 1024 * 1024;
+use crate::support::{self, MAX, encoded};
 
 /// Groups by SinkNode id: "east"/"west" are clusters, "" is default, the
 /// rest are refused.
@@ -47,36 +43,18 @@ impl GroupIndex for ByNode {
     }
 }
 
+/// A resource `name@version` with an empty body.
 fn resource(name: &str, version: &str) -> EncodedResource {
-    let r = Resource {
-        metadata: Some(Metadata {
-            name: name.into(),
-            version: version.into(),
-            ..Default::default()
-        }),
-        body: Some(prost_types::Any {
-            type_url: "type.googleapis.com/google.protobuf.Empty".into(),
-            value: vec![],
-        }),
-    };
-    EncodedResource {
-        name: name.into(),
-        version: version.into(),
-        encoded: Bytes::from(r.encode_to_vec()),
-    }
+    encoded(
+        name,
+        version,
+        Some(any("type.googleapis.com/google.protobuf.Empty", vec![])),
+    )
 }
 
 fn snapshot(vs: &[(&str, &str)], dr: &[(&str, &str)]) -> Arc<Snapshot> {
-    let c = |items: &[(&str, &str)]| {
-        Arc::new(CollectionSnapshot::new(
-            items.iter().map(|(n, v)| resource(n, v)).collect(),
-        ))
-    };
-    Arc::new(
-        Snapshot::new()
-            .with_collection(VS, c(vs))
-            .with_collection(DR, c(dr)),
-    )
+    let c = |items: &[(&str, &str)]| items.iter().map(|(n, v)| resource(n, v)).collect();
+    support::snapshot(vec![(VS, c(vs)), (DR, c(dr))])
 }
 
 struct Hub {
@@ -88,17 +66,8 @@ struct Hub {
 }
 
 async fn start_hub() -> Hub {
-    let (writer, cache) = cache::new();
-    let ledger = Ledger::new();
-    let shutdown = CancellationToken::new();
-    let shared = Shared {
-        cache: cache.clone(),
-        groups: Arc::new(ByNode),
-        ledger: ledger.clone(),
-        config: Arc::new(SourceConfig::default()),
-        shutdown: shutdown.clone(),
-        tasks: TaskTracker::new(),
-    };
+    let (writer, shared) = support::shared(ByNode, SourceConfig::default());
+    let (ledger, shutdown) = (shared.ledger.clone(), shared.shutdown.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let types: meshhub_mcp::ads::TypeMap = Arc::new(|t: &str| {
@@ -126,76 +95,24 @@ async fn start_hub() -> Hub {
     }
 }
 
-/// A hand-driven sink: we send each request ourselves.
-struct RawSink {
-    tx: mpsc::Sender<RequestResources>,
-    rx: Streaming<Resources>,
+/// A hand-driven sink of virtual services as node `node`: we send each
+/// request ourselves.
+async fn raw_sink(addr: SocketAddr, node: &str) -> Result<Subscription, tonic::Status> {
+    Subscription::connect(addr, VS, Some(mcp::node(node))).await
 }
 
-impl RawSink {
-    async fn connect(addr: SocketAddr, node: &str) -> Result<Self, tonic::Status> {
-        let mut client = ResourceSourceClient::connect(format!("http://{addr}"))
-            .await
-            .unwrap();
-        let (tx, rx) = mpsc::channel(16);
-        let sink = node.to_owned();
-        tx.send(RequestResources {
-            sink_node: Some(SinkNode {
-                id: sink,
-                annotations: HashMap::new(),
-            }),
-            collection: VS.into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-        let rx = client
-            .establish_resource_stream(ReceiverStream::new(rx))
-            .await?
-            .into_inner();
-        Ok(Self { tx, rx })
-    }
-
-    async fn send(&self, collection: &str, nonce: &str, nack: Option<&str>) {
-        self.tx
-            .send(RequestResources {
-                collection: collection.into(),
-                response_nonce: nonce.into(),
-                error_detail: nack.map(|m| RpcStatus {
-                    code: 3,
-                    message: m.into(),
-                    details: vec![],
-                }),
-                ..Default::default()
-            })
-            .await
-            .unwrap();
-    }
-
-    async fn recv(&mut self) -> Resources {
-        tokio::time::timeout(DEADLINE, self.rx.message())
-            .await
-            .expect("a response within the deadline")
-            .expect("no stream error")
-            .expect("stream open")
-    }
-}
-
-fn names(r: &Resources) -> Vec<String> {
-    r.resources
-        .iter()
-        .map(|r| r.metadata.as_ref().unwrap().name.clone())
-        .collect()
-}
-
-async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + DEADLINE;
-    while !check() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
+/// A request for `collection`: a subscription (no nonce), an ACK of
+/// `nonce`, or with `nack` a NACK of it.
+fn request(collection: &str, nonce: &str, nack: Option<&str>) -> RequestResources {
+    RequestResources {
+        collection: collection.into(),
+        response_nonce: nonce.into(),
+        error_detail: nack.map(|m| RpcStatus {
+            code: 3,
+            message: m.into(),
+            details: vec![],
+        }),
+        ..Default::default()
     }
 }
 
@@ -204,9 +121,9 @@ async fn serves_every_collection_acks_and_pushes_changes() {
     let hub = start_hub().await;
     hub.writer
         .set("default", snapshot(&[("ns/a", "1")], &[("ns/d", "1")]));
-    let mut sink = RawSink::connect(hub.addr, "").await.unwrap();
-    sink.send("unknown/collection", "", None).await;
-    sink.send(DR, "", None).await;
+    let mut sink = raw_sink(hub.addr, "").await.unwrap();
+    sink.send(request("unknown/collection", "", None)).await;
+    sink.send(request(DR, "", None)).await;
     let mut got = HashMap::new();
     for _ in 0..3 {
         let r = sink.recv().await;
@@ -219,7 +136,7 @@ async fn serves_every_collection_acks_and_pushes_changes() {
     let nonces: std::collections::HashSet<_> = got.values().map(|r| r.nonce.clone()).collect();
     assert_eq!(nonces.len(), 3, "nonces are unique");
     for r in got.values() {
-        sink.send(&r.collection, &r.nonce, None).await;
+        sink.send(request(&r.collection, &r.nonce, None)).await;
     }
     // Only VS changes: only VS is pushed.
     hub.writer.set(
@@ -229,7 +146,7 @@ async fn serves_every_collection_acks_and_pushes_changes() {
     let r = sink.recv().await;
     assert_eq!(r.collection, VS);
     assert_eq!(names(&r), ["ns/a", "ns/b"]);
-    sink.send(VS, &r.nonce, None).await;
+    sink.send(request(VS, &r.nonce, None)).await;
     // Every stream watches its whole group: a publish that leaves DR's
     // version alone must still send nothing for DR (the next response is
     // the next VS change, not a DR resend).
@@ -240,8 +157,8 @@ async fn serves_every_collection_acks_and_pushes_changes() {
     let r = sink.recv().await;
     assert_eq!(r.collection, VS, "only the changed collection is sent");
     assert_eq!(names(&r), ["ns/a", "ns/b"]);
-    sink.send(VS, &r.nonce, None).await;
-    eventually("the ledger to show VS synced", || {
+    sink.send(request(VS, &r.nonce, None)).await;
+    eventually("the ledger to show VS synced", async || {
         hub.ledger.view().iter().any(|p| {
             p.connected
                 && p.collections.get(VS).is_some_and(|c| {
@@ -259,26 +176,26 @@ async fn nack_is_recorded_and_never_resent_until_the_version_changes() {
     let hub = start_hub().await;
     hub.writer
         .set("default", snapshot(&[("ns/a", "1")], &[("ns/d", "1")]));
-    let mut sink = RawSink::connect(hub.addr, "").await.unwrap();
-    sink.send(DR, "", None).await;
+    let mut sink = raw_sink(hub.addr, "").await.unwrap();
+    sink.send(request(DR, "", None)).await;
     let mut first = HashMap::new();
     for _ in 0..2 {
         let r = sink.recv().await;
         first.insert(r.collection.clone(), r);
     }
-    sink.send(VS, &first[VS].nonce, Some("ns/a: bad host"))
+    sink.send(request(VS, &first[VS].nonce, Some("ns/a: bad host")))
         .await;
-    sink.send(DR, &first[DR].nonce, None).await;
+    sink.send(request(DR, &first[DR].nonce, None)).await;
     // A stale ACK is ignored.
-    sink.send(VS, "12345", None).await;
+    sink.send(request(VS, "12345", None)).await;
     // Republish VS unchanged and change DR: the next message must be DR,
     // which proves VS was not resent.
     hub.writer
         .set("default", snapshot(&[("ns/a", "1")], &[("ns/d", "2")]));
     let r = sink.recv().await;
     assert_eq!(r.collection, DR);
-    sink.send(DR, &r.nonce, None).await;
-    eventually("the NACK in the ledger", || {
+    sink.send(request(DR, &r.nonce, None)).await;
+    eventually("the NACK in the ledger", async || {
         hub.ledger.view().iter().any(|p| {
             p.collections.get(VS).is_some_and(|c| {
                 c.state == SyncState::Nacked
@@ -305,10 +222,10 @@ async fn unknown_cluster_is_refused_with_a_reason_and_groups_are_separate() {
     hub.writer
         .set("east", snapshot(&[("ns/east-only", "1")], &[]));
     hub.writer.set("default", snapshot(&[("ns/a", "1")], &[]));
-    let mut east = RawSink::connect(hub.addr, "east").await.unwrap();
+    let mut east = raw_sink(hub.addr, "east").await.unwrap();
     assert_eq!(names(&east.recv().await), ["ns/east-only"]);
-    let mut bad = RawSink::connect(hub.addr, "north").await.unwrap();
-    let err = tokio::time::timeout(DEADLINE, bad.rx.message())
+    let mut bad = raw_sink(hub.addr, "north").await.unwrap();
+    let err = tokio::time::timeout(DEADLINE, bad.message())
         .await
         .unwrap()
         .unwrap_err();
@@ -321,10 +238,10 @@ async fn unknown_cluster_is_refused_with_a_reason_and_groups_are_separate() {
 async fn shutdown_ends_open_streams() {
     let hub = start_hub().await;
     hub.writer.set("default", snapshot(&[("ns/a", "1")], &[]));
-    let mut sink = RawSink::connect(hub.addr, "").await.unwrap();
+    let mut sink = raw_sink(hub.addr, "").await.unwrap();
     sink.recv().await;
     hub.shutdown.cancel();
-    let end = tokio::time::timeout(DEADLINE, sink.rx.message())
+    let end = tokio::time::timeout(DEADLINE, sink.message())
         .await
         .expect("stream ends");
     match end {
@@ -419,7 +336,7 @@ async fn dial_out_pushes_to_a_sink_server_after_the_trigger_probe() {
     assert_eq!(pushers, [Some("hub-0".to_owned())]);
     // The probe was NACKed by the agent and dropped by the hub: no error is
     // recorded for it, and both real collections become SYNCED.
-    eventually("both collections synced at the hub", || {
+    eventually("both collections synced at the hub", async || {
         hub.ledger.view().iter().any(|p| {
             p.peer == "east"
                 && p.connected
@@ -601,18 +518,18 @@ async fn ads_answers_the_requested_type_url_with_mcp_resources() {
 async fn snapshots_published_while_unacked_coalesce_into_the_newest() {
     let hub = start_hub().await;
     hub.writer.set("default", snapshot(&[("ns/a", "1")], &[]));
-    let mut sink = RawSink::connect(hub.addr, "").await.unwrap();
+    let mut sink = raw_sink(hub.addr, "").await.unwrap();
     let first = sink.recv().await;
     assert_eq!(first.resources[0].metadata.as_ref().unwrap().version, "1");
     // Two versions while the first is un-ACKed: neither is sent yet.
     hub.writer.set("default", snapshot(&[("ns/a", "2")], &[]));
     hub.writer.set("default", snapshot(&[("ns/a", "3")], &[]));
-    sink.send(VS, &first.nonce, None).await;
+    sink.send(request(VS, &first.nonce, None)).await;
     // The next message is the newest; version 2 was never sent.
     let next = sink.recv().await;
     assert_eq!(next.resources[0].metadata.as_ref().unwrap().version, "3");
-    sink.send(VS, &next.nonce, None).await;
-    eventually("one SYNCED VS after two responses", || {
+    sink.send(request(VS, &next.nonce, None)).await;
+    eventually("one SYNCED VS after two responses", async || {
         hub.ledger.view().iter().any(|p| {
             p.collections
                 .get(VS)

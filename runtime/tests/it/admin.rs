@@ -7,13 +7,13 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
 
 use http_body_util::{BodyExt as _, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use meshhub_runtime::admin::{self, AdminBase, Identity};
 use meshhub_runtime::logging::{self, Format, LogControl};
+use meshhub_testkit::eventually;
 use pprof::protos::Message as _;
 use tokio_util::sync::CancellationToken;
 
@@ -335,11 +335,10 @@ async fn a_cpu_profile_is_pprof_protobuf_and_one_runs_at_a_time() {
         tokio::spawn(
             async move { call(addr, "GET", "/debug/pprof/profile?seconds=2", None, "").await },
         );
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !a.base.debug.profiler.busy() {
-        assert!(Instant::now() < deadline, "the profile never started");
-        tokio::task::yield_now().await;
-    }
+    eventually("the profile to start", async || {
+        a.base.debug.profiler.busy()
+    })
+    .await;
     let (status, body) = text(a.addr, "GET", "/debug/pprof/profile?seconds=1", None, "").await;
     assert_eq!(status, 409, "{body}");
 

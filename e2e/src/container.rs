@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::OnceLock;
 
-use crate::eventually;
+use meshhub_testkit::eventually_blocking;
 
 /// Flags every `podman run` needs on this machine kind: runc (crun fails
 /// here: "cgroups in hybrid mode not supported") and explicit ulimits
@@ -49,7 +49,7 @@ pub fn available() -> Result<(), String> {
     Ok(())
 }
 
-/// Runs `program args…` to completion within [`crate::DEADLINE`]: status,
+/// Runs `program args…` to completion within the deadline: status,
 /// stdout, stderr.
 pub fn run_bounded(program: &str, args: &[&str]) -> (ExitStatus, String, String) {
     let mut child = Command::new(program)
@@ -69,7 +69,7 @@ pub fn run_bounded(program: &str, args: &[&str]) -> (ExitStatus, String, String)
     let mut stdout = String::new();
     let _ = out.read_to_string(&mut stdout);
     let what = format!("{program} {}", args.join(" "));
-    let status = eventually(&what, || child.try_wait().ok().flatten());
+    let status = eventually_blocking(&what, || child.try_wait().ok().flatten());
     let stderr = reader.join().unwrap_or_default();
     (status, stdout, stderr)
 }

@@ -1,6 +1,7 @@
 //! Files the tests read: the Istio fixtures (`../shared/fixtures/istio`
 //! beside the repository) and the fuzz corpora (`fuzz/corpus/<target>/`),
-//! and proptest strategies that mutate a corpus.
+//! proptest strategies that mutate a corpus, and writing a file the way
+//! editors do.
 
 use std::path::{Path, PathBuf};
 
@@ -91,4 +92,12 @@ pub fn mutated(target: &str, tail: usize) -> impl Strategy<Value = Vec<u8>> + us
             s.extend(tail);
             s
         })
+}
+
+/// Writes `text` to `path` atomically (a temporary file renamed over it),
+/// as editors and ConfigMap updates do: a watcher never reads half a file.
+pub fn write_atomic(path: &Path, text: &str) {
+    let tmp = path.with_extension("tmp~");
+    std::fs::write(&tmp, text).unwrap_or_else(|e| panic!("{}: {e}", tmp.display()));
+    std::fs::rename(&tmp, path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
 }

@@ -9,32 +9,16 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 use crate::wait::within;
 
-/// An answer: status code, the head (status line and headers) and body.
-#[derive(Clone, Debug)]
-pub struct Response {
-    /// The status code.
-    pub code: u16,
-    /// The status line and the headers.
-    pub head: String,
-    /// The body.
-    pub body: String,
+/// `(status code, body)` of a raw HTTP/1.x answer.
+fn parse(raw: &str) -> Option<(u16, String)> {
+    let (head, body) = raw.split_once("\r\n\r\n")?;
+    let code = head.split_whitespace().nth(1)?.parse().ok()?;
+    Some((code, body.to_owned()))
 }
 
-impl Response {
-    fn parse(raw: &str) -> Option<Self> {
-        let (head, body) = raw.split_once("\r\n\r\n")?;
-        let code = head.split_whitespace().nth(1)?.parse().ok()?;
-        Some(Self {
-            code,
-            head: head.to_owned(),
-            body: body.to_owned(),
-        })
-    }
-}
-
-/// `GET path` on `addr` (connection closed after the answer); panics when
-/// the port does not answer within the deadline.
-pub async fn get(addr: SocketAddr, path: &str) -> Response {
+/// `GET path` on `addr` (connection closed after the answer): `(status
+/// code, body)`; panics when the port does not answer within the deadline.
+pub async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
     let what = format!("GET http://{addr}{path}");
     let raw = within(&what, async {
         let mut s = tokio::net::TcpStream::connect(addr).await?;
@@ -48,17 +32,12 @@ pub async fn get(addr: SocketAddr, path: &str) -> Response {
     })
     .await
     .unwrap_or_else(|e| panic!("{what}: {e}"));
-    Response::parse(&raw).unwrap_or_else(|| panic!("{what}: not an HTTP answer: {raw:?}"))
+    parse(&raw).unwrap_or_else(|| panic!("{what}: not an HTTP answer: {raw:?}"))
 }
 
-/// [`get`]'s body.
-pub async fn get_body(addr: SocketAddr, path: &str) -> String {
-    get(addr, path).await.body
-}
-
-/// A blocking `GET path` on `addr`: the answer, or `None` when the port
-/// does not answer (yet) — for polling a process that is starting.
-pub fn get_blocking(addr: SocketAddr, path: &str) -> Option<Response> {
+/// A blocking `GET path` on `addr`: `(status code, body)`, or `None` when
+/// the port does not answer (yet), for polling a process that is starting.
+pub fn get_blocking(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
     write!(
@@ -68,7 +47,7 @@ pub fn get_blocking(addr: SocketAddr, path: &str) -> Option<Response> {
     .ok()?;
     let mut raw = String::new();
     s.read_to_string(&mut raw).ok()?;
-    Response::parse(&raw)
+    parse(&raw)
 }
 
 /// A blocking HTTP/1.0 `GET` for large bodies (an HTTP/1.0 request is

@@ -3,12 +3,15 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
+
+use meshhub_testkit::http::get_blocking;
+use meshhub_testkit::objects::VS;
 
 use super::generator::Generator;
 use super::oracle::{View, difference};
 use super::proxy::{FaultProxy, Link};
-use crate::{AgentProc, HubProc, Proc, VS, http_get, meshhubctl};
+use crate::{AgentProc, HubProc, Proc, meshhubctl};
 
 /// The clusters, each with one agent.
 pub const CLUSTERS: [&str; 3] = ["east", "west", "north"];
@@ -306,7 +309,7 @@ impl Soak {
 
     /// The sum of a counter over its label sets in the hub's `/metrics`.
     pub fn hub_counter(&self, name: &str) -> u64 {
-        let (_, text) = http_get(self.hub().admin, "/metrics").unwrap_or_default();
+        let (_, text) = get_blocking(self.hub().admin, "/metrics").unwrap_or_default();
         counter(&text, name)
     }
 
@@ -339,18 +342,7 @@ impl Soak {
 
     /// Moves the logs somewhere they survive the test, and says where.
     pub fn keep_logs(&self) {
-        let keep = std::env::temp_dir().join(format!(
-            "meshhub-chaos-{}",
-            SystemTime::now()
-                .duration_since(SystemTime::UNIX_EPOCH)
-                .unwrap_or_default()
-                .as_millis()
-        ));
-        let _ = std::fs::rename(self.dir.path(), &keep);
-        eprintln!(
-            "chaos: processes' logs kept in {}",
-            keep.join("logs").display()
-        );
+        crate::keep_logs(self.dir.path(), "chaos");
     }
 }
 

@@ -21,25 +21,14 @@ use k8s_openapi::api::core::v1::{Pod, Secret};
 use meshhub_e2e::helm::{apply, key, lint, objects, template};
 use meshhub_e2e::kube::{ControlPlanes, apply_yaml, client_from_kubeconfig, get};
 use meshhub_e2e::*;
+use meshhub_testkit::eventually_blocking;
+use meshhub_testkit::fixtures::write_atomic;
+use meshhub_testkit::objects::vs;
+use meshhub_testkit::pki::{Ca, Leaf};
 use serde_json::{Value, json};
 
 const NS: &str = "meshhub";
 const NET: &str = "networking.istio.io/v1";
-
-/// A CA and a certificate for `names`, signed by it: (ca, cert, key) PEM.
-fn pki(names: &[&str]) -> (String, String, String) {
-    let ca_key = rcgen::KeyPair::generate().unwrap();
-    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    let ca = ca_params.self_signed(&ca_key).unwrap();
-    let key = rcgen::KeyPair::generate().unwrap();
-    let params =
-        rcgen::CertificateParams::new(names.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>())
-            .unwrap();
-    let issuer = rcgen::Issuer::new(ca_params, ca_key);
-    let cert = params.signed_by(&key, &issuer).unwrap();
-    (ca.pem(), cert.pem(), key.serialize_pem())
-}
 
 fn write(dir: &Path, name: &str, text: &str) -> String {
     let p = dir.join(name);
@@ -100,6 +89,7 @@ fn forbidden<T: std::fmt::Debug>(what: &str, r: Result<T, ::kube::Error>) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_charts_render_and_every_object_is_accepted_by_a_real_api_server() {
+    let _turn = turn(module_path!());
     let planes = ControlPlanes::start(&["primary"]).await;
     planes.install_istio_crds("primary", &[]).await;
     planes.namespace("primary", NS).await;
@@ -108,7 +98,9 @@ async fn the_charts_render_and_every_object_is_accepted_by_a_real_api_server() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
 
-    let (ca, cert, key_pem) = pki(&["meshhub.meshhub.svc"]);
+    let ca = Ca::new("meshhub-helm-e2e-ca");
+    let Leaf { cert, key: key_pem } = ca.server(&["meshhub.meshhub.svc"]);
+    let ca = ca.pem();
     let ca_file = write(dir, "ca.pem", &ca);
     let cert_file = write(dir, "cert.pem", &cert);
     let key_file = write(dir, "key.pem", &key_pem);
@@ -358,6 +350,7 @@ async fn the_charts_render_and_every_object_is_accepted_by_a_real_api_server() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_charts_rbac_lets_the_hub_and_agent_work_and_denies_the_rest() {
+    let _turn = turn(module_path!());
     let planes = ControlPlanes::start(&["primary", "east"]).await;
     for cluster in ["primary", "east"] {
         planes.install_istio_crds(cluster, &[]).await;
@@ -453,7 +446,7 @@ async fn the_charts_rbac_lets_the_hub_and_agent_work_and_denies_the_rest() {
         );
     assert_ne!(config_text, rendered_config, "{rendered_config}");
     let config = dir.join("hub.yaml");
-    write_file(
+    write_atomic(
         &config,
         &format!("{config_text}debounce: {{quiet: 20ms, maxWait: 200ms}}\n"),
     );
@@ -461,9 +454,9 @@ async fn the_charts_rbac_lets_the_hub_and_agent_work_and_denies_the_rest() {
 
     // Allowed: list/watch (the hub is ready and serves a new object, which
     // the agent applies in east with its own token) and its Lease.
-    apply_yaml(&primary, &vs("reviews", "reviews", "")).await;
+    apply_yaml(&primary, &vs("reviews", "reviews")).await;
     let applied = tokio::task::block_in_place(|| {
-        eventually("the agent applies the hub's object in east", || {
+        eventually_blocking("the agent applies the hub's object in east", || {
             let rt = tokio::runtime::Handle::current();
             rt.block_on(get(&east, NET, "VirtualService", "bookinfo", "reviews"))
         })

@@ -9,37 +9,21 @@
 //! gone: writes refused under `failurePolicy: Fail`, accepted under
 //! `Ignore`.
 
-use std::path::Path;
-use std::time::{Duration, Instant};
-
 use ::kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use meshhub_e2e::kube::{ControlPlanes, TEST_MANAGER, get};
 use meshhub_e2e::*;
+use meshhub_testkit::eventually_some;
+use meshhub_testkit::fixtures::write_atomic;
+use meshhub_testkit::http::get_blocking;
+use meshhub_testkit::pki::Ca;
 use serde_json::{Value, json};
 
 const NET: &str = "networking.istio.io/v1";
 const WEBHOOK: &str = "meshhub-e2e";
 /// meshhub's message for the broken destination below.
 const HOST_MESSAGE: &str = "spec.http[0].route[0].destination.host";
-
-/// Polls an async check every 50 ms until it returns `Some`, or panics
-/// naming `what` after the deadline.
-async fn until<T, F, Fut>(what: &str, deadline: Duration, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let end = Instant::now() + deadline;
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(Instant::now() < end, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
 
 fn vs(name: &str, host: &str) -> DynamicObject {
     serde_json::from_value(json!({
@@ -69,30 +53,6 @@ fn error_text<T>(r: Result<T, ::kube::Error>) -> Option<String> {
         Err(::kube::Error::Api(s)) => Some(format!("{} ({})", s.message, s.code)),
         Err(e) => Some(e.to_string()),
     }
-}
-
-/// A CA and a serving certificate for 127.0.0.1 signed by it, written to
-/// `dir`; returns the CA's PEM.
-fn write_pki(dir: &Path) -> String {
-    use rcgen::{
-        BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair,
-        KeyUsagePurpose,
-    };
-    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-    ca.distinguished_name
-        .push(DnType::CommonName, "meshhub-webhook-e2e-ca");
-    let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate().unwrap()).unwrap();
-    let key = KeyPair::generate().unwrap();
-    let mut params = CertificateParams::new(vec!["127.0.0.1".to_owned()]).unwrap();
-    params
-        .distinguished_name
-        .push(DnType::CommonName, "meshhub");
-    let cert = params.signed_by(&key, &ca).unwrap();
-    std::fs::write(dir.join("tls.crt"), cert.pem()).unwrap();
-    std::fs::write(dir.join("tls.key"), key.serialize_pem()).unwrap();
-    ca.pem()
 }
 
 fn webhook_configuration(url: &str, ca: &str, failure_policy: &str) -> Value {
@@ -139,17 +99,22 @@ fn dry_run() -> PostParams {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_api_server_asks_meshhub_and_keeps_invalid_objects_out() {
+    let _turn = turn(module_path!());
     let planes = ControlPlanes::start(&["main"]).await;
     planes.namespace("main", "bookinfo").await;
     let client = planes.client("main").await;
     let vss = vs_api(&client);
 
     let dir = tempfile::tempdir().unwrap();
-    let ca = write_pki(dir.path());
+    // A CA and a serving certificate for 127.0.0.1 signed by it.
+    let ca = Ca::new("meshhub-webhook-e2e-ca");
+    ca.server(&["127.0.0.1"])
+        .write(&dir.path().join("tls.crt"), &dir.path().join("tls.key"));
+    let ca = ca.pem();
     let objects = dir.path().join("objects");
     std::fs::create_dir_all(&objects).unwrap();
     let config = dir.path().join("meshhub.yaml");
-    write_file(
+    write_atomic(
         &config,
         &format!(
             "sources:\n  - file: {{path: {}}}\nwebhook:\n  addr: 127.0.0.1:0\n  tls:\n    cert: tls.crt\n    key: tls.key\n",
@@ -167,12 +132,9 @@ async fn the_api_server_asks_meshhub_and_keeps_invalid_objects_out() {
 
     // The API server loads webhook configurations asynchronously: wait
     // (with dry runs, which change nothing) until meshhub answers.
-    let denial = until("the webhook to be called", Duration::from_secs(30), || {
-        let vss = vss.clone();
-        async move {
-            error_text(vss.create(&dry_run(), &vs("bad", "")).await)
-                .filter(|e| e.contains("denied the request"))
-        }
+    let denial = eventually_some("the webhook to be called", async || {
+        error_text(vss.create(&dry_run(), &vs("bad", "")).await)
+            .filter(|e| e.contains("denied the request"))
     })
     .await;
     assert!(denial.contains(HOST_MESSAGE), "{denial}");
@@ -219,7 +181,7 @@ async fn the_api_server_asks_meshhub_and_keeps_invalid_objects_out() {
         .expect("a valid update is admitted");
 
     // Denials are counted and logged.
-    let (code, metrics) = http_get(hub.admin, "/metrics").expect("metrics");
+    let (code, metrics) = get_blocking(hub.admin, "/metrics").expect("metrics");
     assert_eq!(code, 200);
     assert!(
         metrics.lines().any(|l| l.starts_with(
@@ -251,18 +213,11 @@ async fn the_api_server_asks_meshhub_and_keeps_invalid_objects_out() {
 
     // failurePolicy Ignore: accepted (once the API server has the change).
     register(&client, webhook_configuration(&url, &ca, "Ignore")).await;
-    until(
-        "failurePolicy Ignore in effect",
-        Duration::from_secs(30),
-        || {
-            let vss = vss.clone();
-            async move {
-                vss.create(&dry_run(), &vs("while-down", "reviews"))
-                    .await
-                    .ok()
-            }
-        },
-    )
+    eventually_some("failurePolicy Ignore in effect", async || {
+        vss.create(&dry_run(), &vs("while-down", "reviews"))
+            .await
+            .ok()
+    })
     .await;
     vss.create(&PostParams::default(), &vs("while-down", "reviews"))
         .await

@@ -5,28 +5,14 @@
 //! is served by both (the agent, pushed by whichever leads, gets the
 //! pinned content), and an unpin sent to the other lifts it on both.
 
-use std::path::Path;
-
 use ::kube::Api;
 use k8s_openapi::api::core::v1::ConfigMap;
-use meshhub_e2e::kube::{ControlPlanes, apply_yaml, rbac_manifest};
+use meshhub_e2e::kube::ControlPlanes;
 use meshhub_e2e::*;
+use meshhub_testkit::eventually_blocking;
+use meshhub_testkit::fixtures::write_atomic;
+use meshhub_testkit::objects::{VS, vs};
 use serde_json::Value;
-
-fn hub_config(
-    objects: &Path,
-    agent: std::net::SocketAddr,
-    identity: &str,
-    kubeconfig: &Path,
-    history: &Path,
-) -> String {
-    format!(
-        "sources:\n  - name: files\n    file: {{path: {objects}}}\nclusters:\n  - name: east\n    namespaces: [bookinfo]\n    agent:\n      address: http://{agent}\n      connectTimeout: 1s\n      reconnect: {{initial: 100ms, max: 1s}}\ndebounce:\n  quiet: 20ms\n  maxWait: 200ms\nleaderElection:\n  enabled: true\n  namespace: meshhub\n  identity: {identity}\n  leaseDuration: 3s\n  renewDeadline: 2s\n  retryPeriod: 500ms\n  kubeconfig: {kubeconfig}\nhistory:\n  dir: {history}\n",
-        objects = objects.display(),
-        kubeconfig = kubeconfig.display(),
-        history = history.display(),
-    )
-}
 
 fn versions(hub: &HubProc) -> Vec<String> {
     let admin = format!("http://{}", hub.admin);
@@ -84,30 +70,24 @@ fn agent_hosts(agent: &AgentProc) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pin_sent_to_one_replica_is_served_by_every_replica() {
+    let _turn = turn(module_path!());
     let planes = ControlPlanes::start_bare(&["primary"]).await;
-    planes.namespace("primary", "meshhub").await;
-    let admin = planes.client("primary").await;
-    apply_yaml(&admin, &rbac_manifest("hub.yaml")).await;
-    let kubeconfig = planes
-        .service_account_kubeconfig("primary", "meshhub", "meshhub")
-        .await;
+    let kubeconfig = planes.hub_service_account("primary").await;
 
     let dir = tempfile::tempdir().unwrap();
     let logs = dir.path().join("logs");
     std::fs::create_dir_all(&logs).unwrap();
     let objects = dir.path().join("objects");
     std::fs::create_dir_all(&objects).unwrap();
-    write_file(
-        &objects.join("reviews.yaml"),
-        &vs("reviews", "reviews-v1", ""),
-    );
+    write_atomic(&objects.join("reviews.yaml"), &vs("reviews", "reviews-v1"));
     let agent = AgentProc::start("east", dir.path(), &logs, None);
     let config = |id: &str| {
         let path = dir.path().join(format!("{id}.yaml"));
         let history = dir.path().join(format!("history-{id}"));
         std::fs::write(
             &path,
-            hub_config(&objects, agent.sink, id, &kubeconfig, &history),
+            replica_config(&objects, agent.sink, id, &kubeconfig)
+                + &format!("history:\n  dir: {}\n", history.display()),
         )
         .unwrap();
         path
@@ -115,19 +95,16 @@ async fn a_pin_sent_to_one_replica_is_served_by_every_replica() {
     let a = HubProc::start("hub-a", &config("hub-a"), &logs);
     let b = HubProc::start("hub-b", &config("hub-b"), &logs);
 
-    eventually("both recorded v1", || {
+    eventually_blocking("both recorded v1", || {
         (versions(&a).len() == 1 && versions(&b).len() == 1).then_some(())
     });
-    write_file(
-        &objects.join("reviews.yaml"),
-        &vs("reviews", "reviews-v2", ""),
-    );
-    eventually("both recorded v2", || {
+    write_atomic(&objects.join("reviews.yaml"), &vs("reviews", "reviews-v2"));
+    eventually_blocking("both recorded v2", || {
         (versions(&a).len() == 2 && versions(&b).len() == 2).then_some(())
     });
     let (va, vb) = (versions(&a), versions(&b));
     assert_eq!(va, vb, "replicas name equal content alike");
-    eventually("the agent serves v2", || {
+    eventually_blocking("the agent serves v2", || {
         (agent_hosts(&agent) == ["reviews-v2"]).then_some(())
     });
 
@@ -147,7 +124,7 @@ async fn a_pin_sent_to_one_replica_is_served_by_every_replica() {
     assert!(status.success(), "{err}");
     assert!(out.contains("pinned to"), "{out}");
     for hub in [&a, &b] {
-        let pin = eventually("the pin on both replicas", || pin_of(hub));
+        let pin = eventually_blocking("the pin on both replicas", || pin_of(hub));
         assert_eq!(pin["version"], va[0].as_str());
         assert_eq!(pin["by"], "alice");
         assert_eq!(pin["behind"], 1);
@@ -163,10 +140,10 @@ async fn a_pin_sent_to_one_replica_is_served_by_every_replica() {
     let (sa, sb) = (served(&a).unwrap(), served(&b).unwrap());
     assert!(sa.contains(".pin-"), "{sa}");
     assert_eq!(sa, sb, "both replicas serve the same pinned version");
-    eventually("the agent serves the pinned v1", || {
+    eventually_blocking("the agent serves the pinned v1", || {
         (agent_hosts(&agent) == ["reviews-v1"]).then_some(())
     });
-    let cms: Api<ConfigMap> = Api::namespaced(admin.clone(), "meshhub");
+    let cms: Api<ConfigMap> = Api::namespaced(planes.client("primary").await, "meshhub");
     let cm = cms.get("meshhub-pins").await.unwrap();
     let stored: Value = serde_json::from_str(&cm.data.unwrap()["east"]).unwrap();
     assert_eq!(stored["version"], va[0].as_str());
@@ -176,11 +153,11 @@ async fn a_pin_sent_to_one_replica_is_served_by_every_replica() {
     let (status, _, err) = meshhubctl(&["unpin", "--admin", &admin_b, "--cluster", "east"]);
     assert!(status.success(), "{err}");
     for hub in [&a, &b] {
-        eventually("unpinned on both replicas", || {
+        eventually_blocking("unpinned on both replicas", || {
             pin_of(hub).is_none().then_some(())
         });
     }
-    eventually("the agent serves v2 again", || {
+    eventually_blocking("the agent serves v2 again", || {
         (agent_hosts(&agent) == ["reviews-v2"]).then_some(())
     });
     let cm = cms.get("meshhub-pins").await.unwrap();

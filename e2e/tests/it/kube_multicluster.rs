@@ -14,33 +14,12 @@ use std::time::{Duration, Instant};
 use ::kube::api::{Api, DynamicObject, Patch, PatchParams};
 use meshhub_e2e::kube::{ControlPlanes, apply_yaml, delete, get, rbac_manifest};
 use meshhub_e2e::*;
+use meshhub_testkit::objects::{virtual_service, vs};
+use meshhub_testkit::{DEADLINE, eventually_some};
 use serde_json::Value;
 
 const NET: &str = "networking.istio.io/v1";
 const GW: &str = "istio/networking/v1alpha3/gateways";
-
-fn vs_yaml(name: &str, host: &str, annotations: &str) -> String {
-    format!(
-        "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata:\n  name: {name}\n  namespace: bookinfo\n{annotations}spec:\n  hosts: [{host}]\n  http:\n  - route:\n    - destination: {{host: {host}}}\n"
-    )
-}
-
-/// Polls an async check every 20 ms until it returns `Some`, or panics
-/// naming `what` after the deadline.
-async fn until<T, F, Fut>(what: &str, deadline: Duration, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let end = Instant::now() + deadline;
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(Instant::now() < end, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
 
 async fn host_of(client: &::kube::Client, name: &str) -> Option<String> {
     get(client, NET, "VirtualService", "bookinfo", name)
@@ -68,6 +47,7 @@ fn remote_collection<'a>(status: &'a Value, cluster: &str, collection: &str) -> 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn primary_objects_reach_the_remote_apis() {
+    let _turn = turn(module_path!());
     let mut planes = ControlPlanes::start_bare(&["primary", "east", "west"]).await;
     planes.install_istio_crds("primary", &[]).await;
     planes.install_istio_crds("east", &[]).await;
@@ -79,16 +59,12 @@ async fn primary_objects_reach_the_remote_apis() {
     let primary = planes.client("primary").await;
     let east_kube = planes.client("east").await;
     let west_kube = planes.client("west").await;
-    apply_yaml(&primary, &vs_yaml("reviews", "reviews", "")).await;
+    apply_yaml(&primary, &vs("reviews", "reviews")).await;
 
     // The hub and the agents run as ServiceAccounts bound by the RBAC
     // shipped in deploy/rbac/, with tokens from the TokenRequest API: that
     // RBAC is enough for everything below.
-    planes.namespace("primary", "meshhub").await;
-    apply_yaml(&primary, &rbac_manifest("hub.yaml")).await;
-    let hub_kubeconfig = planes
-        .service_account_kubeconfig("primary", "meshhub", "meshhub")
-        .await;
+    let hub_kubeconfig = planes.hub_service_account("primary").await;
     let mut agent_kubeconfigs = std::collections::BTreeMap::new();
     for (name, client) in [("east", &east_kube), ("west", &west_kube)] {
         planes.namespace(name, "meshhub").await;
@@ -146,11 +122,10 @@ async fn primary_objects_reach_the_remote_apis() {
     let config = dir.path().join("meshhub.yaml");
     std::fs::write(&config, hub_config(&hub_kubeconfig, east.sink, west.sink)).unwrap();
     let hub = HubProc::start("hub", &config, &logs);
-    let wait = Duration::from_secs(30);
 
     // 1. The primary's object lands in both remote APIs, marked as ours.
     for (name, client) in [("east", &east_kube), ("west", &west_kube)] {
-        let obj = until(&format!("reviews in {name}"), wait, || async {
+        let obj = eventually_some(&format!("reviews in {name}"), async || {
             get(client, NET, "VirtualService", "bookinfo", "reviews").await
         })
         .await;
@@ -182,9 +157,9 @@ async fn primary_objects_reach_the_remote_apis() {
     }
 
     // 2. An update propagates.
-    apply_yaml(&primary, &vs_yaml("reviews", "reviews-v2", "")).await;
+    apply_yaml(&primary, &vs("reviews", "reviews-v2")).await;
     for (name, client) in [("east", &east_kube), ("west", &west_kube)] {
-        until(&format!("the update in {name}"), wait, || async {
+        eventually_some(&format!("the update in {name}"), async || {
             (host_of(client, "reviews").await.as_deref() == Some("reviews-v2")).then_some(())
         })
         .await;
@@ -193,14 +168,15 @@ async fn primary_objects_reach_the_remote_apis() {
     // 3. Targeting: only east receives it.
     apply_yaml(
         &primary,
-        &vs_yaml(
+        &virtual_service(
             "east-only",
+            "bookinfo",
             "east-only",
             "  annotations: {meshhub.io/clusters: east}\n",
         ),
     )
     .await;
-    until("east-only in east", wait, || async {
+    eventually_some("east-only in east", async || {
         host_of(&east_kube, "east-only").await
     })
     .await;
@@ -211,7 +187,7 @@ async fn primary_objects_reach_the_remote_apis() {
         "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: broken, namespace: bookinfo}\nspec:\n  hosts: [broken]\n  http:\n  - route:\n    - destination: {host: broken}\n      weight: -5\n",
     )
     .await;
-    let status = until("the hub reports the invalid object", wait, || async {
+    let status = eventually_some("the hub reports the invalid object", async || {
         let s = hub.status();
         s["rejected"]
             .as_array()?
@@ -232,11 +208,11 @@ async fn primary_objects_reach_the_remote_apis() {
         "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: ingress, namespace: bookinfo}\nspec:\n  selector: {istio: ingressgateway}\n  servers:\n  - port: {number: 80, name: http, protocol: HTTP}\n    hosts: ['*']\n",
     )
     .await;
-    until("the Gateway in east", wait, || async {
+    eventually_some("the Gateway in east", async || {
         get(&east_kube, NET, "Gateway", "bookinfo", "ingress").await
     })
     .await;
-    let status = until("west NACKs the Gateways, east is SYNCED", wait, || async {
+    let status = eventually_some("west NACKs the Gateways, east is SYNCED", async || {
         let s = hub.status();
         (remote_collection(&s, "west", GW)["state"] == "NACKED" && synced(&s, "east", GW))
             .then_some(s)
@@ -262,7 +238,7 @@ async fn primary_objects_reach_the_remote_apis() {
 
     // 6. A delete prunes, everywhere.
     assert!(delete(&primary, NET, "VirtualService", "bookinfo", "east-only").await);
-    until("east-only pruned from east", wait, || async {
+    eventually_some("east-only pruned from east", async || {
         host_of(&east_kube, "east-only")
             .await
             .is_none()
@@ -284,7 +260,7 @@ async fn primary_objects_reach_the_remote_apis() {
     )
     .await
     .unwrap();
-    until("the hand edit repaired", wait, || async {
+    eventually_some("the hand edit repaired", async || {
         (host_of(&east_kube, "reviews").await.as_deref() == Some("reviews-v2")).then_some(())
     })
     .await;
@@ -292,18 +268,16 @@ async fn primary_objects_reach_the_remote_apis() {
     // 8. A remote API server stops; changes made meanwhile arrive once it
     // is back.
     planes.stop("west");
-    apply_yaml(&primary, &vs_yaml("while-down", "while-down", "")).await;
-    until("while-down in east", wait, || async {
+    apply_yaml(&primary, &vs("while-down", "while-down")).await;
+    eventually_some("while-down in east", async || {
         host_of(&east_kube, "while-down").await
     })
     .await;
     planes.restart("west").await;
     let west_kube = planes.client("west").await;
-    until(
-        "while-down in west after its API restarted",
-        wait,
-        || async { host_of(&west_kube, "while-down").await },
-    )
+    eventually_some("while-down in west after its API restarted", async || {
+        host_of(&west_kube, "while-down").await
+    })
     .await;
     assert_eq!(
         host_of(&west_kube, "reviews").await.as_deref(),
@@ -315,9 +289,9 @@ async fn primary_objects_reach_the_remote_apis() {
     for i in 0..20 {
         let host = format!("latency-{i}");
         let started = Instant::now();
-        apply_yaml(&primary, &vs_yaml("latency", &host, "")).await;
+        apply_yaml(&primary, &vs("latency", &host)).await;
         let (mut e, mut w) = (None, None);
-        let end = Instant::now() + wait;
+        let end = Instant::now() + DEADLINE;
         while e.is_none() || w.is_none() {
             if e.is_none() && host_of(&east_kube, "latency").await.as_deref() == Some(host.as_str())
             {
@@ -359,7 +333,7 @@ async fn primary_objects_reach_the_remote_apis() {
     .await
     .unwrap();
     east.crash_and_restart(dir.path(), &logs);
-    until("the drift repaired at the agent's start", wait, || async {
+    eventually_some("the drift repaired at the agent's start", async || {
         (host_of(&east_kube, "reviews").await.as_deref() == Some("reviews-v2")).then_some(())
     })
     .await;

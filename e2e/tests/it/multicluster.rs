@@ -8,6 +8,10 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
 use meshhub_e2e::*;
+use meshhub_testkit::eventually_blocking;
+use meshhub_testkit::fixtures::write_atomic;
+use meshhub_testkit::http::get_blocking;
+use meshhub_testkit::objects::{VS, virtual_service, vs};
 use serde_json::Value;
 
 /// A hub, two agents, and the files behind them.
@@ -64,7 +68,7 @@ impl Mesh {
     /// Waits until both agents ACKed the hub's current version of
     /// `collection`; returns that status document.
     fn wait_synced(&self, collection: &str) -> Value {
-        eventually(&format!("both agents ACK {collection}"), || {
+        eventually_blocking(&format!("both agents ACK {collection}"), || {
             let s = self.hub().status();
             (synced(&s, "east", collection) && synced(&s, "west", collection)).then_some(s)
         })
@@ -94,7 +98,7 @@ impl Mesh {
     }
 
     fn write(&self, name: &str, text: &str) {
-        write_file(&self.objects.join(name), text);
+        write_atomic(&self.objects.join(name), text);
     }
 }
 
@@ -102,18 +106,7 @@ impl Drop for Mesh {
     fn drop(&mut self) {
         if std::thread::panicking() {
             // Leave the evidence where it can be read.
-            let keep = std::env::temp_dir().join(format!(
-                "meshhub-e2e-{}",
-                SystemTime::now()
-                    .duration_since(SystemTime::UNIX_EPOCH)
-                    .unwrap_or_default()
-                    .as_millis()
-            ));
-            let _ = std::fs::rename(self.dir.path(), &keep);
-            eprintln!(
-                "e2e: processes' logs kept in {}",
-                keep.join("logs").display()
-            );
+            keep_logs(self.dir.path(), "e2e");
         }
     }
 }
@@ -142,11 +135,12 @@ fn at(v: &Value) -> SystemTime {
 
 #[test]
 fn a_file_change_reaches_both_clusters_and_a_targeted_object_only_its_own() {
-    let mesh = Mesh::start(&[("reviews.yaml", vs("reviews", "reviews-v0", ""))]);
+    let _turn = turn(module_path!());
+    let mesh = Mesh::start(&[("reviews.yaml", vs("reviews", "reviews-v0"))]);
     let east = mesh.consumer(&mesh.east);
     let west = mesh.consumer(&mesh.west);
     for c in [&east, &west] {
-        eventually("consumers get the first state", || {
+        eventually_blocking("consumers get the first state", || {
             c.stdout().contains("reviews-v0").then_some(())
         });
     }
@@ -156,8 +150,8 @@ fn a_file_change_reaches_both_clusters_and_a_targeted_object_only_its_own() {
     for i in 1..=5 {
         let before = group_version(&mesh.hub().status(), "east", VS);
         let written = SystemTime::now();
-        mesh.write("reviews.yaml", &vs("reviews", &format!("reviews-v{i}"), ""));
-        let s = eventually("both ACK the change", || {
+        mesh.write("reviews.yaml", &vs("reviews", &format!("reviews-v{i}")));
+        let s = eventually_blocking("both ACK the change", || {
             let s = mesh.hub().status();
             (group_version(&s, "east", VS) != before
                 && synced(&s, "east", VS)
@@ -179,7 +173,7 @@ fn a_file_change_reaches_both_clusters_and_a_targeted_object_only_its_own() {
         samples[samples.len() - 1]
     );
     for c in [&east, &west] {
-        eventually("consumers get the last change", || {
+        eventually_blocking("consumers get the last change", || {
             c.stdout().contains("reviews-v5").then_some(())
         });
     }
@@ -188,13 +182,14 @@ fn a_file_change_reaches_both_clusters_and_a_targeted_object_only_its_own() {
     let east_version = group_version(&mesh.hub().status(), "east", VS);
     mesh.write(
         "only-west.yaml",
-        &vs(
+        &virtual_service(
             "only-west",
+            "bookinfo",
             "only-west",
             "  annotations: {meshhub.io/clusters: west}\n",
         ),
     );
-    eventually("west's consumer gets only-west", || {
+    eventually_blocking("west's consumer gets only-west", || {
         west.stdout().contains("only-west").then_some(())
     });
     let s = mesh.wait_synced(VS);
@@ -209,7 +204,7 @@ fn a_file_change_reaches_both_clusters_and_a_targeted_object_only_its_own() {
 
     // SIGHUP re-reads the configuration (unchanged here).
     mesh.hub().proc.signal("HUP");
-    eventually("the reload", || {
+    eventually_blocking("the reload", || {
         (mesh.hub().status()["config"]["reloads"].as_u64() >= Some(1)).then_some(())
     });
     assert!(mesh.hub().status()["config"]["last_error"].is_null());
@@ -217,7 +212,8 @@ fn a_file_change_reaches_both_clusters_and_a_targeted_object_only_its_own() {
 
 #[test]
 fn a_crashed_agent_serves_its_persisted_state_at_once_then_converges() {
-    let mut mesh = Mesh::start(&[("reviews.yaml", vs("reviews", "reviews-v1", ""))]);
+    let _turn = turn(module_path!());
+    let mut mesh = Mesh::start(&[("reviews.yaml", vs("reviews", "reviews-v1"))]);
 
     // With the hub down, crash east and start it again: local consumers get
     // the persisted state without any hub.
@@ -234,7 +230,7 @@ fn a_crashed_agent_serves_its_persisted_state_at_once_then_converges() {
     assert!(served_after < Duration::from_secs(10), "{served_after:?}");
 
     // A change while the hub was down; the hub comes back: both converge.
-    mesh.write("reviews.yaml", &vs("reviews", "reviews-v2", ""));
+    mesh.write("reviews.yaml", &vs("reviews", "reviews-v2"));
     mesh.start_hub();
     let s = mesh.wait_synced(VS);
     assert_eq!(mesh.east.served_version(VS), group_version(&s, "east", VS));
@@ -243,12 +239,12 @@ fn a_crashed_agent_serves_its_persisted_state_at_once_then_converges() {
     // With the hub up: crash west, change meanwhile, restart it. The hub's
     // dialer reconnects (backoff 100ms → 1s) and west converges.
     mesh.west.proc.kill();
-    eventually("the hub sees west down", || {
+    eventually_blocking("the hub sees west down", || {
         (remote(&mesh.hub().status(), "west")["connected"] == false).then_some(())
     });
     let before = group_version(&mesh.hub().status(), "east", VS);
-    mesh.write("reviews.yaml", &vs("reviews", "reviews-v3", ""));
-    eventually("east ACKs v3 while west is down", || {
+    mesh.write("reviews.yaml", &vs("reviews", "reviews-v3"));
+    eventually_blocking("east ACKs v3 while west is down", || {
         let s = mesh.hub().status();
         (group_version(&s, "east", VS) != before && synced(&s, "east", VS)).then_some(())
     });
@@ -289,13 +285,14 @@ fn a_crashed_agent_serves_its_persisted_state_at_once_then_converges() {
 
 #[test]
 fn the_hub_restarted_agents_keep_serving_and_converge_with_nothing_lost() {
+    let _turn = turn(module_path!());
     let mut mesh = Mesh::start(&[
-        ("reviews.yaml", vs("reviews", "reviews-v1", "")),
-        ("ratings.yaml", vs("ratings", "ratings", "")),
+        ("reviews.yaml", vs("reviews", "reviews-v1")),
+        ("ratings.yaml", vs("ratings", "ratings")),
     ]);
     let consumers = [mesh.consumer(&mesh.east), mesh.consumer(&mesh.west)];
     for c in &consumers {
-        eventually("consumers get the first state", || {
+        eventually_blocking("consumers get the first state", || {
             c.stdout().contains("ratings").then_some(())
         });
     }
@@ -305,7 +302,7 @@ fn the_hub_restarted_agents_keep_serving_and_converge_with_nothing_lost() {
     // The agents keep serving.
     for agent in [&mesh.east, &mesh.west] {
         assert_eq!(
-            http_get(agent.admin, "/readyz").map(|r| r.0),
+            get_blocking(agent.admin, "/readyz").map(|r| r.0),
             Some(200),
             "{} ready without its hub",
             agent.cluster
@@ -318,9 +315,9 @@ fn the_hub_restarted_agents_keep_serving_and_converge_with_nothing_lost() {
     }
 
     // While the hub is down: a change, a deletion, an addition.
-    mesh.write("reviews.yaml", &vs("reviews", "reviews-v2", ""));
+    mesh.write("reviews.yaml", &vs("reviews", "reviews-v2"));
     std::fs::remove_file(mesh.objects.join("ratings.yaml")).unwrap();
-    mesh.write("details.yaml", &vs("details", "details", ""));
+    mesh.write("details.yaml", &vs("details", "details"));
     mesh.start_hub();
     let s = mesh.wait_synced(VS);
 
@@ -334,7 +331,7 @@ fn the_hub_restarted_agents_keep_serving_and_converge_with_nothing_lost() {
             .unwrap();
         let collections = g["collections"].as_object().unwrap();
         for (name, c) in collections {
-            eventually(&format!("{} {name} converged", agent.cluster), || {
+            eventually_blocking(&format!("{} {name} converged", agent.cluster), || {
                 let a = agent.status();
                 (a["store"]["collections"][name]["served_version"] == c["version"]).then_some(())
             });
@@ -348,7 +345,7 @@ fn the_hub_restarted_agents_keep_serving_and_converge_with_nothing_lost() {
     }
     // The long-running consumers followed without ever losing their stream.
     for c in &consumers {
-        eventually("consumers see the new state", || {
+        eventually_blocking("consumers see the new state", || {
             let out = c.stdout();
             let last = out.rsplit("# collection").next().unwrap_or_default();
             (last.contains("reviews-v2") && last.contains("details") && !last.contains("ratings"))
@@ -360,7 +357,8 @@ fn the_hub_restarted_agents_keep_serving_and_converge_with_nothing_lost() {
 
 #[test]
 fn an_agent_that_cannot_persist_nacks_visibly_retries_with_backoff_and_recovers_by_itself() {
-    let mesh = Mesh::start(&[("reviews.yaml", vs("reviews", "reviews-v1", ""))]);
+    let _turn = turn(module_path!());
+    let mesh = Mesh::start(&[("reviews.yaml", vs("reviews", "reviews-v1"))]);
     let admin = format!("http://{}", mesh.hub().admin);
 
     // East's volume refuses the write of the virtual services (a directory
@@ -368,8 +366,8 @@ fn an_agent_that_cannot_persist_nacks_visibly_retries_with_backoff_and_recovers_
     // that would not survive a restart.
     let blocker = collection_file(&mesh.east.data, VS).with_extension("pb.tmp");
     std::fs::create_dir(&blocker).unwrap();
-    mesh.write("reviews.yaml", &vs("reviews", "reviews-v2", ""));
-    let s = eventually("east NACKs", || {
+    mesh.write("reviews.yaml", &vs("reviews", "reviews-v2"));
+    let s = eventually_blocking("east NACKs", || {
         let s = mesh.hub().status();
         (remote(&s, "east")["collections"][VS]["state"] == "NACKED" && synced(&s, "west", VS))
             .then_some(s)
@@ -394,7 +392,7 @@ fn an_agent_that_cannot_persist_nacks_visibly_retries_with_backoff_and_recovers_
             .unwrap_or_else(|| panic!("no {peer} {VS} row in\n{table}"))
             .to_owned()
     };
-    let table = eventually("meshhubctl status shows the NACK", || {
+    let table = eventually_blocking("meshhubctl status shows the NACK", || {
         let (ok, table, err) = meshhubctl(&["status", "--admin", &admin]);
         assert!(ok.success(), "{err}");
         let east_row = row(&table, "east");
@@ -402,7 +400,7 @@ fn an_agent_that_cannot_persist_nacks_visibly_retries_with_backoff_and_recovers_
     });
     eprintln!("e2e: meshhubctl status during the NACK:\n{table}");
     assert!(row(&table, "west").contains("SYNCED"));
-    eventually("meshhubctl status -o json shows the NACK", || {
+    eventually_blocking("meshhubctl status -o json shows the NACK", || {
         let (ok, json, _) = meshhubctl(&["status", "--admin", &admin, "-o", "json"]);
         assert!(ok.success());
         let json: Value = serde_json::from_str(&json).unwrap();
@@ -436,7 +434,7 @@ fn an_agent_that_cannot_persist_nacks_visibly_retries_with_backoff_and_recovers_
             .unwrap()
     };
     // Past the first attempts, retries are at least 2 s apart.
-    eventually("east has retried a few times", || {
+    eventually_blocking("east has retried a few times", || {
         (nacks(&mesh.hub().status()) >= 3).then_some(())
     });
     let before = nacks(&mesh.hub().status());
@@ -462,8 +460,8 @@ fn an_agent_that_cannot_persist_nacks_visibly_retries_with_backoff_and_recovers_
     assert!(served_once(&mesh.east).contains("reviews-v2"));
 
     // And the next version goes through as usual, on the same stream.
-    mesh.write("reviews.yaml", &vs("reviews", "reviews-v3", ""));
-    let s = eventually("east ACKs the next version", || {
+    mesh.write("reviews.yaml", &vs("reviews", "reviews-v3"));
+    let s = eventually_blocking("east ACKs the next version", || {
         let s = mesh.hub().status();
         (group_version(&s, "east", VS).as_deref() != Some(nacked_version.as_str())
             && synced(&s, "east", VS))

@@ -13,6 +13,9 @@ use meshhub_e2e::chaos::proxy::FaultProxy;
 use meshhub_e2e::*;
 use meshhub_proto::mcp::resource_source_client::ResourceSourceClient;
 use meshhub_proto::mcp::{RequestResources, SinkNode};
+use meshhub_testkit::http::get_blocking;
+use meshhub_testkit::objects::{VS, vs};
+use meshhub_testkit::{DEADLINE, eventually_blocking};
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -43,7 +46,7 @@ struct Usage {
 }
 
 fn usage(hub: &HubProc) -> Usage {
-    let (_, body) = http_get(hub.admin, "/debug/memory").expect("/debug/memory");
+    let (_, body) = get_blocking(hub.admin, "/debug/memory").expect("/debug/memory");
     let m: Value = serde_json::from_str(&body).expect("memory JSON");
     let fds = std::fs::read_dir(format!("/proc/{}/fd", hub.proc.pid()))
         .expect("/proc/<pid>/fd")
@@ -120,7 +123,7 @@ fn hub(dir: &std::path::Path) -> HubProc {
     for i in 0..20 {
         std::fs::write(
             objects.join(format!("vs{i}.yaml")),
-            vs(&format!("vs{i}"), &format!("host{i}"), ""),
+            vs(&format!("vs{i}"), &format!("host{i}")),
         )
         .unwrap();
     }
@@ -178,6 +181,7 @@ async fn abrupt_drops(link: &meshhub_e2e::chaos::proxy::Link, drops: usize) {
 
 #[test]
 fn churn_leaves_memory_tasks_fds_and_the_ledger_at_baseline() {
+    let _turn = turn(module_path!());
     let dir = tempfile::tempdir().unwrap();
     let hub = hub(dir.path());
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -191,7 +195,7 @@ fn churn_leaves_memory_tasks_fds_and_the_ledger_at_baseline() {
     // Warm-up: the paths the churn takes, allocated once.
     rt.block_on(graceful_cycles(hub.grpc, 1000));
     rt.block_on(abrupt_drops(&link, 5 * DROP_BATCH));
-    let baseline = eventually("the warm-up's streams to end", || {
+    let baseline = eventually_blocking("the warm-up's streams to end", || {
         let u = usage(&hub);
         let peers = hub.status()["consumers"].as_array().map_or(0, Vec::len);
         (peers <= RETAINED_DISCONNECTED).then_some(u)
@@ -209,7 +213,7 @@ fn churn_leaves_memory_tasks_fds_and_the_ledger_at_baseline() {
         rt.block_on(abrupt_drops(&link, DROPS));
         let drops_took = started.elapsed();
         // Tasks and fds exactly back: every stream's task and socket gone.
-        let after = eventually("tasks and fds back to baseline", || {
+        let after = eventually_blocking("tasks and fds back to baseline", || {
             let u = usage(&hub);
             (u.tasks <= baseline.tasks && u.fds <= baseline.fds).then_some(u)
         });

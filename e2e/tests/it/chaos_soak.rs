@@ -5,6 +5,7 @@
 use std::time::{Duration, Instant};
 
 use meshhub_e2e::chaos::{Report, Soak, soak::CLUSTERS};
+use meshhub_e2e::turn;
 
 fn duration() -> Duration {
     std::env::var("MESHHUB_CHAOS_DURATION")
@@ -27,6 +28,7 @@ fn seed() -> u64 {
 
 #[test]
 fn every_cluster_converges_to_the_hubs_snapshot_after_random_faults() {
+    let _turn = turn(module_path!());
     let seed = seed();
     eprintln!("chaos: seed {seed} (MESHHUB_CHAOS_SEED={seed} replays this run)");
     let ran = duration();
@@ -54,11 +56,11 @@ fn every_cluster_converges_to_the_hubs_snapshot_after_random_faults() {
     // No resend loop: with nothing changing, the hub sends nothing and no
     // NACK arrives, over a quiet window of 3 s (an observation window, not
     // a wait for an event).
-    meshhub_e2e::eventually("every agent ACKed the hub's versions", || {
+    meshhub_testkit::eventually_blocking("every agent ACKed the hub's versions", || {
         let s = soak.hub().status();
         CLUSTERS
             .iter()
-            .all(|c| meshhub_e2e::synced(&s, c, meshhub_e2e::VS))
+            .all(|c| meshhub_e2e::synced(&s, c, meshhub_testkit::objects::VS))
             .then_some(())
     });
     let responses = soak.hub_counter("meshhub_mcp_responses_total");
@@ -76,7 +78,8 @@ fn every_cluster_converges_to_the_hubs_snapshot_after_random_faults() {
     report.hub_responses_last_life = responses;
 
     // The hub's memory is bounded.
-    let (_, memory) = meshhub_e2e::http_get(soak.hub().admin, "/debug/memory").expect("memory");
+    let (_, memory) =
+        meshhub_testkit::http::get_blocking(soak.hub().admin, "/debug/memory").expect("memory");
     let memory: serde_json::Value = serde_json::from_str(&memory).expect("memory JSON");
     report.hub_rss = memory["rss_bytes"].as_u64().unwrap_or_default();
     eprintln!("chaos: hub /debug/memory at the end: {memory}");

@@ -34,6 +34,7 @@ fn grpcurl(bin: &Path, addr: SocketAddr, args: &[&str]) -> String {
 
 #[test]
 fn grpcurl_lists_describes_and_checks_every_grpc_port() {
+    let _turn = turn(module_path!());
     let bin = grpcurl_bin();
     let dir = tempfile::tempdir().unwrap();
     let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/meshhub.yaml");

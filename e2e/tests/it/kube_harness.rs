@@ -4,9 +4,11 @@
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};
 use meshhub_e2e::kube::{ControlPlanes, apply_yaml, get};
+use meshhub_e2e::turn;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clusters_on_one_etcd_are_isolated_and_serve_istio_crds() {
+    let _turn = turn(module_path!());
     let mut planes = ControlPlanes::start_bare(&["one", "two"]).await;
     planes.install_istio_crds("one", &["Gateway"]).await;
     let one = planes.client("one").await;

@@ -16,6 +16,10 @@ use std::path::Path;
 use meshhub_e2e::istio::{Galley, McpSink15, Mcpc};
 use meshhub_e2e::kube::ControlPlanes;
 use meshhub_e2e::*;
+use meshhub_testkit::fixtures::write_atomic;
+use meshhub_testkit::http::get_blocking;
+use meshhub_testkit::objects::{VS, vs};
+use meshhub_testkit::{DEADLINE, eventually_blocking};
 use serde_json::Value;
 
 const DR: &str = "istio/networking/v1alpha3/destinationrules";
@@ -35,10 +39,10 @@ fn gateway(name: &str) -> String {
 
 fn write_objects(dir: &Path) {
     std::fs::create_dir_all(dir).unwrap();
-    write_file(&dir.join("reviews-vs.yaml"), &vs("reviews", "reviews", ""));
-    write_file(&dir.join("ratings-vs.yaml"), &vs("ratings", "ratings", ""));
-    write_file(&dir.join("reviews-dr.yaml"), &dr("reviews", "reviews"));
-    write_file(&dir.join("gateway.yaml"), &gateway("bookinfo-gateway"));
+    write_atomic(&dir.join("reviews-vs.yaml"), &vs("reviews", "reviews"));
+    write_atomic(&dir.join("ratings-vs.yaml"), &vs("ratings", "ratings"));
+    write_atomic(&dir.join("reviews-dr.yaml"), &dr("reviews", "reviews"));
+    write_atomic(&dir.join("gateway.yaml"), &gateway("bookinfo-gateway"));
 }
 
 fn hub_config(objects: &Path, clusters: &[(&str, SocketAddr)]) -> String {
@@ -75,18 +79,26 @@ fn applied(out: &str) -> std::collections::BTreeSet<String> {
         .collect()
 }
 
-#[test]
-fn mcpc_1_5_receives_every_collection_from_the_hub_and_acks_it() {
-    let tmp = tempfile::Builder::new()
+/// The test's directory: kept after the test (`i15dbg*` in the system's
+/// temporary directory), the 1.5 programs' logs being the only account of
+/// what they did.
+fn scratch() -> tempfile::TempDir {
+    tempfile::Builder::new()
         .prefix("i15dbg")
         .disable_cleanup(true)
         .tempdir()
-        .unwrap();
+        .unwrap()
+}
+
+#[test]
+fn mcpc_1_5_receives_every_collection_from_the_hub_and_acks_it() {
+    let _turn = turn(module_path!());
+    let tmp = scratch();
     let logs = tmp.path();
     let objects = tmp.path().join("objects");
     write_objects(&objects);
     let config = tmp.path().join("hub.yaml");
-    write_file(&config, &hub_config(&objects, &[]));
+    write_atomic(&config, &hub_config(&objects, &[]));
     let hub = HubProc::start("hub", &config, logs);
 
     // Istio 1.5's sink client prints each apply; -output long prints each
@@ -104,7 +116,7 @@ fn mcpc_1_5_receives_every_collection_from_the_hub_and_acks_it() {
     // Every collection mcpc asked for (Istio 1.5's Pilot collections: a
     // superset of what meshhub holds) was answered and ACKed: SYNCED, with
     // no NACK, in the hub's ledger.
-    let row = eventually("mcpc ACKs every collection", || {
+    let row = eventually_blocking("mcpc ACKs every collection", || {
         let row = consumer(&hub.status(), "pilot-1-5")?;
         let cols = row["collections"].as_object()?;
         (cols.len() >= 10 && cols.values().all(|c| c["state"] == "SYNCED")).then_some(row)
@@ -119,12 +131,12 @@ fn mcpc_1_5_receives_every_collection_from_the_hub_and_acks_it() {
     assert!(cols.values().all(|c| c["nacks"] == 0), "{row}");
 
     // A change reaches the 1.5 sink.
-    write_file(
+    write_atomic(
         &objects.join("reviews-vs.yaml"),
-        &vs("reviews", "reviews-v2", ""),
+        &vs("reviews", "reviews-v2"),
     );
     mcpc.wait_for(DEADLINE, |out| out.contains("\"reviews-v2\""));
-    eventually("mcpc ACKs the change", || {
+    eventually_blocking("mcpc ACKs the change", || {
         let s = hub.status();
         let row = consumer(&s, "pilot-1-5")?;
         let c = &row["collections"][VS];
@@ -134,11 +146,8 @@ fn mcpc_1_5_receives_every_collection_from_the_hub_and_acks_it() {
 
 #[test]
 fn the_hub_dials_istio_1_5_sinks_and_records_their_nacks() {
-    let tmp = tempfile::Builder::new()
-        .prefix("i15dbg")
-        .disable_cleanup(true)
-        .tempdir()
-        .unwrap();
+    let _turn = turn(module_path!());
+    let tmp = scratch();
     let logs = tmp.path();
     let objects = tmp.path().join("objects");
     write_objects(&objects);
@@ -147,14 +156,14 @@ fn the_hub_dials_istio_1_5_sinks_and_records_their_nacks() {
     // west's sink refuses any change holding bookinfo/ratings.
     let west = McpSink15::start("sink-west", &collections, Some("bookinfo/ratings"), logs);
     let config = tmp.path().join("hub.yaml");
-    write_file(
+    write_atomic(
         &config,
         &hub_config(&objects, &[("east", east.grpc), ("west", west.grpc)]),
     );
     let hub = HubProc::start("hub", &config, logs);
 
     // east holds everything, decoded by Istio 1.5's types.
-    let state = eventually("east's 1.5 sink holds the objects", || {
+    let state = eventually_blocking("east's 1.5 sink holds the objects", || {
         let s = east.state();
         (s[VS].as_array().map(Vec::len) == Some(2) && s[GW].as_array().map(Vec::len) == Some(1))
             .then_some(s)
@@ -171,14 +180,14 @@ fn the_hub_dials_istio_1_5_sinks_and_records_their_nacks() {
         "{reviews}"
     );
     assert_eq!(state[DR][0]["body"]["host"], "reviews");
-    eventually("east SYNCED", || {
+    eventually_blocking("east SYNCED", || {
         let s = hub.status();
         (synced(&s, "east", VS) && synced(&s, "east", DR) && synced(&s, "east", GW)).then_some(())
     });
 
     // west NACKs the virtual services (with Istio's sink's message) and
     // holds none of them; its other collections are ACKed.
-    let nack = eventually("west NACKs virtual services", || {
+    let nack = eventually_blocking("west NACKs virtual services", || {
         let s = hub.status();
         let c = remote(&s, "west")["collections"][VS].clone();
         (c["state"] == "NACKED" && synced(&s, "west", DR) && synced(&s, "west", GW)).then_some(c)
@@ -194,12 +203,12 @@ fn the_hub_dials_istio_1_5_sinks_and_records_their_nacks() {
 
     // Removing the refused object lets the next version through.
     std::fs::remove_file(objects.join("ratings-vs.yaml")).unwrap();
-    eventually("west takes the next version", || {
+    eventually_blocking("west takes the next version", || {
         let s = hub.status();
         (synced(&s, "west", VS) && west.state()[VS].as_array().map(Vec::len) == Some(1))
             .then_some(())
     });
-    eventually("east drops ratings", || {
+    eventually_blocking("east drops ratings", || {
         (east.state()[VS].as_array().map(Vec::len) == Some(1)).then_some(())
     });
 }
@@ -209,11 +218,11 @@ fn galley_objects(dir: &Path) {
     std::fs::create_dir_all(dir).unwrap();
     let v1alpha3 =
         |text: String| text.replace("networking.istio.io/v1\n", "networking.istio.io/v1alpha3\n");
-    write_file(
+    write_atomic(
         &dir.join("reviews-vs.yaml"),
-        &v1alpha3(vs("reviews", "reviews", "")),
+        &v1alpha3(vs("reviews", "reviews")),
     );
-    write_file(
+    write_atomic(
         &dir.join("reviews-dr.yaml"),
         &v1alpha3(dr("reviews", "reviews")),
     );
@@ -221,13 +230,10 @@ fn galley_objects(dir: &Path) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn meshhubctl_and_a_pull_agent_subscribe_to_galley_1_5() {
+    let _turn = turn(module_path!());
     // Galley needs a Kubernetes API even to serve files.
     let planes = ControlPlanes::start(&["primary"]).await;
-    let tmp = tempfile::Builder::new()
-        .prefix("i15dbg")
-        .disable_cleanup(true)
-        .tempdir()
-        .unwrap();
+    let tmp = scratch();
     let logs = tmp.path();
     let files = tmp.path().join("galley-files");
     galley_objects(&files);
@@ -239,7 +245,7 @@ async fn meshhubctl_and_a_pull_agent_subscribe_to_galley_1_5() {
 
     // meshhubctl subscribes as a sink and prints Galley's objects.
     let (status, stdout, stderr) = tokio::task::block_in_place(|| {
-        eventually("meshhubctl gets Galley's virtual service", || {
+        eventually_blocking("meshhubctl gets Galley's virtual service", || {
             let r = meshhubctl(&[
                 "watch",
                 "--server",
@@ -290,8 +296,8 @@ async fn meshhubctl_and_a_pull_agent_subscribe_to_galley_1_5() {
     let grpc = fields["grpc.addr"].as_str().unwrap().to_owned();
     let admin: SocketAddr = fields["admin.addr"].as_str().unwrap().parse().unwrap();
     tokio::task::block_in_place(|| {
-        eventually("the agent serves Galley's state", || {
-            let (code, body) = http_get(admin, "/status")?;
+        eventually_blocking("the agent serves Galley's state", || {
+            let (code, body) = get_blocking(admin, "/status")?;
             let s: Value = serde_json::from_str(&body).ok()?;
             (code == 200
                 && s["store"]["collections"][VS]["served_version"].is_string()
@@ -315,13 +321,13 @@ async fn meshhubctl_and_a_pull_agent_subscribe_to_galley_1_5() {
     assert!(stdout.contains("\"host\":\"reviews\""), "{stdout}");
 
     // A change in Galley's files reaches the agent.
-    let v1alpha3 = vs("reviews", "reviews-v2", "")
+    let v1alpha3 = vs("reviews", "reviews-v2")
         .replace("networking.istio.io/v1\n", "networking.istio.io/v1alpha3\n");
-    write_file(&files.join("reviews-vs.yaml"), &v1alpha3);
+    write_atomic(&files.join("reviews-vs.yaml"), &v1alpha3);
     // Galley 1.5 re-reads its files on SIGUSR1 (or with --watchConfigFiles).
     galley.proc.signal("USR1");
     tokio::task::block_in_place(|| {
-        eventually("the agent re-serves Galley's change", || {
+        eventually_blocking("the agent re-serves Galley's change", || {
             let (ok, out, _) = meshhubctl(&[
                 "watch",
                 "--server",
@@ -345,6 +351,7 @@ async fn meshhubctl_and_a_pull_agent_subscribe_to_galley_1_5() {
 /// full state reconciles what changed meanwhile.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_hub_aggregates_galley_1_5_through_an_mcp_source() {
+    let _turn = turn(module_path!());
     let planes = ControlPlanes::start(&["primary"]).await;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
@@ -353,17 +360,14 @@ async fn the_hub_aggregates_galley_1_5_through_an_mcp_source() {
     let kubeconfig = planes.cluster("primary").kubeconfig.clone();
     let local = dir.join("local");
     std::fs::create_dir_all(&local).unwrap();
-    write_file(
-        &local.join("ratings-vs.yaml"),
-        &vs("ratings", "ratings", ""),
-    );
+    write_atomic(&local.join("ratings-vs.yaml"), &vs("ratings", "ratings"));
 
     tokio::task::block_in_place(|| {
         let mut galley = Galley::start("galley", &files, &kubeconfig, 0, dir, dir);
         let config = dir.join("hub.yaml");
         // Default collections: every kind meshhub knows, several of which
         // Galley 1.5 does not serve.
-        write_file(
+        write_atomic(
             &config,
             &format!(
                 "sources:\n  - name: local\n    file: {{path: {}}}\n  - name: upstream\n    mcp:\n      address: http://{}\n      reconnect: {{initial: 100ms, max: 500ms}}\ndebounce:\n  quiet: 20ms\n  maxWait: 200ms\n",
@@ -390,7 +394,7 @@ async fn the_hub_aggregates_galley_1_5_through_an_mcp_source() {
         };
 
         // Galley's objects and the local file's, served together.
-        let objects = eventually("Galley's and the file's objects on the hub", || {
+        let objects = eventually_blocking("Galley's and the file's objects on the hub", || {
             let o = watch(VS);
             (host_of(&o, "reviews").is_some() && host_of(&o, "ratings").is_some()).then_some(o)
         });
@@ -414,19 +418,19 @@ async fn the_hub_aggregates_galley_1_5_through_an_mcp_source() {
         let v1alpha3 = |text: String| {
             text.replace("networking.istio.io/v1\n", "networking.istio.io/v1alpha3\n")
         };
-        write_file(
+        write_atomic(
             &files.join("reviews-vs.yaml"),
-            &v1alpha3(vs("reviews", "reviews-v2", "")),
+            &v1alpha3(vs("reviews", "reviews-v2")),
         );
         galley.proc.signal("USR1");
-        eventually("Galley's change on the hub", || {
+        eventually_blocking("Galley's change on the hub", || {
             (host_of(&watch(VS), "reviews").as_deref() == Some("reviews-v2")).then_some(())
         });
 
         // Galley down: the hub keeps serving its objects and reports it.
         let port = galley.mcp.port();
         galley.proc.kill();
-        let problem = eventually("the hub reports the lost upstream", || {
+        let problem = eventually_blocking("the hub reports the lost upstream", || {
             let src = upstream(&hub.status());
             src["problems"].as_array().and_then(|p| {
                 p.iter()
@@ -445,7 +449,7 @@ async fn the_hub_aggregates_galley_1_5_through_an_mcp_source() {
         // its full state reconciles: the deleted DestinationRule goes.
         std::fs::remove_file(files.join("reviews-dr.yaml")).unwrap();
         let galley = Galley::start("galley", &files, &kubeconfig, port, dir, dir);
-        eventually("the hub reconciles after Galley's restart", || {
+        eventually_blocking("the hub reconciles after Galley's restart", || {
             let drs = watch(DR);
             let src = upstream(&hub.status());
             let healthy = src["problems"].as_array().is_none_or(|p| {

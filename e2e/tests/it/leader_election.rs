@@ -10,31 +10,21 @@
 //! back as a follower; SIGTERM of the leader releases the lease → the other
 //! takes over well before the lease would have expired (printed).
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use ::kube::Api;
 use k8s_openapi::api::coordination::v1::Lease;
-use meshhub_e2e::kube::{ControlPlanes, apply_yaml, rbac_manifest};
+use meshhub_e2e::kube::ControlPlanes;
 use meshhub_e2e::*;
+use meshhub_testkit::eventually_blocking;
+use meshhub_testkit::fixtures::write_atomic;
+use meshhub_testkit::http::get_blocking;
+use meshhub_testkit::objects::{VS, vs};
 use serde_json::Value;
 
 const LEASE_DURATION: Duration = Duration::from_secs(3);
 const RETRY_PERIOD: Duration = Duration::from_millis(500);
 const LEASE_NAME: &str = "meshhub-dial-out";
-
-fn hub_config(
-    objects: &Path,
-    agent: std::net::SocketAddr,
-    identity: &str,
-    kubeconfig: &Path,
-) -> String {
-    format!(
-        "sources:\n  - name: files\n    file: {{path: {objects}}}\nclusters:\n  - name: east\n    namespaces: [bookinfo]\n    agent:\n      address: http://{agent}\n      connectTimeout: 1s\n      reconnect: {{initial: 100ms, max: 1s}}\ndebounce:\n  quiet: 20ms\n  maxWait: 200ms\nleaderElection:\n  enabled: true\n  namespace: meshhub\n  identity: {identity}\n  leaseDuration: 3s\n  renewDeadline: 2s\n  retryPeriod: 500ms\n  kubeconfig: {kubeconfig}\n",
-        objects = objects.display(),
-        kubeconfig = kubeconfig.display(),
-    )
-}
 
 fn leader(status: &Value) -> &Value {
     &status["leader"]
@@ -61,11 +51,11 @@ async fn lease_holder(api: &Api<Lease>) -> Option<String> {
 /// Asserts that `leader` leads, dials and has the agent synced, and that
 /// `follower` does not dial, while both stay ready.
 fn assert_roles(leader_hub: &HubProc, follower: &HubProc, agent: &AgentProc, identity: &str) {
-    eventually(&format!("{identity} synced to the agent"), || {
+    eventually_blocking(&format!("{identity} synced to the agent"), || {
         let s = leader_hub.status();
         (leader(&s)["is_leader"] == true && synced(&s, "east", VS)).then_some(())
     });
-    eventually(&format!("the agent pushed by {identity}"), || {
+    eventually_blocking(&format!("the agent pushed by {identity}"), || {
         (pushed_by(agent).as_deref() == Some(identity)).then_some(())
     });
     let s = follower.status();
@@ -75,9 +65,12 @@ fn assert_roles(leader_hub: &HubProc, follower: &HubProc, agent: &AgentProc, ide
     let r = remote(&s, "east");
     assert_eq!(r["connected"], false, "a follower does not dial: {r}");
     // Both replicas serve consumers: the follower stays ready.
-    assert_eq!(http_get(follower.admin, "/readyz").map(|r| r.0), Some(200));
     assert_eq!(
-        http_get(leader_hub.admin, "/readyz").map(|r| r.0),
+        get_blocking(follower.admin, "/readyz").map(|r| r.0),
+        Some(200)
+    );
+    assert_eq!(
+        get_blocking(leader_hub.admin, "/readyz").map(|r| r.0),
         Some(200)
     );
     // The agent has exactly one live hub stream.
@@ -94,25 +87,21 @@ fn assert_roles(leader_hub: &HubProc, follower: &HubProc, agent: &AgentProc, ide
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_replica_dials_and_another_takes_over() {
+    let _turn = turn(module_path!());
     let planes = ControlPlanes::start_bare(&["primary"]).await;
-    planes.namespace("primary", "meshhub").await;
-    let admin = planes.client("primary").await;
-    apply_yaml(&admin, &rbac_manifest("hub.yaml")).await;
-    let kubeconfig = planes
-        .service_account_kubeconfig("primary", "meshhub", "meshhub")
-        .await;
-    let leases: Api<Lease> = Api::namespaced(admin.clone(), "meshhub");
+    let kubeconfig = planes.hub_service_account("primary").await;
+    let leases: Api<Lease> = Api::namespaced(planes.client("primary").await, "meshhub");
 
     let dir = tempfile::tempdir().unwrap();
     let logs = dir.path().join("logs");
     std::fs::create_dir_all(&logs).unwrap();
     let objects = dir.path().join("objects");
     std::fs::create_dir_all(&objects).unwrap();
-    write_file(&objects.join("reviews.yaml"), &vs("reviews", "reviews", ""));
+    write_atomic(&objects.join("reviews.yaml"), &vs("reviews", "reviews"));
     let agent = AgentProc::start("east", dir.path(), &logs, None);
     let config = |id: &str| {
         let path = dir.path().join(format!("{id}.yaml"));
-        std::fs::write(&path, hub_config(&objects, agent.sink, id, &kubeconfig)).unwrap();
+        std::fs::write(&path, replica_config(&objects, agent.sink, id, &kubeconfig)).unwrap();
         path
     };
     let (config_a, config_b) = (config("hub-a"), config("hub-b"));
@@ -123,16 +112,16 @@ async fn one_replica_dials_and_another_takes_over() {
     ];
 
     // 1. Exactly one leader; only it dials; the agent names it.
-    let first = eventually("one leader", || {
+    let first = eventually_blocking("one leader", || {
         let leaders: Vec<usize> = (0..2).filter(|i| is_leader(&hubs[*i].1)).collect();
         (leaders.len() == 1).then(|| leaders[0])
     });
     let (leader_id, follower_id) = (hubs[first].0, hubs[1 - first].0);
     assert_roles(&hubs[first].1, &hubs[1 - first].1, &agent, leader_id);
     assert_eq!(lease_holder(&leases).await.as_deref(), Some(leader_id));
-    let (_, metrics) = http_get(hubs[first].1.admin, "/metrics").unwrap();
+    let (_, metrics) = get_blocking(hubs[first].1.admin, "/metrics").unwrap();
     assert!(metrics.contains("meshhub_leader 1"), "{metrics}");
-    let (_, metrics) = http_get(hubs[1 - first].1.admin, "/metrics").unwrap();
+    let (_, metrics) = get_blocking(hubs[1 - first].1.admin, "/metrics").unwrap();
     assert!(metrics.contains("meshhub_leader 0"), "{metrics}");
 
     // 2. A crash of the leader: the follower takes over once the lease
@@ -140,7 +129,7 @@ async fn one_replica_dials_and_another_takes_over() {
     // retry period and a margin.
     let crashed = Instant::now();
     hubs[first].1.proc.kill();
-    eventually("the follower takes over", || {
+    eventually_blocking("the follower takes over", || {
         is_leader(&hubs[1 - first].1).then_some(())
     });
     let takeover = crashed.elapsed();
@@ -155,7 +144,7 @@ async fn one_replica_dials_and_another_takes_over() {
         takeover <= LEASE_DURATION + RETRY_PERIOD + Duration::from_secs(2),
         "takeover too slow: {takeover:?}"
     );
-    eventually(&format!("the agent pushed by {follower_id}"), || {
+    eventually_blocking(&format!("the agent pushed by {follower_id}"), || {
         (pushed_by(&agent).as_deref() == Some(follower_id)).then_some(())
     });
     let pushed = crashed.elapsed();
@@ -170,7 +159,7 @@ async fn one_replica_dials_and_another_takes_over() {
     // at its next retry, well before the lease would have expired.
     let stopped = Instant::now();
     hubs[1 - first].1.proc.signal("TERM");
-    eventually("the other takes over", || {
+    eventually_blocking("the other takes over", || {
         is_leader(&hubs[first].1).then_some(())
     });
     let handover = stopped.elapsed();
@@ -182,10 +171,10 @@ async fn one_replica_dials_and_another_takes_over() {
     assert!(hubs[1 - first].1.proc.wait_exit().success());
     let log = hubs[1 - first].1.proc.stdout() + &hubs[1 - first].1.proc.stderr();
     assert!(log.contains("lease released"), "{log}");
-    eventually(&format!("the agent pushed by {leader_id}"), || {
+    eventually_blocking(&format!("the agent pushed by {leader_id}"), || {
         (pushed_by(&agent).as_deref() == Some(leader_id)).then_some(())
     });
-    eventually("synced after the handover", || {
+    eventually_blocking("synced after the handover", || {
         synced(&hubs[first].1.status(), "east", VS).then_some(())
     });
     assert_eq!(lease_holder(&leases).await.as_deref(), Some(leader_id));

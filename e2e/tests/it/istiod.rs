@@ -18,6 +18,8 @@ use std::time::{Duration, Instant};
 use meshhub_e2e::istio::{Istiod, istiod_1_23_bin, istiod_bin, tail};
 use meshhub_e2e::kube::ControlPlanes;
 use meshhub_e2e::*;
+use meshhub_testkit::fixtures::write_atomic;
+use meshhub_testkit::{DEADLINE, eventually_blocking};
 use serde_json::Value;
 
 fn dr(name: &str, host: &str) -> String {
@@ -46,14 +48,14 @@ const EF: &str = "istio/networking/v1alpha3/envoyfilters";
 
 fn write_objects(dir: &Path) {
     std::fs::create_dir_all(dir).unwrap();
-    write_file(&dir.join("reviews-vs.yaml"), &weighted_vs(90, 10));
-    write_file(
+    write_atomic(&dir.join("reviews-vs.yaml"), &weighted_vs(90, 10));
+    write_atomic(
         &dir.join("reviews-dr.yaml"),
         &dr("reviews", "reviews.bookinfo.svc.cluster.local"),
     );
-    write_file(&dir.join("ratings-dr.yaml"), &dr("ratings", "ratings"));
-    write_file(&dir.join("gateway.yaml"), &gateway("bookinfo-gateway"));
-    write_file(&dir.join("filter.yaml"), UNKNOWN_TYPE_FILTER);
+    write_atomic(&dir.join("ratings-dr.yaml"), &dr("ratings", "ratings"));
+    write_atomic(&dir.join("gateway.yaml"), &gateway("bookinfo-gateway"));
+    write_atomic(&dir.join("filter.yaml"), UNKNOWN_TYPE_FILTER);
 }
 
 /// The weights of the `reviews` VirtualService as istiod holds it.
@@ -101,6 +103,7 @@ fn until_istiod(istiod: &Istiod, what: &str, check: impl Fn(&Istiod) -> bool) ->
 
 #[tokio::test(flavor = "multi_thread")]
 async fn istiod_consumes_the_hub_and_an_agent_over_mcp_over_xds() {
+    let _turn = turn(module_path!());
     let planes = ControlPlanes::start(&["primary"]).await;
     planes.install_istio_crds("primary", &[]).await;
     planes.namespace("primary", "istio-system").await;
@@ -115,7 +118,7 @@ async fn istiod_consumes_the_hub_and_an_agent_over_mcp_over_xds() {
         // The hub pushes cluster east (namespace bookinfo) to an agent.
         let agent = AgentProc::start("east", dir, logs, None);
         let config = dir.join("hub.yaml");
-        write_file(
+        write_atomic(
             &config,
             &format!(
                 "sources:\n  - name: files\n    file: {{path: {}}}\nclusters:\n  - name: east\n    namespaces: [bookinfo]\n    agent:\n      address: http://{}\n      reconnect: {{initial: 100ms, max: 1s}}\ndebounce:\n  quiet: 20ms\n  maxWait: 200ms\n",
@@ -161,7 +164,7 @@ async fn istiod_consumes_the_hub_and_an_agent_over_mcp_over_xds() {
                 "istiod rejected the EnvoyFilter, so it must not hold it"
             );
             // istiod logs the object it dropped...
-            let log = eventually("istiod logs the rejected EnvoyFilter", || {
+            let log = eventually_blocking("istiod logs the rejected EnvoyFilter", || {
                 let log = istiod.proc.stderr() + &istiod.proc.stdout();
                 log.contains("Error adding a new resource to the store")
                     .then_some(log)
@@ -176,7 +179,7 @@ async fn istiod_consumes_the_hub_and_an_agent_over_mcp_over_xds() {
         // ...and ACKs: meshhub's ledger shows every type SYNCED, the
         // EnvoyFilter's too, with no NACK. Record the type URLs istiod
         // subscribed with (GVK strings, `v1` since Istio 1.24).
-        let row = eventually("istiod ACKs every type on the hub", || {
+        let row = eventually_blocking("istiod ACKs every type on the hub", || {
             let row = istiod_row(&hub.status(), "istiod-hub")?;
             let cols = row["collections"].as_object()?;
             (cols.len() >= 10 && cols.values().all(|c| c["state"] == "SYNCED")).then_some(row)
@@ -212,7 +215,7 @@ async fn istiod_consumes_the_hub_and_an_agent_over_mcp_over_xds() {
 
         // An edit propagates to both (through the agent too), timed.
         let edited = Instant::now();
-        write_file(&objects.join("reviews-vs.yaml"), &weighted_vs(20, 80));
+        write_atomic(&objects.join("reviews-vs.yaml"), &weighted_vs(20, 80));
         let to_hub = until_istiod(&on_hub, "the edit in istiod (hub)", |i| {
             weights(i) == Some(vec![20, 80])
         });
@@ -268,7 +271,7 @@ async fn istiod_consumes_the_hub_and_an_agent_over_mcp_over_xds() {
         }
 
         // The agent's istiod is a consumer of the agent, ACKing too.
-        eventually("istiod ACKs on the agent", || {
+        eventually_blocking("istiod ACKs on the agent", || {
             let s = agent.status();
             let row = istiod_row(&s, "istiod-agent")?;
             let vs = &row["collections"]["networking.istio.io/v1/VirtualService"];
@@ -282,6 +285,7 @@ async fn istiod_consumes_the_hub_and_an_agent_over_mcp_over_xds() {
 /// v1beta1/…`): meshhub answers those type URLs from the same collections.
 #[tokio::test(flavor = "multi_thread")]
 async fn istiod_1_23_consumes_the_hub_with_v1alpha3_type_urls() {
+    let _turn = turn(module_path!());
     let planes = ControlPlanes::start(&["primary"]).await;
     planes.install_istio_crds("primary", &[]).await;
     planes.namespace("primary", "istio-system").await;
@@ -290,14 +294,14 @@ async fn istiod_1_23_consumes_the_hub_with_v1alpha3_type_urls() {
     let dir = tmp.path();
     let objects = dir.join("objects");
     write_objects(&objects);
-    write_file(
+    write_atomic(
         &objects.join("peer-authn.yaml"),
         "apiVersion: security.istio.io/v1\nkind: PeerAuthentication\nmetadata:\n  name: strict\n  namespace: bookinfo\nspec:\n  mtls: {mode: STRICT}\n",
     );
 
     tokio::task::block_in_place(|| {
         let config = dir.join("hub.yaml");
-        write_file(
+        write_atomic(
             &config,
             &format!(
                 "sources:\n  - name: files\n    file: {{path: {}}}\ndebounce:\n  quiet: 20ms\n  maxWait: 200ms\n",
@@ -325,7 +329,7 @@ async fn istiod_1_23_consumes_the_hub_with_v1alpha3_type_urls() {
             .unwrap();
         assert_eq!(pa["spec"]["mtls"]["mode"], "STRICT", "{pa}");
 
-        let row = eventually("istiod 1.23 ACKs every type", || {
+        let row = eventually_blocking("istiod 1.23 ACKs every type", || {
             let row = istiod_row(&hub.status(), "istiod-1-23")?;
             let cols = row["collections"].as_object()?;
             (cols.len() >= 10 && cols.values().all(|c| c["state"] == "SYNCED")).then_some(row)
@@ -347,7 +351,7 @@ async fn istiod_1_23_consumes_the_hub_with_v1alpha3_type_urls() {
             "{types:?}"
         );
 
-        write_file(&objects.join("reviews-vs.yaml"), &weighted_vs(50, 50));
+        write_atomic(&objects.join("reviews-vs.yaml"), &weighted_vs(50, 50));
         until_istiod(&istiod, "the edit in istiod 1.23", |i| {
             weights(i) == Some(vec![50, 50])
         });

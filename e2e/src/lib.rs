@@ -22,6 +22,7 @@ use serde_json::Value;
 pub mod chaos;
 pub mod container;
 pub mod helm;
+pub mod inproc;
 pub mod istio;
 pub mod kube;
 pub mod pod;

@@ -65,6 +65,27 @@ impl Subscription {
         self.next().await.expect("an MCP response")
     }
 
+    /// The next response, ACKed: its version and its resources' names,
+    /// sorted.
+    pub async fn next_acked(&mut self) -> Result<(String, Vec<String>), Status> {
+        let r = self.next().await?;
+        self.ack(&r).await;
+        let mut names = names(&r);
+        names.sort();
+        Ok((r.system_version_info, names))
+    }
+
+    /// Reads (and ACKs) responses until one holds exactly `names`
+    /// (sorted); its version.
+    pub async fn until_names(&mut self, names: &[&str]) -> String {
+        loop {
+            let (version, got) = self.next_acked().await.expect("an MCP response");
+            if got == names {
+                return version;
+            }
+        }
+    }
+
     /// The stream's next event as tonic gives it, without a deadline: for
     /// tests that bound the wait themselves.
     pub async fn message(&mut self) -> Result<Option<Resources>, Status> {

@@ -7,6 +7,7 @@
 mod chaos_soak;
 mod grpcurl;
 mod helm_charts;
+mod image;
 mod istio15;
 mod istiod;
 mod kube_harness;

@@ -27,6 +27,9 @@ use meshhub_e2e::helm::{apply, objects, template};
 use meshhub_e2e::kube::{ControlPlanes, apply_yaml, free_port, get};
 use meshhub_e2e::pod::{Pod, ServiceAccountMount};
 use meshhub_e2e::*;
+use meshhub_testkit::eventually_blocking;
+use meshhub_testkit::http::get_blocking;
+use meshhub_testkit::objects::vs;
 use serde_json::{Value, json};
 
 const NS: &str = "meshhub";
@@ -56,9 +59,9 @@ fn deployment(objs: &[DynamicObject]) -> Value {
 /// the logs, if the container exits.
 fn wait_ready(pod: &Pod, c: &Container) {
     let (addr, path) = pod.probe("readinessProbe");
-    eventually(&format!("{} {path} on {addr}", c.name), || {
+    eventually_blocking(&format!("{} {path} on {addr}", c.name), || {
         assert!(c.running(), "{} exited:\n{}", c.name, c.logs());
-        http_get(addr, &path)
+        get_blocking(addr, &path)
             .filter(|(code, _)| *code == 200)
             .map(drop)
     });
@@ -144,6 +147,7 @@ fn meshhubctl_image(image: &str, args: &[&str]) -> (bool, String, String) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_charts_pods_run_from_the_image_under_their_own_security_settings() {
+    let _turn = turn(module_path!());
     let Some(image) = image() else { return };
     let planes = ControlPlanes::start(&["primary", "east"]).await;
     for cluster in ["primary", "east"] {
@@ -264,7 +268,7 @@ async fn the_charts_pods_run_from_the_image_under_their_own_security_settings() 
         assert_confined(c, pod.uid);
         let (addr, path) = pod.probe("livenessProbe");
         assert_eq!(
-            http_get(addr, &path).map(|(code, _)| code),
+            get_blocking(addr, &path).map(|(code, _)| code),
             Some(200),
             "{}: {path}",
             c.name
@@ -272,9 +276,9 @@ async fn the_charts_pods_run_from_the_image_under_their_own_security_settings() 
     }
 
     // A change flows: primary's API → hub → agent → east's API.
-    apply_yaml(&primary, &vs("reviews", "reviews", "")).await;
+    apply_yaml(&primary, &vs("reviews", "reviews")).await;
     let applied = tokio::task::block_in_place(|| {
-        eventually("the agent applies the hub's object in east", || {
+        eventually_blocking("the agent applies the hub's object in east", || {
             let rt = tokio::runtime::Handle::current();
             rt.block_on(get(&east, NET, "VirtualService", "bookinfo", "reviews"))
         })
@@ -289,7 +293,7 @@ async fn the_charts_pods_run_from_the_image_under_their_own_security_settings() 
     let admin = format!("http://127.0.0.1:{hub_admin}");
     let server = format!("http://127.0.0.1:{hub_grpc}");
     let status = tokio::task::block_in_place(|| {
-        eventually("meshhubctl status: east SYNCED", || {
+        eventually_blocking("meshhubctl status: east SYNCED", || {
             let (ok, out, err) =
                 meshhubctl_image(image, &["status", "--admin", &admin, "-o", "json"]);
             assert!(ok, "meshhubctl status: {err}");
@@ -407,6 +411,7 @@ async fn the_charts_pods_run_from_the_image_under_their_own_security_settings() 
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_image_alone_serves_the_embedded_examples() {
+    let _turn = turn(module_path!());
     let Some(image) = image() else { return };
     // No arguments, no user, no volumes, podman's default network: the
     // image's defaults (only the flags this machine kind needs). The hub
@@ -414,7 +419,7 @@ async fn the_image_alone_serves_the_embedded_examples() {
     // meshhubctl runs beside it in the same container.
     let c = Container::run("embedded", &[], image, &[]);
     let listed = tokio::task::block_in_place(|| {
-        eventually("meshhubctl get in the container", || {
+        eventually_blocking("meshhubctl get in the container", || {
             assert!(c.running(), "exited:\n{}", c.logs());
             let (status, out, _) = c.exec(&[
                 "/usr/local/bin/meshhubctl",
@@ -447,6 +452,7 @@ fn assert_confined_default(c: &Container) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_image_is_static_non_root_labelled_and_within_its_budget() {
+    let _turn = turn(module_path!());
     let Some(image) = image() else { return };
     let inspect: Value =
         serde_json::from_str(&podman(&["image", "inspect", image])).expect("inspect JSON");

@@ -1,12 +1,18 @@
-//! The hub started in the test's own process (its library, on
-//! kernel-chosen loopback ports): for tests that need the real hub and
-//! also its handles (cache, ledger, readiness) rather than a process.
+//! The hub and the sink agent started in the test's own process (their
+//! libraries, on kernel-chosen loopback ports): for tests that need the
+//! real thing and also its handles (cache, ledger, readiness) rather than
+//! a process.
 
 use std::path::Path;
+use std::time::Duration;
 
 use clap::Parser as _;
 use meshhub::app::Hub;
 use meshhub::config::{Args, Config};
+use meshhub_mcp::limits::Limits;
+use meshhub_proto::kinds::KindTable;
+use meshhub_sink_agent::app::Agent;
+use meshhub_sink_agent::config::{Config as AgentConfig, DEFAULT_MAX_MESSAGE_BYTES, Mode};
 use meshhub_testkit::within;
 
 /// Both ports on 127.0.0.1, chosen by the kernel.
@@ -66,4 +72,48 @@ pub async fn hub_of_file(path: &Path) -> Hub {
     let config = Config::from_args(hub_args(ANY_PORT, &["--config", path]))
         .unwrap_or_else(|e| panic!("{path}: {e}"));
     ready_hub(config).await
+}
+
+/// An agent for `cluster` keeping its data in `data`, in `mode`: every
+/// port on loopback (kernel-chosen), plaintext, every built-in collection,
+/// the default message limit, a 5 s shutdown grace, nothing applied to a
+/// Kubernetes API. Tests change what they need with `..agent_config(..)`.
+pub fn agent_config(cluster: &str, data: &Path, mode: Mode) -> AgentConfig {
+    let any = ANY_PORT.parse().expect("a socket address");
+    AgentConfig {
+        cluster: cluster.into(),
+        data_dir: data.to_owned(),
+        mode,
+        grpc_addr: any,
+        grpc_tls: None,
+        insecure: false,
+        sink_allowed_identities: None,
+        admin_addr: any,
+        admin_token_file: None,
+        collections: KindTable::builtin()
+            .iter()
+            .map(|k| k.collection().to_owned())
+            .collect(),
+        max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+        limits: Limits {
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            ..Limits::default()
+        },
+        incremental: false,
+        shutdown_grace: Duration::from_secs(5),
+        apply: None,
+    }
+}
+
+/// Push mode: the sink port on any loopback port, plaintext.
+pub fn push() -> Mode {
+    Mode::Push {
+        listen: ANY_PORT.parse().expect("a socket address"),
+        tls: None,
+    }
+}
+
+/// Starts the agent of `config`.
+pub async fn start_agent(config: AgentConfig) -> Agent {
+    Agent::start(config).await.expect("the agent starts")
 }

@@ -3,26 +3,14 @@
 //! then bounded random inputs and mutations (proptest). Each must give a
 //! value or an error naming the problem, never a panic.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use meshhub_proto::kinds::KindTable;
 use meshhub_sink_agent::config::{Args, Config};
 use meshhub_sink_agent::store::load_one;
+use meshhub_testkit::fixtures::{mutated, seeds};
+use meshhub_testkit::objects::VS;
 use proptest::prelude::*;
-
-const VS: &str = "istio/networking/v1alpha3/virtualservices";
-
-fn seeds(target: &str) -> Vec<Vec<u8>> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../fuzz/corpus")
-        .join(target);
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.unwrap().path())
-        .collect();
-    files.sort();
-    files.iter().map(|p| std::fs::read(p).unwrap()).collect()
-}
 
 fn config(data: &[u8]) {
     let text = String::from_utf8_lossy(data);
@@ -34,25 +22,6 @@ fn store(data: &[u8]) {
     let path = dir.path().join("file");
     std::fs::write(&path, data).unwrap();
     let _ = load_one(&path, VS, &KindTable::builtin());
-}
-
-fn mutated(target: &'static str) -> impl Strategy<Value = Vec<u8>> {
-    let seeds = seeds(target);
-    (
-        0..seeds.len(),
-        prop::collection::vec((any::<usize>(), any::<u8>()), 0..8),
-        prop::collection::vec(any::<u8>(), 0..32),
-    )
-        .prop_map(move |(i, flips, tail)| {
-            let mut s = seeds[i].clone();
-            for (at, b) in flips {
-                if let Some(len) = std::num::NonZeroUsize::new(s.len()) {
-                    s[at % len] = b;
-                }
-            }
-            s.extend(tail);
-            s
-        })
 }
 
 #[test]
@@ -81,8 +50,8 @@ proptest! {
     }
 
     #[test]
-    fn mutated_configs(data in mutated("agent_config")) { config(&data) }
+    fn mutated_configs(data in mutated("agent_config", 32)) { config(&data) }
 
     #[test]
-    fn mutated_store_files(data in mutated("agent_store")) { store(&data) }
+    fn mutated_store_files(data in mutated("agent_store", 32)) { store(&data) }
 }

@@ -12,35 +12,25 @@
 //! drop), so they need root, as on the project's machines and in CI; without
 //! it they fail saying so.
 
-use std::collections::{BTreeSet, HashMap};
-use std::net::SocketAddr;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use meshhub_mcp::cache::{self, SnapshotCache, SnapshotWriter};
-use meshhub_mcp::ledger::{CollectionStatus, Ledger, Role, SyncState};
-use meshhub_mcp::sink::client::{SourceTarget, connect_once};
-use meshhub_mcp::sink::{InMemoryUpdater, SinkCollection, SinkConfig};
-use meshhub_mcp::snapshot::{CollectionSnapshot, EncodedResource, Snapshot};
-use meshhub_mcp::source::{SourceConfig, dialer};
+use meshhub_e2e::inproc::{agent_config, push};
+use meshhub_mcp::snapshot::{EncodedResource, Snapshot};
 use meshhub_proto::kinds::KindTable;
-use meshhub_proto::mcp::SinkNode;
 use meshhub_proto::transcode::{object_to_resource, parse_yaml};
 use meshhub_sink_agent::app::Agent;
-use meshhub_sink_agent::config::{Config, Mode};
+use meshhub_sink_agent::config::Config;
 use meshhub_sink_agent::store::{self, Origin};
+use meshhub_testkit::net::raw_tcp;
+use meshhub_testkit::objects::{DR, VS};
+use meshhub_testkit::{eventually, http};
 use prost::Message as _;
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-use tokio_util::sync::CancellationToken;
-use tonic::transport::Endpoint;
 
-const VS: &str = "istio/networking/v1alpha3/virtualservices";
-const DR: &str = "istio/networking/v1alpha3/destinationrules";
-const DEADLINE: Duration = Duration::from_secs(20);
-const MAX: usize = 16 * 1024 * 1024;
+use crate::support::{self, Consumer, PushHub, encoded, names_of};
 
 // ---------------------------------------------------------------- mounts
 
@@ -119,13 +109,7 @@ fn services(n: usize, tag: &str) -> Vec<EncodedResource> {
         .map(|o| {
             let o = o.unwrap();
             let kind = kinds.by_api_version(&o.api_version, &o.kind).unwrap();
-            let r = object_to_resource(kind, &o).unwrap();
-            let meta = r.metadata.clone().unwrap();
-            EncodedResource {
-                name: meta.name.into(),
-                version: meta.version.into(),
-                encoded: Bytes::from(r.encode_to_vec()),
-            }
+            encoded(object_to_resource(kind, &o).unwrap())
         })
         .collect()
 }
@@ -138,216 +122,24 @@ fn destination_rules() -> Vec<EncodedResource> {
     .remove(0)
     .unwrap();
     let r = object_to_resource(kinds.by_api_version(&o.api_version, &o.kind).unwrap(), &o).unwrap();
-    let meta = r.metadata.clone().unwrap();
-    vec![EncodedResource {
-        name: meta.name.into(),
-        version: meta.version.into(),
-        encoded: Bytes::from(r.encode_to_vec()),
-    }]
+    vec![encoded(r)]
 }
 
+/// `vs` and the destination rule.
 fn snapshot(vs: Vec<EncodedResource>) -> Arc<Snapshot> {
-    let mut s = Snapshot::new();
-    s.insert(VS.to_owned(), Arc::new(CollectionSnapshot::new(vs)));
-    s.insert(
-        DR.to_owned(),
-        Arc::new(CollectionSnapshot::new(destination_rules())),
-    );
-    Arc::new(s)
-}
-
-fn names_of(rs: &[EncodedResource]) -> BTreeSet<String> {
-    rs.iter().map(|r| r.name.to_string()).collect()
+    support::snapshot(BTreeMap::from([
+        (VS.to_owned(), vs),
+        (DR.to_owned(), destination_rules()),
+    ]))
 }
 
 // ---------------------------------------------------------------- harness
 
 fn config(data: &Path) -> Config {
     Config {
-        cluster: "east".into(),
-        data_dir: data.to_owned(),
-        mode: Mode::Push {
-            listen: "127.0.0.1:0".parse().unwrap(),
-            tls: None,
-        },
-        grpc_addr: "127.0.0.1:0".parse().unwrap(),
-        grpc_tls: None,
-        insecure: false,
-        sink_allowed_identities: None,
-        admin_addr: "127.0.0.1:0".parse().unwrap(),
-        admin_token_file: None,
         collections: vec![VS.to_owned(), DR.to_owned()],
-        max_message_bytes: MAX,
-        limits: meshhub_mcp::limits::Limits {
-            max_message_bytes: MAX,
-            ..Default::default()
-        },
-        incremental: false,
-        shutdown_grace: Duration::from_secs(5),
-        apply: None,
+        ..agent_config("east", data, push())
     }
-}
-
-/// A hub that dials the agent's ResourceSink and pushes group `east`.
-struct PushHub {
-    writer: SnapshotWriter,
-    ledger: Ledger,
-    shutdown: CancellationToken,
-}
-
-impl PushHub {
-    fn dial(agent: SocketAddr, initial: Arc<Snapshot>) -> Self {
-        let (writer, _) = cache::new();
-        writer.set("east", initial);
-        let hub = Self {
-            writer,
-            ledger: Ledger::new(),
-            shutdown: CancellationToken::new(),
-        };
-        let target = dialer::SinkTarget {
-            name: "east".into(),
-            group: "east".into(),
-            endpoint: meshhub_mcp::dial::DialTarget::plaintext(
-                Endpoint::from_shared(format!("http://{agent}")).unwrap(),
-            ),
-            reconnect: Default::default(),
-            config: Arc::new(SourceConfig::default()),
-            max_message_bytes: MAX,
-            replica: None,
-        };
-        let reader: SnapshotCache = hub.writer.reader();
-        tokio::spawn(dialer::run(
-            target,
-            reader,
-            hub.ledger.clone(),
-            hub.shutdown.clone(),
-        ));
-        hub
-    }
-
-    fn collection(&self, collection: &str) -> Option<CollectionStatus> {
-        self.ledger
-            .view()
-            .into_iter()
-            .find(|p| p.role == Role::Source && p.connected)
-            .and_then(|p| p.collections.get(collection).cloned())
-    }
-
-    fn acked(&self, collection: &str, version: &str) -> bool {
-        self.collection(collection).is_some_and(|c| {
-            c.state == SyncState::Synced && c.acked.is_some_and(|a| a.version == version)
-        })
-    }
-}
-
-impl Drop for PushHub {
-    fn drop(&mut self) {
-        self.shutdown.cancel();
-    }
-}
-
-/// A local consumer of the agent's re-serve port.
-struct Consumer {
-    updater: Arc<InMemoryUpdater>,
-    shutdown: CancellationToken,
-}
-
-impl Consumer {
-    fn connect(agent: SocketAddr) -> Self {
-        let target = SourceTarget {
-            name: "agent".into(),
-            endpoint: meshhub_mcp::dial::DialTarget::plaintext(
-                Endpoint::from_shared(format!("http://{agent}")).unwrap(),
-            ),
-            config: Arc::new(SinkConfig {
-                node: SinkNode {
-                    id: "istiod".into(),
-                    annotations: HashMap::new(),
-                },
-                collections: vec![SinkCollection {
-                    name: VS.into(),
-                    incremental: false,
-                }],
-            }),
-            reconnect: Default::default(),
-            max_message_bytes: MAX,
-        };
-        let updater = Arc::new(InMemoryUpdater::new());
-        let shutdown = CancellationToken::new();
-        {
-            let updater = updater.clone();
-            let shutdown = shutdown.clone();
-            tokio::spawn(async move {
-                let record = Ledger::new().register(Role::Sink, "agent", "");
-                let _ = connect_once(&target, &*updater, &record, &shutdown).await;
-            });
-        }
-        Self { updater, shutdown }
-    }
-
-    /// Host names of the virtual services the consumer holds.
-    fn hosts(&self) -> BTreeSet<String> {
-        let kinds = KindTable::builtin();
-        let kind = kinds.by_collection(VS).unwrap();
-        self.updater
-            .collection(VS)
-            .values()
-            .map(|r| {
-                let o = meshhub_proto::transcode::resource_to_object(kind, r).unwrap();
-                o.spec().unwrap()["hosts"][0].as_str().unwrap().to_owned()
-            })
-            .collect()
-    }
-
-    async fn wait_for_tag(&self, tag: &str, n: usize) {
-        eventually(
-            &format!("{n} services tagged {tag} at the consumer"),
-            || {
-                let hosts = self.hosts();
-                hosts.len() == n && hosts.iter().all(|h| h.contains(&format!("-{tag}.")))
-            },
-        )
-        .await;
-    }
-}
-
-impl Drop for Consumer {
-    fn drop(&mut self) {
-        self.shutdown.cancel();
-    }
-}
-
-async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + DEADLINE;
-    while !check() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
-/// `GET path` on the admin port: the body.
-async fn http_get(addr: SocketAddr, path: &str) -> String {
-    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    s.write_all(
-        format!("GET {path} HTTP/1.1\r\nHost: agent\r\nConnection: close\r\n\r\n").as_bytes(),
-    )
-    .await
-    .unwrap();
-    let mut out = String::new();
-    tokio::time::timeout(DEADLINE, s.read_to_string(&mut out))
-        .await
-        .unwrap()
-        .unwrap();
-    out.split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_owned())
-        .unwrap_or_default()
-}
-
-fn metric(text: &str, name: &str) -> Option<f64> {
-    text.lines()
-        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
 }
 
 /// The persisted virtual services of `data`, as the store loads them.
@@ -375,15 +167,15 @@ async fn nack_then_recover(
     let a = snapshot(services(3, "a"));
     let a_version = a.collection(VS).version().to_owned();
     let hub = PushHub::dial(agent.sink_addr().unwrap(), a);
-    eventually("a ACKed", || hub.acked(VS, &a_version)).await;
-    let consumer = Consumer::connect(agent.grpc_addr());
+    eventually("a ACKed", async || hub.acked(VS, &a_version)).await;
+    let consumer = Consumer::connect(agent.grpc_addr(), &[VS]);
     consumer.wait_for_tag("a", 3).await;
 
     break_disk();
     let b = snapshot(services(40, "b"));
     let b_version = b.collection(VS).version().to_owned();
-    hub.writer.set("east", b);
-    eventually("b NACKed", || {
+    hub.publish(b);
+    eventually("b NACKed", async || {
         hub.collection(VS)
             .and_then(|c| c.nacked)
             .is_some_and(|n| n.version == b_version)
@@ -407,21 +199,21 @@ async fn nack_then_recover(
     );
     assert!(failure.message.contains(reason), "{}", failure.message);
     assert_eq!(status.collections[VS].version, a_version);
-    let body = http_get(agent.admin_addr(), "/status").await;
+    let body = http::get(agent.admin_addr(), "/status").await.1;
     assert!(
         body.contains("persist_failure") && body.contains(reason),
         "{body}"
     );
-    let metrics = http_get(agent.admin_addr(), "/metrics").await;
+    let metrics = http::get(agent.admin_addr(), "/metrics").await.1;
     assert_eq!(
-        metric(&metrics, "meshhub_agent_persist_failing"),
+        http::metric(&metrics, "meshhub_agent_persist_failing"),
         Some(1.0),
         "{metrics}"
     );
 
     // The agent asks again with backoff (0.5 s, 1 s, …), not in a loop:
     // a third failure comes no sooner than 1.5 s after the first.
-    eventually("two retries", || {
+    eventually("two retries", async || {
         agent
             .status()
             .borrow()
@@ -439,12 +231,18 @@ async fn nack_then_recover(
 
     // Writes work again: the agent gets `b` by itself.
     repair();
-    eventually("b ACKed after the repair", || hub.acked(VS, &b_version)).await;
+    eventually("b ACKed after the repair", async || {
+        hub.acked(VS, &b_version)
+    })
+    .await;
     consumer.wait_for_tag("b", 40).await;
     assert_eq!(persisted(data), (b_version, names_of(&services(40, "b"))));
     assert!(agent.status().borrow().persist_failure.is_none());
-    let metrics = http_get(agent.admin_addr(), "/metrics").await;
-    assert_eq!(metric(&metrics, "meshhub_agent_persist_failing"), Some(0.0));
+    let metrics = http::get(agent.admin_addr(), "/metrics").await.1;
+    assert_eq!(
+        http::metric(&metrics, "meshhub_agent_persist_failing"),
+        Some(0.0)
+    );
 
     drop(consumer);
     drop(hub);
@@ -489,13 +287,13 @@ async fn an_agent_starts_on_a_read_only_data_dir_and_serves_it() {
         let a = snapshot(services(3, "a"));
         let version = a.collection(VS).version().to_owned();
         let hub = PushHub::dial(agent.sink_addr().unwrap(), a);
-        eventually("a ACKed", || hub.acked(VS, &version)).await;
+        eventually("a ACKed", async || hub.acked(VS, &version)).await;
         drop(hub);
         assert!(agent.shutdown().await);
     }
     fs.read_only(true);
     let agent = Agent::start(config(&data)).await.unwrap();
-    let consumer = Consumer::connect(agent.grpc_addr());
+    let consumer = Consumer::connect(agent.grpc_addr(), &[VS]);
     consumer.wait_for_tag("a", 3).await;
     drop(consumer);
     assert!(agent.shutdown().await);
@@ -509,7 +307,7 @@ async fn a_truncated_file_is_not_served_and_the_next_push_repairs_it() {
     {
         let agent = Agent::start(config(data.path())).await.unwrap();
         let hub = PushHub::dial(agent.sink_addr().unwrap(), a.clone());
-        eventually("a ACKed", || hub.acked(VS, &version)).await;
+        eventually("a ACKed", async || hub.acked(VS, &version)).await;
         drop(hub);
         assert!(agent.shutdown().await);
     }
@@ -551,17 +349,17 @@ async fn a_truncated_file_is_not_served_and_the_next_push_repairs_it() {
         Origin::Disk,
         "the others load"
     );
-    let metrics = http_get(agent.admin_addr(), "/metrics").await;
+    let metrics = http::get(agent.admin_addr(), "/metrics").await.1;
     assert!(
-        metric(&metrics, "meshhub_agent_load_errors_total").is_some_and(|n| n >= 1.0),
+        http::metric(&metrics, "meshhub_agent_load_errors_total").is_some_and(|n| n >= 1.0),
         "{metrics}"
     );
 
     // The next push repairs it.
     let hub = PushHub::dial(agent.sink_addr().unwrap(), a);
-    eventually("a ACKed again", || hub.acked(VS, &version)).await;
+    eventually("a ACKed again", async || hub.acked(VS, &version)).await;
     assert_eq!(persisted(data.path()).1.len(), 5);
-    let consumer = Consumer::connect(agent.grpc_addr());
+    let consumer = Consumer::connect(agent.grpc_addr(), &[VS]);
     consumer.wait_for_tag("a", 5).await;
     drop(consumer);
     drop(hub);
@@ -581,22 +379,13 @@ async fn a_second_agent_is_refused_with_the_holder_named() {
     assert!(agent.shutdown().await);
 }
 
-/// Writes `bytes` on a fresh connection and reads until the agent closes it.
-async fn raw_tcp(addr: SocketAddr, bytes: &[u8]) {
-    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let _ = s.write_all(bytes).await;
-    let mut out = Vec::new();
-    let read = tokio::time::timeout(DEADLINE, s.read_to_end(&mut out)).await;
-    assert!(read.is_ok(), "the agent closes a bad connection in time");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn garbage_on_the_sink_and_reserve_ports_leaves_the_streams_unaffected() {
     let data = tempfile::tempdir().unwrap();
     let agent = Agent::start(config(data.path())).await.unwrap();
     let a = snapshot(services(3, "a"));
     let hub = PushHub::dial(agent.sink_addr().unwrap(), a);
-    let consumer = Consumer::connect(agent.grpc_addr());
+    let consumer = Consumer::connect(agent.grpc_addr(), &[VS]);
     consumer.wait_for_tag("a", 3).await;
 
     let noise: Vec<u8> = (0..64 * 1024u32)
@@ -612,8 +401,8 @@ async fn garbage_on_the_sink_and_reserve_ports_leaves_the_streams_unaffected() {
 
     let b = snapshot(services(4, "b"));
     let version = b.collection(VS).version().to_owned();
-    hub.writer.set("east", b);
-    eventually("b ACKed", || hub.acked(VS, &version)).await;
+    hub.publish(b);
+    eventually("b ACKed", async || hub.acked(VS, &version)).await;
     consumer.wait_for_tag("b", 4).await;
     drop(consumer);
     drop(hub);

@@ -3,48 +3,41 @@
 //! resources are NACKed by name with the last good state kept; a restarted
 //! agent serves its persisted state with no hub; a corrupt file is skipped.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use meshhub_mcp::cache::{self, SnapshotCache, SnapshotWriter};
+use meshhub_e2e::inproc::{agent_config, push};
+use meshhub_mcp::cache::{self, SnapshotWriter};
 use meshhub_mcp::group::SingleGroup;
-use meshhub_mcp::ledger::{Ledger, PeerStatus, Role, SyncState};
-use meshhub_mcp::sink::client::{SourceTarget, connect_once};
-use meshhub_mcp::sink::{InMemoryUpdater, SinkCollection, SinkConfig};
-use meshhub_mcp::snapshot::{CollectionSnapshot, EncodedResource, Snapshot};
+use meshhub_mcp::ledger::{Ledger, Role, SyncState};
+use meshhub_mcp::snapshot::{EncodedResource, Snapshot};
+use meshhub_mcp::source::SourceConfig;
 use meshhub_mcp::source::server::{Shared, SourceServer};
-use meshhub_mcp::source::{SourceConfig, dialer};
 use meshhub_proto::kinds::KindTable;
-use meshhub_proto::mcp::{Metadata, Resource, SinkNode};
+use meshhub_proto::mcp::Resource;
 use meshhub_proto::object::Object;
-use meshhub_proto::transcode::{object_to_resource, parse_yaml};
+use meshhub_proto::transcode::parse_yaml;
 use meshhub_sink_agent::app::Agent;
-use meshhub_sink_agent::config::{Config, Mode};
+use meshhub_sink_agent::config::Mode;
 use meshhub_sink_agent::store::{self, Origin};
+use meshhub_testkit::objects::{DR, GW, VS, any, mcp_resource};
+use meshhub_testkit::{DEADLINE, eventually, fixtures, http};
 use prost::Message as _;
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio_stream::wrappers::TcpListenerStream;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tonic::transport::{Endpoint, Server};
 
-const VS: &str = "istio/networking/v1alpha3/virtualservices";
-const DR: &str = "istio/networking/v1alpha3/destinationrules";
-const GW: &str = "istio/networking/v1alpha3/gateways";
-const DEADLINE: Duration = Duration::from_secs(15);
-const MAX: usize = 16 * 1024 * 1024;
-const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/fixtures/istio");
+use crate::support::{Consumer, MAX, PushHub, encode, encoded, names_of, peer, snapshot};
 
 // ---------------------------------------------------------------- fixtures
 
 /// Bookinfo objects of one fixture file, placed in namespace `bookinfo`.
 fn bookinfo(file: &str) -> Vec<Object> {
-    let path = format!("{FIXTURES}/bookinfo/{file}");
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let path = fixtures::istio().join("bookinfo").join(file);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     parse_yaml(&text)
         .into_iter()
         .map(|o| {
@@ -55,37 +48,6 @@ fn bookinfo(file: &str) -> Vec<Object> {
         .collect()
 }
 
-/// Encodes objects as the hub does (once, through the kind table).
-fn encode(objects: &[Object]) -> BTreeMap<String, Vec<EncodedResource>> {
-    let kinds = KindTable::builtin();
-    let mut out: BTreeMap<String, Vec<EncodedResource>> = BTreeMap::new();
-    for o in objects {
-        let kind = kinds.by_api_version(&o.api_version, &o.kind).unwrap();
-        let r = object_to_resource(kind, o).unwrap();
-        out.entry(kind.collection().to_owned())
-            .or_default()
-            .push(encoded(r));
-    }
-    out
-}
-
-fn encoded(r: Resource) -> EncodedResource {
-    let meta = r.metadata.clone().unwrap();
-    EncodedResource {
-        name: meta.name.into(),
-        version: meta.version.into(),
-        encoded: Bytes::from(r.encode_to_vec()),
-    }
-}
-
-fn snapshot(collections: BTreeMap<String, Vec<EncodedResource>>) -> Arc<Snapshot> {
-    let mut s = Snapshot::new();
-    for (c, rs) in collections {
-        s.insert(c, Arc::new(CollectionSnapshot::new(rs)));
-    }
-    Arc::new(s)
-}
-
 /// Virtual services, destination rules and the gateway of Bookinfo.
 fn bookinfo_state() -> BTreeMap<String, Vec<EncodedResource>> {
     let mut objects = bookinfo("virtual-service-all-v1.yaml");
@@ -94,129 +56,23 @@ fn bookinfo_state() -> BTreeMap<String, Vec<EncodedResource>> {
     encode(&objects)
 }
 
-fn names_of(rs: &[EncodedResource]) -> BTreeSet<String> {
-    rs.iter().map(|r| r.name.to_string()).collect()
-}
-
 /// A virtual service whose body is something else.
 fn bad_resource(name: &str, garbage: bool) -> EncodedResource {
     let body = if garbage {
-        prost_types::Any {
-            type_url: "type.googleapis.com/istio.networking.v1alpha3.VirtualService".into(),
-            value: vec![0xff, 0xff, 0xff, 0xff, 0x0f],
-        }
+        any(
+            "type.googleapis.com/istio.networking.v1alpha3.VirtualService",
+            vec![0xff, 0xff, 0xff, 0xff, 0x0f],
+        )
     } else {
-        prost_types::Any {
-            type_url: "type.googleapis.com/istio.networking.v1alpha3.DestinationRule".into(),
-            value: vec![],
-        }
+        any(
+            "type.googleapis.com/istio.networking.v1alpha3.DestinationRule",
+            vec![],
+        )
     };
-    encoded(Resource {
-        metadata: Some(Metadata {
-            name: name.into(),
-            version: "bad-1".into(),
-            ..Default::default()
-        }),
-        body: Some(body),
-    })
+    encoded(mcp_resource(name, "bad-1", Some(body)))
 }
 
 // ---------------------------------------------------------------- harness
-
-fn config(data: &Path, mode: Mode) -> Config {
-    Config {
-        cluster: "east".into(),
-        data_dir: data.to_owned(),
-        mode,
-        grpc_addr: "127.0.0.1:0".parse().unwrap(),
-        grpc_tls: None,
-        insecure: false,
-        sink_allowed_identities: None,
-        admin_addr: "127.0.0.1:0".parse().unwrap(),
-        admin_token_file: None,
-        collections: KindTable::builtin()
-            .iter()
-            .map(|k| k.collection().to_owned())
-            .collect(),
-        max_message_bytes: MAX,
-        limits: meshhub_mcp::limits::Limits {
-            max_message_bytes: MAX,
-            ..Default::default()
-        },
-        incremental: false,
-        shutdown_grace: Duration::from_secs(5),
-        apply: None,
-    }
-}
-
-fn push() -> Mode {
-    Mode::Push {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        tls: None,
-    }
-}
-
-/// A hub that dials the agent's ResourceSink and pushes one group.
-struct PushHub {
-    writer: SnapshotWriter,
-    ledger: Ledger,
-    shutdown: CancellationToken,
-}
-
-impl PushHub {
-    fn new(initial: Arc<Snapshot>) -> Self {
-        let (writer, _) = cache::new();
-        writer.set("east", initial);
-        Self {
-            writer,
-            ledger: Ledger::new(),
-            shutdown: CancellationToken::new(),
-        }
-    }
-
-    fn dial(&self, agent: SocketAddr) {
-        let target = dialer::SinkTarget {
-            name: "east".into(),
-            group: "east".into(),
-            endpoint: meshhub_mcp::dial::DialTarget::plaintext(
-                Endpoint::from_shared(format!("http://{agent}")).unwrap(),
-            ),
-            reconnect: Default::default(),
-            config: Arc::new(SourceConfig::default()),
-            max_message_bytes: MAX,
-            replica: None,
-        };
-        let reader: SnapshotCache = self.writer.reader();
-        tokio::spawn(dialer::run(
-            target,
-            reader,
-            self.ledger.clone(),
-            self.shutdown.clone(),
-        ));
-    }
-
-    fn publish(&self, s: Arc<Snapshot>) {
-        self.writer.set("east", s);
-    }
-
-    /// The pushing stream's view of one collection.
-    fn collection(&self, collection: &str) -> Option<meshhub_mcp::ledger::CollectionStatus> {
-        peer(&self.ledger, Role::Source).and_then(|p| p.collections.get(collection).cloned())
-    }
-}
-
-impl Drop for PushHub {
-    fn drop(&mut self) {
-        self.shutdown.cancel();
-    }
-}
-
-fn peer(ledger: &Ledger, role: Role) -> Option<PeerStatus> {
-    ledger
-        .view()
-        .into_iter()
-        .find(|p| p.role == role && p.connected)
-}
 
 /// A hub serving ResourceSource (pull mode).
 struct SourceHub {
@@ -258,130 +114,24 @@ async fn source_hub(initial: Arc<Snapshot>) -> SourceHub {
     }
 }
 
-/// A local consumer of the agent's re-serve port.
-struct Consumer {
-    updater: Arc<InMemoryUpdater>,
-    shutdown: CancellationToken,
-    task: tokio::task::JoinHandle<Result<(), String>>,
-}
-
-impl Consumer {
-    fn connect(agent: SocketAddr, collections: &[&str]) -> Self {
-        let target = SourceTarget {
-            name: "agent".into(),
-            endpoint: meshhub_mcp::dial::DialTarget::plaintext(
-                Endpoint::from_shared(format!("http://{agent}")).unwrap(),
-            ),
-            config: Arc::new(SinkConfig {
-                node: SinkNode {
-                    id: "istiod".into(),
-                    annotations: HashMap::new(),
-                },
-                collections: collections
-                    .iter()
-                    .map(|c| SinkCollection {
-                        name: (*c).into(),
-                        incremental: false,
-                    })
-                    .collect(),
-            }),
-            reconnect: Default::default(),
-            max_message_bytes: MAX,
-        };
-        let updater = Arc::new(InMemoryUpdater::new());
-        let shutdown = CancellationToken::new();
-        let task = {
-            let updater = updater.clone();
-            let shutdown = shutdown.clone();
-            tokio::spawn(async move {
-                let ledger = Ledger::new();
-                let record = ledger.register(Role::Sink, "agent", "");
-                connect_once(&target, &*updater, &record, &shutdown)
-                    .await
-                    .map(drop)
-            })
-        };
-        Self {
-            updater,
-            shutdown,
-            task,
-        }
-    }
-
-    fn names(&self, collection: &str) -> BTreeSet<String> {
-        self.updater.collection(collection).into_keys().collect()
-    }
-
-    async fn wait_for(&self, collection: &str, want: &BTreeSet<String>) {
-        eventually(&format!("{collection} = {want:?} at the consumer"), || {
-            &self.names(collection) == want
-        })
-        .await;
-    }
-}
-
-impl Drop for Consumer {
-    fn drop(&mut self) {
-        self.shutdown.cancel();
-    }
-}
-
-async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + DEADLINE;
-    while !check() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
-fn acked(hub: &PushHub, collection: &str, version: &str) -> bool {
-    hub.collection(collection).is_some_and(|c| {
-        c.state == SyncState::Synced && c.acked.is_some_and(|a| a.version == version)
-    })
-}
-
-/// `GET path` on the admin port: status code and body.
-async fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
-    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    s.write_all(
-        format!("GET {path} HTTP/1.1\r\nHost: agent\r\nConnection: close\r\n\r\n").as_bytes(),
-    )
-    .await
-    .unwrap();
-    let mut out = String::new();
-    tokio::time::timeout(DEADLINE, s.read_to_string(&mut out))
-        .await
-        .unwrap()
-        .unwrap();
-    let code = out
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap();
-    let body = out
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_owned())
-        .unwrap_or_default();
-    (code, body)
-}
-
 // ---------------------------------------------------------------- tests
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn push_is_acked_persisted_and_reserved() {
     let data = tempfile::tempdir().unwrap();
-    let agent = Agent::start(config(data.path(), push())).await.unwrap();
+    let agent = Agent::start(agent_config("east", data.path(), push()))
+        .await
+        .unwrap();
     let state = bookinfo_state();
     let want_vs = names_of(&state[VS]);
     let want_dr = names_of(&state[DR]);
     assert!(want_vs.contains("bookinfo/reviews"), "{want_vs:?}");
     let snap = snapshot(state);
     let vs_version = snap.collection(VS).version().to_owned();
-    let hub = PushHub::new(snap);
-    hub.dial(agent.sink_addr().unwrap());
+    let hub = PushHub::dial(agent.sink_addr().unwrap(), snap);
 
-    eventually("the VirtualService push is ACKed", || {
-        acked(&hub, VS, &vs_version)
+    eventually("the VirtualService push is ACKed", async || {
+        hub.acked(VS, &vs_version)
     })
     .await;
     // The agent announced its cluster name as the SinkNode id.
@@ -412,9 +162,9 @@ async fn push_is_acked_persisted_and_reserved() {
     assert_eq!(obj.metadata.namespace.as_deref(), Some("bookinfo"));
 
     // Status on the admin port.
-    let (code, _) = http_get(agent.admin_addr(), "/readyz").await;
+    let (code, _) = http::get(agent.admin_addr(), "/readyz").await;
     assert_eq!(code, 200);
-    let (code, body) = http_get(agent.admin_addr(), "/status").await;
+    let (code, body) = http::get(agent.admin_addr(), "/status").await;
     assert_eq!(code, 200);
     let status: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(status["cluster"], "east");
@@ -424,7 +174,7 @@ async fn push_is_acked_persisted_and_reserved() {
         status["store"]["collections"][VS]["resources"],
         want_vs.len()
     );
-    let (code, metrics) = http_get(agent.admin_addr(), "/metrics").await;
+    let (code, metrics) = http::get(agent.admin_addr(), "/metrics").await;
     assert_eq!(code, 200);
     assert!(metrics.contains("meshhub_agent_changes_total"), "{metrics}");
 
@@ -436,14 +186,18 @@ async fn push_is_acked_persisted_and_reserved() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_resources_are_nacked_by_name_and_the_last_good_state_kept() {
     let data = tempfile::tempdir().unwrap();
-    let agent = Agent::start(config(data.path(), push())).await.unwrap();
+    let agent = Agent::start(agent_config("east", data.path(), push()))
+        .await
+        .unwrap();
     let good = bookinfo_state();
     let want_vs = names_of(&good[VS]);
     let snap = snapshot(good.clone());
     let good_version = snap.collection(VS).version().to_owned();
-    let hub = PushHub::new(snap);
-    hub.dial(agent.sink_addr().unwrap());
-    eventually("the good push is ACKed", || acked(&hub, VS, &good_version)).await;
+    let hub = PushHub::dial(agent.sink_addr().unwrap(), snap);
+    eventually("the good push is ACKed", async || {
+        hub.acked(VS, &good_version)
+    })
+    .await;
     let consumer = Consumer::connect(agent.grpc_addr(), &[VS]);
     consumer.wait_for(VS, &want_vs).await;
     let file = agent.cache().snapshot("east").unwrap();
@@ -458,7 +212,7 @@ async fn bad_resources_are_nacked_by_name_and_the_last_good_state_kept() {
         let snap = snapshot(bad);
         let bad_version = snap.collection(VS).version().to_owned();
         hub.publish(snap);
-        eventually(&format!("the NACK of {name}"), || {
+        eventually(&format!("the NACK of {name}"), async || {
             hub.collection(VS).is_some_and(|c| {
                 c.state == SyncState::Nacked
                     && c.nacked.as_ref().is_some_and(|n| n.version == bad_version)
@@ -504,8 +258,8 @@ async fn bad_resources_are_nacked_by_name_and_the_last_good_state_kept() {
     let snap = snapshot(fixed);
     let fixed_version = snap.collection(VS).version().to_owned();
     hub.publish(snap);
-    eventually("the corrected version is ACKed", || {
-        acked(&hub, VS, &fixed_version)
+    eventually("the corrected version is ACKed", async || {
+        hub.acked(VS, &fixed_version)
     })
     .await;
     consumer.wait_for(VS, &want_fixed).await;
@@ -523,16 +277,17 @@ async fn a_restarted_agent_serves_its_persisted_state_without_a_hub() {
     let want_vs = names_of(&state[VS]);
     let want_gw = names_of(&state[GW]);
     {
-        let agent = Agent::start(config(data.path(), push())).await.unwrap();
+        let agent = Agent::start(agent_config("east", data.path(), push()))
+            .await
+            .unwrap();
         let snap = snapshot(state);
         let (vs, gw) = (
             snap.collection(VS).version().to_owned(),
             snap.collection(GW).version().to_owned(),
         );
-        let hub = PushHub::new(snap);
-        hub.dial(agent.sink_addr().unwrap());
-        eventually("both collections ACKed", || {
-            acked(&hub, VS, &vs) && acked(&hub, GW, &gw)
+        let hub = PushHub::dial(agent.sink_addr().unwrap(), snap);
+        eventually("both collections ACKed", async || {
+            hub.acked(VS, &vs) && hub.acked(GW, &gw)
         })
         .await;
         drop(hub);
@@ -544,7 +299,8 @@ async fn a_restarted_agent_serves_its_persisted_state_without_a_hub() {
     let nobody = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", nobody.local_addr().unwrap());
     drop(nobody);
-    let agent = Agent::start(config(
+    let agent = Agent::start(agent_config(
+        "east",
         data.path(),
         Mode::Pull {
             hub_url: url,
@@ -575,16 +331,17 @@ async fn a_corrupt_file_is_skipped_and_the_others_load() {
     let state = bookinfo_state();
     let want_vs = names_of(&state[VS]);
     {
-        let agent = Agent::start(config(data.path(), push())).await.unwrap();
+        let agent = Agent::start(agent_config("east", data.path(), push()))
+            .await
+            .unwrap();
         let snap = snapshot(state);
         let (vs, dr) = (
             snap.collection(VS).version().to_owned(),
             snap.collection(DR).version().to_owned(),
         );
-        let hub = PushHub::new(snap);
-        hub.dial(agent.sink_addr().unwrap());
-        eventually("both collections ACKed", || {
-            acked(&hub, VS, &vs) && acked(&hub, DR, &dr)
+        let hub = PushHub::dial(agent.sink_addr().unwrap(), snap);
+        eventually("both collections ACKed", async || {
+            hub.acked(VS, &vs) && hub.acked(DR, &dr)
         })
         .await;
         drop(hub);
@@ -597,7 +354,9 @@ async fn a_corrupt_file_is_skipped_and_the_others_load() {
     let leftover = dir.join(format!("{}.tmp", store::file_name(GW)));
     std::fs::write(&leftover, b"half").unwrap();
 
-    let agent = Agent::start(config(data.path(), push())).await.unwrap();
+    let agent = Agent::start(agent_config("east", data.path(), push()))
+        .await
+        .unwrap();
     let status = agent.status().borrow().clone();
     assert_eq!(status.load_errors.len(), 1, "{:?}", status.load_errors);
     assert!(
@@ -610,7 +369,7 @@ async fn a_corrupt_file_is_skipped_and_the_others_load() {
     let consumer = Consumer::connect(agent.grpc_addr(), &[VS, DR]);
     consumer.wait_for(VS, &want_vs).await;
     assert!(consumer.names(DR).is_empty());
-    let (code, body) = http_get(agent.admin_addr(), "/status").await;
+    let (code, body) = http::get(agent.admin_addr(), "/status").await;
     assert_eq!(code, 200);
     assert!(body.contains("torn"), "{body}");
 
@@ -623,7 +382,8 @@ async fn pull_mode_subscribes_as_the_cluster_and_applies_deltas() {
     let data = tempfile::tempdir().unwrap();
     let state = bookinfo_state();
     let hub = source_hub(snapshot(state.clone())).await;
-    let mut cfg = config(
+    let mut cfg = agent_config(
+        "east",
         data.path(),
         Mode::Pull {
             hub_url: format!("http://{}", hub.addr),
@@ -635,7 +395,7 @@ async fn pull_mode_subscribes_as_the_cluster_and_applies_deltas() {
     let consumer = Consumer::connect(agent.grpc_addr(), &[VS]);
     consumer.wait_for(VS, &names_of(&state[VS])).await;
     // The hub saw the cluster name as the SinkNode id.
-    eventually("the hub sees node east", || {
+    eventually("the hub sees node east", async || {
         peer(&hub.ledger, Role::Source).is_some_and(|p| p.node_id == "east")
     })
     .await;
@@ -675,8 +435,12 @@ async fn pull_mode_subscribes_as_the_cluster_and_applies_deltas() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_agent_on_the_same_data_dir_is_refused() {
     let data = tempfile::tempdir().unwrap();
-    let agent = Agent::start(config(data.path(), push())).await.unwrap();
-    let err = Agent::start(config(data.path(), push())).await.unwrap_err();
+    let agent = Agent::start(agent_config("east", data.path(), push()))
+        .await
+        .unwrap();
+    let err = Agent::start(agent_config("east", data.path(), push()))
+        .await
+        .unwrap_err();
     assert!(
         store::error_chain(&err).contains("in use"),
         "{}",
@@ -684,18 +448,21 @@ async fn a_second_agent_on_the_same_data_dir_is_refused() {
     );
     assert!(agent.shutdown().await);
     // Released on shutdown.
-    let again = Agent::start(config(data.path(), push())).await.unwrap();
+    let again = Agent::start(agent_config("east", data.path(), push()))
+        .await
+        .unwrap();
     assert!(again.shutdown().await);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_ends_open_streams_within_the_grace() {
     let data = tempfile::tempdir().unwrap();
-    let agent = Agent::start(config(data.path(), push())).await.unwrap();
-    let hub = PushHub::new(snapshot(bookinfo_state()));
-    hub.dial(agent.sink_addr().unwrap());
+    let agent = Agent::start(agent_config("east", data.path(), push()))
+        .await
+        .unwrap();
+    let hub = PushHub::dial(agent.sink_addr().unwrap(), snapshot(bookinfo_state()));
     let mut consumer = Consumer::connect(agent.grpc_addr(), &[VS]);
-    eventually("both streams open", || {
+    eventually("both streams open", async || {
         peer(agent.ledger(), Role::Sink).is_some() && peer(agent.ledger(), Role::Source).is_some()
     })
     .await;
@@ -715,7 +482,9 @@ async fn local_ads_and_grpc_health_serve_what_was_received() {
     use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
 
     let data = tempfile::tempdir().unwrap();
-    let agent = Agent::start(config(data.path(), push())).await.unwrap();
+    let agent = Agent::start(agent_config("east", data.path(), push()))
+        .await
+        .unwrap();
     let channel = Endpoint::from_shared(format!("http://{}", agent.grpc_addr()))
         .unwrap()
         .connect()
@@ -734,9 +503,8 @@ async fn local_ads_and_grpc_health_serve_what_was_received() {
     let want_vs = names_of(&state[VS]);
     let snap = snapshot(state);
     let version = snap.collection(VS).version().to_owned();
-    let hub = PushHub::new(snap);
-    hub.dial(agent.sink_addr().unwrap());
-    eventually("the push is ACKed", || acked(&hub, VS, &version)).await;
+    let hub = PushHub::dial(agent.sink_addr().unwrap(), snap);
+    eventually("the push is ACKed", async || hub.acked(VS, &version)).await;
 
     let (tx, rx) = tokio::sync::mpsc::channel(4);
     tx.send(DiscoveryRequest {

@@ -27,8 +27,10 @@ pub mod istio;
 pub mod kube;
 pub mod pod;
 pub mod turn;
+pub mod yaml;
 
 pub use turn::{Turn, turn};
+use yaml::{cluster, files_hub};
 
 /// Where the binaries are: `MESHHUB_E2E_BIN_DIR` if set (prebuilt, e.g.
 /// release binaries), else `target/<profile>/` beside the test executable.
@@ -504,17 +506,10 @@ pub fn meshhubctl(args: &[&str]) -> (std::process::ExitStatus, String, String) {
 /// with `meshhub.io/clusters`. Reconnects are quick (100 ms → 1 s) so that
 /// restarts converge fast.
 pub fn hub_config(objects: &Path, east: SocketAddr, west: SocketAddr) -> String {
-    let cluster = |name: &str, addr: SocketAddr| {
-        format!(
-            "  - name: {name}\n    namespaces: [bookinfo]\n    agent:\n      address: http://{addr}\n      connectTimeout: 1s\n      reconnect: {{initial: 100ms, max: 1s}}\n"
-        )
-    };
-    format!(
-        "sources:\n  - name: files\n    file: {{path: {}}}\nclusters:\n{}{}debounce:\n  quiet: 20ms\n  maxWait: 200ms\n",
-        objects.display(),
-        cluster("east", east),
-        cluster("west", west)
-    )
+    let bookinfo = "    namespaces: [bookinfo]\n";
+    let clusters = cluster("east", bookinfo, format!("http://{east}"), "")
+        + &cluster("west", bookinfo, format!("http://{west}"), "");
+    files_hub(objects.display(), &clusters, "")
 }
 
 /// Moves a failed test's directory `dir` (its processes' logs under
@@ -545,11 +540,17 @@ pub fn replica_config(
     identity: &str,
     kubeconfig: &Path,
 ) -> String {
-    format!(
-        "sources:\n  - name: files\n    file: {{path: {objects}}}\nclusters:\n  - name: east\n    namespaces: [bookinfo]\n    agent:\n      address: http://{agent}\n      connectTimeout: 1s\n      reconnect: {{initial: 100ms, max: 1s}}\ndebounce:\n  quiet: 20ms\n  maxWait: 200ms\nleaderElection:\n  enabled: true\n  namespace: meshhub\n  identity: {identity}\n  leaseDuration: 3s\n  renewDeadline: 2s\n  retryPeriod: 500ms\n  kubeconfig: {kubeconfig}\n",
-        objects = objects.display(),
-        kubeconfig = kubeconfig.display(),
-    )
+    let east = cluster(
+        "east",
+        "    namespaces: [bookinfo]\n",
+        format!("http://{agent}"),
+        "",
+    );
+    let leader = format!(
+        "leaderElection:\n  enabled: true\n  namespace: meshhub\n  identity: {identity}\n  leaseDuration: 3s\n  renewDeadline: 2s\n  retryPeriod: 500ms\n  kubeconfig: {}\n",
+        kubeconfig.display()
+    );
+    files_hub(objects.display(), &east, &leader)
 }
 
 /// The hub's remote row for `cluster` from `/status`.

@@ -11,6 +11,7 @@ use meshhub_testkit::objects::VS;
 use super::generator::Generator;
 use super::oracle::{View, difference};
 use super::proxy::{FaultProxy, Link};
+use crate::yaml::{cluster, files_hub};
 use crate::{AgentProc, HubProc, Proc, meshhubctl};
 
 /// The clusters, each with one agent.
@@ -371,16 +372,15 @@ fn hub_config(files: &Path, pushes: &[Link]) -> String {
         .iter()
         .zip(pushes)
         .map(|(name, link)| {
-            format!(
-                "  - name: {name}\n    namespaces: [bookinfo]\n    agent:\n      address: http://{}\n      connectTimeout: 1s\n      reconnect: {{initial: 100ms, max: 1s}}\n",
-                link.addr()
+            cluster(
+                name,
+                "    namespaces: [bookinfo]\n",
+                format!("http://{}", link.addr()),
+                "",
             )
         })
         .collect();
-    format!(
-        "sources:\n  - name: files\n    file: {{path: {}}}\nclusters:\n{clusters}debounce:\n  quiet: 20ms\n  maxWait: 200ms\n{LIMITS}",
-        files.display()
-    )
+    files_hub(files.display(), &clusters, LIMITS)
 }
 
 fn spawn_consumer(name: &str, link: &Link, server: Server, logs: &Path) -> Proc {

@@ -15,6 +15,7 @@ use std::path::Path;
 
 use meshhub_e2e::istio::{Galley, McpSink15, Mcpc};
 use meshhub_e2e::kube::ControlPlanes;
+use meshhub_e2e::yaml::{cluster, files_hub};
 use meshhub_e2e::*;
 use meshhub_testkit::fixtures::write_atomic;
 use meshhub_testkit::http::get_blocking;
@@ -46,20 +47,11 @@ fn write_objects(dir: &Path) {
 }
 
 fn hub_config(objects: &Path, clusters: &[(&str, SocketAddr)]) -> String {
-    let mut text = format!(
-        "sources:\n  - name: files\n    file: {{path: {}}}\n",
-        objects.display()
-    );
-    if !clusters.is_empty() {
-        text.push_str("clusters:\n");
-        for (name, addr) in clusters {
-            text.push_str(&format!(
-                "  - name: {name}\n    agent:\n      address: http://{addr}\n      connectTimeout: 1s\n      reconnect: {{initial: 100ms, max: 1s}}\n"
-            ));
-        }
-    }
-    text.push_str("debounce:\n  quiet: 20ms\n  maxWait: 200ms\n");
-    text
+    let clusters: String = clusters
+        .iter()
+        .map(|(name, addr)| cluster(name, "", format!("http://{addr}"), ""))
+        .collect();
+    files_hub(objects.display(), &clusters, "")
 }
 
 /// The consumer row of the hub's `/status` whose node id is `id`.

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use ::kube::api::{Api, DynamicObject, Patch, PatchParams};
 use meshhub_e2e::kube::{ControlPlanes, apply_yaml, delete, get, rbac_manifest};
+use meshhub_e2e::yaml::cluster;
 use meshhub_e2e::*;
 use meshhub_testkit::objects::{virtual_service, vs};
 use meshhub_testkit::{DEADLINE, eventually_some};
@@ -28,16 +29,12 @@ async fn host_of(client: &::kube::Client, name: &str) -> Option<String> {
 }
 
 fn hub_config(primary: &Path, east: std::net::SocketAddr, west: std::net::SocketAddr) -> String {
-    let cluster = |name: &str, addr: std::net::SocketAddr| {
-        format!(
-            "  - name: {name}\n    namespaces: [bookinfo]\n    agent:\n      address: http://{addr}\n      connectTimeout: 1s\n      reconnect: {{initial: 100ms, max: 1s}}\n"
-        )
-    };
+    let bookinfo = "    namespaces: [bookinfo]\n";
     format!(
         "sources:\n  - name: primary\n    kubernetes:\n      kubeconfig: {}\n      namespaces: [bookinfo]\nclusters:\n{}{}debounce:\n  quiet: 20ms\n  maxWait: 200ms\n",
         primary.display(),
-        cluster("east", east),
-        cluster("west", west)
+        cluster("east", bookinfo, format!("http://{east}"), ""),
+        cluster("west", bookinfo, format!("http://{west}"), "")
     )
 }
 

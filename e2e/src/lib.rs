@@ -27,6 +27,7 @@ pub mod istio;
 pub mod kube;
 pub mod pod;
 pub mod turn;
+pub mod upstream;
 pub mod yaml;
 
 pub use turn::{Turn, turn};

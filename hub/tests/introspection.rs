@@ -4,14 +4,13 @@
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
-use std::time::Duration;
 
-use clap::Parser as _;
 use meshhub::app::Hub;
-use meshhub::config::{Args, Config};
-use meshhub_proto::kinds::KindTable;
+use meshhub::config::Config;
+use meshhub_e2e::inproc::{ANY_PORT, agent_config, hub_args, push, ready_hub, start_agent};
 use meshhub_sink_agent::app::Agent;
-use meshhub_sink_agent::config::{Config as AgentConfig, Mode};
+use meshhub_testkit::http;
+use meshhub_testkit::mcp::channel;
 use prost::Message as _;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;
@@ -19,16 +18,6 @@ use tonic_reflection::pb::v1::ServerReflectionRequest;
 use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
 use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
 use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
-
-const DEADLINE: Duration = Duration::from_secs(20);
-
-async fn channel(addr: SocketAddr) -> tonic::transport::Channel {
-    tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap()
-}
 
 /// One reflection request over a fresh connection.
 async fn reflect(addr: SocketAddr, request: MessageRequest) -> MessageResponse {
@@ -97,48 +86,13 @@ fn set(names: &[&str]) -> BTreeSet<String> {
 
 async fn hub() -> Hub {
     // No --config: the embedded default.
-    let args = Args::parse_from([
-        "meshhub",
-        "--grpc-addr",
-        "127.0.0.1:0",
-        "--admin-addr",
-        "127.0.0.1:0",
-    ]);
-    let config = Config::from_args(args).unwrap();
+    let config = Config::from_args(hub_args(ANY_PORT, &[])).unwrap();
     assert!(config.embedded.is_some());
-    let hub = Hub::start(config).await.unwrap();
-    tokio::time::timeout(DEADLINE, hub.ready())
-        .await
-        .expect("ready");
-    hub
+    ready_hub(config).await
 }
 
 async fn agent(data: &std::path::Path) -> Agent {
-    Agent::start(AgentConfig {
-        cluster: "east".into(),
-        data_dir: data.to_owned(),
-        mode: Mode::Push {
-            listen: "127.0.0.1:0".parse().unwrap(),
-            tls: None,
-        },
-        grpc_addr: "127.0.0.1:0".parse().unwrap(),
-        admin_addr: "127.0.0.1:0".parse().unwrap(),
-        admin_token_file: None,
-        grpc_tls: None,
-        insecure: false,
-        sink_allowed_identities: None,
-        collections: KindTable::builtin()
-            .iter()
-            .map(|k| k.collection().to_owned())
-            .collect(),
-        max_message_bytes: 64 << 20,
-        limits: meshhub_mcp::limits::Limits::default(),
-        incremental: false,
-        shutdown_grace: Duration::from_secs(5),
-        apply: None,
-    })
-    .await
-    .unwrap()
+    start_agent(agent_config("east", data, push())).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -174,12 +128,7 @@ async fn reflection_lists_what_each_grpc_port_serves() {
 }
 
 async fn get_json(addr: SocketAddr, path: &str) -> (u16, serde_json::Value) {
-    let (code, body) = tokio::task::spawn_blocking({
-        let path = path.to_owned();
-        move || meshhub_e2e::http_get(addr, &path).expect("admin answers")
-    })
-    .await
-    .unwrap();
+    let (code, body) = http::get(addr, path).await;
     (
         code,
         serde_json::from_str(&body).unwrap_or(serde_json::Value::String(body)),

@@ -4,42 +4,17 @@
 //! a CRD installed after start, extra kinds as `Struct` bodies, and a
 //! restarted API server.
 
-use std::future::Future;
 use std::path::Path;
-use std::time::Duration;
 
-use clap::Parser as _;
 use meshhub::app::Hub;
-use meshhub::config::{Args, Config};
+use meshhub_e2e::inproc::{self, hub_config};
 use meshhub_e2e::kube::{ControlPlanes, apply_yaml, delete, get};
 use meshhub_proto::mcp::Resource;
+use meshhub_testkit::objects::{GW, VS, vs};
+use meshhub_testkit::{DEADLINE, eventually, within};
 use prost::Message as _;
 
-const VS: &str = "istio/networking/v1alpha3/virtualservices";
-const GW: &str = "istio/networking/v1alpha3/gateways";
 const CM: &str = "k8s/core/v1/configmaps";
-const DEADLINE: Duration = Duration::from_secs(30);
-
-async fn eventually<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + DEADLINE;
-    while !check().await {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-fn vs(name: &str, host: &str) -> String {
-    format!(
-        "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {{name: {name}, namespace: bookinfo}}\nspec:\n  hosts: [{host}]\n  http:\n  - route:\n    - destination: {{host: {host}}}\n"
-    )
-}
 
 /// name → (version, decoded resource) of `collection` in group `east`.
 fn served(hub: &Hub, collection: &str) -> Vec<(String, String, Resource)> {
@@ -65,23 +40,11 @@ fn names(hub: &Hub, collection: &str) -> Vec<String> {
 }
 
 async fn start_hub(dir: &Path, kubeconfig: &Path) -> Hub {
-    let path = dir.join("meshhub.yaml");
     let text = format!(
         "sources:\n  - name: primary\n    kubernetes:\n      kubeconfig: {}\n      namespaces: [bookinfo]\n      discoveryInterval: 1h\n      extraKinds:\n        - {{version: v1, kind: ConfigMap}}\nclusters:\n  - name: east\n    namespaces: [bookinfo]\ndebounce:\n  quiet: 20ms\n  maxWait: 200ms\n",
         kubeconfig.display()
     );
-    std::fs::write(&path, &text).unwrap();
-    let args = Args::parse_from([
-        "meshhub",
-        "--grpc-addr",
-        "127.0.0.1:0",
-        "--admin-addr",
-        "127.0.0.1:0",
-        "--shutdown-grace",
-        "5s",
-    ]);
-    let config = Config::from_yaml(&args, &path, &text).unwrap();
-    Hub::start(config).await.unwrap()
+    inproc::start_hub(hub_config(&dir.join("meshhub.yaml"), &text)).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -109,9 +72,7 @@ async fn kubernetes_objects_flow_into_snapshots() {
 
     let dir = tempfile::tempdir().unwrap();
     let hub = start_hub(dir.path(), &planes.cluster("primary").kubeconfig).await;
-    tokio::time::timeout(DEADLINE, hub.ready())
-        .await
-        .expect("ready after the initial lists");
+    within("ready after the initial lists", hub.ready()).await;
 
     // The initial list, with resourceVersion as the version.
     let vss = served(&hub, VS);

@@ -6,59 +6,38 @@
 //! source defining the same object.
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
-use clap::Parser as _;
 use meshhub::app::Hub;
-use meshhub::config::{Args, Config};
+use meshhub::config::Config;
 use meshhub::pipeline::SourceStatus;
-use meshhub_mcp::cache::{self, Group};
-use meshhub_mcp::group::{Consumer as GroupConsumer, GroupError, GroupIndex};
+use meshhub_e2e::inproc::{self, hub_args, ready};
+use meshhub_e2e::upstream::{Upstream, encoded};
 use meshhub_mcp::ledger::{Ledger, Role, SyncState};
 use meshhub_mcp::reconnect::ReconnectPolicy;
 use meshhub_mcp::sink::client::{self as sink_client, SourceTarget};
 use meshhub_mcp::sink::{InMemoryUpdater, SinkCollection, SinkConfig};
-use meshhub_mcp::snapshot::{CollectionSnapshot, EncodedResource, Snapshot};
-use meshhub_mcp::source::SourceConfig;
-use meshhub_mcp::source::server::{Shared, SourceServer};
+use meshhub_mcp::snapshot::{CollectionSnapshot, Snapshot};
 use meshhub_proto::kinds::KindTable;
 use meshhub_proto::mcp::{RequestResources, Resource, Resources};
 use meshhub_proto::transcode;
-use prost::Message as _;
+use meshhub_testkit::eventually;
+use meshhub_testkit::objects::{DR, VS, virtual_service};
 use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 use tonic::transport::Endpoint;
 
-const VS: &str = "istio/networking/v1alpha3/virtualservices";
-const DR: &str = "istio/networking/v1alpha3/destinationrules";
-const DEADLINE: Duration = Duration::from_secs(20);
-
+/// A virtual service in `bookinfo`, labelled `app: <name>`.
 fn vs(name: &str, host: &str) -> String {
-    format!(
-        "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata:\n  name: {name}\n  namespace: bookinfo\n  labels: {{app: {name}}}\nspec:\n  hosts: [{host}]\n  http:\n  - route:\n    - destination:\n        host: {host}\n"
+    virtual_service(
+        name,
+        "bookinfo",
+        host,
+        &format!("  labels: {{app: {name}}}\n"),
     )
-}
-
-/// Polls `check` until it holds or the deadline passes.
-async fn eventually<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + DEADLINE;
-    while !check().await {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 /// `sources[]` entry of a file source.
@@ -80,23 +59,8 @@ async fn start_hub(dir: &Path, grpc: &str, sources: &str) -> Hub {
     let path = dir.join("meshhub.yaml");
     let text = format!("sources:\n{sources}debounce:\n  quiet: 20ms\n  maxWait: 200ms\n");
     std::fs::write(&path, &text).unwrap();
-    let args = Args::parse_from([
-        "meshhub",
-        "--grpc-addr",
-        grpc,
-        "--admin-addr",
-        "127.0.0.1:0",
-        "--shutdown-grace",
-        "5s",
-    ]);
-    let config = Config::from_yaml(&args, &path, &text).unwrap();
-    Hub::start(config).await.unwrap()
-}
-
-async fn ready(hub: &Hub) {
-    tokio::time::timeout(DEADLINE, hub.ready())
-        .await
-        .expect("ready in time");
+    let config = Config::from_yaml(&hub_args(grpc, &[]), &path, &text).unwrap();
+    inproc::start_hub(config).await
 }
 
 /// An upstream meshhub serving the files of `objects`.
@@ -470,67 +434,15 @@ async fn a_file_source_and_the_upstream_merge_by_the_stores_precedence() {
     assert!(upstream.shutdown().await);
 }
 
-/// Every consumer gets the default group.
-struct Everyone;
-impl GroupIndex for Everyone {
-    fn group(&self, _: &GroupConsumer) -> Result<Group, GroupError> {
-        Ok("default".into())
-    }
-}
-
-/// A raw engine `ResourceSource` serving hand-made VS resources; other
-/// collections are answered empty.
-struct RawUpstream {
-    addr: SocketAddr,
-    ledger: Ledger,
-    shutdown: CancellationToken,
-    server: tokio::task::JoinHandle<()>,
-}
-
-async fn start_raw_upstream(resources: Vec<Resource>) -> RawUpstream {
-    let (writer, cache) = cache::new();
-    let encoded = resources
-        .iter()
-        .map(|r| {
-            let m = r.metadata.clone().unwrap();
-            EncodedResource {
-                name: m.name.into(),
-                version: m.version.into(),
-                encoded: Bytes::from(r.encode_to_vec()),
-            }
-        })
-        .collect();
-    writer.set(
+/// A raw engine `ResourceSource` serving hand-made VS resources to
+/// group `default`; other collections are answered empty.
+async fn start_raw_upstream(resources: Vec<Resource>) -> Upstream {
+    let vs = CollectionSnapshot::new(resources.iter().map(encoded).collect());
+    Upstream::start(
         "default",
-        Arc::new(Snapshot::new().with_collection(VS, Arc::new(CollectionSnapshot::new(encoded)))),
-    );
-    let ledger = Ledger::new();
-    let shutdown = CancellationToken::new();
-    let shared = Shared {
-        cache,
-        groups: Arc::new(Everyone),
-        ledger: ledger.clone(),
-        config: Arc::new(SourceConfig::default()),
-        shutdown: shutdown.clone(),
-        tasks: TaskTracker::new(),
-    };
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let service = SourceServer::new(shared).into_service(64 * 1024 * 1024);
-    let stop = shutdown.clone();
-    let server = tokio::spawn(async move {
-        tonic::transport::Server::builder()
-            .add_service(service)
-            .serve_with_incoming_shutdown(TcpListenerStream::new(listener), stop.cancelled_owned())
-            .await
-            .unwrap();
-    });
-    RawUpstream {
-        addr,
-        ledger,
-        shutdown,
-        server,
-    }
+        Arc::new(Snapshot::new().with_collection(VS, Arc::new(vs))),
+    )
+    .await
 }
 
 /// A VirtualService resource (`bookinfo/<name>`) as an upstream serves it.

@@ -11,7 +11,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Status, Streaming};
 
-use crate::wait::within;
+use crate::wait::{DEADLINE, within};
 
 /// One open `EstablishResourceStream`.
 pub struct Subscription {
@@ -76,14 +76,23 @@ impl Subscription {
     }
 
     /// Reads (and ACKs) responses until one holds exactly `names`
-    /// (sorted); its version.
+    /// (sorted); its version. Panics, naming the last names seen, when
+    /// none does within the deadline.
     pub async fn until_names(&mut self, names: &[&str]) -> String {
-        loop {
-            let (version, got) = self.next_acked().await.expect("an MCP response");
-            if got == names {
-                return version;
+        let mut last = Vec::new();
+        let found = tokio::time::timeout(DEADLINE, async {
+            loop {
+                let (version, got) = self.next_acked().await.expect("an MCP response");
+                if got == names {
+                    return version;
+                }
+                last = got;
             }
-        }
+        })
+        .await;
+        found.unwrap_or_else(|_| {
+            panic!("timed out after {DEADLINE:?} waiting for {names:?}; last {last:?}")
+        })
     }
 
     /// The stream's next event as tonic gives it, without a deadline: for

@@ -4,17 +4,12 @@
 //! agent serves its persisted state with no hub; a corrupt file is skipped.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use meshhub_e2e::inproc::{agent_config, push};
-use meshhub_mcp::cache::{self, SnapshotWriter};
-use meshhub_mcp::group::SingleGroup;
-use meshhub_mcp::ledger::{Ledger, Role, SyncState};
-use meshhub_mcp::snapshot::{EncodedResource, Snapshot};
-use meshhub_mcp::source::SourceConfig;
-use meshhub_mcp::source::server::{Shared, SourceServer};
+use meshhub_e2e::upstream::{Upstream, encoded};
+use meshhub_mcp::ledger::{Role, SyncState};
+use meshhub_mcp::snapshot::EncodedResource;
 use meshhub_proto::kinds::KindTable;
 use meshhub_proto::mcp::Resource;
 use meshhub_proto::object::Object;
@@ -25,12 +20,9 @@ use meshhub_sink_agent::store::{self, Origin};
 use meshhub_testkit::objects::{DR, GW, VS, any, mcp_resource};
 use meshhub_testkit::{DEADLINE, eventually, fixtures, http};
 use prost::Message as _;
-use tokio_stream::wrappers::TcpListenerStream;
-use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
-use tonic::transport::{Endpoint, Server};
+use tonic::transport::Endpoint;
 
-use crate::support::{Consumer, MAX, PushHub, encode, encoded, names_of, peer, snapshot};
+use crate::support::{Consumer, PushHub, encode, names_of, peer, snapshot};
 
 // ---------------------------------------------------------------- fixtures
 
@@ -69,50 +61,10 @@ fn bad_resource(name: &str, garbage: bool) -> EncodedResource {
             vec![],
         )
     };
-    encoded(mcp_resource(name, "bad-1", Some(body)))
+    encoded(&mcp_resource(name, "bad-1", Some(body)))
 }
 
 // ---------------------------------------------------------------- harness
-
-/// A hub serving ResourceSource (pull mode).
-struct SourceHub {
-    addr: SocketAddr,
-    writer: SnapshotWriter,
-    ledger: Ledger,
-    shutdown: CancellationToken,
-}
-
-async fn source_hub(initial: Arc<Snapshot>) -> SourceHub {
-    let (writer, cache) = cache::new();
-    writer.set("hub", initial);
-    let ledger = Ledger::new();
-    let shutdown = CancellationToken::new();
-    let shared = Shared {
-        cache,
-        groups: Arc::new(SingleGroup("hub".into())),
-        ledger: ledger.clone(),
-        config: Arc::new(SourceConfig::default()),
-        shutdown: shutdown.clone(),
-        tasks: TaskTracker::new(),
-    };
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let service = SourceServer::new(shared).into_service(MAX);
-    let stop = shutdown.clone();
-    tokio::spawn(async move {
-        Server::builder()
-            .add_service(service)
-            .serve_with_incoming_shutdown(TcpListenerStream::new(listener), stop.cancelled_owned())
-            .await
-            .unwrap();
-    });
-    SourceHub {
-        addr,
-        writer,
-        ledger,
-        shutdown,
-    }
-}
 
 // ---------------------------------------------------------------- tests
 
@@ -381,7 +333,7 @@ async fn a_corrupt_file_is_skipped_and_the_others_load() {
 async fn pull_mode_subscribes_as_the_cluster_and_applies_deltas() {
     let data = tempfile::tempdir().unwrap();
     let state = bookinfo_state();
-    let hub = source_hub(snapshot(state.clone())).await;
+    let hub = Upstream::start("hub", snapshot(state.clone())).await;
     let mut cfg = agent_config(
         "east",
         data.path(),

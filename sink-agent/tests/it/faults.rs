@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use meshhub_e2e::inproc::{agent_config, push};
+use meshhub_e2e::upstream::encoded;
 use meshhub_mcp::snapshot::{EncodedResource, Snapshot};
 use meshhub_proto::kinds::KindTable;
 use meshhub_proto::transcode::{object_to_resource, parse_yaml};
@@ -30,7 +31,7 @@ use meshhub_testkit::objects::{DR, VS};
 use meshhub_testkit::{eventually, http};
 use prost::Message as _;
 
-use crate::support::{self, Consumer, PushHub, encoded, names_of};
+use crate::support::{self, Consumer, PushHub, names_of};
 
 // ---------------------------------------------------------------- mounts
 
@@ -109,7 +110,7 @@ fn services(n: usize, tag: &str) -> Vec<EncodedResource> {
         .map(|o| {
             let o = o.unwrap();
             let kind = kinds.by_api_version(&o.api_version, &o.kind).unwrap();
-            encoded(object_to_resource(kind, &o).unwrap())
+            encoded(&object_to_resource(kind, &o).unwrap())
         })
         .collect()
 }
@@ -122,7 +123,7 @@ fn destination_rules() -> Vec<EncodedResource> {
     .remove(0)
     .unwrap();
     let r = object_to_resource(kinds.by_api_version(&o.api_version, &o.kind).unwrap(), &o).unwrap();
-    vec![encoded(r)]
+    vec![encoded(&r)]
 }
 
 /// `vs` and the destination rule.

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use bytes::Bytes;
+use meshhub_e2e::upstream::encoded;
 use meshhub_mcp::cache::{self, SnapshotCache, SnapshotWriter};
 use meshhub_mcp::ledger::{CollectionStatus, Ledger, PeerStatus, Role, SyncState};
 use meshhub_mcp::sink::client::{SourceTarget, connect_once};
@@ -14,28 +14,16 @@ use meshhub_mcp::sink::{InMemoryUpdater, SinkCollection, SinkConfig};
 use meshhub_mcp::snapshot::{CollectionSnapshot, EncodedResource, Snapshot};
 use meshhub_mcp::source::{SourceConfig, dialer};
 use meshhub_proto::kinds::KindTable;
-use meshhub_proto::mcp::Resource;
 use meshhub_proto::object::Object;
 use meshhub_proto::transcode::object_to_resource;
 use meshhub_testkit::eventually;
 use meshhub_testkit::mcp::node;
 use meshhub_testkit::objects::VS;
-use prost::Message as _;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Endpoint;
 
 /// The message limit of the test hubs and consumers.
 pub const MAX: usize = 16 * 1024 * 1024;
-
-/// `r`, encoded as served.
-pub fn encoded(r: Resource) -> EncodedResource {
-    let meta = r.metadata.clone().expect("metadata");
-    EncodedResource {
-        name: meta.name.into(),
-        version: meta.version.into(),
-        encoded: Bytes::from(r.encode_to_vec()),
-    }
-}
 
 /// Objects encoded as the hub encodes them (once, through the kind
 /// table), by collection.
@@ -47,7 +35,7 @@ pub fn encode(objects: &[Object]) -> BTreeMap<String, Vec<EncodedResource>> {
         let r = object_to_resource(kind, o).unwrap();
         out.entry(kind.collection().to_owned())
             .or_default()
-            .push(encoded(r));
+            .push(encoded(&r));
     }
     out
 }

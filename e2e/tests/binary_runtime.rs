@@ -8,7 +8,9 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use meshhub_e2e::{bin_dir, eventually, http_get};
+use meshhub_e2e::bin_dir;
+use meshhub_testkit::eventually_blocking;
+use meshhub_testkit::http::get_blocking;
 use serde_json::Value;
 
 /// A child killed and reaped when dropped, its stderr in a file.
@@ -71,7 +73,7 @@ fn start_copy(dir: &Path, env: &[(&str, &str)]) -> Running {
 }
 
 fn status(admin: SocketAddr) -> Value {
-    let (code, body) = http_get(admin, "/status").unwrap();
+    let (code, body) = get_blocking(admin, "/status").unwrap();
     assert_eq!(code, 200, "{body}");
     serde_json::from_str(&body).unwrap()
 }
@@ -115,7 +117,7 @@ fn a_copied_binary_serves_its_embedded_default_and_takes_log_levels_at_runtime()
         dir.path(),
         &[("MESHHUB_LOG_FORMAT", "json"), ("MESHHUB_LOG", "info")],
     );
-    let started = eventually("meshhub started", || hub.fields("meshhub started"));
+    let started = eventually_blocking("meshhub started", || hub.fields("meshhub started"));
     let admin: SocketAddr = started["admin.addr"].as_str().unwrap().parse().unwrap();
     let embedded = hub
         .stderr()
@@ -131,8 +133,8 @@ fn a_copied_binary_serves_its_embedded_default_and_takes_log_levels_at_runtime()
     );
     assert!(!config.starts_with(dir.path()), "{}", config.display());
 
-    eventually("ready", || {
-        http_get(admin, "/readyz").filter(|(c, _)| *c == 200)
+    eventually_blocking("ready", || {
+        get_blocking(admin, "/readyz").filter(|(c, _)| *c == 200)
     });
     let served = east_virtual_services(admin);
     assert!(served > 0, "{}", status(admin));
@@ -144,7 +146,7 @@ fn a_copied_binary_serves_its_embedded_default_and_takes_log_levels_at_runtime()
     // A change below the embedded directory: no debug line at `info`.
     let objects = config.parent().unwrap().join("bookinfo");
     std::fs::write(objects.join("probe-one.yaml"), vs("probe-one")).unwrap();
-    eventually("probe-one served", || {
+    eventually_blocking("probe-one served", || {
         (east_virtual_services(admin) == served + 1).then_some(())
     });
     assert!(!hub.stderr().contains("probe-one.yaml"), "{}", hub.stderr());
@@ -163,7 +165,7 @@ fn a_copied_binary_serves_its_embedded_default_and_takes_log_levels_at_runtime()
     assert_eq!(changed["log.filter"], "info,meshhub::source=debug");
 
     std::fs::write(objects.join("probe-two.yaml"), vs("probe-two")).unwrap();
-    let line = eventually("a debug line of the file source", || {
+    let line = eventually_blocking("a debug line of the file source", || {
         hub.stderr()
             .lines()
             .filter_map(|l| serde_json::from_str::<Value>(l).ok())
@@ -189,7 +191,7 @@ fn a_copied_binary_serves_its_embedded_default_and_takes_log_levels_at_runtime()
 fn text_logs_have_no_colour_when_stderr_is_a_file() {
     let dir = tempfile::tempdir().unwrap();
     let hub = start_copy(dir.path(), &[("MESHHUB_LOG_FORMAT", "text")]);
-    eventually("meshhub started", || {
+    eventually_blocking("meshhub started", || {
         hub.stderr().contains("meshhub started").then_some(())
     });
     let text = hub.stderr();

@@ -4,6 +4,7 @@
 //! different modules still never run side by side, as when each module was
 //! its own binary; see e2e/src/turn.rs for why.
 
+mod binary_runtime;
 mod chaos_soak;
 mod grpcurl;
 mod helm_charts;

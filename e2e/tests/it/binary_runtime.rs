@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use meshhub_e2e::bin_dir;
+use meshhub_e2e::{bin_dir, turn};
 use meshhub_testkit::eventually_blocking;
 use meshhub_testkit::http::get_blocking;
 use serde_json::Value;
@@ -112,6 +112,7 @@ fn meshhubctl(args: &[&str]) -> (bool, String, String) {
 
 #[test]
 fn a_copied_binary_serves_its_embedded_default_and_takes_log_levels_at_runtime() {
+    let _turn = turn(module_path!());
     let dir = tempfile::tempdir().unwrap();
     let hub = start_copy(
         dir.path(),
@@ -189,6 +190,7 @@ fn a_copied_binary_serves_its_embedded_default_and_takes_log_levels_at_runtime()
 
 #[test]
 fn text_logs_have_no_colour_when_stderr_is_a_file() {
+    let _turn = turn(module_path!());
     let dir = tempfile::tempdir().unwrap();
     let hub = start_copy(dir.path(), &[("MESHHUB_LOG_FORMAT", "text")]);
     eventually_blocking("meshhub started", || {

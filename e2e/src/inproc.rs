@@ -3,17 +3,23 @@
 //! real thing and also its handles (cache, ledger, readiness) rather than
 //! a process.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Parser as _;
 use meshhub::app::Hub;
+use meshhub::clusters::is_dialer;
 use meshhub::config::{Args, Config};
+use meshhub_mcp::ledger::PeerStatus;
 use meshhub_mcp::limits::Limits;
 use meshhub_proto::kinds::KindTable;
 use meshhub_sink_agent::app::Agent;
 use meshhub_sink_agent::config::{Config as AgentConfig, DEFAULT_MAX_MESSAGE_BYTES, Mode};
+use meshhub_testkit::fixtures::write_atomic;
+use meshhub_testkit::pki::Ca;
 use meshhub_testkit::within;
+
+use crate::yaml::files_hub;
 
 /// Both ports on 127.0.0.1, chosen by the kernel.
 pub const ANY_PORT: &str = "127.0.0.1:0";
@@ -71,6 +77,83 @@ pub async fn hub_of_file(path: &Path) -> Hub {
     let path = path.to_str().expect("a UTF-8 path");
     let config = Config::from_args(hub_args(ANY_PORT, &["--config", path]))
         .unwrap_or_else(|e| panic!("{path}: {e}"));
+    ready_hub(config).await
+}
+
+/// A scratch tree for a hub: `objects/` (its file source) and `etc/`;
+/// the second value is where its configuration goes, `etc/meshhub.yaml`
+/// (which reads `../objects`, see [`write_hub_config`]).
+pub fn tree() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    for sub in ["objects", "etc"] {
+        std::fs::create_dir_all(dir.path().join(sub)).expect("the tree");
+    }
+    let config = dir.path().join("etc/meshhub.yaml");
+    (dir, config)
+}
+
+/// Writes (atomically, as editors and ConfigMap updates do) the
+/// configuration of a hub in a [`tree`]: its file source reading
+/// `../objects`, `clusters` (YAML entries, see `yaml::cluster`), then
+/// `extra` top-level lines.
+pub fn write_hub_config(path: &Path, clusters: &str, extra: &str) {
+    write_atomic(path, &files_hub("../objects", clusters, extra));
+}
+
+/// The hub's live dial-out stream to `cluster`'s agent, from its ledger.
+pub fn dialer(hub: &Hub, cluster: &str) -> Option<PeerStatus> {
+    hub.ledger()
+        .view()
+        .into_iter()
+        .find(|p| is_dialer(p) && p.peer == cluster && p.connected)
+}
+
+/// The identity of cluster east's consumers in [`mtls_hub`].
+pub const EAST_ID: &str = "spiffe://east.example/ns/istio-system/sa/istiod";
+/// The identity of cluster west's consumers in [`mtls_hub`].
+pub const WEST_ID: &str = "spiffe://west.example/ns/istio-system/sa/istiod";
+
+/// A ready hub whose gRPC port wants mutual TLS and places consumers by
+/// their verified identity: east (namespace `east-ns`, holding
+/// `east-ns/reviews`) for [`EAST_ID`], west (`west-ns`, `west-ns/ratings`)
+/// for [`WEST_ID`]. Its PKI is in `dir`: `ca.pem`, the hub's
+/// `server.pem`/`server-key.pem` (for localhost), and the clients'
+/// `east.pem`/`east-key.pem` and `west.pem`/`west-key.pem`.
+pub async fn mtls_hub(dir: &Path) -> Hub {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let ca = Ca::new("meshhub test root");
+    ca.write(&dir.join("ca.pem"));
+    ca.server(&["localhost"]).write_pem(dir, "server");
+    ca.client(EAST_ID).write_pem(dir, "east");
+    ca.client(WEST_ID).write_pem(dir, "west");
+    let objects = dir.join("objects");
+    std::fs::create_dir_all(&objects).expect("objects/");
+    let vs = |name: &str, ns: &str| meshhub_testkit::objects::virtual_service(name, ns, name, "");
+    std::fs::write(
+        objects.join("vs.yaml"),
+        format!(
+            "{}---\n{}",
+            vs("reviews", "east-ns"),
+            vs("ratings", "west-ns")
+        ),
+    )
+    .expect("objects");
+    let text = "\
+sources:
+  - name: files
+    file: {path: objects}
+clusters:
+  - name: east
+    namespaces: [east-ns]
+    identities: ['spiffe://east.example/**']
+  - name: west
+    namespaces: [west-ns]
+    identities: ['spiffe://west.example/ns/*/sa/istiod']
+grpcTls: {cert: server.pem, key: server-key.pem, clientCa: ca.pem}
+debounce: {quiet: 20ms, maxWait: 200ms}
+";
+    let config = hub_config(&dir.join("meshhub.yaml"), text);
+    assert!(config.access.enforced, "identities are enforced");
     ready_hub(config).await
 }
 

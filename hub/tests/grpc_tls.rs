@@ -6,101 +6,13 @@
 use std::path::Path;
 use std::time::Duration;
 
-use clap::Parser as _;
 use meshhub::app::Hub;
+use meshhub_e2e::inproc::{EAST_ID, mtls_hub};
 use meshhub_proto::mcp::resource_source_client::ResourceSourceClient;
 use meshhub_proto::mcp::{RequestResources, SinkNode};
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair, SanType};
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use meshhub_testkit::http;
+use meshhub_testkit::objects::VS;
 use tonic::transport::Endpoint;
-
-const VS: &str = "istio/networking/v1alpha3/virtualservices";
-const EAST_ID: &str = "spiffe://east.example/ns/istio-system/sa/istiod";
-const WEST_ID: &str = "spiffe://west.example/ns/istio-system/sa/istiod";
-
-const OBJECTS: &str = r#"
-apiVersion: networking.istio.io/v1
-kind: VirtualService
-metadata: {name: reviews, namespace: east-ns}
-spec:
-  hosts: [reviews]
-  http:
-  - route:
-    - destination: {host: reviews}
----
-apiVersion: networking.istio.io/v1
-kind: VirtualService
-metadata: {name: ratings, namespace: west-ns}
-spec:
-  hosts: [ratings]
-  http:
-  - route:
-    - destination: {host: ratings}
-"#;
-
-/// A CA, the hub's serving certificate, and client certificates for the
-/// east and west identities, in `dir`.
-fn pki(dir: &Path) {
-    let write = |name: &str, text: String| std::fs::write(dir.join(name), text).unwrap();
-    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let root = CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap();
-    write("ca.pem", root.pem());
-    let key = KeyPair::generate().unwrap();
-    let server = CertificateParams::new(vec!["localhost".to_owned()])
-        .unwrap()
-        .signed_by(&key, &root)
-        .unwrap();
-    write("server.pem", server.pem());
-    write("server-key.pem", key.serialize_pem());
-    for (name, id) in [("east", EAST_ID), ("west", WEST_ID)] {
-        let key = KeyPair::generate().unwrap();
-        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.subject_alt_names = vec![SanType::URI(id.try_into().unwrap())];
-        let cert = params.signed_by(&key, &root).unwrap();
-        write(&format!("{name}.pem"), cert.pem());
-        write(&format!("{name}-key.pem"), key.serialize_pem());
-    }
-}
-
-async fn start_hub(dir: &Path) -> Hub {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    pki(dir);
-    std::fs::create_dir_all(dir.join("objects")).unwrap();
-    std::fs::write(dir.join("objects/vs.yaml"), OBJECTS).unwrap();
-    let path = dir.join("meshhub.yaml");
-    let text = "\
-sources:
-  - name: files
-    file: {path: objects}
-clusters:
-  - name: east
-    namespaces: [east-ns]
-    identities: ['spiffe://east.example/**']
-  - name: west
-    namespaces: [west-ns]
-    identities: ['spiffe://west.example/ns/*/sa/istiod']
-grpcTls: {cert: server.pem, key: server-key.pem, clientCa: ca.pem}
-debounce: {quiet: 20ms, maxWait: 200ms}
-";
-    std::fs::write(&path, text).unwrap();
-    let args = meshhub::config::Args::parse_from([
-        "meshhub",
-        "--grpc-addr",
-        "127.0.0.1:0",
-        "--admin-addr",
-        "127.0.0.1:0",
-        "--shutdown-grace",
-        "5s",
-    ]);
-    let config = meshhub::config::Config::from_yaml(&args, &path, text).unwrap();
-    assert!(config.access.enforced);
-    let hub = Hub::start(config).await.unwrap();
-    tokio::time::timeout(Duration::from_secs(20), hub.ready())
-        .await
-        .expect("hub ready");
-    hub
-}
 
 /// Subscribes to VS as node `node_id` with the client certificate `who`;
 /// the names of the first response, or the refusal's code and message.
@@ -154,22 +66,10 @@ async fn first_names(
         .collect())
 }
 
-async fn http_get(hub: &Hub, path: &str) -> String {
-    let mut s = tokio::net::TcpStream::connect(hub.admin_addr())
-        .await
-        .unwrap();
-    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).await.unwrap();
-    out
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_certificate_for_east_cannot_read_west() {
     let dir = tempfile::tempdir().unwrap();
-    let hub = start_hub(dir.path()).await;
+    let hub = mtls_hub(dir.path()).await;
 
     // East's identity reads east, whatever node id it claims (none that
     // names a cluster, or east itself).
@@ -198,7 +98,7 @@ async fn a_certificate_for_east_cannot_read_west() {
         ["west-ns/ratings"]
     );
     // The refusal is counted.
-    let metrics = http_get(&hub, "/metrics").await;
+    let metrics = http::get(hub.admin_addr(), "/metrics").await.1;
     assert!(
         metrics
             .lines()
@@ -207,7 +107,7 @@ async fn a_certificate_for_east_cannot_read_west() {
         "{metrics}"
     );
     // /status shows the TLS of the port.
-    let status = http_get(&hub, "/status").await;
+    let status = http::get(hub.admin_addr(), "/status").await.1;
     assert!(
         status.contains("\"grpc_tls\":{") && status.contains("\"mutual\":true"),
         "{status}"

@@ -4,129 +4,35 @@
 //! from the hub's identity only. (A NACK as `meshhubctl status` shows it:
 //! `ctl/tests/it/status.rs`.)
 
-use std::future::Future;
-use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::path::Path;
 
 use clap::Parser as _;
 use meshhub::app::Hub;
 use meshhub::clusters::is_dialer;
 use meshhub::config::{Args, Config};
+use meshhub_e2e::inproc::{
+    ANY_PORT, agent_config, dialer, hub_of_file, push, start_agent, tree, write_hub_config,
+};
+use meshhub_e2e::yaml;
 use meshhub_mcp::authz::AllowList;
 use meshhub_mcp::ledger::{PeerStatus, SyncState};
-use meshhub_proto::kinds::KindTable;
 use meshhub_sink_agent::app::Agent;
 use meshhub_sink_agent::config::{Config as AgentConfig, Mode, SinkTls};
-
-const VS: &str = "istio/networking/v1alpha3/virtualservices";
-const DEADLINE: Duration = Duration::from_secs(20);
-
-fn vs(name: &str, ns: &str, host: &str, labels: &str) -> String {
-    format!(
-        "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata:\n  name: {name}\n  namespace: {ns}\n{labels}spec:\n  hosts: [{host}]\n  http:\n  - route:\n    - destination:\n        host: {host}\n"
-    )
-}
-
-/// Polls `check` until it holds or the deadline passes.
-async fn eventually<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + DEADLINE;
-    while !check().await {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
+use meshhub_testkit::objects::{VS, virtual_service as vs};
+use meshhub_testkit::pki::Ca;
+use meshhub_testkit::{eventually, within};
 
 /// A cluster entry of the hub's YAML with an agent at `addr`.
 fn cluster(name: &str, selector: &str, addr: impl std::fmt::Display) -> String {
-    format!(
-        "  - name: {name}\n{selector}    agent:\n      address: http://{addr}\n      connectTimeout: 2s\n      reconnect: {{initial: 50ms, max: 500ms}}\n"
-    )
+    yaml::cluster(name, selector, format!("http://{addr}"), "")
 }
 
 fn write_config(path: &Path, clusters: &str) {
-    let text = format!(
-        "sources:\n  - name: files\n    file: {{path: ../objects}}\nclusters:\n{clusters}debounce:\n  quiet: 20ms\n  maxWait: 200ms\n"
-    );
-    // Replace atomically, as editors and ConfigMaps do.
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, text).unwrap();
-    std::fs::rename(&tmp, path).unwrap();
+    write_hub_config(path, clusters, "");
 }
 
-/// A temp tree: `objects/` (the file source) and `etc/meshhub.yaml`.
-fn tree() -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(dir.path().join("objects")).unwrap();
-    std::fs::create_dir_all(dir.path().join("etc")).unwrap();
-    let config = dir.path().join("etc/meshhub.yaml");
-    (dir, config)
-}
-
-async fn start_hub(config: &Path) -> Hub {
-    let args = Args::parse_from([
-        "meshhub",
-        "--grpc-addr",
-        "127.0.0.1:0",
-        "--admin-addr",
-        "127.0.0.1:0",
-        "--shutdown-grace",
-        "5s",
-        "--config",
-        config.to_str().unwrap(),
-    ]);
-    let hub = Hub::start(Config::from_args(args).unwrap()).await.unwrap();
-    tokio::time::timeout(DEADLINE, hub.ready())
-        .await
-        .expect("ready");
-    hub
-}
-
-async fn start_agent(cluster: &str, data: &Path) -> Agent {
-    start_agent_with(cluster, data, None).await
-}
-
-async fn start_agent_with(cluster: &str, data: &Path, tls: Option<SinkTls>) -> Agent {
-    start_agent_allowing(cluster, data, tls, None).await
-}
-
-async fn start_agent_allowing(
-    cluster: &str,
-    data: &Path,
-    tls: Option<SinkTls>,
-    sink_allowed_identities: Option<AllowList>,
-) -> Agent {
-    Agent::start(AgentConfig {
-        cluster: cluster.into(),
-        data_dir: data.to_owned(),
-        mode: Mode::Push {
-            listen: "127.0.0.1:0".parse().unwrap(),
-            tls,
-        },
-        grpc_addr: "127.0.0.1:0".parse().unwrap(),
-        grpc_tls: None,
-        insecure: false,
-        sink_allowed_identities,
-        admin_addr: "127.0.0.1:0".parse().unwrap(),
-        admin_token_file: None,
-        collections: KindTable::builtin()
-            .iter()
-            .map(|k| k.collection().to_owned())
-            .collect(),
-        max_message_bytes: 64 * 1024 * 1024,
-        limits: meshhub_mcp::limits::Limits::default(),
-        incremental: false,
-        shutdown_grace: Duration::from_secs(5),
-        apply: None,
-    })
-    .await
-    .unwrap()
+async fn east_agent(cluster: &str, data: &Path) -> Agent {
+    start_agent(agent_config(cluster, data, push())).await
 }
 
 /// The names of the virtual services an agent serves locally.
@@ -144,14 +50,7 @@ fn held(agent: &Agent, cluster: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// The live dialer entry of `cluster` in the hub's ledger.
-fn dialer(hub: &Hub, cluster: &str) -> Option<PeerStatus> {
-    hub.ledger()
-        .view()
-        .into_iter()
-        .find(|p| is_dialer(p) && p.peer == cluster && p.connected)
-}
-
+/// The state of the virtual services on a dialer's stream.
 fn vs_state(p: &PeerStatus) -> Option<SyncState> {
     p.collections.get(VS).map(|c| c.state)
 }
@@ -171,15 +70,15 @@ async fn dials_agents_and_reloads_touch_only_the_cluster_that_changed() {
         ),
     )
     .unwrap();
-    let east = start_agent("east", &dir.path().join("east")).await;
-    let west = start_agent("west", &dir.path().join("west")).await;
+    let east = east_agent("east", &dir.path().join("east")).await;
+    let west = east_agent("west", &dir.path().join("west")).await;
     let east_c = cluster(
         "east",
         "    namespaces: [bookinfo]\n",
         east.sink_addr().unwrap(),
     );
     write_config(&config, &east_c);
-    let hub = start_hub(&config).await;
+    let hub = hub_of_file(&config).await;
 
     eventually("east gets bookinfo/a and ACKs", || async {
         held(&east, "east") == ["bookinfo/a"]
@@ -229,11 +128,13 @@ async fn dials_agents_and_reloads_touch_only_the_cluster_that_changed() {
     let mut reload = hub.reload_status();
     let applied = reload.borrow().reloads;
     write_config(&config, "  - name: Not_A_Label\n");
-    let status = reload
-        .wait_for(|s| s.last_error.is_some())
-        .await
-        .unwrap()
-        .clone();
+    let status = within(
+        "the bad reload reported",
+        reload.wait_for(|s| s.last_error.is_some()),
+    )
+    .await
+    .unwrap()
+    .clone();
     let error = status.last_error.as_deref().unwrap();
     assert!(error.contains("Not_A_Label"), "{error}");
     assert_eq!(status.reloads, applied);
@@ -258,7 +159,9 @@ async fn dials_agents_and_reloads_touch_only_the_cluster_that_changed() {
     // A forced reload (SIGHUP) of an unchanged file changes nothing.
     let before = reload.borrow().reloads;
     hub.reload().await;
-    reload.wait_for(|s| s.reloads > before).await.unwrap();
+    within("the forced reload", reload.wait_for(|s| s.reloads > before))
+        .await
+        .unwrap();
     assert_eq!(dialer(&hub, "east").unwrap().id, east_before.id);
 
     assert!(hub.shutdown().await);
@@ -267,29 +170,14 @@ async fn dials_agents_and_reloads_touch_only_the_cluster_that_changed() {
 }
 
 /// A CA, an agent certificate for localhost/127.0.0.1 and a hub client
-/// certificate, as PEM files in `dir`.
+/// certificate (for meshhub.istio-system.svc), as PEM files in `dir`.
 fn pki(dir: &Path) {
-    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
-    let write = |name: &str, text: String| std::fs::write(dir.join(name), text).unwrap();
-    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate().unwrap()).unwrap();
-    write("ca.pem", ca.pem());
-    for (name, sans) in [
-        (
-            "agent",
-            vec!["localhost".to_owned(), "127.0.0.1".to_owned()],
-        ),
-        ("hub", vec!["meshhub.istio-system.svc".to_owned()]),
-    ] {
-        let key = KeyPair::generate().unwrap();
-        let cert = CertificateParams::new(sans)
-            .unwrap()
-            .signed_by(&key, &ca)
-            .unwrap();
-        write(&format!("{name}.pem"), cert.pem());
-        write(&format!("{name}-key.pem"), key.serialize_pem());
-    }
+    let ca = Ca::new("meshhub test root");
+    ca.write(&dir.join("ca.pem"));
+    ca.server(&["localhost", "127.0.0.1"])
+        .write_pem(dir, "agent");
+    ca.server(&["meshhub.istio-system.svc"])
+        .write_pem(dir, "hub");
 }
 
 /// An agent whose sink port requires mutual TLS (certificates from
@@ -314,23 +202,29 @@ async fn mtls_mesh_allowing(
         vs("reviews", "bookinfo", "reviews", ""),
     )
     .unwrap();
-    let agent = start_agent_allowing(
-        "east",
-        &dir.path().join("east-data"),
-        Some(SinkTls {
-            cert: pki_dir.join("agent.pem"),
-            key: pki_dir.join("agent-key.pem"),
-            client_ca: Some(pki_dir.join("ca.pem")),
-        }),
-        allowed.map(|a| AllowList::parse(a).unwrap()),
-    )
+    let tls = SinkTls {
+        cert: pki_dir.join("agent.pem"),
+        key: pki_dir.join("agent-key.pem"),
+        client_ca: Some(pki_dir.join("ca.pem")),
+    };
+    let mode = Mode::Push {
+        listen: ANY_PORT.parse().unwrap(),
+        tls: Some(tls),
+    };
+    let agent = start_agent(AgentConfig {
+        sink_allowed_identities: allowed.map(|a| AllowList::parse(a).unwrap()),
+        ..agent_config("east", &dir.path().join("east-data"), mode)
+    })
     .await;
     let port = agent.sink_addr().expect("push mode").port();
-    let cluster = format!(
-        "  - name: east\n    agent:\n      address: https://localhost:{port}\n      connectTimeout: 2s\n      reconnect: {{initial: 50ms, max: 500ms}}\n      tls: {hub_tls}\n"
+    let cluster = yaml::cluster(
+        "east",
+        "",
+        format!("https://localhost:{port}"),
+        &format!("      tls: {hub_tls}\n"),
     );
     write_config(&config, &cluster);
-    let hub = start_hub(&config).await;
+    let hub = hub_of_file(&config).await;
     (dir, agent, hub)
 }
 

@@ -532,6 +532,37 @@ fn write_pki(dir: &Path) {
     .unwrap();
 }
 
+/// Creates `bookinfo/<name>` (a VirtualService) in `primary` and waits
+/// until an agent applied the hub's copy of it in `remote`: what the chart
+/// and image tests check the whole chain with (primary API, hub, agent,
+/// remote API). The applied object, labelled as meshhub's.
+pub async fn applied_through_the_mesh(
+    primary: &kube::Client,
+    remote: &kube::Client,
+    name: &str,
+) -> DynamicObject {
+    apply_yaml(primary, &meshhub_testkit::objects::vs(name, name)).await;
+    let applied = meshhub_testkit::eventually_some(
+        "the agent applies the hub's object in the remote cluster",
+        async || {
+            get(
+                remote,
+                "networking.istio.io/v1",
+                "VirtualService",
+                "bookinfo",
+                name,
+            )
+            .await
+        },
+    )
+    .await;
+    assert_eq!(
+        applied.metadata.labels.as_ref().expect("labels")["app.kubernetes.io/managed-by"],
+        "meshhub"
+    );
+    applied
+}
+
 /// A kubeconfig for `addr` trusting the cluster's CA, with `token`.
 pub fn kubeconfig_text(name: &str, addr: SocketAddr, dir: &Path, token: &str) -> String {
     format!(

@@ -8,7 +8,6 @@
 //! `eventually_blocking`), never by sleeping for a guessed time. The tests
 //! are one binary, `tests/it`; each takes its group's [`turn`] first.
 
-use std::io::Read as _;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -481,25 +480,30 @@ impl AgentProc {
 /// `meshhubctl <args>` to completion (bounded by the deadline): status,
 /// stdout, stderr.
 pub fn meshhubctl(args: &[&str]) -> (std::process::ExitStatus, String, String) {
-    let mut child = Command::new(bin_dir().join("meshhubctl"))
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("meshhubctl starts");
-    let mut out = child.stdout.take().expect("stdout");
-    let mut err = child.stderr.take().expect("stderr");
-    let reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = err.read_to_string(&mut s);
-        s
-    });
-    let mut stdout = String::new();
-    let _ = out.read_to_string(&mut stdout);
-    let status = eventually_blocking("meshhubctl to exit", || child.try_wait().ok().flatten());
-    let stderr = reader.join().unwrap_or_default();
-    (status, stdout, stderr)
+    container::run_bounded(bin_dir().join("meshhubctl"), args)
+}
+
+/// `meshhubctl watch --once` of the virtual services served at `server`
+/// (as `cluster`, if given), printing JSON: status, stdout, stderr.
+pub fn watch_once(
+    server: SocketAddr,
+    cluster: Option<&str>,
+) -> (std::process::ExitStatus, String, String) {
+    let server = format!("http://{server}");
+    let mut args = vec![
+        "watch",
+        "--server",
+        &server,
+        "-c",
+        meshhub_testkit::objects::VS,
+        "-o",
+        "json",
+        "--once",
+        "--connect-timeout",
+        "5s",
+    ];
+    args.extend(cluster.iter().flat_map(|c| ["--cluster", c]));
+    meshhubctl(&args)
 }
 
 /// The hub's configuration for two clusters whose agents listen at

@@ -45,7 +45,8 @@ async fn ctl(args: &[&str]) -> (bool, String, String) {
     )
 }
 
-async fn history_json(admin: &str) -> Value {
+/// `meshhubctl history -o json` of east: the document, or why not.
+async fn history(admin: &str) -> Result<Value, String> {
     let (ok, out, err) = ctl(&[
         "history",
         "--admin",
@@ -56,28 +57,22 @@ async fn history_json(admin: &str) -> Value {
         "json",
     ])
     .await;
-    assert!(ok, "{err}");
-    serde_json::from_str(&out).unwrap()
+    if ok {
+        Ok(serde_json::from_str(&out).unwrap())
+    } else {
+        Err(err)
+    }
+}
+
+async fn history_json(admin: &str) -> Value {
+    history(admin).await.unwrap_or_else(|err| panic!("{err}"))
 }
 
 async fn versions(admin: &str) -> usize {
     // 404 until the first version is recorded.
-    let (ok, out, _) = ctl(&[
-        "history",
-        "--admin",
-        admin,
-        "--cluster",
-        "east",
-        "-o",
-        "json",
-    ])
-    .await;
-    if !ok {
-        return 0;
-    }
-    serde_json::from_str::<Value>(&out).unwrap()["versions"]
-        .as_array()
-        .map_or(0, Vec::len)
+    history(admin)
+        .await
+        .map_or(0, |h| h["versions"].as_array().map_or(0, Vec::len))
 }
 
 fn audit(dir: &Path) -> Vec<Value> {

@@ -12,7 +12,7 @@ use super::generator::Generator;
 use super::oracle::{View, difference};
 use super::proxy::{FaultProxy, Link};
 use crate::yaml::{cluster, files_hub};
-use crate::{AgentProc, HubProc, Proc, meshhubctl};
+use crate::{AgentProc, HubProc, Proc, watch_once};
 
 /// The clusters, each with one agent.
 pub const CLUSTERS: [&str; 3] = ["east", "west", "north"];
@@ -403,22 +403,6 @@ fn spawn_consumer(name: &str, link: &Link, server: Server, logs: &Path) -> Proc 
 
 /// `meshhubctl watch --once` directly on `addr`.
 fn once_view(addr: std::net::SocketAddr, cluster: Option<&str>) -> Option<View> {
-    let server = format!("http://{addr}");
-    let mut args = vec![
-        "watch",
-        "--server",
-        &server,
-        "-c",
-        VS,
-        "-o",
-        "json",
-        "--once",
-        "--connect-timeout",
-        "5s",
-    ];
-    if let Some(c) = cluster {
-        args.extend(["--cluster", c]);
-    }
-    let (status, out, _) = meshhubctl(&args);
+    let (status, out, _) = watch_once(addr, cluster);
     status.success().then(|| View::last_of(&out, VS)).flatten()
 }

@@ -19,11 +19,9 @@ use ::kube::api::{Api, DynamicObject, ListParams, PostParams};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use meshhub_e2e::helm::{apply, key, lint, objects, template};
-use meshhub_e2e::kube::{ControlPlanes, apply_yaml, client_from_kubeconfig, get};
+use meshhub_e2e::kube::{ControlPlanes, applied_through_the_mesh, client_from_kubeconfig};
 use meshhub_e2e::*;
-use meshhub_testkit::eventually_blocking;
 use meshhub_testkit::fixtures::write_atomic;
-use meshhub_testkit::objects::vs;
 use meshhub_testkit::pki::{Ca, Leaf};
 use serde_json::{Value, json};
 
@@ -454,17 +452,7 @@ async fn the_charts_rbac_lets_the_hub_and_agent_work_and_denies_the_rest() {
 
     // Allowed: list/watch (the hub is ready and serves a new object, which
     // the agent applies in east with its own token) and its Lease.
-    apply_yaml(&primary, &vs("reviews", "reviews")).await;
-    let applied = tokio::task::block_in_place(|| {
-        eventually_blocking("the agent applies the hub's object in east", || {
-            let rt = tokio::runtime::Handle::current();
-            rt.block_on(get(&east, NET, "VirtualService", "bookinfo", "reviews"))
-        })
-    });
-    assert_eq!(
-        applied.metadata.labels.as_ref().unwrap()["app.kubernetes.io/managed-by"],
-        "meshhub"
-    );
+    applied_through_the_mesh(&primary, &east, "reviews").await;
     let hub_sa = client_from_kubeconfig(&hub_kubeconfig).await;
     let leases: Api<Lease> = Api::namespaced(hub_sa.clone(), NS);
     let lease = leases

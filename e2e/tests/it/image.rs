@@ -24,16 +24,14 @@ use ::kube::api::{Api, DynamicObject};
 use k8s_openapi::api::coordination::v1::Lease;
 use meshhub_e2e::container::{self, Container, image_file, image_files, podman, run_once};
 use meshhub_e2e::helm::{apply, objects, template};
-use meshhub_e2e::kube::{ControlPlanes, apply_yaml, free_port, get};
+use meshhub_e2e::kube::{ControlPlanes, applied_through_the_mesh, free_port};
 use meshhub_e2e::pod::{Pod, ServiceAccountMount};
 use meshhub_e2e::*;
 use meshhub_testkit::eventually_blocking;
 use meshhub_testkit::http::get_blocking;
-use meshhub_testkit::objects::vs;
 use serde_json::{Value, json};
 
 const NS: &str = "meshhub";
-const NET: &str = "networking.istio.io/v1";
 /// deploy/image/build.sh's default budget (`MESHHUB_IMAGE_BUDGET_MIB`).
 const BUDGET_MIB: u64 = 80;
 
@@ -276,17 +274,7 @@ async fn the_charts_pods_run_from_the_image_under_their_own_security_settings() 
     }
 
     // A change flows: primary's API → hub → agent → east's API.
-    apply_yaml(&primary, &vs("reviews", "reviews")).await;
-    let applied = tokio::task::block_in_place(|| {
-        eventually_blocking("the agent applies the hub's object in east", || {
-            let rt = tokio::runtime::Handle::current();
-            rt.block_on(get(&east, NET, "VirtualService", "bookinfo", "reviews"))
-        })
-    });
-    assert_eq!(
-        applied.metadata.labels.as_ref().unwrap()["app.kubernetes.io/managed-by"],
-        "meshhub"
-    );
+    applied_through_the_mesh(&primary, &east, "reviews").await;
 
     // meshhubctl from the image reads the hub: east is connected and
     // synced, its group holds the object, the history has versions.

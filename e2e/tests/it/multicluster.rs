@@ -113,18 +113,7 @@ impl Drop for Mesh {
 
 /// `meshhubctl watch --once` on an agent: the virtual services it serves.
 fn served_once(agent: &AgentProc) -> String {
-    let (status, out, err) = meshhubctl(&[
-        "watch",
-        "--server",
-        &format!("http://{}", agent.grpc),
-        "-c",
-        VS,
-        "-o",
-        "json",
-        "--once",
-        "--connect-timeout",
-        "5s",
-    ]);
+    let (status, out, err) = watch_once(agent.grpc, None);
     assert!(status.success(), "watch --once on {}: {err}", agent.cluster);
     out
 }

@@ -30,6 +30,8 @@ use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Endpoint;
 
+use crate::support::{names, virtual_services};
+
 /// A virtual service in `bookinfo`, labelled `app: <name>`.
 fn vs(name: &str, host: &str) -> String {
     virtual_service(
@@ -173,30 +175,12 @@ fn source(hub: &Hub, name: &str) -> SourceStatus {
 
 /// Names of the virtual services a hub serves to its default group.
 fn served(hub: &Hub) -> Vec<String> {
-    hub.cache()
-        .snapshot("default")
-        .map(|s| {
-            s.collection(VS)
-                .keys()
-                .iter()
-                .map(|k| k.name.to_string())
-                .collect()
-        })
-        .unwrap_or_default()
+    names(hub.cache(), "default")
 }
 
 /// Versions of the virtual services a hub serves to its default group.
 fn served_versions(hub: &Hub) -> BTreeMap<String, String> {
-    hub.cache()
-        .snapshot("default")
-        .map(|s| {
-            s.collection(VS)
-                .keys()
-                .iter()
-                .map(|k| (k.name.to_string(), k.version.to_string()))
-                .collect()
-        })
-        .unwrap_or_default()
+    virtual_services(hub.cache(), "default")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

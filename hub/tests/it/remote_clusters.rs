@@ -22,6 +22,8 @@ use meshhub_testkit::objects::{VS, virtual_service as vs};
 use meshhub_testkit::pki::Ca;
 use meshhub_testkit::{eventually, within};
 
+use crate::support::names;
+
 /// A cluster entry of the hub's YAML with an agent at `addr`.
 fn cluster(name: &str, selector: &str, addr: impl std::fmt::Display) -> String {
     yaml::cluster(name, selector, format!("http://{addr}"), "")
@@ -37,17 +39,7 @@ async fn east_agent(cluster: &str, data: &Path) -> Agent {
 
 /// The names of the virtual services an agent serves locally.
 fn held(agent: &Agent, cluster: &str) -> Vec<String> {
-    agent
-        .cache()
-        .snapshot(cluster)
-        .map(|s| {
-            s.collection(VS)
-                .keys()
-                .iter()
-                .map(|k| k.name.to_string())
-                .collect()
-        })
-        .unwrap_or_default()
+    names(agent.cache(), cluster)
 }
 
 /// The state of the virtual services on a dialer's stream.

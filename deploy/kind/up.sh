@@ -13,8 +13,8 @@
 #
 # NOT exercised by CI: the CI machine has no Docker engine (kind's nodes
 # are containers). CI builds the same image, runs the charts' pods from it
-# with podman against real kube-apiservers (e2e/tests/image.rs), renders
-# the charts with real Helm and applies them (e2e/tests/helm_charts.rs).
+# with podman against real kube-apiservers (e2e/tests/it/image.rs), renders
+# the charts with real Helm and applies them (e2e/tests/it/helm_charts.rs).
 #
 # Needs: docker, kind, kubectl, helm, and what deploy/image/build.sh needs
 # (the Rust musl target, musl-tools, python3). Run from anywhere;

@@ -5,12 +5,13 @@
 //! Every container started here is removed when its [`Container`] guard
 //! drops; its logs are printed first when the test is failing.
 
+use std::ffi::OsStr;
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::OnceLock;
 
-use crate::eventually;
+use meshhub_testkit::eventually_blocking;
 
 /// Flags every `podman run` needs on this machine kind: runc (crun fails
 /// here: "cgroups in hybrid mode not supported") and explicit ulimits
@@ -49,16 +50,17 @@ pub fn available() -> Result<(), String> {
     Ok(())
 }
 
-/// Runs `program args…` to completion within [`crate::DEADLINE`]: status,
+/// Runs `program args…` to completion within the deadline: status,
 /// stdout, stderr.
-pub fn run_bounded(program: &str, args: &[&str]) -> (ExitStatus, String, String) {
+pub fn run_bounded(program: impl AsRef<OsStr>, args: &[&str]) -> (ExitStatus, String, String) {
+    let program = program.as_ref();
     let mut child = Command::new(program)
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap_or_else(|e| panic!("can't start {program}: {e}"));
+        .unwrap_or_else(|e| panic!("can't start {}: {e}", program.display()));
     let mut out = child.stdout.take().expect("stdout");
     let mut err = child.stderr.take().expect("stderr");
     let reader = std::thread::spawn(move || {
@@ -68,8 +70,8 @@ pub fn run_bounded(program: &str, args: &[&str]) -> (ExitStatus, String, String)
     });
     let mut stdout = String::new();
     let _ = out.read_to_string(&mut stdout);
-    let what = format!("{program} {}", args.join(" "));
-    let status = eventually(&what, || child.try_wait().ok().flatten());
+    let what = format!("{} {}", program.display(), args.join(" "));
+    let status = eventually_blocking(&what, || child.try_wait().ok().flatten());
     let stderr = reader.join().unwrap_or_default();
     (status, stdout, stderr)
 }

@@ -19,10 +19,12 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use meshhub_testkit::eventually_blocking;
+use meshhub_testkit::http::{get_blocking, get_large_blocking};
 use serde_json::Value;
 
+use crate::Proc;
 use crate::kube::free_port;
-use crate::{Proc, http_get, http_get_large};
 
 /// How long istiod may take to start serving its debug endpoints.
 pub const ISTIOD_START: Duration = Duration::from_secs(90);
@@ -205,7 +207,7 @@ impl Istiod {
     pub fn wait_ready(&mut self, within: Duration) {
         let end = Instant::now() + within;
         loop {
-            if let Some((200, _)) = http_get(self.http, "/ready") {
+            if let Some((200, _)) = get_blocking(self.http, "/ready") {
                 return;
             }
             if let Some(status) = self.proc.exited() {
@@ -225,7 +227,7 @@ impl Istiod {
 
     /// `/debug/configz`: every config istiod holds, as it holds it.
     pub fn configz(&self) -> Vec<Value> {
-        let Some((200, body)) = http_get(self.http, "/debug/configz") else {
+        let Some((200, body)) = get_blocking(self.http, "/debug/configz") else {
             return Vec::new();
         };
         match serde_json::from_str(&body) {
@@ -247,7 +249,7 @@ impl Istiod {
             api_version: String,
             kind: String,
         }
-        let (code, body) = http_get_large(self.http, "/debug/configz", timeout)
+        let (code, body) = get_large_blocking(self.http, "/debug/configz", timeout)
             .ok_or("istiod's /debug/configz did not answer")?;
         if code != 200 {
             return Err(format!("istiod's /debug/configz answered {code}"));
@@ -449,7 +451,7 @@ impl McpSink15 {
         }
         let mut proc =
             Proc::spawn_program(name, &istio15_bin_dir().join("mcpsink15"), &args, &[], logs);
-        let line = crate::eventually("mcpsink15 to listen", || {
+        let line = eventually_blocking("mcpsink15 to listen", || {
             if let Some(status) = proc.exited() {
                 panic!("mcpsink15 exited ({status})\n{}", proc.stderr());
             }
@@ -474,7 +476,7 @@ impl McpSink15 {
     /// What it holds: collection → items (`name`, `version`, `typeUrl`,
     /// `body` as JSON).
     pub fn state(&self) -> Value {
-        match http_get(self.http, "/state") {
+        match get_blocking(self.http, "/state") {
             Some((200, body)) => serde_json::from_str(&body).unwrap_or(Value::Null),
             _ => Value::Null,
         }

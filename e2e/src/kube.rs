@@ -26,6 +26,7 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::core::GroupVersionKind;
 use kube::discovery::{self, Scope};
+use meshhub_testkit::pki::{self, Ca};
 
 use crate::Proc;
 
@@ -397,6 +398,16 @@ impl ControlPlanes {
             .token
     }
 
+    /// What a hub running in cluster `name` holds: namespace `meshhub`, the
+    /// RBAC of deploy/rbac/hub.yaml, and the kubeconfig of its
+    /// ServiceAccount (`meshhub/meshhub`).
+    pub async fn hub_service_account(&self, name: &str) -> PathBuf {
+        self.namespace(name, "meshhub").await;
+        apply_yaml(&self.client(name).await, &rbac_manifest("hub.yaml")).await;
+        self.service_account_kubeconfig(name, "meshhub", "meshhub")
+            .await
+    }
+
     /// Creates namespace `ns` in cluster `name` (no-op if it exists).
     pub async fn namespace(&self, name: &str, ns: &str) {
         let api: Api<Namespace> = Api::all(self.client(name).await);
@@ -507,37 +518,49 @@ fn tail(text: &str, n: usize) -> String {
 /// (for 127.0.0.1 and localhost), `sa.key`/`sa.pub` (service-account
 /// signing key pair, ECDSA P-256) and `tokens.csv`.
 fn write_pki(dir: &Path) {
-    use rcgen::{
-        BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair,
-        KeyUsagePurpose,
-    };
-    let mut ca = CertificateParams::new(Vec::<String>::new()).expect("CA params");
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-    ca.distinguished_name
-        .push(DnType::CommonName, "meshhub-e2e-ca");
-    let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate().expect("CA key"))
-        .expect("CA certificate");
-
-    let key = KeyPair::generate().expect("serving key");
-    let mut params = CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])
-        .expect("serving params");
-    params
-        .distinguished_name
-        .push(DnType::CommonName, "kube-apiserver");
-    let cert = params.signed_by(&key, &ca).expect("serving certificate");
-
-    let sa = KeyPair::generate().expect("service-account key");
-    std::fs::write(dir.join("ca.crt"), ca.pem()).unwrap();
-    std::fs::write(dir.join("serving.crt"), cert.pem()).unwrap();
-    std::fs::write(dir.join("serving.key"), key.serialize_pem()).unwrap();
-    std::fs::write(dir.join("sa.key"), sa.serialize_pem()).unwrap();
-    std::fs::write(dir.join("sa.pub"), sa.public_key_pem()).unwrap();
+    let ca = Ca::new("meshhub-e2e-ca");
+    ca.write(&dir.join("ca.crt"));
+    ca.server(&["localhost", "127.0.0.1"])
+        .write(&dir.join("serving.crt"), &dir.join("serving.key"));
+    let (sa_key, sa_pub) = pki::key_pair();
+    std::fs::write(dir.join("sa.key"), sa_key).unwrap();
+    std::fs::write(dir.join("sa.pub"), sa_pub).unwrap();
     std::fs::write(
         dir.join("tokens.csv"),
         format!("{ADMIN_TOKEN},admin,admin,system:masters\n"),
     )
     .unwrap();
+}
+
+/// Creates `bookinfo/<name>` (a VirtualService) in `primary` and waits
+/// until an agent applied the hub's copy of it in `remote`: what the chart
+/// and image tests check the whole chain with (primary API, hub, agent,
+/// remote API). The applied object, labelled as meshhub's.
+pub async fn applied_through_the_mesh(
+    primary: &kube::Client,
+    remote: &kube::Client,
+    name: &str,
+) -> DynamicObject {
+    apply_yaml(primary, &meshhub_testkit::objects::vs(name, name)).await;
+    let applied = meshhub_testkit::eventually_some(
+        "the agent applies the hub's object in the remote cluster",
+        async || {
+            get(
+                remote,
+                "networking.istio.io/v1",
+                "VirtualService",
+                "bookinfo",
+                name,
+            )
+            .await
+        },
+    )
+    .await;
+    assert_eq!(
+        applied.metadata.labels.as_ref().expect("labels")["app.kubernetes.io/managed-by"],
+        "meshhub"
+    );
+    applied
 }
 
 /// A kubeconfig for `addr` trusting the cluster's CA, with `token`.

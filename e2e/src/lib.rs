@@ -4,29 +4,33 @@
 //! start logs (so every port is chosen by the kernel, no guessing), and
 //! kills every process it started when its guard drops.
 //!
-//! Synchronisation is by polling with a deadline ([`eventually`]), never by
-//! sleeping for a guessed time. The tests are in `tests/`.
+//! Synchronisation is by polling with a deadline (`meshhub_testkit`'s
+//! `eventually_blocking`), never by sleeping for a guessed time. The tests
+//! are one binary, `tests/it`; each takes its group's [`turn`] first.
 
-use std::io::{Read as _, Write as _};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::{Instant, SystemTime};
 
+use meshhub_testkit::eventually_blocking;
+use meshhub_testkit::http::get_blocking;
 use serde_json::Value;
 
 pub mod chaos;
 pub mod container;
 pub mod helm;
+pub mod inproc;
 pub mod istio;
 pub mod kube;
 pub mod pod;
+pub mod turn;
+pub mod upstream;
+pub mod yaml;
 
-/// How long any single wait may take before the test fails.
-pub const DEADLINE: Duration = Duration::from_secs(30);
-/// The virtual services collection.
-pub const VS: &str = "istio/networking/v1alpha3/virtualservices";
+pub use turn::{Turn, turn};
+use yaml::{cluster, files_hub};
 
 /// Where the binaries are: `MESHHUB_E2E_BIN_DIR` if set (prebuilt, e.g.
 /// release binaries), else `target/<profile>/` beside the test executable.
@@ -149,19 +153,6 @@ pub fn peer_script(script: &str, args: &[&str], needed_for: &str) -> PathBuf {
     PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
 }
 
-/// Polls `check` every 20 ms until it returns `Some`, or panics naming
-/// `what` after [`DEADLINE`].
-pub fn eventually<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + DEADLINE;
-    loop {
-        if let Some(v) = check() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// A started process: killed (SIGKILL) and reaped when dropped. Its stdout
 /// and stderr go to files beside each other in the test's directory.
 #[derive(Debug)]
@@ -248,7 +239,7 @@ impl Proc {
     /// Waits for the `skip`-th log line `message` (panicking if the process
     /// exits first) and returns its fields.
     pub fn wait_log(&mut self, message: &str, skip: usize) -> Value {
-        eventually(&format!("{}: log {message:?}", self.name), || {
+        eventually_blocking(&format!("{}: log {message:?}", self.name), || {
             if let Some(f) = self.log_fields(message, skip) {
                 return Some(f);
             }
@@ -297,7 +288,7 @@ impl Proc {
     pub fn wait_exit(&mut self) -> std::process::ExitStatus {
         let name = self.name.clone();
         let child = self.child.as_mut().expect("running");
-        let status = eventually(&format!("{name} to exit"), || {
+        let status = eventually_blocking(&format!("{name} to exit"), || {
             child.try_wait().ok().flatten()
         });
         self.child = None;
@@ -354,8 +345,8 @@ impl HubProc {
             admin: addr(&fields, "admin.addr"),
             proc,
         };
-        eventually("hub ready", || {
-            http_get(hub.admin, "/readyz")
+        eventually_blocking("hub ready", || {
+            get_blocking(hub.admin, "/readyz")
                 .filter(|(code, _)| *code == 200)
                 .map(drop)
         });
@@ -364,7 +355,8 @@ impl HubProc {
 
     /// `GET /status`, parsed.
     pub fn status(&self) -> Value {
-        let (code, body) = eventually("hub /status", || http_get(self.admin, "/status"));
+        let (code, body) =
+            eventually_blocking("hub /status", || get_blocking(self.admin, "/status"));
         assert_eq!(code, 200, "{body}");
         serde_json::from_str(&body).expect("status JSON")
     }
@@ -471,7 +463,8 @@ impl AgentProc {
 
     /// `GET /status`, parsed.
     pub fn status(&self) -> Value {
-        let (code, body) = eventually("agent /status", || http_get(self.admin, "/status"));
+        let (code, body) =
+            eventually_blocking("agent /status", || get_blocking(self.admin, "/status"));
         assert_eq!(code, 200, "{body}");
         serde_json::from_str(&body).expect("status JSON")
     }
@@ -484,75 +477,33 @@ impl AgentProc {
     }
 }
 
-/// `meshhubctl <args>` to completion (bounded by [`DEADLINE`]): status,
+/// `meshhubctl <args>` to completion (bounded by the deadline): status,
 /// stdout, stderr.
 pub fn meshhubctl(args: &[&str]) -> (std::process::ExitStatus, String, String) {
-    let mut child = Command::new(bin_dir().join("meshhubctl"))
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("meshhubctl starts");
-    let mut out = child.stdout.take().expect("stdout");
-    let mut err = child.stderr.take().expect("stderr");
-    let reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = err.read_to_string(&mut s);
-        s
-    });
-    let mut stdout = String::new();
-    let _ = out.read_to_string(&mut stdout);
-    let status = eventually("meshhubctl to exit", || child.try_wait().ok().flatten());
-    let stderr = reader.join().unwrap_or_default();
-    (status, stdout, stderr)
+    container::run_bounded(bin_dir().join("meshhubctl"), args)
 }
 
-/// A minimal HTTP/1.1 GET on loopback: `(status code, body)`, or `None`
-/// when the port does not answer.
-pub fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut raw = String::new();
-    s.read_to_string(&mut raw).ok()?;
-    let (head, body) = raw.split_once("\r\n\r\n")?;
-    let code = head.split_whitespace().nth(1)?.parse().ok()?;
-    Some((code, body.to_owned()))
-}
-
-/// An HTTP/1.0 GET on loopback for large bodies (an HTTP/1.0 request is
-/// answered without chunked encoding): `(status code, body)`, or `None`
-/// when the port does not answer or `timeout` passes between reads.
-pub fn http_get_large(addr: SocketAddr, path: &str, timeout: Duration) -> Option<(u16, Vec<u8>)> {
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
-    s.set_read_timeout(Some(timeout)).ok()?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).ok()?;
-    let split = raw.windows(4).position(|w| w == b"\r\n\r\n")?;
-    let head = std::str::from_utf8(&raw[..split]).ok()?;
-    let code = head.split_whitespace().nth(1)?.parse().ok()?;
-    Some((code, raw[split + 4..].to_vec()))
-}
-
-/// A VirtualService in `bookinfo` routing to `host`, with extra metadata
-/// lines (`labels`, `annotations`).
-pub fn vs(name: &str, host: &str, extra_meta: &str) -> String {
-    format!(
-        "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata:\n  name: {name}\n  namespace: bookinfo\n{extra_meta}spec:\n  hosts: [{host}]\n  http:\n  - route:\n    - destination:\n        host: {host}\n"
-    )
-}
-
-/// Writes `text` to `path` atomically (temp file + rename), as editors do.
-pub fn write_file(path: &Path, text: &str) {
-    let tmp = path.with_extension("tmp~");
-    std::fs::write(&tmp, text).expect("write");
-    std::fs::rename(&tmp, path).expect("rename");
+/// `meshhubctl watch --once` of the virtual services served at `server`
+/// (as `cluster`, if given), printing JSON: status, stdout, stderr.
+pub fn watch_once(
+    server: SocketAddr,
+    cluster: Option<&str>,
+) -> (std::process::ExitStatus, String, String) {
+    let server = format!("http://{server}");
+    let mut args = vec![
+        "watch",
+        "--server",
+        &server,
+        "-c",
+        meshhub_testkit::objects::VS,
+        "-o",
+        "json",
+        "--once",
+        "--connect-timeout",
+        "5s",
+    ];
+    args.extend(cluster.iter().flat_map(|c| ["--cluster", c]));
+    meshhubctl(&args)
 }
 
 /// The hub's configuration for two clusters whose agents listen at
@@ -560,17 +511,51 @@ pub fn write_file(path: &Path, text: &str) {
 /// with `meshhub.io/clusters`. Reconnects are quick (100 ms → 1 s) so that
 /// restarts converge fast.
 pub fn hub_config(objects: &Path, east: SocketAddr, west: SocketAddr) -> String {
-    let cluster = |name: &str, addr: SocketAddr| {
-        format!(
-            "  - name: {name}\n    namespaces: [bookinfo]\n    agent:\n      address: http://{addr}\n      connectTimeout: 1s\n      reconnect: {{initial: 100ms, max: 1s}}\n"
-        )
-    };
-    format!(
-        "sources:\n  - name: files\n    file: {{path: {}}}\nclusters:\n{}{}debounce:\n  quiet: 20ms\n  maxWait: 200ms\n",
-        objects.display(),
-        cluster("east", east),
-        cluster("west", west)
-    )
+    let bookinfo = "    namespaces: [bookinfo]\n";
+    let clusters = cluster("east", bookinfo, format!("http://{east}"), "")
+        + &cluster("west", bookinfo, format!("http://{west}"), "");
+    files_hub(objects.display(), &clusters, "")
+}
+
+/// Moves a failed test's directory `dir` (its processes' logs under
+/// `logs/`) where it survives the test, `meshhub-<label>-<ms>` in the
+/// system's temporary directory, and says where.
+pub fn keep_logs(dir: &Path, label: &str) {
+    let keep = std::env::temp_dir().join(format!(
+        "meshhub-{label}-{}",
+        SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_millis()
+    ));
+    let _ = std::fs::rename(dir, &keep);
+    eprintln!(
+        "{label}: processes' logs kept in {}",
+        keep.join("logs").display()
+    );
+}
+
+/// The configuration of one hub replica (`identity`) of a pair sharing a
+/// Lease in namespace `meshhub` of the API server of `kubeconfig`: files
+/// from `objects`, cluster `east` (namespace bookinfo) with its agent at
+/// `agent`, a 3 s lease renewed every 500 ms so that takeovers are quick.
+pub fn replica_config(
+    objects: &Path,
+    agent: SocketAddr,
+    identity: &str,
+    kubeconfig: &Path,
+) -> String {
+    let east = cluster(
+        "east",
+        "    namespaces: [bookinfo]\n",
+        format!("http://{agent}"),
+        "",
+    );
+    let leader = format!(
+        "leaderElection:\n  enabled: true\n  namespace: meshhub\n  identity: {identity}\n  leaseDuration: 3s\n  renewDeadline: 2s\n  retryPeriod: 500ms\n  kubeconfig: {}\n",
+        kubeconfig.display()
+    );
+    files_hub(objects.display(), &east, &leader)
 }
 
 /// The hub's remote row for `cluster` from `/status`.

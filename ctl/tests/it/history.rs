@@ -4,98 +4,40 @@
 //! validate), and `meshhubctl` drives history, diff, pin and unpin through
 //! the admin port.
 
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::path::Path;
+use std::sync::Arc;
 
 use meshhub::app::Hub;
-use meshhub::clusters::is_dialer;
-use meshhub_mcp::ledger::{Ledger, PeerStatus, SyncState};
-use meshhub_mcp::sink::server::SinkServer;
-use meshhub_mcp::sink::{ApplyError, Change, SinkCollection, SinkConfig, Updater};
-use meshhub_proto::mcp::SinkNode;
+use meshhub_e2e::inproc::{dialer, hub_of_file, tree, write_hub_config};
+use meshhub_e2e::yaml::cluster;
+use meshhub_mcp::ledger::SyncState;
+use meshhub_mcp::sink::Updater as _;
+use meshhub_testkit::eventually;
+use meshhub_testkit::objects::{VS, vs};
 use serde_json::Value;
-use tokio_stream::wrappers::TcpListenerStream;
-use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
-use crate::support::{VS, eventually, start_hub};
+use crate::support::{Picky, StandIn, meshhubctl};
 
-fn vs(name: &str, host: &str) -> String {
-    format!(
-        "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata:\n  name: {name}\n  namespace: bookinfo\nspec:\n  hosts: [{host}]\n  http:\n  - route:\n    - destination:\n        host: {host}\n"
-    )
-}
-
-/// The sink: refuses resources named `bad`, remembers what it holds.
-#[derive(Default)]
-struct Picky {
-    held: Mutex<HashMap<String, String>>,
-}
-
-impl Updater for Picky {
-    async fn apply(&self, change: Change) -> Result<(), ApplyError> {
-        let names: Vec<_> = change
-            .resources
-            .iter()
-            .filter_map(|r| r.metadata.as_ref())
-            .map(|m| (m.name.clone(), m.version.clone()))
-            .collect();
-        if let Some((bad, _)) = names.iter().find(|(n, _)| n.contains("bad")) {
-            return Err(ApplyError::Invalid(format!(
-                "VirtualService {bad}: host does not resolve"
-            )));
-        }
-        *self.held.lock().unwrap() = names.into_iter().collect();
-        Ok(())
-    }
-
-    fn held(&self, _collection: &str) -> HashMap<String, String> {
-        self.held.lock().unwrap().clone()
-    }
-}
-
-impl Picky {
-    fn names(&self) -> Vec<String> {
-        let mut n: Vec<String> = self.held.lock().unwrap().keys().cloned().collect();
-        n.sort();
-        n
-    }
-}
-
+/// The hub's configuration: cluster east's agent at `sink`, a history of
+/// ten versions and an audit file.
 fn write_config(path: &Path, sink: std::net::SocketAddr) {
-    let text = format!(
-        "sources:\n  - name: files\n    file: {{path: ../objects}}\nclusters:\n  - name: east\n    agent:\n      address: http://{sink}\n      connectTimeout: 2s\n      reconnect: {{initial: 50ms, max: 500ms}}\ndebounce:\n  quiet: 20ms\n  maxWait: 200ms\nhistory:\n  dir: ../data\n  keep: 10\naudit:\n  file: ../audit/audit.log\n"
+    write_hub_config(
+        path,
+        &cluster("east", "", format!("http://{sink}"), ""),
+        "history:\n  dir: ../data\n  keep: 10\naudit:\n  file: ../audit/audit.log\n",
     );
-    std::fs::write(path, text).unwrap();
-}
-
-fn dialer(hub: &Hub) -> Option<PeerStatus> {
-    hub.ledger()
-        .view()
-        .into_iter()
-        .find(|p| is_dialer(p) && p.peer == "east" && p.connected)
 }
 
 /// The state of the virtual services with east, and the version ACKed.
 fn east_vs(hub: &Hub) -> Option<(SyncState, Option<String>)> {
-    let p = dialer(hub)?;
+    let p = dialer(hub, "east")?;
     let c = p.collections.get(VS)?;
     Some((c.state, c.acked.as_ref().map(|a| a.version.clone())))
 }
 
+/// `meshhubctl args`: whether it succeeded, its stdout and stderr.
 async fn ctl(args: &[&str]) -> (bool, String, String) {
-    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_meshhubctl"))
-        .args(args)
-        .env_remove("MESHHUB_USER")
-        .env_remove("USER")
-        .kill_on_drop(true)
-        .output();
-    let out = tokio::time::timeout(Duration::from_secs(30), child)
-        .await
-        .expect("meshhubctl finishes")
-        .expect("meshhubctl runs");
+    let out = meshhubctl(args).await;
     (
         out.status.success(),
         String::from_utf8(out.stdout).unwrap(),
@@ -103,7 +45,8 @@ async fn ctl(args: &[&str]) -> (bool, String, String) {
     )
 }
 
-async fn history_json(admin: &str) -> Value {
+/// `meshhubctl history -o json` of east: the document, or why not.
+async fn history(admin: &str) -> Result<Value, String> {
     let (ok, out, err) = ctl(&[
         "history",
         "--admin",
@@ -114,28 +57,22 @@ async fn history_json(admin: &str) -> Value {
         "json",
     ])
     .await;
-    assert!(ok, "{err}");
-    serde_json::from_str(&out).unwrap()
+    if ok {
+        Ok(serde_json::from_str(&out).unwrap())
+    } else {
+        Err(err)
+    }
+}
+
+async fn history_json(admin: &str) -> Value {
+    history(admin).await.unwrap_or_else(|err| panic!("{err}"))
 }
 
 async fn versions(admin: &str) -> usize {
     // 404 until the first version is recorded.
-    let (ok, out, _) = ctl(&[
-        "history",
-        "--admin",
-        admin,
-        "--cluster",
-        "east",
-        "-o",
-        "json",
-    ])
-    .await;
-    if !ok {
-        return 0;
-    }
-    serde_json::from_str::<Value>(&out).unwrap()["versions"]
-        .as_array()
-        .map_or(0, Vec::len)
+    history(admin)
+        .await
+        .map_or(0, |h| h["versions"].as_array().map_or(0, Vec::len))
 }
 
 fn audit(dir: &Path) -> Vec<Value> {
@@ -146,52 +83,17 @@ fn audit(dir: &Path) -> Vec<Value> {
         .collect()
 }
 
-fn tree() -> (tempfile::TempDir, PathBuf, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let objects = dir.path().join("objects");
-    std::fs::create_dir_all(&objects).unwrap();
-    std::fs::create_dir_all(dir.path().join("etc")).unwrap();
-    let config = dir.path().join("etc/meshhub.yaml");
-    (dir, objects, config)
-}
-
 #[tokio::test]
 async fn a_nacked_change_is_rolled_back_by_a_pin_unpinned_after_the_fix_all_recorded() {
     let picky = Arc::new(Picky::default());
-    let shutdown = CancellationToken::new();
-    let tasks = TaskTracker::new();
-    let sink = SinkServer::new(
-        picky.clone(),
-        Arc::new(SinkConfig {
-            node: SinkNode {
-                id: "east".into(),
-                annotations: HashMap::new(),
-            },
-            collections: vec![SinkCollection {
-                name: VS.into(),
-                incremental: false,
-            }],
-        }),
-        Ledger::new(),
-        shutdown.clone(),
-        tasks.clone(),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let sink_addr = listener.local_addr().unwrap();
-    let server = tokio::spawn({
-        let shutdown = shutdown.clone();
-        tonic::transport::Server::builder()
-            .add_service(sink.into_service(16 * 1024 * 1024))
-            .serve_with_incoming_shutdown(
-                TcpListenerStream::new(listener),
-                shutdown.cancelled_owned(),
-            )
-    });
+    let sink = StandIn::start(picky.clone()).await;
+    let sink_addr = sink.addr;
 
-    let (dir, objects, config) = tree();
+    let (dir, config) = tree();
+    let objects = dir.path().join("objects");
     std::fs::write(objects.join("a.yaml"), vs("a", "a-v1")).unwrap();
     write_config(&config, sink_addr);
-    let hub = start_hub(&config).await;
+    let hub = hub_of_file(&config).await;
     let admin = format!("http://{}", hub.admin_addr());
     let synced = |hub: &Hub| east_vs(hub).is_some_and(|(s, _)| s == SyncState::Synced);
     eventually("v1 is ACKed", || async { synced(&hub) }).await;
@@ -200,10 +102,10 @@ async fn a_nacked_change_is_rolled_back_by_a_pin_unpinned_after_the_fix_all_reco
     std::fs::write(objects.join("a.yaml"), vs("a", "a-v2")).unwrap();
     eventually("v2 is recorded", || async { versions(&admin).await == 2 }).await;
     eventually("v2 is ACKed", || async {
-        synced(&hub) && picky.held.lock().unwrap().get("bookinfo/a").is_some()
+        synced(&hub) && picky.held(VS).contains_key("bookinfo/a")
     })
     .await;
-    let a_v2 = picky.held.lock().unwrap()["bookinfo/a"].clone();
+    let a_v2 = picky.held(VS)["bookinfo/a"].clone();
 
     // 2. A bad change: NACKed by the cluster. An unreadable file besides
     // it is rejected by validation.
@@ -280,7 +182,7 @@ async fn a_nacked_change_is_rolled_back_by_a_pin_unpinned_after_the_fix_all_reco
     })
     .await;
     assert_eq!(picky.names(), ["bookinfo/a"], "the old content");
-    assert_eq!(picky.held.lock().unwrap()["bookinfo/a"], a_v2);
+    assert_eq!(picky.held(VS)["bookinfo/a"], a_v2);
     let (ok, status, _) = ctl(&["status", "--admin", &admin]).await;
     assert!(ok);
     eprintln!("meshhubctl status while pinned:\n{status}");
@@ -371,25 +273,25 @@ async fn a_nacked_change_is_rolled_back_by_a_pin_unpinned_after_the_fix_all_reco
     // 6. The history survives a restart (and the same content is no new
     // version).
     assert!(hub.shutdown().await);
-    let hub = start_hub(&config).await;
+    let hub = hub_of_file(&config).await;
     let admin = format!("http://{}", hub.admin_addr());
     let after = history_json(&admin).await;
     assert_eq!(after["versions"], before_restart);
     assert!(after["pinned"].is_null());
 
     assert!(hub.shutdown().await);
-    shutdown.cancel();
-    server.await.unwrap().unwrap();
+    sink.stop().await;
 }
 
 #[tokio::test]
 async fn a_pin_survives_a_restart_and_history_needs_configuring() {
-    let (dir, objects, config) = tree();
+    let (dir, config) = tree();
+    let objects = dir.path().join("objects");
     std::fs::write(objects.join("a.yaml"), vs("a", "one")).unwrap();
     // No agent: the group is served to consumers only.
     let sink: std::net::SocketAddr = "127.0.0.1:9".parse().unwrap();
     write_config(&config, sink);
-    let hub = start_hub(&config).await;
+    let hub = hub_of_file(&config).await;
     let admin = format!("http://{}", hub.admin_addr());
     eventually("v1", || async { versions(&admin).await == 1 }).await;
     let first = hub.cache().snapshot("east").unwrap();
@@ -426,7 +328,7 @@ async fn a_pin_survives_a_restart_and_history_needs_configuring() {
     assert!(hub.shutdown().await);
 
     // Restarted: still pinned, same served version, caller recorded.
-    let hub = start_hub(&config).await;
+    let hub = hub_of_file(&config).await;
     assert_eq!(
         hub.cache()
             .snapshot("east")
@@ -447,7 +349,7 @@ async fn a_pin_survives_a_restart_and_history_needs_configuring() {
         "sources:\n  - name: files\n    file: {path: ../objects}\nclusters:\n  - name: east\n",
     )
     .unwrap();
-    let hub = start_hub(&config).await;
+    let hub = hub_of_file(&config).await;
     let admin = format!("http://{}", hub.admin_addr());
     let (ok, _, err) = ctl(&["history", "--admin", &admin, "--cluster", "east"]).await;
     assert!(!ok);

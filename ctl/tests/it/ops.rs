@@ -5,17 +5,17 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::Duration;
 
 use meshhub::app::Hub;
-use meshhub::clusters::is_dialer;
+use meshhub_e2e::inproc::{agent_config, dialer, hub_of_file, push, start_agent, write_hub_config};
+use meshhub_e2e::yaml::cluster;
 use meshhub_mcp::ledger::SyncState;
-use meshhub_proto::kinds::KindTable;
 use meshhub_sink_agent::app::Agent;
-use meshhub_sink_agent::config::{Config as AgentConfig, Mode};
+use meshhub_testkit::objects::VS;
+use meshhub_testkit::{DEADLINE, eventually, http};
 use tokio::io::{AsyncBufReadExt as _, BufReader};
 
-use crate::support::{DEADLINE, VS, eventually, start_hub};
+use crate::support::meshhubctl;
 
 fn vs(name: &str, ns: &str, weights: (u32, u32)) -> String {
     format!(
@@ -30,71 +30,41 @@ const BROKEN: &str = "apiVersion: networking.istio.io/v1\nkind: VirtualService\n
 /// The hub's YAML: cluster east (namespace bookinfo), with an agent at
 /// `agent` if given.
 fn write_config(path: &Path, agent: Option<std::net::SocketAddr>) {
-    let agent = agent
-        .map(|a| format!("    agent:\n      address: http://{a}\n      connectTimeout: 2s\n      reconnect: {{initial: 50ms, max: 500ms}}\n"))
-        .unwrap_or_default();
-    let text = format!(
-        "sources:\n  - name: files\n    file: {{path: ../objects}}\nclusters:\n  - name: east\n    namespaces: [bookinfo]\n{agent}debounce:\n  quiet: 20ms\n  maxWait: 200ms\nunknownFields: reject\n"
-    );
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, text).unwrap();
-    std::fs::rename(&tmp, path).unwrap();
+    let east = match agent {
+        Some(a) => cluster(
+            "east",
+            "    namespaces: [bookinfo]\n",
+            format!("http://{a}"),
+            "",
+        ),
+        None => "  - name: east\n    namespaces: [bookinfo]\n".to_owned(),
+    };
+    write_hub_config(path, &east, "unknownFields: reject\n");
 }
 
 /// A temp tree: `objects/` (the file source, holding bookinfo/reviews and
 /// other/w) and `etc/meshhub.yaml`.
 fn tree() -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, config) = meshhub_e2e::inproc::tree();
     let objects = dir.path().join("objects");
-    std::fs::create_dir_all(&objects).unwrap();
-    std::fs::create_dir_all(dir.path().join("etc")).unwrap();
     std::fs::write(
         objects.join("reviews.yaml"),
         vs("reviews", "bookinfo", (80, 20)),
     )
     .unwrap();
     std::fs::write(objects.join("w.yaml"), vs("w", "other", (50, 50))).unwrap();
-    let config = dir.path().join("etc/meshhub.yaml");
     (dir, config)
 }
 
-async fn start_agent(data: &Path) -> Agent {
-    Agent::start(AgentConfig {
-        cluster: "east".into(),
-        data_dir: data.to_owned(),
-        mode: Mode::Push {
-            listen: "127.0.0.1:0".parse().unwrap(),
-            tls: None,
-        },
-        grpc_addr: "127.0.0.1:0".parse().unwrap(),
-        admin_addr: "127.0.0.1:0".parse().unwrap(),
-        collections: KindTable::builtin()
-            .iter()
-            .map(|k| k.collection().to_owned())
-            .collect(),
-        max_message_bytes: 64 * 1024 * 1024,
-        limits: meshhub_mcp::limits::Limits::default(),
-        incremental: false,
-        shutdown_grace: Duration::from_secs(5),
-        apply: None,
-        admin_token_file: None,
-        grpc_tls: None,
-        insecure: false,
-        sink_allowed_identities: None,
-    })
-    .await
-    .unwrap()
+async fn east_agent(data: &Path) -> Agent {
+    start_agent(agent_config("east", data, push())).await
 }
 
 /// Whether the hub's dialer to east is connected and every collection is
 /// ACKed.
 fn east_synced(hub: &Hub) -> bool {
-    hub.ledger().view().into_iter().any(|p| {
-        is_dialer(&p)
-            && p.peer == "east"
-            && p.connected
-            && !p.collections.is_empty()
-            && p.collections.values().all(|c| c.state == SyncState::Synced)
+    dialer(hub, "east").is_some_and(|p| {
+        !p.collections.is_empty() && p.collections.values().all(|c| c.state == SyncState::Synced)
     })
 }
 
@@ -105,17 +75,7 @@ struct Run {
 }
 
 async fn ctl(args: &[&str]) -> Run {
-    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_meshhubctl"))
-        .args(args)
-        .env_remove("MESHHUB_ADMIN")
-        .env_remove("MESHHUB_SERVER")
-        .env_remove("MESHHUB_AGENT")
-        .kill_on_drop(true)
-        .output();
-    let out = tokio::time::timeout(Duration::from_secs(30), child)
-        .await
-        .expect("meshhubctl finishes")
-        .expect("meshhubctl runs");
+    let out = meshhubctl(args).await;
     Run {
         code: out.status.code(),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -144,7 +104,7 @@ fn closed_port() -> String {
 async fn get_prints_a_clusters_objects_as_table_yaml_and_json() {
     let (_dir, config) = tree();
     write_config(&config, None);
-    let hub = start_hub(&config).await;
+    let hub = hub_of_file(&config).await;
     let server = format!("http://{}", hub.grpc_addr());
     let admin = format!("http://{}", hub.admin_addr());
     let at = ["--server", server.as_str(), "--admin", admin.as_str()];
@@ -234,9 +194,9 @@ async fn get_prints_a_clusters_objects_as_table_yaml_and_json() {
 #[tokio::test]
 async fn diff_exits_0_when_the_agent_holds_what_the_hub_serves_and_1_naming_what_differs() {
     let (dir, config) = tree();
-    let agent = start_agent(&dir.path().join("east")).await;
+    let agent = east_agent(&dir.path().join("east")).await;
     write_config(&config, agent.sink_addr());
-    let hub = start_hub(&config).await;
+    let hub = hub_of_file(&config).await;
     let server = format!("http://{}", hub.grpc_addr());
     let admin = format!("http://{}", hub.admin_addr());
     let agent_addr = format!("http://{}", agent.grpc_addr());
@@ -268,10 +228,7 @@ async fn diff_exits_0_when_the_agent_holds_what_the_hub_serves_and_1_naming_what
     // then reviews changes and ratings appears: the agent keeps the old.
     write_config(&config, None);
     eventually("the dialer to east stops", || async {
-        !hub.ledger()
-            .view()
-            .iter()
-            .any(|p| is_dialer(p) && p.peer == "east" && p.connected)
+        dialer(&hub, "east").is_none()
     })
     .await;
     let objects = dir.path().join("objects");
@@ -380,9 +337,9 @@ async fn describe_tells_sources_validation_clusters_and_delivery() {
         vs("reviews", "bookinfo", (80, 20)),
     )
     .unwrap();
-    let agent = start_agent(&dir.path().join("east")).await;
+    let agent = east_agent(&dir.path().join("east")).await;
     write_config(&config, agent.sink_addr());
-    let hub = start_hub(&config).await;
+    let hub = hub_of_file(&config).await;
     let admin = format!("http://{}", hub.admin_addr());
     eventually("east's agent ACKs everything", || async {
         east_synced(&hub)
@@ -514,7 +471,7 @@ async fn describe_tells_sources_validation_clusters_and_delivery() {
 async fn status_prints_json_and_yaml_and_watch_redraws_on_change() {
     let (_dir, config) = tree();
     write_config(&config, None);
-    let hub = start_hub(&config).await;
+    let hub = hub_of_file(&config).await;
     let server = format!("http://{}", hub.grpc_addr());
     let admin = format!("http://{}", hub.admin_addr());
 
@@ -607,51 +564,33 @@ async fn an_unreachable_hub_is_named_with_the_flag_to_change() {
     );
 }
 
-/// `GET path` on `addr` over plain HTTP/1.1: the status line and the body.
-async fn http_get(addr: std::net::SocketAddr, path: &str) -> (String, String) {
-    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    s.write_all(
-        format!("GET {path} HTTP/1.1\r\nHost: hub\r\nConnection: close\r\n\r\n").as_bytes(),
-    )
-    .await
-    .unwrap();
-    let mut text = String::new();
-    tokio::time::timeout(DEADLINE, s.read_to_string(&mut text))
-        .await
-        .unwrap()
-        .unwrap();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap();
-    (head.lines().next().unwrap().to_owned(), body.to_owned())
-}
-
 #[tokio::test]
 async fn debug_object_answers_json_and_404_with_what_to_do() {
     let (_dir, config) = tree();
     write_config(&config, None);
-    let hub = start_hub(&config).await;
+    let hub = hub_of_file(&config).await;
     let admin = hub.admin_addr();
 
-    let (status, body) = http_get(
+    let (status, body) = http::get(
         admin,
         "/debug/object?kind=VirtualService&namespace=bookinfo&name=reviews",
     )
     .await;
-    assert!(status.contains(" 200 "), "{status}");
+    assert_eq!(status, 200, "{body}");
     let v: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(v["name"], "bookinfo/reviews");
     assert_eq!(v["collection"], VS);
 
-    let (status, body) = http_get(admin, "/debug/object?kind=nope&name=x").await;
-    assert!(status.contains(" 404 "), "{status}");
+    let (status, body) = http::get(admin, "/debug/object?kind=nope&name=x").await;
+    assert_eq!(status, 404, "{body}");
     let v: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert!(
         v["error"].as_str().unwrap().contains("known kinds: "),
         "{v}"
     );
 
-    let (status, body) = http_get(admin, "/debug/object?kind=vs&name=bookinfo/nope").await;
-    assert!(status.contains(" 404 "), "{status}");
+    let (status, body) = http::get(admin, "/debug/object?kind=vs&name=bookinfo/nope").await;
+    assert_eq!(status, 404, "{body}");
     assert!(
         body.contains("no VirtualService bookinfo/nope in any source"),
         "{body}"

@@ -2,19 +2,15 @@
 //! `meshhubctl watch --ads [--delta]` against an in-process hub.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use meshhub_mcp::cache;
-use meshhub_mcp::group::SingleGroup;
-use meshhub_mcp::ledger::Ledger;
+use meshhub_e2e::inproc::hub_of_text;
+use meshhub_e2e::upstream::Upstream;
+use meshhub_e2e::yaml::files_hub;
 use meshhub_mcp::snapshot::{CollectionSnapshot, EncodedResource, Snapshot};
-use meshhub_mcp::source::SourceConfig;
-use meshhub_mcp::source::server::{Shared, SourceServer};
 use meshhub_proto::kinds::KindTable;
 use meshhub_proto::transcode;
-use tokio_stream::wrappers::TcpListenerStream;
-use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
+
+use crate::support::meshhubctl;
 
 const REVIEWS: &str = r#"
 apiVersion: networking.istio.io/v1alpha3
@@ -31,17 +27,6 @@ spec:
     - destination: {host: reviews, subset: v2}
       weight: 20
 "#;
-
-async fn run_ctl(args: &[&str]) -> std::process::Output {
-    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_meshhubctl"))
-        .args(args)
-        .kill_on_drop(true)
-        .output();
-    tokio::time::timeout(Duration::from_secs(30), child)
-        .await
-        .expect("meshhubctl finishes")
-        .expect("meshhubctl runs")
-}
 
 #[tokio::test]
 async fn watch_once_prints_the_state_of_every_collection() {
@@ -66,29 +51,11 @@ async fn watch_once_prints_the_state_of_every_collection() {
             encoded,
         }])),
     );
-    let (writer, reader) = cache::new();
-    writer.set("default", Arc::new(snapshot));
-    let shutdown = CancellationToken::new();
-    let service = SourceServer::new(Shared {
-        cache: reader,
-        groups: Arc::new(SingleGroup("default".into())),
-        ledger: Ledger::new(),
-        config: Arc::new(SourceConfig::default()),
-        shutdown: shutdown.clone(),
-        tasks: TaskTracker::new(),
-    })
-    .into_service(16 << 20);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let stop = shutdown.clone();
-    tokio::spawn(
-        tonic::transport::Server::builder()
-            .add_service(service)
-            .serve_with_incoming_shutdown(TcpListenerStream::new(listener), stop.cancelled_owned()),
-    );
+    let upstream = Upstream::start("default", Arc::new(snapshot)).await;
+    let addr = upstream.addr;
     let server = format!("http://{addr}");
 
-    let out = run_ctl(&["watch", "--server", &server, "--once"]).await;
+    let out = meshhubctl(&["watch", "--server", &server, "--once"]).await;
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -108,7 +75,7 @@ async fn watch_once_prints_the_state_of_every_collection() {
         "{stdout}"
     );
 
-    let out = run_ctl(&[
+    let out = meshhubctl(&[
         "watch",
         "--server",
         &server,
@@ -127,7 +94,7 @@ async fn watch_once_prints_the_state_of_every_collection() {
         .expect("a JSON object");
     let v: serde_json::Value = serde_json::from_str(line).unwrap();
     assert_eq!(v["spec"]["http"][0]["route"][1]["weight"], 20);
-    shutdown.cancel();
+    upstream.shutdown.cancel();
 }
 
 #[tokio::test]
@@ -139,7 +106,7 @@ async fn watch_fails_clearly_when_it_cannot_connect() {
         .unwrap()
         .port();
     let server = format!("http://127.0.0.1:{port}");
-    let out = run_ctl(&[
+    let out = meshhubctl(&[
         "watch",
         "--server",
         &server,
@@ -155,27 +122,9 @@ async fn watch_fails_clearly_when_it_cannot_connect() {
 
 /// An in-process hub whose file source holds `REVIEWS`.
 async fn start_hub(dir: &std::path::Path) -> meshhub::app::Hub {
-    use clap::Parser as _;
     std::fs::create_dir_all(dir.join("objects")).unwrap();
     std::fs::write(dir.join("objects/reviews.yaml"), REVIEWS).unwrap();
-    let path = dir.join("meshhub.yaml");
-    let text = "sources:\n  - name: files\n    file: {path: objects}\ndebounce:\n  quiet: 20ms\n  maxWait: 200ms\n";
-    std::fs::write(&path, text).unwrap();
-    let args = meshhub::config::Args::parse_from([
-        "meshhub",
-        "--grpc-addr",
-        "127.0.0.1:0",
-        "--admin-addr",
-        "127.0.0.1:0",
-        "--shutdown-grace",
-        "5s",
-    ]);
-    let config = meshhub::config::Config::from_yaml(&args, &path, text).unwrap();
-    let hub = meshhub::app::Hub::start(config).await.unwrap();
-    tokio::time::timeout(Duration::from_secs(20), hub.ready())
-        .await
-        .expect("hub ready");
-    hub
+    hub_of_text(&dir.join("meshhub.yaml"), &files_hub("objects", "", "")).await
 }
 
 #[tokio::test]
@@ -185,7 +134,7 @@ async fn watch_ads_once_prints_every_type_as_istiod_subscribes() {
     let kinds = KindTable::builtin();
     let server = format!("http://{}", hub.grpc_addr());
 
-    let out = run_ctl(&["watch", "--ads", "--server", &server, "--once"]).await;
+    let out = meshhubctl(&["watch", "--ads", "--server", &server, "--once"]).await;
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -205,7 +154,7 @@ async fn watch_ads_once_prints_every_type_as_istiod_subscribes() {
     );
 
     // Delta: the same state, each resource marked as an addition.
-    let out = run_ctl(&[
+    let out = meshhubctl(&[
         "watch", "--ads", "--delta", "--server", &server, "--once", "-o", "json",
     ])
     .await;
@@ -241,7 +190,7 @@ async fn watch_ads_once_prints_every_type_as_istiod_subscribes() {
     }
     // meshhubctl status shows the protocol.
     let admin = format!("http://{}", hub.admin_addr());
-    let out = run_ctl(&["status", "--admin", &admin, "--all", "-o", "json"]).await;
+    let out = meshhubctl(&["status", "--admin", &admin, "--all", "-o", "json"]).await;
     assert!(out.status.success());
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let protocols: Vec<&str> = report["consumers"]
@@ -268,12 +217,12 @@ async fn watch_ads_fails_clearly_when_it_cannot_connect() {
         if delta {
             args.push("--delta");
         }
-        let out = run_ctl(&args).await;
+        let out = meshhubctl(&args).await;
         assert_eq!(out.status.code(), Some(1));
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains("cannot connect to"), "{stderr}");
     }
     // --delta without --ads is refused by the argument parser.
-    let out = run_ctl(&["watch", "--delta", "--server", &server]).await;
+    let out = meshhubctl(&["watch", "--delta", "--server", &server]).await;
     assert!(!out.status.success());
 }

@@ -14,12 +14,13 @@
 
 use std::time::{Duration, Instant};
 
+use meshhub_testkit::objects::VS;
 use rand::Rng as _;
 
 use super::proxy::Link;
 use super::soak::{CLUSTERS, Soak};
 use super::stuck::StuckConsumer;
-use crate::{VS, group_version, synced};
+use crate::{group_version, synced};
 
 /// What is healed when its time comes.
 #[derive(Debug)]

@@ -178,7 +178,7 @@ impl Generator {
         };
         let file = format!("bad{n}.yaml");
         self.files.insert(file.clone(), Vec::new());
-        crate::write_file(&self.dir.join(&file), &text);
+        meshhub_testkit::fixtures::write_atomic(&self.dir.join(&file), &text);
     }
 
     /// `None` (every cluster) half the time, else one or two clusters.
@@ -214,7 +214,7 @@ impl Generator {
             .iter()
             .map(|o| vs(&o.name, &o.host, o.target.as_deref(), o.pad))
             .collect();
-        crate::write_file(&self.dir.join(file), &text.join("---\n"));
+        meshhub_testkit::fixtures::write_atomic(&self.dir.join(file), &text.join("---\n"));
     }
 }
 

@@ -3,12 +3,16 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
+
+use meshhub_testkit::http::get_blocking;
+use meshhub_testkit::objects::VS;
 
 use super::generator::Generator;
 use super::oracle::{View, difference};
 use super::proxy::{FaultProxy, Link};
-use crate::{AgentProc, HubProc, Proc, VS, http_get, meshhubctl};
+use crate::yaml::{cluster, files_hub};
+use crate::{AgentProc, HubProc, Proc, watch_once};
 
 /// The clusters, each with one agent.
 pub const CLUSTERS: [&str; 3] = ["east", "west", "north"];
@@ -306,7 +310,7 @@ impl Soak {
 
     /// The sum of a counter over its label sets in the hub's `/metrics`.
     pub fn hub_counter(&self, name: &str) -> u64 {
-        let (_, text) = http_get(self.hub().admin, "/metrics").unwrap_or_default();
+        let (_, text) = get_blocking(self.hub().admin, "/metrics").unwrap_or_default();
         counter(&text, name)
     }
 
@@ -339,18 +343,7 @@ impl Soak {
 
     /// Moves the logs somewhere they survive the test, and says where.
     pub fn keep_logs(&self) {
-        let keep = std::env::temp_dir().join(format!(
-            "meshhub-chaos-{}",
-            SystemTime::now()
-                .duration_since(SystemTime::UNIX_EPOCH)
-                .unwrap_or_default()
-                .as_millis()
-        ));
-        let _ = std::fs::rename(self.dir.path(), &keep);
-        eprintln!(
-            "chaos: processes' logs kept in {}",
-            keep.join("logs").display()
-        );
+        crate::keep_logs(self.dir.path(), "chaos");
     }
 }
 
@@ -379,16 +372,15 @@ fn hub_config(files: &Path, pushes: &[Link]) -> String {
         .iter()
         .zip(pushes)
         .map(|(name, link)| {
-            format!(
-                "  - name: {name}\n    namespaces: [bookinfo]\n    agent:\n      address: http://{}\n      connectTimeout: 1s\n      reconnect: {{initial: 100ms, max: 1s}}\n",
-                link.addr()
+            cluster(
+                name,
+                "    namespaces: [bookinfo]\n",
+                format!("http://{}", link.addr()),
+                "",
             )
         })
         .collect();
-    format!(
-        "sources:\n  - name: files\n    file: {{path: {}}}\nclusters:\n{clusters}debounce:\n  quiet: 20ms\n  maxWait: 200ms\n{LIMITS}",
-        files.display()
-    )
+    files_hub(files.display(), &clusters, LIMITS)
 }
 
 fn spawn_consumer(name: &str, link: &Link, server: Server, logs: &Path) -> Proc {
@@ -411,22 +403,6 @@ fn spawn_consumer(name: &str, link: &Link, server: Server, logs: &Path) -> Proc 
 
 /// `meshhubctl watch --once` directly on `addr`.
 fn once_view(addr: std::net::SocketAddr, cluster: Option<&str>) -> Option<View> {
-    let server = format!("http://{addr}");
-    let mut args = vec![
-        "watch",
-        "--server",
-        &server,
-        "-c",
-        VS,
-        "-o",
-        "json",
-        "--once",
-        "--connect-timeout",
-        "5s",
-    ];
-    if let Some(c) = cluster {
-        args.extend(["--cluster", c]);
-    }
-    let (status, out, _) = meshhubctl(&args);
+    let (status, out, _) = watch_once(addr, cluster);
     status.success().then(|| View::last_of(&out, VS)).flatten()
 }

@@ -38,16 +38,11 @@ async fn records_and_delivery_results_are_written_as_json_lines() {
     peer.sent("vs", "v1", "1");
     peer.nacked("vs", "v1", 3, "VirtualService ns/bad: rejected");
 
-    // Poll the file (the writer runs on its own) with a deadline.
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
-    let lines = loop {
-        let lines = read(&file);
-        if lines.len() >= 2 {
-            break lines;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "{lines:?}");
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    };
+    // Poll the file: the writer runs on its own.
+    let lines = meshhub_testkit::eventually_some("two audit lines", async || {
+        Some(read(&file)).filter(|lines| lines.len() >= 2)
+    })
+    .await;
     assert_eq!(lines[0]["schemaVersion"], SCHEMA_VERSION);
     assert_eq!(lines[0]["event"], "pin");
     assert_eq!(lines[0]["by"], "alice");

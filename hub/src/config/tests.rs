@@ -1,3 +1,5 @@
+use meshhub_testkit::pki::Leaf;
+
 use super::testing::{SOURCES, args, err, parse};
 use super::*;
 
@@ -100,14 +102,9 @@ fn reparse_keeps_the_flags() {
 fn the_grpc_port_needs_tls_or_insecure_beyond_loopback() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("objects")).unwrap();
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = rcgen::CertificateParams::new(vec!["meshhub.meshhub.svc".to_owned()])
-        .unwrap()
-        .self_signed(&key)
-        .unwrap();
-    std::fs::write(dir.path().join("tls.crt"), cert.pem()).unwrap();
-    std::fs::write(dir.path().join("tls.key"), key.serialize_pem()).unwrap();
-    std::fs::write(dir.path().join("ca.crt"), cert.pem()).unwrap();
+    let leaf = Leaf::self_signed(&["meshhub.meshhub.svc"]);
+    leaf.write(&dir.path().join("tls.crt"), &dir.path().join("tls.key"));
+    std::fs::write(dir.path().join("ca.crt"), &leaf.cert).unwrap();
     let path = dir.path().join("meshhub.yaml");
     let wide = Args::parse_from(["meshhub", "--grpc-addr", "0.0.0.0:9901"]);
     let parse_with = |args: &Args, text: &str| Config::from_yaml(args, &path, text);

@@ -2,6 +2,7 @@ use axum::body::Body;
 use axum::http::Request;
 use http_body_util::BodyExt as _;
 use meshhub_proto::kinds::KindTable;
+use meshhub_testkit::pki::Leaf;
 use serde_json::{Value, json};
 use tower::ServiceExt as _;
 
@@ -263,12 +264,8 @@ async fn http_answers_reviews_and_refuses_garbage_with_400() {
 
 /// A self-signed certificate and key for `name`, as PEM.
 fn self_signed(name: &str) -> (String, String) {
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = rcgen::CertificateParams::new(vec![name.to_owned()])
-        .unwrap()
-        .self_signed(&key)
-        .unwrap();
-    (cert.pem(), key.serialize_pem())
+    let leaf = Leaf::self_signed(&[name]);
+    (leaf.cert, leaf.key)
 }
 
 #[test]

@@ -409,18 +409,13 @@ mod tests {
     use super::*;
 
     fn files(dir: &Path) -> ServerTlsFiles {
-        let key = rcgen::KeyPair::generate().unwrap();
-        let cert = rcgen::CertificateParams::new(vec!["meshhub.example".to_owned()])
-            .unwrap()
-            .self_signed(&key)
-            .unwrap();
         let files = ServerTlsFiles {
             cert: dir.join("tls.crt"),
             key: dir.join("tls.key"),
             client_ca: None,
         };
-        std::fs::write(&files.cert, cert.pem()).unwrap();
-        std::fs::write(&files.key, key.serialize_pem()).unwrap();
+        meshhub_testkit::pki::Leaf::self_signed(&["meshhub.example"])
+            .write(&files.cert, &files.key);
         files
     }
 

@@ -1,4 +1,5 @@
 use clap::Parser as _;
+use meshhub_testkit::pki::Leaf;
 
 use super::*;
 
@@ -339,18 +340,14 @@ fn apply_namespaces_from_the_file_or_the_flag() {
 #[test]
 fn ports_beyond_loopback_need_tls_or_insecure_and_pull_mode_speaks_tls() {
     let dir = tempfile::tempdir().unwrap();
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = rcgen::CertificateParams::new(vec!["agent.example".to_owned()])
-        .unwrap()
-        .self_signed(&key)
-        .unwrap();
+    let leaf = Leaf::self_signed(&["agent.example"]);
     let file = |name: &str, text: String| {
         let p = dir.path().join(name);
         std::fs::write(&p, text).unwrap();
         p
     };
-    let crt = file("tls.crt", cert.pem());
-    let pem_key = file("tls.key", key.serialize_pem());
+    let crt = file("tls.crt", leaf.cert.clone());
+    let pem_key = file("tls.key", leaf.key.clone());
     let wide = |a: Args| Args {
         sink_addr: Some("0.0.0.0:9911".parse().unwrap()),
         grpc_addr: Some("0.0.0.0:9912".parse().unwrap()),

@@ -7,11 +7,10 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use meshhub_proto::object::Object;
+use meshhub_testkit::fixtures;
 use meshhub_validate::validate;
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Number, Value};
-
-const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/fixtures/istio");
 
 /// Every problem each invalid document must produce, in order. A rule
 /// change that alters a message fails here.
@@ -165,14 +164,7 @@ fn load(path: &Path) -> Vec<Object> {
 }
 
 fn yaml_files(dir: &str) -> Vec<PathBuf> {
-    let dir = Path::new(FIXTURES).join(dir);
-    let mut files: Vec<PathBuf> = fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.expect("directory entry").path())
-        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
-        .collect();
-    files.sort();
-    files
+    fixtures::yaml_files(&fixtures::istio().join(dir), |_| true)
 }
 
 fn file_name(p: &Path) -> &str {
@@ -239,7 +231,7 @@ fn invalid_data_set_is_rejected_with_the_expected_messages() {
 
 #[test]
 fn display_names_kind_namespace_and_every_problem() {
-    let f = Path::new(FIXTURES).join("validation/networking-v1alpha3-ServiceEntry-invalid.yaml");
+    let f = fixtures::istio().join("validation/networking-v1alpha3-ServiceEntry-invalid.yaml");
     let err = validate(&load(&f)[0]).expect_err("invalid");
     assert_eq!(
         err.to_string(),

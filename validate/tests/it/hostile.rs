@@ -3,30 +3,17 @@
 //! crashing input found by a fuzzing run is added as a regression), fed the
 //! same way, then random mutations of them.
 
-use std::fs;
 use std::path::PathBuf;
 
 use meshhub_proto::kinds::KindTable;
 use meshhub_proto::object::{Object, ObjectMeta};
 use meshhub_proto::transcode;
+use meshhub_testkit::fixtures;
 use proptest::prelude::*;
 use serde_json::{Map, Value};
 
 fn seeds() -> Vec<(PathBuf, Vec<u8>)> {
-    let dir = PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../fuzz/corpus/validate"
-    ));
-    let mut out: Vec<_> = fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.expect("directory entry").path())
-        .map(|p| {
-            let bytes = fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-            (p, bytes)
-        })
-        .collect();
-    out.sort();
-    out
+    fixtures::corpus("validate")
 }
 
 /// What the fuzz target does with one input; how many objects were

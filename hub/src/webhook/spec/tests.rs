@@ -1,5 +1,7 @@
 use std::net::SocketAddr;
 
+use meshhub_testkit::pki::Leaf;
+
 use super::*;
 use crate::config::Config;
 use crate::config::testing::{SOURCES, args, parse};
@@ -10,13 +12,8 @@ fn the_webhook_is_off_by_default_and_checked_when_on() {
 
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("objects")).unwrap();
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = rcgen::CertificateParams::new(vec!["meshhub.meshhub.svc".to_owned()])
-        .unwrap()
-        .self_signed(&key)
-        .unwrap();
-    std::fs::write(dir.path().join("tls.crt"), cert.pem()).unwrap();
-    std::fs::write(dir.path().join("tls.key"), key.serialize_pem()).unwrap();
+    Leaf::self_signed(&["meshhub.meshhub.svc"])
+        .write(&dir.path().join("tls.crt"), &dir.path().join("tls.key"));
     let path = dir.path().join("meshhub.yaml");
     let parse_here = |text: &str| Config::from_yaml(&args(), &path, text);
 
@@ -58,7 +55,7 @@ fn the_webhook_is_off_by_default_and_checked_when_on() {
     // A key that doesn't fit the certificate.
     std::fs::write(
         dir.path().join("other.key"),
-        rcgen::KeyPair::generate().unwrap().serialize_pem(),
+        meshhub_testkit::pki::key_pair().0,
     )
     .unwrap();
     let mismatch = e("  tls: {cert: tls.crt, key: other.key}\n");

@@ -1,0 +1,20 @@
+//! The process-level end-to-end tests, one binary (linked once instead of
+//! once per file): one module per subject. Each test takes its module's
+//! turn of the machine first (`meshhub_e2e::turn`), so that tests of
+//! different modules still never run side by side, as when each module was
+//! its own binary; see e2e/src/turn.rs for why.
+
+mod binary_runtime;
+mod chaos_soak;
+mod grpcurl;
+mod helm_charts;
+mod image;
+mod istio15;
+mod istiod;
+mod kube_harness;
+mod kube_multicluster;
+mod leader_election;
+mod multicluster;
+mod reconnect_churn;
+mod shared_pins;
+mod webhook;

@@ -1,0 +1,7 @@
+//! meshhub-proto's integration tests, one binary (one link of the crate and
+//! its dependencies instead of one per file): one module per subject.
+
+mod hostile_input;
+mod schemas;
+mod transcode_fixtures;
+mod wire_format;

@@ -1,0 +1,5 @@
+//! meshhub-runtime's integration tests, one binary: one module per subject
+//! (a new file joins as a module here rather than as another test binary
+//! linking the whole crate again).
+
+mod admin;

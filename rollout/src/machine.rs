@@ -1,0 +1,749 @@
+//! The rollout state machine: one change walked through its waves.
+//!
+//! Sans I/O: the hub feeds it [`Input`]s (ACKs and rejections from the
+//! ledger and the upward channel, gate results, the time, operators'
+//! commands) with the current time, and carries out the [`Command`]s it
+//! returns (hold a cluster on its previous version, release the new one,
+//! roll back, evaluate gates, report). Its whole state serializes, so a
+//! restarted hub (or another replica) continues where it was:
+//! [`Rollout::restore`] gives the commands that re-establish what each
+//! cluster is served.
+//!
+//! ```text
+//!            start                 every cluster of the wave ACKed
+//!   ──────────────▶ Updating ─────────────────────────────▶ Baking
+//!                     ▲   │ NACK / DROPPED / deadline          │ bake time over
+//!   next wave ────────┘   ▼                                    ▼
+//!     ▲             Halted | RolledBack ◀── gate failed ──── Gating
+//!     │                  │ resume                              │ gates passed
+//!     │                  ▼                                     ▼
+//!     └──── promote ── AwaitingPromotion ◀── manual ─── (wave passed) ── last wave ──▶ Completed
+//! ```
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::plan::PlannedWave;
+use crate::policy::OnFailure;
+
+mod operator;
+#[cfg(test)]
+mod tests;
+
+/// Milliseconds since the Unix epoch (the hub's clock, passed in).
+pub type Millis = u64;
+
+/// What one cluster goes from and to.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Step {
+    /// The version it is served now (`None`: nothing yet), kept while it
+    /// waits and restored by a rollback.
+    pub from: Option<String>,
+    /// The new version.
+    pub to: String,
+}
+
+/// One cluster within a rollout.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Target {
+    /// Its versions.
+    pub step: Step,
+    /// The index of its wave.
+    pub wave: usize,
+    /// Where it stands.
+    pub state: ClusterState,
+}
+
+/// Where one cluster stands.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", tag = "state")]
+pub enum ClusterState {
+    /// Served its previous version, waiting for its turn.
+    Held,
+    /// Served the new version, no ACK yet.
+    Released {
+        /// Since when.
+        at: Millis,
+    },
+    /// ACKed the new version.
+    Acked {
+        /// When.
+        at: Millis,
+    },
+    /// Refused the new version (or its istiod dropped part of it).
+    Failed {
+        /// Why.
+        message: String,
+    },
+    /// Served its previous version again after a failure.
+    RolledBack,
+    /// Taken out of this rollout by an operator: held on its previous
+    /// version.
+    Excluded,
+}
+
+/// Where the rollout stands.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", tag = "phase")]
+pub enum Phase {
+    /// Clusters of the current wave are being updated.
+    Updating,
+    /// Every cluster of the current wave ACKed; running until `until`.
+    Baking {
+        /// End of the bake time.
+        until: Millis,
+    },
+    /// The current wave's gates are being evaluated.
+    Gating,
+    /// The current wave passed; the next waits for an operator.
+    AwaitingPromotion,
+    /// Every wave passed.
+    Completed,
+    /// Stopped by a failure; updated clusters left as they are.
+    Halted {
+        /// The failure.
+        failure: Failure,
+    },
+    /// Stopped by a failure; updated clusters serve their previous version
+    /// again.
+    RolledBack {
+        /// The failure.
+        failure: Failure,
+    },
+    /// Replaced by a newer change's rollout.
+    Superseded {
+        /// The newer rollout.
+        by: u64,
+    },
+}
+
+impl Phase {
+    /// Whether nothing further happens without an operator or a new
+    /// change.
+    pub fn is_terminal(&self) -> bool {
+        matches!(
+            self,
+            Self::Completed
+                | Self::Halted { .. }
+                | Self::RolledBack { .. }
+                | Self::Superseded { .. }
+        )
+    }
+
+    /// The phase's name, for metrics and tables.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Updating => "updating",
+            Self::Baking { .. } => "baking",
+            Self::Gating => "gating",
+            Self::AwaitingPromotion => "awaiting_promotion",
+            Self::Completed => "completed",
+            Self::Halted { .. } => "halted",
+            Self::RolledBack { .. } => "rolled_back",
+            Self::Superseded { .. } => "superseded",
+        }
+    }
+}
+
+/// Why a rollout stopped.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Failure {
+    /// The wave it stopped in.
+    pub wave: String,
+    /// The cluster that failed, where one did.
+    pub cluster: Option<String>,
+    /// What kind of failure.
+    pub cause: Cause,
+    /// The details (the NACK's message, the gate's value, the clusters
+    /// that did not ACK in time).
+    pub message: String,
+}
+
+/// The kinds of failure.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Cause {
+    /// A cluster NACKed the new version.
+    Nack,
+    /// A cluster's istiod dropped an object of the new version.
+    Dropped,
+    /// A gate did not hold.
+    Gate {
+        /// The gate.
+        name: String,
+    },
+    /// The wave took longer than the progress deadline.
+    Deadline,
+    /// An operator aborted it.
+    Aborted {
+        /// Who.
+        by: String,
+    },
+}
+
+/// How a cluster refused a version.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Rejection {
+    /// Its agent (or consumer) NACKed.
+    Nack,
+    /// Its istiod dropped an object (the upward channel's report).
+    Dropped,
+}
+
+/// One gate that did not hold for one cluster.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GateFailure {
+    /// The cluster.
+    pub cluster: String,
+    /// The gate (a metric gate's name, or `analysis`).
+    pub gate: String,
+    /// What was seen.
+    pub message: String,
+}
+
+/// What the hub tells the machine.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Input {
+    /// `cluster` ACKed `version` of every collection the change touched.
+    Acked {
+        /// The cluster.
+        cluster: String,
+        /// The version.
+        version: String,
+    },
+    /// `cluster` refused `version`.
+    Rejected {
+        /// The cluster.
+        cluster: String,
+        /// The version.
+        version: String,
+        /// How.
+        how: Rejection,
+        /// The peer's message.
+        message: String,
+    },
+    /// The gates of `wave` were evaluated (during its bake or at its end):
+    /// the ones that did not hold (empty: all held).
+    Gates {
+        /// The wave index.
+        wave: usize,
+        /// Whether this is the evaluation at the end of the bake (which
+        /// passes the wave when empty).
+        last: bool,
+        /// What failed.
+        failures: Vec<GateFailure>,
+    },
+    /// Time passed.
+    Tick,
+}
+
+/// What the machine asks the hub to do.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase", tag = "command")]
+pub enum Command {
+    /// Keep serving `cluster` its previous version (`None`: nothing new).
+    Hold {
+        /// The cluster.
+        cluster: String,
+        /// Its previous version.
+        version: Option<String>,
+    },
+    /// Serve `cluster` the new version.
+    Release {
+        /// The cluster.
+        cluster: String,
+        /// The new version.
+        version: String,
+    },
+    /// Serve `cluster` its previous version again (a failure's rollback).
+    RollBack {
+        /// The cluster.
+        cluster: String,
+        /// Its previous version.
+        version: Option<String>,
+    },
+    /// Evaluate the gates of `wave` for its clusters and answer with
+    /// [`Input::Gates`] (`last: true`).
+    EvaluateGates {
+        /// The wave index.
+        wave: usize,
+        /// Its clusters (excluded ones left out).
+        clusters: Vec<String>,
+    },
+    /// Something to tell the audit log, metrics and the logs.
+    Report(Event),
+}
+
+/// A step of a rollout worth recording.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase", tag = "event")]
+pub enum Event {
+    /// A rollout started (replacing `supersedes`, if any).
+    Started {
+        /// The rollout.
+        id: u64,
+        /// The one it replaces.
+        supersedes: Option<u64>,
+    },
+    /// A wave started.
+    WaveStarted {
+        /// The wave.
+        wave: String,
+        /// Its clusters.
+        clusters: Vec<String>,
+    },
+    /// A wave passed its ACKs, bake and gates.
+    WavePassed {
+        /// The wave.
+        wave: String,
+    },
+    /// The next wave waits for an operator.
+    AwaitingPromotion {
+        /// The wave that passed.
+        wave: String,
+    },
+    /// An operator acted.
+    Operator {
+        /// What (`promote`, `abort`, `resume`).
+        action: String,
+        /// On which cluster, if one.
+        cluster: Option<String>,
+        /// Who.
+        by: String,
+    },
+    /// Every wave passed.
+    Completed,
+    /// The rollout stopped.
+    Failed {
+        /// Why.
+        failure: Failure,
+        /// Whether the updated clusters were rolled back.
+        rolled_back: Vec<String>,
+    },
+}
+
+/// An operator's action the rollout's state does not allow.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Refused {
+    /// The rollout finished (completed or superseded).
+    #[error("the rollout is {phase}: nothing to {action}")]
+    Finished {
+        /// Its phase.
+        phase: &'static str,
+        /// The action refused.
+        action: &'static str,
+    },
+    /// The action needs another phase.
+    #[error("the rollout is {phase}; {action} needs it {needs}")]
+    WrongPhase {
+        /// Its phase.
+        phase: &'static str,
+        /// The action refused.
+        action: &'static str,
+        /// What it needs.
+        needs: &'static str,
+    },
+    /// The cluster is not part of this rollout.
+    #[error("cluster {0:?} is not part of this rollout (its group did not change)")]
+    UnknownCluster(String),
+}
+
+/// One change's rollout.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Rollout {
+    /// Its id (increasing per hub).
+    pub id: u64,
+    /// When it started.
+    pub started: Millis,
+    /// The waves.
+    pub waves: Vec<PlannedWave>,
+    /// The policy's progress deadline per wave.
+    pub deadline_ms: u64,
+    /// The policy's failure handling.
+    pub on_failure: OnFailure,
+    /// Every changed cluster.
+    pub targets: BTreeMap<String, Target>,
+    /// The current wave.
+    pub wave: usize,
+    /// When the current wave started (the deadline counts from here).
+    pub wave_started: Millis,
+    /// Where it stands.
+    pub phase: Phase,
+}
+
+impl Rollout {
+    /// A rollout of `steps` (cluster → versions) over `waves` (from
+    /// [`crate::plan()`], naming exactly the clusters of `steps`), started
+    /// at `now`, replacing `supersedes`: every cluster held on its
+    /// previous version, then the first wave released.
+    pub fn start(
+        id: u64,
+        now: Millis,
+        waves: Vec<PlannedWave>,
+        steps: BTreeMap<String, Step>,
+        deadline_ms: u64,
+        on_failure: OnFailure,
+        supersedes: Option<u64>,
+    ) -> (Self, Vec<Command>) {
+        let mut targets = BTreeMap::new();
+        for (i, w) in waves.iter().enumerate() {
+            for c in &w.clusters {
+                if let Some(step) = steps.get(c) {
+                    targets.insert(
+                        c.clone(),
+                        Target {
+                            step: step.clone(),
+                            wave: i,
+                            state: ClusterState::Held,
+                        },
+                    );
+                }
+            }
+        }
+        // A step no wave names (the caller's plan left it out) is updated
+        // with the last wave rather than never.
+        let last = waves.len().saturating_sub(1);
+        for (c, step) in steps {
+            targets.entry(c).or_insert(Target {
+                step,
+                wave: last,
+                state: ClusterState::Held,
+            });
+        }
+        let mut rollout = Self {
+            id,
+            started: now,
+            waves,
+            deadline_ms,
+            on_failure,
+            targets,
+            wave: 0,
+            wave_started: now,
+            phase: Phase::Updating,
+        };
+        let mut out = vec![Command::Report(Event::Started { id, supersedes })];
+        out.extend(rollout.targets.iter().map(|(c, t)| Command::Hold {
+            cluster: c.clone(),
+            version: t.step.from.clone(),
+        }));
+        rollout.start_wave(now, 0, &mut out);
+        (rollout, out)
+    }
+
+    /// The commands that re-establish what every cluster is served, for a
+    /// restarted hub (or a replica taking over): the holds, releases and
+    /// rollbacks in force, then what the current phase waits for.
+    pub fn restore(&self) -> Vec<Command> {
+        let mut out: Vec<Command> = self
+            .targets
+            .iter()
+            .map(|(c, t)| match t.state {
+                ClusterState::Held | ClusterState::Excluded => Command::Hold {
+                    cluster: c.clone(),
+                    version: t.step.from.clone(),
+                },
+                ClusterState::RolledBack => Command::RollBack {
+                    cluster: c.clone(),
+                    version: t.step.from.clone(),
+                },
+                ClusterState::Released { .. }
+                | ClusterState::Acked { .. }
+                | ClusterState::Failed { .. } => Command::Release {
+                    cluster: c.clone(),
+                    version: t.step.to.clone(),
+                },
+            })
+            .collect();
+        if self.phase == Phase::Gating {
+            out.push(self.evaluate_gates());
+        }
+        out
+    }
+
+    /// Marks the rollout replaced by rollout `by` (its successor's
+    /// [`Rollout::start`] gives the commands).
+    pub fn supersede(&mut self, by: u64) {
+        self.phase = Phase::Superseded { by };
+    }
+
+    /// Feeds `input` at `now`; returns what to do.
+    pub fn handle(&mut self, now: Millis, input: Input) -> Vec<Command> {
+        let mut out = Vec::new();
+        // A stopped rollout still learns what clusters ACK (an operator may
+        // have promoted one), and nothing else.
+        if self.phase.is_terminal() && !matches!(input, Input::Acked { .. }) {
+            return out;
+        }
+        match input {
+            Input::Acked { cluster, version } => self.acked(now, &cluster, &version, &mut out),
+            Input::Rejected {
+                cluster,
+                version,
+                how,
+                message,
+            } => self.rejected(now, cluster, &version, how, message, &mut out),
+            Input::Gates {
+                wave,
+                last,
+                failures,
+            } => self.gates(now, wave, last, failures, &mut out),
+            Input::Tick => self.tick(now, &mut out),
+        }
+        out
+    }
+
+    /// The wave index `cluster` belongs to.
+    pub fn wave_of(&self, cluster: &str) -> Option<usize> {
+        self.targets.get(cluster).map(|t| t.wave)
+    }
+
+    /// The current wave's name (`None`: no waves).
+    pub fn wave_name(&self) -> Option<&str> {
+        self.waves.get(self.wave).map(|w| w.name.as_str())
+    }
+
+    fn acked(&mut self, now: Millis, cluster: &str, version: &str, out: &mut Vec<Command>) {
+        let Some(t) = self.targets.get_mut(cluster) else {
+            return;
+        };
+        if t.step.to != version || !matches!(t.state, ClusterState::Released { .. }) {
+            return;
+        }
+        t.state = ClusterState::Acked { at: now };
+        if self.phase == Phase::Updating {
+            self.fill(now, out);
+        }
+    }
+
+    fn rejected(
+        &mut self,
+        now: Millis,
+        cluster: String,
+        version: &str,
+        how: Rejection,
+        message: String,
+        out: &mut Vec<Command>,
+    ) {
+        let Some(t) = self.targets.get_mut(&cluster) else {
+            return;
+        };
+        let sent = matches!(
+            t.state,
+            ClusterState::Released { .. } | ClusterState::Acked { .. }
+        );
+        if t.step.to != version || !sent {
+            return;
+        }
+        t.state = ClusterState::Failed {
+            message: message.clone(),
+        };
+        let wave = self.waves[t.wave].name.clone();
+        let cause = match how {
+            Rejection::Nack => Cause::Nack,
+            Rejection::Dropped => Cause::Dropped,
+        };
+        self.fail(
+            now,
+            Failure {
+                wave,
+                cluster: Some(cluster),
+                cause,
+                message,
+            },
+            out,
+        );
+    }
+
+    fn gates(
+        &mut self,
+        now: Millis,
+        wave: usize,
+        last: bool,
+        failures: Vec<GateFailure>,
+        out: &mut Vec<Command>,
+    ) {
+        let current = matches!(self.phase, Phase::Baking { .. } | Phase::Gating);
+        if wave != self.wave || !current {
+            return;
+        }
+        if let Some(f) = failures.into_iter().next() {
+            let failure = Failure {
+                wave: self.waves[wave].name.clone(),
+                cluster: Some(f.cluster),
+                cause: Cause::Gate { name: f.gate },
+                message: f.message,
+            };
+            self.fail(now, failure, out);
+        } else if last && self.phase == Phase::Gating {
+            self.wave_passed(now, out);
+        }
+    }
+
+    fn tick(&mut self, now: Millis, out: &mut Vec<Command>) {
+        let waiting = matches!(
+            self.phase,
+            Phase::Updating | Phase::Baking { .. } | Phase::Gating
+        );
+        if waiting && now >= self.wave_started.saturating_add(self.deadline_ms) {
+            let message = self.deadline_message();
+            let failure = Failure {
+                wave: self.wave_name().unwrap_or_default().to_owned(),
+                cluster: None,
+                cause: Cause::Deadline,
+                message,
+            };
+            self.fail(now, failure, out);
+            return;
+        }
+        if let Phase::Baking { until } = self.phase
+            && now >= until
+        {
+            self.phase = Phase::Gating;
+            out.push(self.evaluate_gates());
+        }
+    }
+
+    fn deadline_message(&self) -> String {
+        let waiting: Vec<&str> = self
+            .targets
+            .iter()
+            .filter(|(_, t)| {
+                t.wave == self.wave
+                    && matches!(t.state, ClusterState::Held | ClusterState::Released { .. })
+            })
+            .map(|(c, _)| c.as_str())
+            .collect();
+        let limit = self.deadline_ms as f64 / 1000.0;
+        match self.phase {
+            Phase::Updating => format!(
+                "progress deadline ({limit}s) passed with clusters not ACKed: {}",
+                waiting.join(", ")
+            ),
+            _ => format!("progress deadline ({limit}s) passed before the gates held"),
+        }
+    }
+
+    /// Starts wave `index` (or completes the rollout past the last).
+    fn start_wave(&mut self, now: Millis, index: usize, out: &mut Vec<Command>) {
+        self.wave = index;
+        self.wave_started = now;
+        let Some(wave) = self.waves.get(index) else {
+            self.phase = Phase::Completed;
+            out.push(Command::Report(Event::Completed));
+            return;
+        };
+        out.push(Command::Report(Event::WaveStarted {
+            wave: wave.name.clone(),
+            clusters: wave.clusters.clone(),
+        }));
+        self.phase = Phase::Updating;
+        self.fill(now, out);
+    }
+
+    /// Releases held clusters of the current wave up to its concurrency;
+    /// starts the bake once all ACKed.
+    fn fill(&mut self, now: Millis, out: &mut Vec<Command>) {
+        let wave = &self.waves[self.wave];
+        let limit = wave.max_concurrent.unwrap_or(usize::MAX).max(1);
+        let mut updating = self
+            .targets
+            .values()
+            .filter(|t| t.wave == self.wave && matches!(t.state, ClusterState::Released { .. }))
+            .count();
+        for name in &wave.clusters {
+            if updating >= limit {
+                break;
+            }
+            let Some(t) = self.targets.get_mut(name) else {
+                continue;
+            };
+            if t.state == ClusterState::Held {
+                t.state = ClusterState::Released { at: now };
+                out.push(Command::Release {
+                    cluster: name.clone(),
+                    version: t.step.to.clone(),
+                });
+                updating += 1;
+            }
+        }
+        let done = self
+            .targets
+            .values()
+            .filter(|t| t.wave == self.wave)
+            .all(|t| matches!(t.state, ClusterState::Acked { .. } | ClusterState::Excluded));
+        if done {
+            let bake = self.waves[self.wave].bake_ms;
+            self.phase = Phase::Baking {
+                until: now.saturating_add(bake),
+            };
+            if bake == 0 {
+                self.tick(now, out);
+            }
+        }
+    }
+
+    fn evaluate_gates(&self) -> Command {
+        Command::EvaluateGates {
+            wave: self.wave,
+            clusters: self
+                .targets
+                .iter()
+                .filter(|(_, t)| t.wave == self.wave && t.state != ClusterState::Excluded)
+                .map(|(c, _)| c.clone())
+                .collect(),
+        }
+    }
+
+    fn wave_passed(&mut self, now: Millis, out: &mut Vec<Command>) {
+        let wave = &self.waves[self.wave];
+        out.push(Command::Report(Event::WavePassed {
+            wave: wave.name.clone(),
+        }));
+        let last = self.wave + 1 >= self.waves.len();
+        if wave.promotion == crate::policy::Promotion::Manual && !last {
+            self.phase = Phase::AwaitingPromotion;
+            out.push(Command::Report(Event::AwaitingPromotion {
+                wave: wave.name.clone(),
+            }));
+        } else {
+            self.start_wave(now, self.wave + 1, out);
+        }
+    }
+
+    /// Stops the rollout for `failure`, rolling back per the policy.
+    fn fail(&mut self, _now: Millis, failure: Failure, out: &mut Vec<Command>) {
+        let mut rolled_back = Vec::new();
+        if self.on_failure == OnFailure::Rollback {
+            for (c, t) in &mut self.targets {
+                if matches!(
+                    t.state,
+                    ClusterState::Released { .. }
+                        | ClusterState::Acked { .. }
+                        | ClusterState::Failed { .. }
+                ) {
+                    t.state = ClusterState::RolledBack;
+                    out.push(Command::RollBack {
+                        cluster: c.clone(),
+                        version: t.step.from.clone(),
+                    });
+                    rolled_back.push(c.clone());
+                }
+            }
+        }
+        out.push(Command::Report(Event::Failed {
+            failure: failure.clone(),
+            rolled_back,
+        }));
+        self.phase = match self.on_failure {
+            OnFailure::Rollback => Phase::RolledBack { failure },
+            OnFailure::Halt => Phase::Halted { failure },
+        };
+    }
+}

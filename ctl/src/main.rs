@@ -7,7 +7,8 @@
 //! ACKed and NACKed (`--watch`: redrawn on change). `get` lists a cluster's
 //! objects as the hub serves them, `diff` compares them with what the
 //! cluster's agent holds, `describe` tells one object's sources, validation
-//! and delivery, `history`, `pin` and `unpin` roll a cluster back,
+//! and delivery, `history`, `pin` and `unpin` roll a cluster back, `wait` blocks until
+//! a change is ACKed (for pipelines),
 //! `log-level` reads or changes a process's log filter, `completion` prints
 //! shell completion scripts.
 //!
@@ -23,6 +24,7 @@ mod history;
 mod log_level;
 mod output;
 mod status;
+mod wait;
 mod watch;
 
 use std::io::Write as _;
@@ -70,6 +72,10 @@ enum Command {
     Pin(history::PinArgs),
     /// Serve a pinned cluster its latest version again.
     Unpin(history::UnpinArgs),
+    /// Block until what the hub serves now (or one object) is ACKed by the
+    /// named clusters, or every cluster; exit 0 ACKed, 1 NACKed or timed
+    /// out, 2 trouble.
+    Wait(wait::WaitArgs),
 }
 
 #[tokio::main]
@@ -102,6 +108,16 @@ async fn main() -> ExitCode {
         Command::History(args) => history::history(args).await,
         Command::Pin(args) => history::pin(args).await,
         Command::Unpin(args) => history::unpin(args).await,
+        Command::Wait(args) => {
+            return match wait::run(args).await {
+                Ok(wait::Outcome::Acked) => ExitCode::SUCCESS,
+                Ok(wait::Outcome::Nacked | wait::Outcome::TimedOut) => ExitCode::from(1),
+                Err(e) => {
+                    eprintln!("meshhubctl: {e}");
+                    ExitCode::from(2)
+                }
+            };
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -6,4 +6,5 @@ mod ops;
 mod status;
 mod support;
 mod tls;
+mod wait;
 mod watch;

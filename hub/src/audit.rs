@@ -169,6 +169,13 @@ pub enum AuditEvent {
         /// Who asked.
         by: String,
     },
+    /// A step of a staged rollout (`rollout:`).
+    Rollout {
+        /// The rollout.
+        id: u64,
+        /// What happened.
+        step: meshhub_rollout::Event,
+    },
     /// A group's pin was lifted.
     Unpin {
         /// The group (cluster).

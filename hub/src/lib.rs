@@ -22,6 +22,7 @@ pub mod history;
 pub mod leader;
 pub mod pipeline;
 pub mod reload;
+pub mod rollout;
 pub mod source;
 pub mod store;
 pub mod watch_backoff;

@@ -1,0 +1,489 @@
+//! Staged rollout of changes to the remote clusters (`rollout:`): the
+//! pipeline's publication of a changed group goes through the
+//! [`Controller`], which decides, wave by wave, which clusters are served
+//! the new snapshot and which keep their previous one, and rolls clusters
+//! back on a failure.
+//!
+//! The decisions are [`meshhub_rollout::Rollout`]'s (sans I/O); this module
+//! feeds it — the snapshots built, the ledger's ACKs and NACKs of each
+//! cluster's dialer, the clock, operators' actions — and turns its commands
+//! into what each group is served, audit records, metrics and a status
+//! view. It lives inside the pipeline task (the one writer of what is
+//! served), so no lock is shared.
+//!
+//! The rollout covers the clusters the hub dials (`clusters[].agent`); other
+//! groups (the default group, consumers' own groups) get a change at once.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use meshhub_mcp::cache::Group;
+use meshhub_mcp::ledger::{Delivery, Outcome, PeerStatus, Role};
+use meshhub_mcp::snapshot::Snapshot;
+use meshhub_rollout::{
+    ClusterInfo, ClusterState, Command, Event, Input, Millis, Phase, Policy, Refused, Rejection,
+    Rollout, Step, plan,
+};
+use serde::Serialize;
+use tokio::sync::{oneshot, watch};
+use tracing::{info, warn};
+
+use crate::audit::{AuditEvent, AuditLog};
+use crate::history::version_id;
+
+pub mod spec;
+
+/// Gauge: 1 for the current rollout's phase (label `phase`).
+pub const METRIC_PHASE: &str = "meshhub_rollout_phase";
+/// Counter: rollout events (label `event`: started, wave_started,
+/// wave_passed, completed, failed, operator).
+pub const METRIC_EVENTS: &str = "meshhub_rollout_events_total";
+/// Counter: clusters rolled back to their previous version.
+pub const METRIC_ROLLBACKS: &str = "meshhub_rollout_rollbacks_total";
+/// Gauge: clusters held on their previous version by the rollout.
+pub const METRIC_HELD: &str = "meshhub_rollout_held_clusters";
+
+/// Every phase, for the phase gauge.
+const PHASES: [&str; 8] = [
+    "updating",
+    "baking",
+    "gating",
+    "awaiting_promotion",
+    "completed",
+    "halted",
+    "rolled_back",
+    "superseded",
+];
+
+/// An operator's action on the current rollout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Action {
+    /// Start the next wave now (or update one cluster ahead of its wave).
+    Promote,
+    /// Stop (or take one cluster out and roll it back).
+    Abort,
+    /// Restart a halted or rolled-back rollout (or return one cluster).
+    Resume,
+}
+
+/// Why an operator's action was not carried out.
+#[derive(Debug, thiserror::Error)]
+pub enum ActionError {
+    /// No rollout policy is configured.
+    #[error("no rollout is configured (`rollout:` in the hub's configuration)")]
+    NotConfigured,
+    /// Nothing was rolled out since the hub started.
+    #[error("no rollout yet: nothing changed since the hub started")]
+    NoRollout,
+    /// The rollout's state refuses it.
+    #[error(transparent)]
+    Refused(#[from] Refused),
+    /// The pipeline is gone (shutting down).
+    #[error("the hub is shutting down")]
+    Gone,
+}
+
+/// An operator's request, sent to the pipeline task.
+#[derive(Debug)]
+pub struct Request {
+    /// What.
+    pub action: Action,
+    /// On which cluster (all: `None`).
+    pub cluster: Option<String>,
+    /// Who asked (for the audit log).
+    pub by: String,
+    /// The answer.
+    pub reply: oneshot::Sender<Result<(), ActionError>>,
+}
+
+/// What `/rollout` shows.
+#[derive(Clone, Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct View {
+    /// Whether a policy is configured.
+    pub enabled: bool,
+    /// The policy.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy: Option<Policy>,
+    /// The current (or last) rollout.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<Rollout>,
+}
+
+/// One cluster's snapshots in the current rollout.
+#[derive(Clone, Debug)]
+struct Versions {
+    from: Option<Arc<Snapshot>>,
+    to: Arc<Snapshot>,
+    /// The collections `to` changed, with their new version, not yet ACKed
+    /// by the cluster's dialer.
+    unacked: BTreeMap<String, String>,
+}
+
+/// The rollout controller (see the module documentation).
+#[derive(Debug)]
+pub struct Controller {
+    policy: Policy,
+    /// The clusters the hub dials, with their labels, in configuration
+    /// order.
+    clusters: Vec<(String, BTreeMap<String, String>)>,
+    rollout: Option<Rollout>,
+    versions: HashMap<String, Versions>,
+    /// What each governed group is served now.
+    serving: HashMap<String, Arc<Snapshot>>,
+    next_id: u64,
+    audit: AuditLog,
+    view: watch::Sender<Arc<View>>,
+}
+
+/// What a group must be served now.
+pub type Serve = Vec<(Group, Arc<Snapshot>)>;
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> Millis {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+impl Controller {
+    /// A controller of `policy` over the dialed `clusters` (name, labels).
+    pub fn new(
+        policy: Policy,
+        clusters: Vec<(String, BTreeMap<String, String>)>,
+        audit: AuditLog,
+    ) -> (Self, watch::Receiver<Arc<View>>) {
+        let (view, rx) = watch::channel(Arc::new(View {
+            enabled: true,
+            policy: Some(policy.clone()),
+            rollout: None,
+        }));
+        let c = Self {
+            policy,
+            clusters,
+            rollout: None,
+            versions: HashMap::new(),
+            serving: HashMap::new(),
+            next_id: 1,
+            audit,
+            view,
+        };
+        (c, rx)
+    }
+
+    /// Whether changes of `group` go through the rollout.
+    pub fn governs(&self, group: &str) -> bool {
+        self.clusters.iter().any(|(c, _)| c == group)
+    }
+
+    /// A build changed governed groups: `latest` is every governed group's
+    /// newest snapshot (changed or not). Groups never served before are
+    /// served at once (nothing to protect); a rollout starts (superseding
+    /// one in flight) for every group whose served snapshot differs from
+    /// its newest. Returns what to serve now.
+    pub fn built(&mut self, now: Millis, latest: &HashMap<Group, Arc<Snapshot>>) -> Serve {
+        let mut serve = Serve::new();
+        let mut steps = BTreeMap::new();
+        let mut versions = HashMap::new();
+        for (cluster, _) in &self.clusters {
+            let Some(to) = latest.get(cluster.as_str()) else {
+                continue;
+            };
+            let Some(from) = self.serving.get(cluster) else {
+                // The first snapshot of a cluster: nothing to protect.
+                self.serving.insert(cluster.clone(), to.clone());
+                serve.push((Group::from(cluster.as_str()), to.clone()));
+                continue;
+            };
+            if Arc::ptr_eq(from, to) || version_id(from) == version_id(to) {
+                continue;
+            }
+            steps.insert(
+                cluster.clone(),
+                Step {
+                    from: Some(version_id(from)),
+                    to: version_id(to),
+                },
+            );
+            versions.insert(
+                cluster.clone(),
+                Versions {
+                    from: Some(from.clone()),
+                    to: to.clone(),
+                    unacked: changed_collections(Some(from), to),
+                },
+            );
+        }
+        if steps.is_empty() {
+            return serve;
+        }
+        let changed: BTreeSet<String> = steps.keys().cloned().collect();
+        let infos: Vec<ClusterInfo<'_>> = self
+            .clusters
+            .iter()
+            .map(|(name, labels)| ClusterInfo { name, labels })
+            .collect();
+        let waves = plan(&self.policy, &infos, &changed);
+        let supersedes = match &mut self.rollout {
+            Some(r) if !matches!(r.phase, Phase::Completed | Phase::Superseded { .. }) => {
+                let old = r.id;
+                r.supersede(self.next_id);
+                Some(old)
+            }
+            _ => None,
+        };
+        let id = self.next_id;
+        self.next_id += 1;
+        let (rollout, commands) = Rollout::start(
+            id,
+            now,
+            waves,
+            steps,
+            self.policy.progress_deadline_ms,
+            self.policy.on_failure,
+            supersedes,
+        );
+        self.rollout = Some(rollout);
+        self.versions = versions;
+        serve.extend(self.carry_out(now, commands));
+        serve
+    }
+
+    /// A delivery recorded by the ledger.
+    pub fn delivery(&mut self, now: Millis, d: &Delivery) -> Serve {
+        // Only the hub's dialer to the cluster speaks for it.
+        if d.role != Role::Source || d.peer != d.group {
+            return Serve::new();
+        }
+        let Some(v) = self.versions.get_mut(&d.group) else {
+            return Serve::new();
+        };
+        if v.unacked.get(&d.collection) != Some(&d.version) {
+            return Serve::new();
+        }
+        let input = match d.outcome {
+            Outcome::Ack => {
+                v.unacked.remove(&d.collection);
+                if !v.unacked.is_empty() {
+                    return Serve::new();
+                }
+                Input::Acked {
+                    cluster: d.group.clone(),
+                    version: version_id(&v.to),
+                }
+            }
+            Outcome::Nack => Input::Rejected {
+                cluster: d.group.clone(),
+                version: version_id(&v.to),
+                how: Rejection::Nack,
+                message: format!(
+                    "{} {}: {}",
+                    d.collection,
+                    d.version,
+                    d.message.as_deref().unwrap_or("NACKed")
+                ),
+            },
+        };
+        self.feed(now, input)
+    }
+
+    /// Deliveries were missed (the ledger's broadcast lagged): what the
+    /// dialers ACKed, read from the ledger's view instead.
+    pub fn reconcile(&mut self, now: Millis, peers: &[PeerStatus]) -> Serve {
+        let mut serve = Serve::new();
+        let clusters: Vec<String> = self.versions.keys().cloned().collect();
+        for cluster in clusters {
+            let Some(p) = peers
+                .iter()
+                .find(|p| p.role == Role::Source && p.peer == cluster && p.group == cluster)
+            else {
+                continue;
+            };
+            for (collection, c) in &p.collections {
+                for (version, outcome) in [
+                    (c.acked.as_ref().map(|a| &a.version), Outcome::Ack),
+                    (c.nacked.as_ref().map(|n| &n.version), Outcome::Nack),
+                ] {
+                    let Some(version) = version else { continue };
+                    let d = Delivery {
+                        role: Role::Source,
+                        peer: cluster.clone(),
+                        node_id: p.node_id.clone(),
+                        group: cluster.clone(),
+                        collection: collection.clone(),
+                        version: version.clone(),
+                        outcome,
+                        code: None,
+                        message: c.nacked.as_ref().map(|n| n.message.clone()),
+                    };
+                    serve.extend(self.delivery(now, &d));
+                }
+            }
+        }
+        serve
+    }
+
+    /// Time passed.
+    pub fn tick(&mut self, now: Millis) -> Serve {
+        self.feed(now, Input::Tick)
+    }
+
+    /// When the current rollout next needs [`Controller::tick`] (the end of
+    /// a bake, the progress deadline).
+    pub fn next_tick(&self) -> Option<Millis> {
+        let r = self.rollout.as_ref()?;
+        let deadline = r.wave_started.saturating_add(r.deadline_ms);
+        match r.phase {
+            Phase::Baking { until } => Some(until.min(deadline)),
+            Phase::Updating | Phase::Gating => Some(deadline),
+            _ => None,
+        }
+    }
+
+    /// An operator's action.
+    pub fn act(
+        &mut self,
+        now: Millis,
+        action: Action,
+        cluster: Option<&str>,
+        by: &str,
+    ) -> Result<Serve, ActionError> {
+        let r = self.rollout.as_mut().ok_or(ActionError::NoRollout)?;
+        let commands = match action {
+            Action::Promote => r.promote(now, cluster, by)?,
+            Action::Abort => r.abort(now, cluster, by)?,
+            Action::Resume => r.resume(now, cluster, by)?,
+        };
+        Ok(self.carry_out(now, commands))
+    }
+
+    fn feed(&mut self, now: Millis, input: Input) -> Serve {
+        let Some(r) = self.rollout.as_mut() else {
+            return Serve::new();
+        };
+        let commands = r.handle(now, input);
+        self.carry_out(now, commands)
+    }
+
+    /// Carries out `commands`: reports, gate evaluations (none configured
+    /// beyond the ledger's: they hold at once), then what each cluster
+    /// must be served given its state.
+    fn carry_out(&mut self, now: Millis, commands: Vec<Command>) -> Serve {
+        let mut pending = commands;
+        while !pending.is_empty() {
+            let mut next = Vec::new();
+            for c in pending {
+                match c {
+                    Command::Report(event) => self.report(event),
+                    Command::EvaluateGates { wave, .. } => {
+                        if let Some(r) = self.rollout.as_mut() {
+                            next.extend(r.handle(
+                                now,
+                                Input::Gates {
+                                    wave,
+                                    last: true,
+                                    failures: Vec::new(),
+                                },
+                            ));
+                        }
+                    }
+                    Command::Release { .. } | Command::Hold { .. } | Command::RollBack { .. } => {}
+                }
+            }
+            pending = next;
+        }
+        let serve = self.desired();
+        self.publish_view();
+        serve
+    }
+
+    /// The groups whose served snapshot must change for the rollout's
+    /// state: held, excluded and rolled-back clusters get their previous
+    /// snapshot, the others the new one.
+    fn desired(&mut self) -> Serve {
+        let Some(r) = &self.rollout else {
+            return Serve::new();
+        };
+        let mut serve = Serve::new();
+        let mut held = 0;
+        for (cluster, t) in &r.targets {
+            let Some(v) = self.versions.get(cluster) else {
+                continue;
+            };
+            let want = match t.state {
+                ClusterState::Held | ClusterState::Excluded | ClusterState::RolledBack => {
+                    held += 1;
+                    v.from.clone()
+                }
+                ClusterState::Released { .. }
+                | ClusterState::Acked { .. }
+                | ClusterState::Failed { .. } => Some(v.to.clone()),
+            };
+            let Some(want) = want else { continue };
+            let current = self.serving.get(cluster);
+            if current.is_none_or(|s| !Arc::ptr_eq(s, &want)) {
+                self.serving.insert(cluster.clone(), want.clone());
+                serve.push((Group::from(cluster.as_str()), want));
+            }
+        }
+        metrics::gauge!(METRIC_HELD).set(f64::from(held));
+        for p in PHASES {
+            metrics::gauge!(METRIC_PHASE, "phase" => p).set(if p == r.phase.name() {
+                1.0
+            } else {
+                0.0
+            });
+        }
+        serve
+    }
+
+    fn report(&self, event: Event) {
+        let (name, detail) = match &event {
+            Event::Started { .. } => ("started", String::new()),
+            Event::WaveStarted { wave, clusters } => {
+                ("wave_started", format!("{wave}: {}", clusters.join(", ")))
+            }
+            Event::WavePassed { wave } => ("wave_passed", wave.clone()),
+            Event::AwaitingPromotion { wave } => ("awaiting_promotion", wave.clone()),
+            Event::Operator { action, by, .. } => ("operator", format!("{action} by {by}")),
+            Event::Completed => ("completed", String::new()),
+            Event::Failed {
+                failure,
+                rolled_back,
+            } => {
+                metrics::counter!(METRIC_ROLLBACKS).increment(rolled_back.len() as u64);
+                ("failed", failure.message.clone())
+            }
+        };
+        metrics::counter!(METRIC_EVENTS, "event" => name).increment(1);
+        let id = self.rollout.as_ref().map_or(0, |r| r.id);
+        if name == "failed" {
+            warn!(rollout = id, event = name, %detail, "rollout");
+        } else {
+            info!(rollout = id, event = name, %detail, "rollout");
+        }
+        self.audit.record(AuditEvent::Rollout { id, step: event });
+    }
+
+    fn publish_view(&self) {
+        self.view.send_replace(Arc::new(View {
+            enabled: true,
+            policy: Some(self.policy.clone()),
+            rollout: self.rollout.clone(),
+        }));
+    }
+}
+
+/// The collections of `to` whose version differs from `from`'s, with
+/// their new version.
+fn changed_collections(from: Option<&Arc<Snapshot>>, to: &Snapshot) -> BTreeMap<String, String> {
+    to.collections()
+        .filter(|(name, c)| from.is_none_or(|f| f.collection(name).version() != c.version()))
+        .map(|(name, c)| (name.to_string(), c.version().to_owned()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;

@@ -40,6 +40,7 @@ use crate::history::shared::SharedPins;
 use crate::leader::{Elector, LeaderStatus};
 use crate::pipeline::{Pipeline, Status};
 use crate::reload::{ReloadStatus, Reloader, Trigger};
+use crate::rollout::{self, routes::RolloutState};
 use crate::source::Source;
 use crate::source::SourceError;
 use crate::source::SourceSpec;
@@ -218,7 +219,36 @@ impl Hub {
         if let Some(h) = &history {
             pipeline = pipeline.record_history(h.clone());
         }
-        let pipeline = pipeline.audit(audit.clone());
+        let mut pipeline = pipeline.audit(audit.clone());
+        // Staged rollout: the dialed clusters' changes wait for their wave.
+        let rollout = match &config.rollout {
+            Some(policy) => {
+                let clusters = config
+                    .agents
+                    .iter()
+                    .map(|a| {
+                        let labels = config
+                            .cluster_labels
+                            .get(&a.cluster)
+                            .cloned()
+                            .unwrap_or_default();
+                        (a.cluster.clone(), labels)
+                    })
+                    .collect();
+                let (controller, view) =
+                    rollout::Controller::new(policy.clone(), clusters, audit.clone());
+                let (requests_tx, requests_rx) = mpsc::channel(8);
+                pipeline = pipeline.stage_rollouts(controller, ledger.clone(), requests_rx);
+                RolloutState {
+                    view,
+                    requests: Some(requests_tx),
+                }
+            }
+            None => RolloutState {
+                view: watch::channel(Arc::new(rollout::View::default())).1,
+                requests: None,
+            },
+        };
         let (events_tx, events_rx) = mpsc::channel(EVENT_QUEUE);
         tasks.spawn(
             pipeline
@@ -371,7 +401,14 @@ impl Hub {
         };
         // The history's pin and unpin change what clusters are served: behind
         // the admin authorization like every state-changing endpoint.
-        let mut admin_routes = admin::router(admin_state.clone());
+        let mut admin_routes = admin::router(admin_state.clone())
+            .merge(rollout::routes::read_routes(rollout.clone()))
+            .merge(
+                admin_state
+                    .base
+                    .auth
+                    .protect(rollout::routes::write_routes(rollout)),
+            );
         if let Some(history) = history {
             let state = HistoryState {
                 history,

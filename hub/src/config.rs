@@ -15,6 +15,7 @@
 //! the YAML parser knows them), so that the binary can print it and exit
 //! before serving.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -25,6 +26,7 @@ use meshhub_mcp::authz::{AllowList, GroupAccess};
 use meshhub_mcp::limits::{Limits, RawLimits};
 use meshhub_mcp::settings::SettingError;
 use meshhub_mcp::tls::reload::ServerTlsFiles;
+use meshhub_rollout::Policy;
 use meshhub_runtime::config_file;
 use serde::Deserialize;
 
@@ -36,6 +38,7 @@ use crate::history::{HistorySpec, RawHistory};
 use crate::leader::LeaderElectionSpec;
 use crate::leader::spec::RawLeaderElection;
 use crate::pipeline::{Debounce, RawDebounce};
+use crate::rollout::spec::RawRollout;
 use crate::source::SourceSpec;
 use crate::source::spec::{RawSource, Sources};
 use crate::store::UnknownFields;
@@ -137,6 +140,12 @@ pub struct Config {
     pub access: GroupAccess,
     /// Flow control of the gRPC port (`limits`).
     pub limits: Limits,
+    /// Staged rollout of changes to the dialed clusters (`rollout`; off
+    /// when `None`: every cluster gets a change at once).
+    pub rollout: Option<Policy>,
+    /// Each cluster's own labels (`clusters[].clusterLabels`), for the
+    /// rollout's wave selectors.
+    pub cluster_labels: BTreeMap<String, BTreeMap<String, String>>,
     /// `--insecure` itself (kept across reloads).
     insecure_flag: bool,
 }
@@ -191,6 +200,8 @@ struct FileConfig {
     default_identities: Option<Vec<String>>,
     #[serde(default)]
     limits: RawLimits,
+    #[serde(default)]
+    rollout: Option<RawRollout>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -268,8 +279,17 @@ impl Config {
             clusters,
             agents,
             identities,
+            labels: cluster_labels,
         } = crate::clusters::spec::check(raw.clusters.unwrap_or_default(), base)
             .map_err(invalid)?;
+        let rollout = raw
+            .rollout
+            .map(|r| {
+                let dialed = agents.iter().map(|a| a.cluster.clone()).collect();
+                r.check(&dialed)
+            })
+            .transpose()
+            .map_err(|e| invalid(e.within("rollout")))?;
         let debounce = raw
             .debounce
             .check()
@@ -318,6 +338,8 @@ impl Config {
             access: grpc.access,
             limits: grpc.limits,
             insecure_flag: args.insecure,
+            rollout,
+            cluster_labels,
             config_file: path.to_owned(),
             embedded: None,
             sources,

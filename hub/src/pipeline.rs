@@ -19,9 +19,10 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use meshhub_mcp::cache::{Group, SnapshotWriter};
+use meshhub_mcp::ledger::{Delivery, Ledger};
 use meshhub_mcp::snapshot::{CollectionSnapshot, EncodedResource, Snapshot};
 use serde::Serialize;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{broadcast, mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
@@ -29,6 +30,7 @@ use tracing::{debug, info, warn};
 use crate::audit::{AuditEvent, AuditLog};
 use crate::groups::GroupRules;
 use crate::history::{History, Pins};
+use crate::rollout;
 use crate::source::SourceEvent;
 use crate::store::{Conflict, Rejected, ServedObjects, Store, Warning};
 
@@ -157,6 +159,16 @@ pub struct Pipeline {
     started: Instant,
     rule_updates: Option<watch::Receiver<GroupRules>>,
     record: recording::Recording,
+    rollout: Option<Staged>,
+}
+
+/// A staged rollout's controller and what feeds it in the pipeline task.
+struct Staged {
+    controller: rollout::Controller,
+    ledger: Ledger,
+    deliveries: broadcast::Receiver<Delivery>,
+    /// `None` once every sender is gone.
+    requests: Option<mpsc::Receiver<rollout::Request>>,
 }
 
 impl std::fmt::Debug for Pipeline {
@@ -196,6 +208,7 @@ impl Pipeline {
             started: Instant::now(),
             rule_updates: None,
             record: recording::Recording::default(),
+            rollout: None,
         };
         p.update_status();
         (p, rx)
@@ -216,6 +229,24 @@ impl Pipeline {
     pub fn record_history(mut self, history: History) -> Self {
         self.record.pins = Some(history.pins());
         self.record.history = Some(history);
+        self
+    }
+
+    /// Stages changes of the dialed clusters through `controller` (see
+    /// [`crate::rollout`]): it learns their ACKs and NACKs from `ledger`
+    /// and operators' actions from `requests`.
+    pub fn stage_rollouts(
+        mut self,
+        controller: rollout::Controller,
+        ledger: Ledger,
+        requests: mpsc::Receiver<rollout::Request>,
+    ) -> Self {
+        self.rollout = Some(Staged {
+            controller,
+            deliveries: ledger.deliveries(),
+            ledger,
+            requests: Some(requests),
+        });
         self
     }
 
@@ -270,9 +301,28 @@ impl Pipeline {
                     None => std::future::pending().await,
                 }
             };
+            let staged = self.rollout.as_mut();
+            let tick_at = staged.as_ref().and_then(|s| s.controller.next_tick());
+            let rollout_event = async {
+                let Some(s) = staged else {
+                    return std::future::pending().await;
+                };
+                let request = async {
+                    match s.requests.as_mut() {
+                        Some(r) => r.recv().await,
+                        None => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    d = s.deliveries.recv() => StagedEvent::Delivery(d),
+                    r = request => StagedEvent::Request(r),
+                    _ = sleep_until_ms(tick_at) => StagedEvent::Tick,
+                }
+            };
             tokio::select! {
                 biased;
                 _ = shutdown.cancelled() => break,
+                ev = rollout_event => self.on_rollout_event(ev),
                 ok = pins_changed => if ok {
                     self.apply_pins(&mut pin_updates);
                 } else {
@@ -418,7 +468,13 @@ impl Pipeline {
             if changed {
                 let snapshot = Arc::new(snapshot);
                 let pinned = self.record.served_pin(group);
-                if pinned.is_none() {
+                let staged = self
+                    .rollout
+                    .as_ref()
+                    .is_some_and(|s| s.controller.governs(group));
+                if staged {
+                    debug!(cluster = %group, "snapshot built; the rollout decides when it is served");
+                } else if pinned.is_none() {
                     let woken = self.writer.set(group, snapshot.clone());
                     debug!(cluster = %group, woken = woken.len(), "snapshot published");
                 } else {
@@ -429,6 +485,10 @@ impl Pipeline {
             }
         }
         self.record.rejections(&resolved.rejected);
+        if let Some(s) = self.rollout.as_mut() {
+            let serve = s.controller.built(rollout::now_ms(), &self.published);
+            self.serve(serve);
+        }
 
         self.generation += 1;
         metrics::counter!(METRIC_PUBLICATIONS).increment(1);
@@ -519,6 +579,52 @@ impl Pipeline {
         }
     }
 
+    /// Something for the rollout controller.
+    fn on_rollout_event(&mut self, ev: StagedEvent) {
+        let Some(s) = self.rollout.as_mut() else {
+            return;
+        };
+        let now = rollout::now_ms();
+        let serve = match ev {
+            StagedEvent::Delivery(Ok(d)) => s.controller.delivery(now, &d),
+            StagedEvent::Delivery(Err(broadcast::error::RecvError::Lagged(missed))) => {
+                debug!(missed, "rollout: deliveries missed; reading the ledger");
+                s.controller.reconcile(now, &s.ledger.view())
+            }
+            // The ledger lives as long as the hub.
+            StagedEvent::Delivery(Err(broadcast::error::RecvError::Closed)) => Vec::new(),
+            StagedEvent::Tick => s.controller.tick(now),
+            StagedEvent::Request(None) => {
+                s.requests = None;
+                Vec::new()
+            }
+            StagedEvent::Request(Some(r)) => {
+                match s.controller.act(now, r.action, r.cluster.as_deref(), &r.by) {
+                    Ok(serve) => {
+                        let _ = r.reply.send(Ok(()));
+                        serve
+                    }
+                    Err(e) => {
+                        let _ = r.reply.send(Err(e));
+                        Vec::new()
+                    }
+                }
+            }
+        };
+        self.serve(serve);
+    }
+
+    /// Serves what the rollout decided (a group pinned by an operator keeps
+    /// its pin).
+    fn serve(&mut self, serve: rollout::Serve) {
+        for (group, snapshot) in serve {
+            if self.record.served_pin(&group).is_none() {
+                let woken = self.writer.set(&group, snapshot);
+                debug!(cluster = %group, woken = woken.len(), "snapshot served (rollout)");
+            }
+        }
+    }
+
     /// Refreshes the source part of the status, keeping the rest.
     fn update_status(&mut self) {
         let prev = self.status.borrow().clone();
@@ -531,6 +637,25 @@ impl Pipeline {
         status.warnings = prev.warnings.clone();
         status.served = prev.served.clone();
         self.status.send_replace(Arc::new(status));
+    }
+}
+
+/// What wakes the pipeline for the rollout.
+enum StagedEvent {
+    Delivery(Result<Delivery, broadcast::error::RecvError>),
+    /// `None`: every sender is gone.
+    Request(Option<rollout::Request>),
+    Tick,
+}
+
+/// Sleeps until `at` (milliseconds since the epoch), forever if `None`.
+async fn sleep_until_ms(at: Option<rollout::Millis>) {
+    match at {
+        Some(at) => {
+            let wait = at.saturating_sub(rollout::now_ms());
+            tokio::time::sleep(Duration::from_millis(wait)).await;
+        }
+        None => std::future::pending().await,
     }
 }
 

@@ -193,6 +193,12 @@ impl Reloader {
         if new.audit != self.current.audit {
             pending.push("audit".to_owned());
         }
+        if new.rollout != self.current.rollout {
+            pending.push("rollout".to_owned());
+        }
+        if new.cluster_labels != self.current.cluster_labels {
+            pending.push("clusters[].clusterLabels".to_owned());
+        }
         if !pending.is_empty() {
             warn!(settings = ?pending, "these settings are read at start only; restart to apply them");
         }

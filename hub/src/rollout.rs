@@ -21,9 +21,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use meshhub_mcp::cache::Group;
 use meshhub_mcp::ledger::{Delivery, Outcome, PeerStatus, Role};
 use meshhub_mcp::snapshot::Snapshot;
+pub use meshhub_rollout::Millis;
 use meshhub_rollout::{
-    ClusterInfo, ClusterState, Command, Event, Input, Millis, Phase, Policy, Refused, Rejection,
-    Rollout, Step, plan,
+    ClusterInfo, ClusterState, Command, Event, Input, Phase, Policy, Refused, Rejection, Rollout,
+    Step, plan,
 };
 use serde::Serialize;
 use tokio::sync::{oneshot, watch};
@@ -32,6 +33,7 @@ use tracing::{info, warn};
 use crate::audit::{AuditEvent, AuditLog};
 use crate::history::version_id;
 
+pub mod routes;
 pub mod spec;
 
 /// Gauge: 1 for the current rollout's phase (label `phase`).

@@ -46,6 +46,8 @@ pub struct RawCluster {
     agent: Option<RawDialSpec>,
     #[serde(default)]
     identities: Option<Vec<String>>,
+    #[serde(default)]
+    cluster_labels: BTreeMap<String, String>,
 }
 
 /// The checked clusters.
@@ -57,6 +59,9 @@ pub struct Clusters {
     pub agents: Vec<AgentSpec>,
     /// Who may read each cluster's group (`identities`), in order.
     pub identities: Vec<(Group, AllowList)>,
+    /// Each cluster's own labels (`clusterLabels`: what a rollout wave's
+    /// `selector` matches), for the clusters that have some.
+    pub labels: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 /// Checks the `clusters:` list (errors name the setting from the top of
@@ -115,6 +120,15 @@ pub fn check(raw: Vec<RawCluster>, base: &Path) -> Result<Clusters, SettingError
             let list = AllowList::parse(list)
                 .map_err(|(j, e)| SettingError::new(format!("clusters[{i}].identities[{j}]"), e))?;
             checked.identities.push((c.name.as_str().into(), list));
+        }
+        if c.cluster_labels.keys().any(String::is_empty) {
+            return Err(SettingError::new(
+                format!("clusters[{i}].clusterLabels"),
+                "label keys must not be empty",
+            ));
+        }
+        if !c.cluster_labels.is_empty() {
+            checked.labels.insert(c.name.clone(), c.cluster_labels);
         }
         checked.clusters.push(ClusterSpec {
             name: c.name,

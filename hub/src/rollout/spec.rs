@@ -70,7 +70,8 @@ struct RawWave {
 }
 
 impl RawRollout {
-    /// Checks the block against the configured cluster names (errors name
+    /// Checks the block against the names of the clusters the hub dials
+    /// (those with `agent:`, the only ones a rollout stages; errors name
     /// the setting within `rollout`).
     pub fn check(self, clusters: &BTreeSet<String>) -> Result<Policy, SettingError> {
         let deadline = self.progress_deadline.unwrap_or(DEFAULT_PROGRESS_DEADLINE);
@@ -114,7 +115,9 @@ impl RawRollout {
                 if !clusters.contains(c) {
                     return Err(SettingError::new(
                         format!("waves[{i}].clusters[{j}]"),
-                        format!("{c:?} is not a configured cluster"),
+                        format!(
+                            "{c:?} is not a cluster with an `agent:` (a rollout stages what the hub dials)"
+                        ),
                     ));
                 }
                 if !named.insert(c.clone()) {

@@ -11,4 +11,5 @@ mod introspection;
 mod kube_source;
 mod mcp_source;
 mod remote_clusters;
+mod rollout;
 mod support;

@@ -46,7 +46,7 @@ fn mistakes_are_named() {
         (
             "waves:\n- {name: a, clusters: [south]}\n",
             "waves[0].clusters[0]",
-            "\"south\" is not a configured cluster",
+            "\"south\" is not a cluster with an `agent:`",
         ),
         (
             "waves:\n- {name: a, clusters: [east]}\n- {name: b, clusters: [west, east]}\n",

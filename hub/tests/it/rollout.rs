@@ -1,0 +1,238 @@
+//! Staged rollout in-process over real gRPC on loopback: a hub with a
+//! `rollout:` policy (canary `a`, then `b` and `c`) dials three stand-in
+//! agents. A good change reaches the canary first and the others only
+//! after its ACK and bake; a change the canary NACKs is rolled back there
+//! and never offered to the others; operators promote and abort through
+//! the admin port.
+
+use std::sync::Arc;
+
+use meshhub::app::Hub;
+use meshhub_e2e::inproc::{dialer, hub_of_file, tree, write_hub_config};
+use meshhub_e2e::standin::{Picky, StandIn};
+use meshhub_e2e::yaml::cluster;
+use meshhub_mcp::ledger::SyncState;
+use meshhub_testkit::objects::{VS, vs};
+use meshhub_testkit::{eventually, http};
+use serde_json::Value;
+
+struct Mesh {
+    hub: Hub,
+    agents: Vec<(&'static str, Arc<Picky>, StandIn)>,
+    objects: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Mesh {
+    /// Clusters a, b, c with stand-in agents; `rollout` the policy's YAML.
+    async fn start(rollout: &str) -> Self {
+        let mut agents = Vec::new();
+        let mut clusters = String::new();
+        for name in ["a", "b", "c"] {
+            let picky = Arc::new(Picky::default());
+            let sink = StandIn::start_for(name, picky.clone()).await;
+            clusters.push_str(&cluster(name, "", format!("http://{}", sink.addr), ""));
+            agents.push((name, picky, sink));
+        }
+        let (dir, config) = tree();
+        let objects = dir.path().join("objects");
+        std::fs::write(objects.join("one.yaml"), vs("one", "one")).unwrap();
+        write_hub_config(&config, &clusters, rollout);
+        let hub = hub_of_file(&config).await;
+        let mesh = Self {
+            hub,
+            agents,
+            objects,
+            _dir: dir,
+        };
+        eventually("every cluster holds the first version", || async {
+            mesh.agents
+                .iter()
+                .all(|(_, p, _)| p.names() == ["bookinfo/one"])
+        })
+        .await;
+        mesh
+    }
+
+    fn picky(&self, cluster: &str) -> &Picky {
+        &self
+            .agents
+            .iter()
+            .find(|(n, _, _)| *n == cluster)
+            .unwrap()
+            .1
+    }
+
+    fn holds(&self, cluster: &str, name: &str) -> bool {
+        self.picky(cluster).names().iter().any(|n| n == name)
+    }
+
+    /// Versions offered to `cluster` so far.
+    fn offered(&self, cluster: &str) -> usize {
+        self.picky(cluster).offered.lock().unwrap().len()
+    }
+
+    async fn rollout(&self) -> Value {
+        let (code, body) = http::get(self.hub.admin_addr(), "/rollout").await;
+        assert_eq!(code, 200, "{body}");
+        serde_json::from_str(&body).unwrap()
+    }
+
+    async fn post(&self, path: &str) -> (u16, String) {
+        post_admin(self.hub.admin_addr(), path).await
+    }
+
+    async fn stop(self) {
+        self.hub.shutdown().await;
+        for (_, _, sink) in self.agents {
+            sink.stop().await;
+        }
+    }
+}
+
+/// `POST path` with an empty body on the admin port: (status, body).
+async fn post_admin(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let req = format!(
+        "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nx-meshhub-user: ops\r\nConnection: close\r\n\r\n"
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).await.unwrap();
+    let code = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map_or("", |(_, b)| b)
+        .to_owned();
+    (code, body)
+}
+
+const CANARY_FIRST: &str = "rollout:\n  progressDeadline: 30s\n  waves:\n  - name: canary\n    clusters: [a]\n    bake: 400ms\n  - name: rest\n    rest: true\n";
+
+#[tokio::test]
+async fn a_good_change_reaches_the_canary_first_and_the_rest_after_its_ack_and_bake() {
+    let mesh = Mesh::start(CANARY_FIRST).await;
+    std::fs::write(mesh.objects.join("two.yaml"), vs("two", "two")).unwrap();
+    eventually("the canary holds the change", || async {
+        mesh.holds("a", "bookinfo/two")
+    })
+    .await;
+    // The canary's ACK is at most in flight and its bake is 400 ms: the
+    // others cannot have been offered the change yet.
+    assert!(!mesh.holds("b", "bookinfo/two") && !mesh.holds("c", "bookinfo/two"));
+    assert_eq!((mesh.offered("b"), mesh.offered("c")), (1, 1));
+    let r = mesh.rollout().await;
+    assert_eq!(r["rollout"]["waves"][0]["name"], "canary");
+    eventually("the rest hold the change", || async {
+        mesh.holds("b", "bookinfo/two") && mesh.holds("c", "bookinfo/two")
+    })
+    .await;
+    eventually("the rollout completes", || async {
+        mesh.rollout().await["rollout"]["phase"]["phase"] == "completed"
+    })
+    .await;
+    let r = mesh.rollout().await;
+    for c in ["a", "b", "c"] {
+        assert_eq!(r["rollout"]["targets"][c]["state"]["state"], "acked", "{r}");
+    }
+    // Promoting a finished rollout is refused.
+    let (code, body) = mesh.post("/rollout/promote").await;
+    assert_eq!(code, 409, "{body}");
+    assert!(body.contains("completed"), "{body}");
+    mesh.stop().await;
+}
+
+#[tokio::test]
+async fn a_change_the_canary_nacks_is_rolled_back_there_and_never_offered_to_the_rest() {
+    let mesh = Mesh::start(CANARY_FIRST).await;
+    let first = dialer(&mesh.hub, "a").unwrap().collections[VS]
+        .acked
+        .clone()
+        .unwrap()
+        .version;
+    std::fs::write(mesh.objects.join("bad.yaml"), vs("bad", "bad")).unwrap();
+    eventually("the rollout is rolled back", || async {
+        mesh.rollout().await["rollout"]["phase"]["phase"] == "rolledBack"
+    })
+    .await;
+    let r = mesh.rollout().await;
+    let failure = &r["rollout"]["phase"]["failure"];
+    assert_eq!(failure["cluster"], "a", "{r}");
+    assert_eq!(failure["cause"], "nack", "{r}");
+    assert!(
+        failure["message"]
+            .as_str()
+            .unwrap()
+            .contains("rejected by the test sink"),
+        "{r}"
+    );
+    // The canary is served its previous version again, and ACKs it.
+    eventually("the canary is back on its first version", || async {
+        dialer(&mesh.hub, "a").is_some_and(|p| {
+            let c = &p.collections[VS];
+            c.state == SyncState::Synced && c.acked.as_ref().is_some_and(|a| a.version == first)
+        })
+    })
+    .await;
+    assert_eq!(
+        (mesh.offered("b"), mesh.offered("c")),
+        (1, 1),
+        "b and c never saw it"
+    );
+
+    // The fix supersedes: a new rollout from the canary, to the end.
+    std::fs::remove_file(mesh.objects.join("bad.yaml")).unwrap();
+    std::fs::write(mesh.objects.join("good.yaml"), vs("good", "good")).unwrap();
+    eventually("every cluster holds the fix", || async {
+        ["a", "b", "c"]
+            .iter()
+            .all(|c| mesh.holds(c, "bookinfo/good"))
+    })
+    .await;
+    assert!(!mesh.holds("b", "bookinfo/bad"));
+    mesh.stop().await;
+}
+
+#[tokio::test]
+async fn operators_promote_a_waiting_wave_and_abort_one_that_runs() {
+    let manual = "rollout:\n  waves:\n  - name: canary\n    clusters: [a]\n    promotion: manual\n  - name: b\n    clusters: [b]\n    bake: 1m\n  - name: rest\n    rest: true\n";
+    let mesh = Mesh::start(manual).await;
+    let (code, _) = mesh.post("/rollout/promote").await;
+    assert_eq!(code, 404, "nothing rolled out yet");
+    std::fs::write(mesh.objects.join("two.yaml"), vs("two", "two")).unwrap();
+    eventually("the canary passed and waits for promotion", || async {
+        mesh.rollout().await["rollout"]["phase"]["phase"] == "awaitingPromotion"
+    })
+    .await;
+    assert!(!mesh.holds("b", "bookinfo/two"));
+    let (code, body) = mesh.post("/rollout/promote").await;
+    assert_eq!(code, 200, "{body}");
+    eventually("b holds the change", || async {
+        mesh.holds("b", "bookinfo/two")
+    })
+    .await;
+    // b bakes for a minute: abort rolls a and b back; c never sees it.
+    eventually("b baking", || async {
+        mesh.rollout().await["rollout"]["phase"]["phase"] == "baking"
+    })
+    .await;
+    let (code, body) = mesh.post("/rollout/abort").await;
+    assert_eq!(code, 200, "{body}");
+    let r: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(r["rollout"]["phase"]["phase"], "rolledBack", "{r}");
+    assert_eq!(
+        r["rollout"]["phase"]["failure"]["cause"]["aborted"]["by"], "ops",
+        "{r}"
+    );
+    eventually("a and b are served their first version again", || async {
+        !mesh.holds("a", "bookinfo/two") && !mesh.holds("b", "bookinfo/two")
+    })
+    .await;
+    assert_eq!(mesh.offered("c"), 1);
+    mesh.stop().await;
+}

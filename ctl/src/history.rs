@@ -107,7 +107,7 @@ pub struct UnpinArgs {
 
 /// One request to the admin port: the answer on success, the hub's
 /// message otherwise.
-async fn call<T: DeserializeOwned>(
+pub(crate) async fn call<T: DeserializeOwned>(
     admin: &AdminArgs,
     method: http::Method,
     path: &str,
@@ -266,7 +266,7 @@ pub async fn diff(args: DiffArgs) -> Result<(), String> {
     Ok(())
 }
 
-fn user(given: Option<String>) -> String {
+pub(crate) fn user(given: Option<String>) -> String {
     given
         .or_else(|| std::env::var("USER").ok())
         .filter(|u| !u.is_empty())

@@ -23,6 +23,7 @@ mod get;
 mod history;
 mod log_level;
 mod output;
+mod rollout;
 mod status;
 mod wait;
 mod watch;
@@ -76,6 +77,9 @@ enum Command {
     /// named clusters, or every cluster; exit 0 ACKed, 1 NACKed or timed
     /// out, 2 trouble.
     Wait(wait::WaitArgs),
+    /// The staged rollout: `status`, `promote`, `abort`, `resume`
+    /// (`--cluster C` for one cluster).
+    Rollout(rollout::RolloutArgs),
 }
 
 #[tokio::main]
@@ -108,6 +112,7 @@ async fn main() -> ExitCode {
         Command::History(args) => history::history(args).await,
         Command::Pin(args) => history::pin(args).await,
         Command::Unpin(args) => history::unpin(args).await,
+        Command::Rollout(args) => rollout::run(args).await,
         Command::Wait(args) => {
             return match wait::run(args).await {
                 Ok(wait::Outcome::Acked) => ExitCode::SUCCESS,

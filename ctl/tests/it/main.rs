@@ -3,6 +3,7 @@
 
 mod history;
 mod ops;
+mod rollout;
 mod status;
 mod support;
 mod tls;

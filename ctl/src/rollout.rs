@@ -1,0 +1,171 @@
+//! `meshhubctl rollout status | promote | abort | resume [--cluster C]`:
+//! the hub's staged rollout (`GET /rollout`, `POST /rollout/<action>`).
+
+use meshhub_rollout::{ClusterState, Phase, Policy, Rollout};
+use serde::{Deserialize, Serialize};
+
+use crate::history::{AdminArgs, call, user};
+use crate::output::{Format, render, short, structured};
+
+/// `meshhubctl rollout`.
+#[derive(clap::Args, Debug)]
+pub struct RolloutArgs {
+    #[command(subcommand)]
+    command: RolloutCommand,
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum RolloutCommand {
+    /// Show the policy's waves and the current rollout: phase, wave, and
+    /// where each cluster stands.
+    Status {
+        /// Output format.
+        #[arg(long, short = 'o', value_enum, default_value = "table")]
+        output: Format,
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
+    /// Start the next wave now (from a wave waiting for promotion, or
+    /// cutting a bake short); with --cluster, update that cluster now,
+    /// ahead of its wave.
+    Promote(Act),
+    /// Stop the rollout (rolling updated clusters back when the policy
+    /// says `onFailure: rollback`); with --cluster, take that cluster out
+    /// and serve it its previous version.
+    Abort(Act),
+    /// Restart a halted or rolled-back rollout at the first wave not
+    /// wholly ACKed; with --cluster, return that cluster to the rollout.
+    Resume(Act),
+}
+
+#[derive(clap::Args, Debug)]
+struct Act {
+    /// One cluster instead of the whole rollout.
+    #[arg(long)]
+    cluster: Option<String>,
+    /// Who asks, for the audit log.
+    #[arg(long = "as", env = "MESHHUB_USER")]
+    user: Option<String>,
+    #[command(flatten)]
+    admin: AdminArgs,
+}
+
+/// `GET /rollout` as the hub answers.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct View {
+    enabled: bool,
+    #[serde(default)]
+    policy: Option<Policy>,
+    #[serde(default)]
+    rollout: Option<Rollout>,
+}
+
+pub async fn run(args: RolloutArgs) -> Result<(), String> {
+    let (path, act) = match args.command {
+        RolloutCommand::Status { output, admin } => {
+            let (view, _): (View, _) =
+                call(&admin, http::Method::GET, "/rollout", None, None::<&()>).await?;
+            let text = match structured(&view, output) {
+                Some(t) => t?,
+                None => table(&view),
+            };
+            print!("{text}");
+            return Ok(());
+        }
+        RolloutCommand::Promote(a) => ("promote", a),
+        RolloutCommand::Abort(a) => ("abort", a),
+        RolloutCommand::Resume(a) => ("resume", a),
+    };
+    let who = user(act.user);
+    let mut route = format!("/rollout/{path}");
+    if let Some(c) = &act.cluster {
+        let q: String = form_urlencoded::Serializer::new(String::new())
+            .append_pair("cluster", c)
+            .finish();
+        route.push('?');
+        route.push_str(&q);
+    }
+    let (view, _): (View, _) = call(
+        &act.admin,
+        http::Method::POST,
+        &route,
+        Some(&who),
+        None::<&()>,
+    )
+    .await?;
+    print!("{}", table(&view));
+    Ok(())
+}
+
+fn state(s: &ClusterState) -> &'static str {
+    match s {
+        ClusterState::Held => "HELD",
+        ClusterState::Released { .. } => "UPDATING",
+        ClusterState::Acked { .. } => "ACKED",
+        ClusterState::Failed { .. } => "FAILED",
+        ClusterState::RolledBack => "ROLLED-BACK",
+        ClusterState::Excluded => "EXCLUDED",
+    }
+}
+
+fn table(view: &View) -> String {
+    if !view.enabled {
+        return "no rollout policy: every cluster gets a change at once (`rollout:` in the hub's configuration)\n".to_owned();
+    }
+    let Some(r) = &view.rollout else {
+        return "no rollout yet: nothing changed since the hub started\n".to_owned();
+    };
+    let wave = r.wave_name().unwrap_or("-");
+    let mut out = format!(
+        "ROLLOUT {}  PHASE {}  WAVE {}/{} {}\n",
+        r.id,
+        r.phase.name(),
+        (r.wave + 1).min(r.waves.len()),
+        r.waves.len(),
+        wave
+    );
+    match &r.phase {
+        Phase::Halted { failure } | Phase::RolledBack { failure } => {
+            out.push_str(&format!(
+                "FAILED in wave {}{}: {}\n",
+                failure.wave,
+                failure
+                    .cluster
+                    .as_ref()
+                    .map(|c| format!(", cluster {c}"))
+                    .unwrap_or_default(),
+                failure.message
+            ));
+        }
+        Phase::Superseded { by } => out.push_str(&format!("superseded by rollout {by}\n")),
+        _ => {}
+    }
+    let mut rows = vec![vec![
+        "WAVE".to_owned(),
+        "CLUSTER".to_owned(),
+        "STATE".to_owned(),
+        "FROM".to_owned(),
+        "TO".to_owned(),
+        "DETAIL".to_owned(),
+    ]];
+    for w in &r.waves {
+        for c in &w.clusters {
+            let Some(t) = r.targets.get(c) else { continue };
+            let detail = match &t.state {
+                ClusterState::Failed { message } => message.clone(),
+                _ => String::new(),
+            };
+            rows.push(vec![
+                w.name.clone(),
+                c.clone(),
+                state(&t.state).to_owned(),
+                t.step.from.as_deref().map_or_else(|| "-".to_owned(), short),
+                short(&t.step.to),
+                detail,
+            ]);
+        }
+    }
+    out.push_str(&render(&rows));
+    out
+}

@@ -81,6 +81,10 @@ pub enum RunError {
     /// The history database can't be opened.
     #[error(transparent)]
     History(#[from] crate::history::HistoryError),
+    /// The saved rollout state can't be read (remove the file to start
+    /// without it: every cluster is then served its newest version).
+    #[error(transparent)]
+    RolloutState(#[from] crate::rollout::persist::LoadError),
     /// The audit log can't be opened.
     #[error("can't open the audit log")]
     Audit(#[source] std::io::Error),
@@ -235,8 +239,19 @@ impl Hub {
                         (a.cluster.clone(), labels)
                     })
                     .collect();
-                let (controller, view) =
+                let (mut controller, view) =
                     rollout::Controller::new(policy.clone(), clusters, audit.clone());
+                // Configuration checks that a rollout has a history.
+                if let (Some(spec), Some(history)) = (&config.history, &history) {
+                    let file = rollout::persist::StateFile::in_dir(&spec.dir);
+                    if let Some(restored) = rollout::restore(&file, history)? {
+                        controller = controller.restoring(restored);
+                    }
+                    tasks.spawn(
+                        file.run(controller.states(), shutdown.clone())
+                            .instrument(info_span!("rollout_state")),
+                    );
+                }
                 let (requests_tx, requests_rx) = mpsc::channel(8);
                 pipeline = pipeline.stage_rollouts(controller, ledger.clone(), requests_rx);
                 RolloutState {

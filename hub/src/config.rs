@@ -310,6 +310,12 @@ impl Config {
             .map(|h| h.check(base))
             .transpose()
             .map_err(|e| invalid(e.within("history")))?;
+        if rollout.is_some() && history.is_none() {
+            return Err(invalid(SettingError::new(
+                "rollout",
+                "needs `history:` (a rollout serves clusters their previous version from it, and continues from it after a restart)",
+            )));
+        }
         let audit = raw
             .audit
             .map(|a| a.check(base))

@@ -33,6 +33,7 @@ use tracing::{info, warn};
 use crate::audit::{AuditEvent, AuditLog};
 use crate::history::version_id;
 
+pub mod persist;
 pub mod routes;
 pub mod spec;
 
@@ -138,6 +139,20 @@ pub struct Controller {
     next_id: u64,
     audit: AuditLog,
     view: watch::Sender<Arc<View>>,
+    /// The state to save ([`persist::StateFile`] writes it).
+    saved: watch::Sender<Option<Arc<Rollout>>>,
+    /// A rollout saved before a restart, applied at the first build.
+    restored: Option<Restored>,
+}
+
+/// A rollout saved before a restart, with the snapshots of its clusters'
+/// versions read back from the history.
+#[derive(Debug)]
+pub struct Restored {
+    /// The saved state.
+    pub rollout: Rollout,
+    /// `(cluster, version id)` → the snapshot.
+    pub snapshots: HashMap<(String, String), Arc<Snapshot>>,
 }
 
 /// What a group must be served now.
@@ -171,8 +186,23 @@ impl Controller {
             next_id: 1,
             audit,
             view,
+            saved: watch::channel(None).0,
+            restored: None,
         };
         (c, rx)
+    }
+
+    /// Continues `restored` (saved before a restart) at the first build.
+    #[must_use]
+    pub fn restoring(mut self, restored: Restored) -> Self {
+        self.next_id = restored.rollout.id + 1;
+        self.restored = Some(restored);
+        self
+    }
+
+    /// The states to save, newest first (for [`persist::StateFile::run`]).
+    pub fn states(&self) -> watch::Receiver<Option<Arc<Rollout>>> {
+        self.saved.subscribe()
     }
 
     /// Whether changes of `group` go through the rollout.
@@ -187,6 +217,11 @@ impl Controller {
     /// its newest. Returns what to serve now.
     pub fn built(&mut self, now: Millis, latest: &HashMap<Group, Arc<Snapshot>>) -> Serve {
         let mut serve = Serve::new();
+        if let Some(restored) = self.restored.take()
+            && self.resume(now, restored, latest, &mut serve)
+        {
+            return serve;
+        }
         let mut steps = BTreeMap::new();
         let mut versions = HashMap::new();
         for (cluster, _) in &self.clusters {
@@ -218,7 +253,7 @@ impl Controller {
                 },
             );
         }
-        if steps.is_empty() {
+        if steps.is_empty() || self.is_current(&steps, latest) {
             return serve;
         }
         let changed: BTreeSet<String> = steps.keys().cloned().collect();
@@ -251,6 +286,110 @@ impl Controller {
         self.versions = versions;
         serve.extend(self.carry_out(now, commands));
         serve
+    }
+
+    /// Whether the clusters not served their newest snapshot (`steps`)
+    /// are exactly what the current rollout is about (a build that changed
+    /// nothing of theirs): then it goes on, or stays stopped, as it is.
+    fn is_current(
+        &self,
+        steps: &BTreeMap<String, Step>,
+        latest: &HashMap<Group, Arc<Snapshot>>,
+    ) -> bool {
+        let Some(r) = &self.rollout else {
+            return false;
+        };
+        if matches!(r.phase, Phase::Superseded { .. }) {
+            return false;
+        }
+        steps
+            .iter()
+            .all(|(c, s)| r.targets.get(c).is_some_and(|t| t.step.to == s.to))
+            && r.targets.iter().all(|(c, t)| {
+                latest
+                    .get(c.as_str())
+                    .is_none_or(|l| version_id(l) == t.step.to)
+            })
+    }
+
+    /// The first build after a restart with a saved rollout: every cluster
+    /// of it is served what its state says (its previous or its new
+    /// version, read back from the history); the others their newest. If
+    /// the sources still produce the rollout's new versions, it goes on
+    /// where it was (returns true); otherwise the caller starts a new one
+    /// from what is served now, superseding it.
+    fn resume(
+        &mut self,
+        now: Millis,
+        restored: Restored,
+        latest: &HashMap<Group, Arc<Snapshot>>,
+        serve: &mut Serve,
+    ) -> bool {
+        let Restored { rollout, snapshots } = restored;
+        let snapshot = |cluster: &str, id: &Option<String>| {
+            id.as_ref()
+                .and_then(|id| snapshots.get(&(cluster.to_owned(), id.clone())).cloned())
+        };
+        let mut versions = HashMap::new();
+        for (cluster, _) in &self.clusters {
+            let Some(newest) = latest.get(cluster.as_str()) else {
+                continue;
+            };
+            let mut served = newest.clone();
+            if let Some(t) = rollout.targets.get(cluster) {
+                let from = snapshot(cluster, &t.step.from);
+                let to = snapshot(cluster, &Some(t.step.to.clone()));
+                let want = match t.state {
+                    ClusterState::Held | ClusterState::Excluded | ClusterState::RolledBack => {
+                        from.clone()
+                    }
+                    _ => to.clone(),
+                };
+                match (want, to) {
+                    (Some(want), Some(to)) => {
+                        served = want;
+                        versions.insert(
+                            cluster.clone(),
+                            Versions {
+                                unacked: match t.state {
+                                    ClusterState::Released { .. } => {
+                                        changed_collections(from.as_ref(), &to)
+                                    }
+                                    _ => BTreeMap::new(),
+                                },
+                                from,
+                                to,
+                            },
+                        );
+                    }
+                    _ => warn!(
+                        cluster = %cluster,
+                        "a version of the saved rollout is not in the history; the cluster is served its newest"
+                    ),
+                }
+            }
+            self.serving.insert(cluster.clone(), served.clone());
+            serve.push((Group::from(cluster.as_str()), served));
+        }
+        let unchanged = rollout.targets.iter().all(|(c, t)| {
+            latest
+                .get(c.as_str())
+                .is_some_and(|l| version_id(l) == t.step.to)
+        });
+        info!(
+            rollout = rollout.id,
+            phase = rollout.phase.name(),
+            unchanged,
+            "rollout restored after a restart"
+        );
+        let commands = rollout.restore();
+        self.rollout = Some(rollout);
+        self.versions = versions;
+        if !unchanged {
+            return false;
+        }
+        serve.extend(self.carry_out(now, commands));
+        true
     }
 
     /// A delivery recorded by the ledger.
@@ -470,12 +609,42 @@ impl Controller {
     }
 
     fn publish_view(&self) {
+        self.saved.send_replace(self.rollout.clone().map(Arc::new));
         self.view.send_replace(Arc::new(View {
             enabled: true,
             policy: Some(self.policy.clone()),
             rollout: self.rollout.clone(),
         }));
     }
+}
+
+/// The rollout saved in `file`, with its clusters' versions read back from
+/// `history` (blocking; at start). A finished rollout holds nothing and is
+/// not restored.
+pub fn restore(
+    file: &persist::StateFile,
+    history: &crate::history::History,
+) -> Result<Option<Restored>, persist::LoadError> {
+    let Some(rollout) = file.load()? else {
+        return Ok(None);
+    };
+    if matches!(rollout.phase, Phase::Completed | Phase::Superseded { .. }) {
+        return Ok(None);
+    }
+    let mut snapshots = HashMap::new();
+    for (cluster, t) in &rollout.targets {
+        for id in t.step.from.iter().chain(std::iter::once(&t.step.to)) {
+            match history.snapshot(cluster, id) {
+                Ok(s) => {
+                    snapshots.insert((cluster.clone(), id.clone()), s);
+                }
+                Err(e) => {
+                    warn!(cluster = %cluster, version = %id, error = %e, "a version of the saved rollout can't be read from the history");
+                }
+            }
+        }
+    }
+    Ok(Some(Restored { rollout, snapshots }))
 }
 
 /// The collections of `to` whose version differs from `from`'s, with

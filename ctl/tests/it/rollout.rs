@@ -28,7 +28,7 @@ async fn rollout_status_shows_a_rollback_and_refused_actions_say_why() {
     write_hub_config(
         &config,
         &clusters,
-        "rollout:\n  waves:\n  - name: canary\n    clusters: [a]\n    bake: 1s\n  - name: rest\n    rest: true\n",
+        "history:\n  dir: history\nrollout:\n  waves:\n  - name: canary\n    clusters: [a]\n    bake: 1s\n  - name: rest\n    rest: true\n",
     );
     let hub = hub_of_file(&config).await;
     let admin = format!("http://{}", hub.admin_addr());

@@ -50,6 +50,11 @@ impl History {
         })
     }
 
+    /// The stored version `id` of `cluster`, as it was served (blocking).
+    pub fn snapshot(&self, cluster: &str, id: &str) -> Result<Arc<Snapshot>, HistoryError> {
+        load(&self.inner.db, cluster, id, None, None)
+    }
+
     /// Serves `record` on this replica and stores it in the database
     /// (blocking).
     /// `announce` runs once the pin is stored and before it is served (so
@@ -260,14 +265,34 @@ async fn blocking<T: Send + 'static>(
 /// The snapshot a pin serves: the stored version's resources, each
 /// collection under a version of its own.
 pub(super) fn resolve(db: &Db, record: &PinRecord) -> Result<Arc<Snapshot>, HistoryError> {
+    load(
+        db,
+        &record.cluster,
+        &record.version,
+        Some(record.seq),
+        Some(record.since_unix_ms),
+    )
+}
+
+/// The stored version `id` of `cluster` (the newest with that id, or the
+/// one numbered `seq`) as a snapshot; with `pin_since`, each collection
+/// under a version of its own (so a pin is sent even to a peer that holds
+/// the same content), otherwise under the versions it was served with.
+pub(super) fn load(
+    db: &Db,
+    cluster: &str,
+    id: &str,
+    seq: Option<u64>,
+    pin_since: Option<u64>,
+) -> Result<Arc<Snapshot>, HistoryError> {
     let v = db
-        .list(&record.cluster)?
+        .list(cluster)?
         .into_iter()
         .rev()
-        .find(|v| v.seq == record.seq && v.id == record.version)
+        .find(|v| v.id == id && seq.is_none_or(|s| v.seq == s))
         .ok_or_else(|| HistoryError::NoVersion {
-            cluster: record.cluster.clone(),
-            version: record.version.clone(),
+            cluster: cluster.to_owned(),
+            version: id.to_owned(),
         })?;
     let mut snapshot = Snapshot::new();
     for (name, c) in v.collections {
@@ -282,7 +307,10 @@ pub(super) fn resolve(db: &Db, record: &PinRecord) -> Result<Arc<Snapshot>, Hist
                 })
             })
             .collect::<Result<Vec<_>, DbError>>()?;
-        let version = format!("{}.pin-{:x}", c.version, record.since_unix_ms);
+        let version = match pin_since {
+            Some(since) => format!("{}.pin-{since:x}", c.version),
+            None => c.version,
+        };
         snapshot.insert(
             name,
             Arc::new(CollectionSnapshot::with_version(version, resources)),

@@ -18,6 +18,7 @@ use serde_json::Value;
 
 struct Mesh {
     hub: Hub,
+    config: std::path::PathBuf,
     agents: Vec<(&'static str, Arc<Picky>, StandIn)>,
     objects: std::path::PathBuf,
     _dir: tempfile::TempDir,
@@ -39,8 +40,10 @@ impl Mesh {
         std::fs::write(objects.join("one.yaml"), vs("one", "one")).unwrap();
         write_hub_config(&config, &clusters, rollout);
         let hub = hub_of_file(&config).await;
+        let config = config.clone();
         let mesh = Self {
             hub,
+            config,
             agents,
             objects,
             _dir: dir,
@@ -112,7 +115,7 @@ async fn post_admin(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
     (code, body)
 }
 
-const CANARY_FIRST: &str = "rollout:\n  progressDeadline: 30s\n  waves:\n  - name: canary\n    clusters: [a]\n    bake: 400ms\n  - name: rest\n    rest: true\n";
+const CANARY_FIRST: &str = "history:\n  dir: history\nrollout:\n  progressDeadline: 30s\n  waves:\n  - name: canary\n    clusters: [a]\n    bake: 400ms\n  - name: rest\n    rest: true\n";
 
 #[tokio::test]
 async fn a_good_change_reaches_the_canary_first_and_the_rest_after_its_ack_and_bake() {
@@ -200,7 +203,7 @@ async fn a_change_the_canary_nacks_is_rolled_back_there_and_never_offered_to_the
 
 #[tokio::test]
 async fn operators_promote_a_waiting_wave_and_abort_one_that_runs() {
-    let manual = "rollout:\n  waves:\n  - name: canary\n    clusters: [a]\n    promotion: manual\n  - name: b\n    clusters: [b]\n    bake: 1m\n  - name: rest\n    rest: true\n";
+    let manual = "history:\n  dir: history\nrollout:\n  waves:\n  - name: canary\n    clusters: [a]\n    promotion: manual\n  - name: b\n    clusters: [b]\n    bake: 1m\n  - name: rest\n    rest: true\n";
     let mesh = Mesh::start(manual).await;
     let (code, _) = mesh.post("/rollout/promote").await;
     assert_eq!(code, 404, "nothing rolled out yet");
@@ -234,5 +237,52 @@ async fn operators_promote_a_waiting_wave_and_abort_one_that_runs() {
     })
     .await;
     assert_eq!(mesh.offered("c"), 1);
+    mesh.stop().await;
+}
+
+#[tokio::test]
+async fn a_restarted_hub_keeps_holding_the_later_waves_and_goes_on_where_it_was() {
+    let policy = "history:\n  dir: history\nrollout:\n  waves:\n  - name: canary\n    clusters: [a]\n    bake: 5m\n  - name: rest\n    rest: true\n";
+    let mut mesh = Mesh::start(policy).await;
+    std::fs::write(mesh.objects.join("two.yaml"), vs("two", "two")).unwrap();
+    eventually("the canary bakes", || async {
+        mesh.rollout().await["rollout"]["phase"]["phase"] == "baking"
+    })
+    .await;
+    let before = mesh.rollout().await;
+
+    mesh.hub.shutdown().await;
+    mesh.hub = hub_of_file(&mesh.config).await;
+    // The same rollout, still baking; b and c still held on their first
+    // version (never offered the change), a still on the change.
+    let after = mesh.rollout().await;
+    assert_eq!(after["rollout"]["id"], before["rollout"]["id"], "{after}");
+    assert_eq!(
+        after["rollout"]["phase"], before["rollout"]["phase"],
+        "{after}"
+    );
+    eventually(
+        "every cluster is dialed again and ACKs what it is served",
+        || async {
+            ["a", "b", "c"].iter().all(|c| {
+                dialer(&mesh.hub, c).is_some_and(|p| {
+                    p.collections
+                        .get(VS)
+                        .is_some_and(|v| v.state == SyncState::Synced)
+                })
+            })
+        },
+    )
+    .await;
+    assert!(mesh.holds("a", "bookinfo/two"));
+    assert!(!mesh.holds("b", "bookinfo/two") && !mesh.holds("c", "bookinfo/two"));
+    assert_eq!((mesh.offered("b"), mesh.offered("c")), (1, 1));
+
+    let (code, body) = mesh.post("/rollout/promote").await;
+    assert_eq!(code, 200, "{body}");
+    eventually("the rest hold the change", || async {
+        mesh.holds("b", "bookinfo/two") && mesh.holds("c", "bookinfo/two")
+    })
+    .await;
     mesh.stop().await;
 }

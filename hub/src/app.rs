@@ -85,6 +85,9 @@ pub enum RunError {
     /// without it: every cluster is then served its newest version).
     #[error(transparent)]
     RolloutState(#[from] crate::rollout::persist::LoadError),
+    /// The metric gates' client can't be set up (its `ca`).
+    #[error(transparent)]
+    Gates(#[from] crate::rollout::gates::QueryError),
     /// The audit log can't be opened.
     #[error("can't open the audit log")]
     Audit(#[source] std::io::Error),
@@ -226,7 +229,7 @@ impl Hub {
         let mut pipeline = pipeline.audit(audit.clone());
         // Staged rollout: the dialed clusters' changes wait for their wave.
         let rollout = match &config.rollout {
-            Some(policy) => {
+            Some(spec) => {
                 let clusters = config
                     .agents
                     .iter()
@@ -240,10 +243,25 @@ impl Hub {
                     })
                     .collect();
                 let (mut controller, view) =
-                    rollout::Controller::new(policy.clone(), clusters, audit.clone());
+                    rollout::Controller::new(spec.policy.clone(), clusters, audit.clone());
+                // Metric gates: their own task, so the pipeline never waits
+                // on Prometheus.
+                let mut gate_answers = None;
+                if let Some(p) = &spec.prometheus {
+                    let prometheus = rollout::gates::Prometheus::new(p.clone())?;
+                    let (gate_tx, gate_rx) = mpsc::channel(16);
+                    let (answer_tx, answer_rx) = mpsc::channel(16);
+                    tasks.spawn(
+                        prometheus
+                            .run(gate_rx, answer_tx, shutdown.clone())
+                            .instrument(info_span!("rollout_gates", prometheus = %p.url)),
+                    );
+                    controller = controller.with_gates(gate_tx, p.interval);
+                    gate_answers = Some(answer_rx);
+                }
                 // Configuration checks that a rollout has a history.
-                if let (Some(spec), Some(history)) = (&config.history, &history) {
-                    let file = rollout::persist::StateFile::in_dir(&spec.dir);
+                if let (Some(history_spec), Some(history)) = (&config.history, &history) {
+                    let file = rollout::persist::StateFile::in_dir(&history_spec.dir);
                     if let Some(restored) = rollout::restore(&file, history)? {
                         controller = controller.restoring(restored);
                     }
@@ -253,7 +271,8 @@ impl Hub {
                     );
                 }
                 let (requests_tx, requests_rx) = mpsc::channel(8);
-                pipeline = pipeline.stage_rollouts(controller, ledger.clone(), requests_rx);
+                pipeline =
+                    pipeline.stage_rollouts(controller, ledger.clone(), requests_rx, gate_answers);
                 RolloutState {
                     view,
                     requests: Some(requests_tx),

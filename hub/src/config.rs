@@ -26,7 +26,6 @@ use meshhub_mcp::authz::{AllowList, GroupAccess};
 use meshhub_mcp::limits::{Limits, RawLimits};
 use meshhub_mcp::settings::SettingError;
 use meshhub_mcp::tls::reload::ServerTlsFiles;
-use meshhub_rollout::Policy;
 use meshhub_runtime::config_file;
 use serde::Deserialize;
 
@@ -38,7 +37,7 @@ use crate::history::{HistorySpec, RawHistory};
 use crate::leader::LeaderElectionSpec;
 use crate::leader::spec::RawLeaderElection;
 use crate::pipeline::{Debounce, RawDebounce};
-use crate::rollout::spec::RawRollout;
+use crate::rollout::spec::{RawRollout, RolloutSpec};
 use crate::source::SourceSpec;
 use crate::source::spec::{RawSource, Sources};
 use crate::store::UnknownFields;
@@ -142,7 +141,7 @@ pub struct Config {
     pub limits: Limits,
     /// Staged rollout of changes to the dialed clusters (`rollout`; off
     /// when `None`: every cluster gets a change at once).
-    pub rollout: Option<Policy>,
+    pub rollout: Option<RolloutSpec>,
     /// Each cluster's own labels (`clusters[].clusterLabels`), for the
     /// rollout's wave selectors.
     pub cluster_labels: BTreeMap<String, BTreeMap<String, String>>,
@@ -286,7 +285,7 @@ impl Config {
             .rollout
             .map(|r| {
                 let dialed = agents.iter().map(|a| a.cluster.clone()).collect();
-                r.check(&dialed)
+                r.check(&dialed, base)
             })
             .transpose()
             .map_err(|e| invalid(e.within("rollout")))?;

@@ -169,6 +169,8 @@ struct Staged {
     deliveries: broadcast::Receiver<Delivery>,
     /// `None` once every sender is gone.
     requests: Option<mpsc::Receiver<rollout::Request>>,
+    /// The metric gates' answers (`None`: no gates, or their task ended).
+    gate_answers: Option<mpsc::Receiver<rollout::gates::GateAnswer>>,
 }
 
 impl std::fmt::Debug for Pipeline {
@@ -240,12 +242,14 @@ impl Pipeline {
         controller: rollout::Controller,
         ledger: Ledger,
         requests: mpsc::Receiver<rollout::Request>,
+        gate_answers: Option<mpsc::Receiver<rollout::gates::GateAnswer>>,
     ) -> Self {
         self.rollout = Some(Staged {
             controller,
             deliveries: ledger.deliveries(),
             ledger,
             requests: Some(requests),
+            gate_answers,
         });
         self
     }
@@ -313,9 +317,16 @@ impl Pipeline {
                         None => std::future::pending().await,
                     }
                 };
+                let gate_answer = async {
+                    match s.gate_answers.as_mut() {
+                        Some(r) => r.recv().await,
+                        None => std::future::pending().await,
+                    }
+                };
                 tokio::select! {
                     d = s.deliveries.recv() => StagedEvent::Delivery(d),
                     r = request => StagedEvent::Request(r),
+                    a = gate_answer => StagedEvent::Gates(a),
                     _ = sleep_until_ms(tick_at) => StagedEvent::Tick,
                 }
             };
@@ -594,6 +605,11 @@ impl Pipeline {
             // The ledger lives as long as the hub.
             StagedEvent::Delivery(Err(broadcast::error::RecvError::Closed)) => Vec::new(),
             StagedEvent::Tick => s.controller.tick(now),
+            StagedEvent::Gates(Some(answer)) => s.controller.gate_answer(now, answer),
+            StagedEvent::Gates(None) => {
+                s.gate_answers = None;
+                Vec::new()
+            }
             StagedEvent::Request(None) => {
                 s.requests = None;
                 Vec::new()
@@ -645,6 +661,8 @@ enum StagedEvent {
     Delivery(Result<Delivery, broadcast::error::RecvError>),
     /// `None`: every sender is gone.
     Request(Option<rollout::Request>),
+    /// `None`: the gates' task ended.
+    Gates(Option<rollout::gates::GateAnswer>),
     Tick,
 }
 

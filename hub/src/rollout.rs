@@ -23,16 +23,17 @@ use meshhub_mcp::ledger::{Delivery, Outcome, PeerStatus, Role};
 use meshhub_mcp::snapshot::Snapshot;
 pub use meshhub_rollout::Millis;
 use meshhub_rollout::{
-    ClusterInfo, ClusterState, Command, Event, Input, Phase, Policy, Refused, Rejection, Rollout,
-    Step, plan,
+    ClusterInfo, ClusterState, Command, Event, Input, MetricGate, Phase, Policy, Refused,
+    Rejection, Rollout, Step, plan,
 };
 use serde::Serialize;
-use tokio::sync::{oneshot, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{info, warn};
 
 use crate::audit::{AuditEvent, AuditLog};
 use crate::history::version_id;
 
+pub mod gates;
 pub mod persist;
 pub mod routes;
 pub mod spec;
@@ -143,6 +144,18 @@ pub struct Controller {
     saved: watch::Sender<Option<Arc<Rollout>>>,
     /// A rollout saved before a restart, applied at the first build.
     restored: Option<Restored>,
+    /// Where metric gates are evaluated (`None`: no wave has one).
+    gates: Option<GateLink>,
+    /// When gates are next evaluated: while a wave with `duringBake` gates
+    /// bakes, or again after an evaluation that could not be made.
+    next_evaluation: Option<Millis>,
+}
+
+/// The controller's side of the metric gates' task.
+#[derive(Debug)]
+struct GateLink {
+    requests: mpsc::Sender<gates::GateRequest>,
+    interval_ms: Millis,
 }
 
 /// A rollout saved before a restart, with the snapshots of its clusters'
@@ -188,8 +201,96 @@ impl Controller {
             view,
             saved: watch::channel(None).0,
             restored: None,
+            gates: None,
+            next_evaluation: None,
         };
         (c, rx)
+    }
+
+    /// Metric gates are evaluated by the task reading `requests` (answers
+    /// go to [`Controller::gate_answer`]); `interval` paces evaluations
+    /// during a bake and retries.
+    #[must_use]
+    pub fn with_gates(
+        mut self,
+        requests: mpsc::Sender<gates::GateRequest>,
+        interval: std::time::Duration,
+    ) -> Self {
+        self.gates = Some(GateLink {
+            requests,
+            interval_ms: u64::try_from(interval.as_millis()).unwrap_or(u64::MAX),
+        });
+        self
+    }
+
+    /// The metric gates of the current rollout's wave `index`, those for
+    /// the bake only with `during_bake`.
+    fn wave_gates(&self, index: usize, during_bake: bool) -> Vec<MetricGate> {
+        let Some(r) = &self.rollout else {
+            return Vec::new();
+        };
+        let Some(name) = r.waves.get(index).map(|w| &w.name) else {
+            return Vec::new();
+        };
+        self.policy
+            .waves
+            .iter()
+            .find(|w| &w.name == name)
+            .map(|w| {
+                w.metrics
+                    .iter()
+                    .filter(|g| !during_bake || g.during_bake)
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Asks the gates' task to evaluate wave `wave`'s gates (`last`: the
+    /// evaluation that passes the wave). Whether the request was queued.
+    fn request_gates(&mut self, wave: usize, last: bool, clusters: Vec<String>) -> bool {
+        let gates = self.wave_gates(wave, !last);
+        let (Some(link), Some(r)) = (&self.gates, &self.rollout) else {
+            return false;
+        };
+        let request = gates::GateRequest {
+            rollout: r.id,
+            wave,
+            last,
+            clusters,
+            gates: gates.into(),
+        };
+        link.requests.try_send(request).is_ok()
+    }
+
+    /// The gates' task answered.
+    pub fn gate_answer(&mut self, now: Millis, answer: gates::GateAnswer) -> Serve {
+        let req = answer.request;
+        let current = self
+            .rollout
+            .as_ref()
+            .is_some_and(|r| r.id == req.rollout && r.wave == req.wave);
+        if !current {
+            return Serve::new();
+        }
+        match answer.result {
+            Ok(failures) => self.feed(
+                now,
+                Input::Gates {
+                    wave: req.wave,
+                    last: req.last,
+                    failures,
+                },
+            ),
+            // No evidence either way: ask again after the interval (the
+            // progress deadline bounds the waiting).
+            Err(_) => {
+                if req.last {
+                    self.next_evaluation = self.gates.as_ref().map(|l| now + l.interval_ms);
+                }
+                Serve::new()
+            }
+        }
     }
 
     /// Continues `restored` (saved before a restart) at the first build.
@@ -468,6 +569,24 @@ impl Controller {
 
     /// Time passed.
     pub fn tick(&mut self, now: Millis) -> Serve {
+        if let (Some(at), Some(r)) = (self.next_evaluation, &self.rollout)
+            && now >= at
+        {
+            self.next_evaluation = None;
+            let (wave, phase) = (r.wave, r.phase.clone());
+            let clusters: Vec<String> = r
+                .targets
+                .iter()
+                .filter(|(_, t)| t.wave == wave && t.state != ClusterState::Excluded)
+                .map(|(c, _)| c.clone())
+                .collect();
+            let last = phase == Phase::Gating;
+            let queued = self.request_gates(wave, last, clusters);
+            if matches!(phase, Phase::Baking { .. }) || !queued {
+                let interval = self.gates.as_ref().map_or(1_000, |l| l.interval_ms);
+                self.next_evaluation = Some(now + interval);
+            }
+        }
         self.feed(now, Input::Tick)
     }
 
@@ -476,10 +595,14 @@ impl Controller {
     pub fn next_tick(&self) -> Option<Millis> {
         let r = self.rollout.as_ref()?;
         let deadline = r.wave_started.saturating_add(r.deadline_ms);
-        match r.phase {
+        let next = match r.phase {
             Phase::Baking { until } => Some(until.min(deadline)),
             Phase::Updating | Phase::Gating => Some(deadline),
             _ => None,
+        };
+        match (next, self.next_evaluation) {
+            (Some(n), Some(e)) => Some(n.min(e)),
+            (n, e) => n.or(e),
         }
     }
 
@@ -518,16 +641,24 @@ impl Controller {
             for c in pending {
                 match c {
                     Command::Report(event) => self.report(event),
-                    Command::EvaluateGates { wave, .. } => {
-                        if let Some(r) = self.rollout.as_mut() {
-                            next.extend(r.handle(
-                                now,
-                                Input::Gates {
-                                    wave,
-                                    last: true,
-                                    failures: Vec::new(),
-                                },
-                            ));
+                    Command::EvaluateGates { wave, clusters } => {
+                        if self.wave_gates(wave, false).is_empty() {
+                            // Only the ledger's gate, which held already.
+                            if let Some(r) = self.rollout.as_mut() {
+                                next.extend(r.handle(
+                                    now,
+                                    Input::Gates {
+                                        wave,
+                                        last: true,
+                                        failures: Vec::new(),
+                                    },
+                                ));
+                            }
+                        } else if self.request_gates(wave, true, clusters) {
+                            self.next_evaluation = None;
+                        } else {
+                            let interval = self.gates.as_ref().map_or(1_000, |l| l.interval_ms);
+                            self.next_evaluation = Some(now + interval);
                         }
                     }
                     Command::Release { .. } | Command::Hold { .. } | Command::RollBack { .. } => {}
@@ -535,9 +666,33 @@ impl Controller {
             }
             pending = next;
         }
+        self.schedule_evaluations(now);
         let serve = self.desired();
         self.publish_view();
         serve
+    }
+
+    /// Keeps [`Controller::next_evaluation`] right for the phase: every
+    /// interval while a wave with `duringBake` gates bakes; a pending retry
+    /// while gating; nothing otherwise.
+    fn schedule_evaluations(&mut self, now: Millis) {
+        let Some(r) = &self.rollout else {
+            self.next_evaluation = None;
+            return;
+        };
+        match r.phase {
+            Phase::Baking { .. } => {
+                let during = !self.wave_gates(r.wave, true).is_empty();
+                match (during, &self.gates) {
+                    (true, Some(link)) => {
+                        self.next_evaluation.get_or_insert(now + link.interval_ms);
+                    }
+                    _ => self.next_evaluation = None,
+                }
+            }
+            Phase::Gating => {}
+            _ => self.next_evaluation = None,
+        }
     }
 
     /// The groups whose served snapshot must change for the rollout's

@@ -16,5 +16,6 @@ mod kube_multicluster;
 mod leader_election;
 mod multicluster;
 mod reconnect_churn;
+mod rollout_gates;
 mod shared_pins;
 mod webhook;

@@ -7,9 +7,13 @@ fn clusters() -> BTreeSet<String> {
         .collect()
 }
 
-fn check(yaml: &str) -> Result<Policy, SettingError> {
+fn check_spec(yaml: &str) -> Result<RolloutSpec, SettingError> {
     let raw: RawRollout = serde_saphyr::from_str(yaml).expect("parses");
-    raw.check(&clusters())
+    raw.check(&clusters(), std::path::Path::new("/etc/meshhub"))
+}
+
+fn check(yaml: &str) -> Result<Policy, SettingError> {
+    check_spec(yaml).map(|s| s.policy)
 }
 
 #[test]
@@ -108,4 +112,28 @@ fn unknown_keys_and_values_are_refused_by_the_parser() {
             "{yaml}"
         );
     }
+}
+
+#[test]
+fn metric_gates_and_their_prometheus_are_read() {
+    let spec = check_spec(
+        "prometheus:\n  url: http://prometheus:9090/\n  interval: 2s\n  ca: ca.pem\nwaves:\n- name: canary\n  clusters: [east]\n  bake: 1m\n  metrics:\n  - name: errors\n    query: sum(errors{cluster=\"$cluster\"})\n    comparison: \"<=\"\n    threshold: 0.5\n    duringBake: true\n    onNoData: pass\n",
+    )
+    .unwrap();
+    let p = spec.prometheus.unwrap();
+    assert_eq!(p.url, "http://prometheus:9090");
+    assert_eq!(
+        (p.timeout, p.interval),
+        (DEFAULT_QUERY_TIMEOUT, Duration::from_secs(2))
+    );
+    assert_eq!(
+        p.ca.as_deref(),
+        Some(std::path::Path::new("/etc/meshhub/ca.pem"))
+    );
+    let g = &spec.policy.waves[0].metrics[0];
+    assert_eq!(g.comparison, Comparison::LessOrEqual);
+    assert_eq!(g.threshold, 0.5);
+    assert!(g.during_bake);
+    assert_eq!(g.on_no_data, NoData::Pass);
+    assert_eq!(g.query_for("east"), "sum(errors{cluster=\"east\"})");
 }

@@ -129,3 +129,128 @@ impl StandIn {
         self.server.await.unwrap().unwrap();
     }
 }
+
+/// A hub (in-process, its file source in a temporary tree) dialing a
+/// stand-in agent per cluster, for the rollout's tests.
+pub struct Mesh {
+    /// The hub.
+    pub hub: meshhub::app::Hub,
+    /// Its configuration file.
+    pub config: std::path::PathBuf,
+    /// The file source's directory.
+    pub objects: std::path::PathBuf,
+    sinks: Vec<(String, Arc<Picky>, StandIn)>,
+    _dir: tempfile::TempDir,
+}
+
+impl Mesh {
+    /// Stand-in agents for `clusters`, a hub dialing them with `extra`
+    /// top-level configuration lines, its source holding
+    /// `bookinfo/one`; returns once every cluster holds it.
+    pub async fn start(clusters: &[&str], extra: &str) -> Self {
+        let mut sinks = Vec::new();
+        let mut entries = String::new();
+        for name in clusters {
+            let picky = Arc::new(Picky::default());
+            let sink = StandIn::start_for(name, picky.clone()).await;
+            entries.push_str(&crate::yaml::cluster(
+                name,
+                "",
+                format!("http://{}", sink.addr),
+                "",
+            ));
+            sinks.push(((*name).to_owned(), picky, sink));
+        }
+        let (dir, config) = crate::inproc::tree();
+        let objects = dir.path().join("objects");
+        std::fs::write(
+            objects.join("one.yaml"),
+            meshhub_testkit::objects::vs("one", "one"),
+        )
+        .unwrap();
+        crate::inproc::write_hub_config(&config, &entries, extra);
+        let hub = crate::inproc::hub_of_file(&config).await;
+        let mesh = Self {
+            hub,
+            config,
+            objects,
+            sinks,
+            _dir: dir,
+        };
+        meshhub_testkit::eventually("every cluster holds the first version", || async {
+            mesh.sinks
+                .iter()
+                .all(|(_, p, _)| p.names() == ["bookinfo/one"])
+        })
+        .await;
+        mesh
+    }
+
+    /// `cluster`'s stand-in's updater.
+    pub fn picky(&self, cluster: &str) -> &Picky {
+        &self
+            .sinks
+            .iter()
+            .find(|(n, _, _)| n == cluster)
+            .expect("a cluster of the mesh")
+            .1
+    }
+
+    /// Whether `cluster` holds the virtual service `name` (`ns/name`).
+    pub fn holds(&self, cluster: &str, name: &str) -> bool {
+        self.picky(cluster).names().iter().any(|n| n == name)
+    }
+
+    /// How many versions were offered to `cluster` so far.
+    pub fn offered(&self, cluster: &str) -> usize {
+        self.picky(cluster).offered.lock().unwrap().len()
+    }
+
+    /// `GET /rollout`.
+    pub async fn rollout(&self) -> serde_json::Value {
+        let (code, body) = meshhub_testkit::http::get(self.hub.admin_addr(), "/rollout").await;
+        assert_eq!(code, 200, "{body}");
+        serde_json::from_str(&body).unwrap()
+    }
+
+    /// The current rollout's phase (empty: none).
+    pub async fn phase(&self) -> String {
+        self.rollout().await["rollout"]["phase"]["phase"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    /// `POST path` with an empty body on the admin port, as user `ops`:
+    /// (status, body).
+    pub async fn post(&self, path: &str) -> (u16, String) {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let mut s = tokio::net::TcpStream::connect(self.hub.admin_addr())
+            .await
+            .unwrap();
+        let req = format!(
+            "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nx-meshhub-user: ops\r\nConnection: close\r\n\r\n"
+        );
+        s.write_all(req.as_bytes()).await.unwrap();
+        let mut text = String::new();
+        s.read_to_string(&mut text).await.unwrap();
+        let code = text
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        let body = text
+            .split_once("\r\n\r\n")
+            .map_or("", |(_, b)| b)
+            .to_owned();
+        (code, body)
+    }
+
+    /// Stops the hub and the stand-ins.
+    pub async fn stop(self) {
+        self.hub.shutdown().await;
+        for (_, _, sink) in self.sinks {
+            sink.stop().await;
+        }
+    }
+}

@@ -5,94 +5,15 @@
 //! the rollout's figures: change → last wave for three waves with a 5 s
 //! bake, and NACK → the canary served its previous version again.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use meshhub::app::Hub;
-use meshhub_e2e::inproc::{dialer, hub_of_file, tree, write_hub_config};
+use meshhub_e2e::inproc::dialer;
 use meshhub_e2e::prometheus::{Prometheus, Target};
-use meshhub_e2e::standin::{Picky, StandIn};
+use meshhub_e2e::standin::Mesh;
 use meshhub_e2e::turn::turn;
-use meshhub_e2e::yaml::cluster;
 use meshhub_mcp::ledger::SyncState;
+use meshhub_testkit::eventually;
 use meshhub_testkit::objects::{VS, vs};
-use meshhub_testkit::{eventually, http};
-use serde_json::Value;
-
-/// A hub with `rollout` (YAML) dialing stand-in agents for `clusters`.
-struct Mesh {
-    hub: Hub,
-    sinks: Vec<(String, Arc<Picky>, StandIn)>,
-    objects: std::path::PathBuf,
-    dir: tempfile::TempDir,
-}
-
-impl Mesh {
-    async fn start(clusters: &[&str], rollout: &str) -> Self {
-        let mut sinks = Vec::new();
-        let mut entries = String::new();
-        for name in clusters {
-            let picky = Arc::new(Picky::default());
-            let sink = StandIn::start_for(name, picky.clone()).await;
-            entries.push_str(&cluster(name, "", format!("http://{}", sink.addr), ""));
-            sinks.push(((*name).to_owned(), picky, sink));
-        }
-        let (dir, config) = tree();
-        let objects = dir.path().join("objects");
-        std::fs::write(objects.join("one.yaml"), vs("one", "one")).unwrap();
-        write_hub_config(
-            &config,
-            &entries,
-            &format!("history:\n  dir: history\n{rollout}"),
-        );
-        let hub = hub_of_file(&config).await;
-        let mesh = Self {
-            hub,
-            sinks,
-            objects,
-            dir,
-        };
-        eventually("every cluster holds the first version", || async {
-            mesh.sinks
-                .iter()
-                .all(|(_, p, _)| p.names() == ["bookinfo/one"])
-        })
-        .await;
-        mesh
-    }
-
-    fn picky(&self, cluster: &str) -> &Picky {
-        &self.sinks.iter().find(|(n, _, _)| n == cluster).unwrap().1
-    }
-
-    fn holds(&self, cluster: &str, name: &str) -> bool {
-        self.picky(cluster).names().iter().any(|n| n == name)
-    }
-
-    fn offered(&self, cluster: &str) -> usize {
-        self.picky(cluster).offered.lock().unwrap().len()
-    }
-
-    async fn rollout(&self) -> Value {
-        let (code, body) = http::get(self.hub.admin_addr(), "/rollout").await;
-        assert_eq!(code, 200, "{body}");
-        serde_json::from_str(&body).unwrap()
-    }
-
-    async fn phase(&self) -> String {
-        self.rollout().await["rollout"]["phase"]["phase"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned()
-    }
-
-    async fn stop(self) {
-        self.hub.shutdown().await;
-        for (_, _, sink) in self.sinks {
-            sink.stop().await;
-        }
-    }
-}
 
 #[tokio::test]
 async fn a_metric_gate_turning_bad_during_the_bake_rolls_the_canary_back() {
@@ -108,7 +29,11 @@ async fn a_metric_gate_turning_bad_during_the_bake_rolls_the_canary_back() {
         "rollout:\n  prometheus:\n    url: http://{}\n    interval: 300ms\n  waves:\n  - name: canary\n    clusters: [a]\n    bake: 4s\n    metrics:\n    - name: failures\n      query: max(requests_failed{{cluster=\"$cluster\"}})\n      comparison: \"<\"\n      threshold: 1\n      duringBake: true\n  - name: rest\n    rest: true\n",
         prometheus.addr
     );
-    let mesh = Mesh::start(&["a", "b", "c"], &policy).await;
+    let mesh = Mesh::start(
+        &["a", "b", "c"],
+        &format!("history:\n  dir: history\n{policy}"),
+    )
+    .await;
 
     std::fs::write(mesh.objects.join("two.yaml"), vs("two", "two")).unwrap();
     eventually("the canary bakes the change", || async {
@@ -168,7 +93,11 @@ async fn a_metric_gate_turning_bad_during_the_bake_rolls_the_canary_back() {
 async fn rollout_figures() {
     let _turn = turn(module_path!());
     let policy = "rollout:\n  waves:\n  - name: one\n    clusters: [a]\n    bake: 5s\n  - name: two\n    clusters: [b]\n    bake: 5s\n  - name: three\n    clusters: [c]\n    bake: 5s\n";
-    let mesh = Mesh::start(&["a", "b", "c"], policy).await;
+    let mesh = Mesh::start(
+        &["a", "b", "c"],
+        &format!("history:\n  dir: history\n{policy}"),
+    )
+    .await;
 
     let start = Instant::now();
     std::fs::write(mesh.objects.join("two.yaml"), vs("two", "two")).unwrap();
@@ -219,6 +148,5 @@ async fn rollout_figures() {
         rolled_back.as_secs_f64() * 1e3,
         rolled_back.saturating_sub(nacked).as_secs_f64() * 1e3,
     );
-    let _ = &mesh.dir;
     mesh.stop().await;
 }

@@ -5,121 +5,21 @@
 //! and never offered to the others; operators promote and abort through
 //! the admin port.
 
-use std::sync::Arc;
-
-use meshhub::app::Hub;
-use meshhub_e2e::inproc::{dialer, hub_of_file, tree, write_hub_config};
-use meshhub_e2e::standin::{Picky, StandIn};
-use meshhub_e2e::yaml::cluster;
+use meshhub_e2e::inproc::{dialer, hub_of_file};
+use meshhub_e2e::standin::Mesh;
 use meshhub_mcp::ledger::SyncState;
+use meshhub_testkit::eventually;
 use meshhub_testkit::objects::{VS, vs};
-use meshhub_testkit::{eventually, http};
 use serde_json::Value;
 
-struct Mesh {
-    hub: Hub,
-    config: std::path::PathBuf,
-    agents: Vec<(&'static str, Arc<Picky>, StandIn)>,
-    objects: std::path::PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Mesh {
-    /// Clusters a, b, c with stand-in agents; `rollout` the policy's YAML.
-    async fn start(rollout: &str) -> Self {
-        let mut agents = Vec::new();
-        let mut clusters = String::new();
-        for name in ["a", "b", "c"] {
-            let picky = Arc::new(Picky::default());
-            let sink = StandIn::start_for(name, picky.clone()).await;
-            clusters.push_str(&cluster(name, "", format!("http://{}", sink.addr), ""));
-            agents.push((name, picky, sink));
-        }
-        let (dir, config) = tree();
-        let objects = dir.path().join("objects");
-        std::fs::write(objects.join("one.yaml"), vs("one", "one")).unwrap();
-        write_hub_config(&config, &clusters, rollout);
-        let hub = hub_of_file(&config).await;
-        let config = config.clone();
-        let mesh = Self {
-            hub,
-            config,
-            agents,
-            objects,
-            _dir: dir,
-        };
-        eventually("every cluster holds the first version", || async {
-            mesh.agents
-                .iter()
-                .all(|(_, p, _)| p.names() == ["bookinfo/one"])
-        })
-        .await;
-        mesh
-    }
-
-    fn picky(&self, cluster: &str) -> &Picky {
-        &self
-            .agents
-            .iter()
-            .find(|(n, _, _)| *n == cluster)
-            .unwrap()
-            .1
-    }
-
-    fn holds(&self, cluster: &str, name: &str) -> bool {
-        self.picky(cluster).names().iter().any(|n| n == name)
-    }
-
-    /// Versions offered to `cluster` so far.
-    fn offered(&self, cluster: &str) -> usize {
-        self.picky(cluster).offered.lock().unwrap().len()
-    }
-
-    async fn rollout(&self) -> Value {
-        let (code, body) = http::get(self.hub.admin_addr(), "/rollout").await;
-        assert_eq!(code, 200, "{body}");
-        serde_json::from_str(&body).unwrap()
-    }
-
-    async fn post(&self, path: &str) -> (u16, String) {
-        post_admin(self.hub.admin_addr(), path).await
-    }
-
-    async fn stop(self) {
-        self.hub.shutdown().await;
-        for (_, _, sink) in self.agents {
-            sink.stop().await;
-        }
-    }
-}
-
-/// `POST path` with an empty body on the admin port: (status, body).
-async fn post_admin(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
-    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let req = format!(
-        "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nx-meshhub-user: ops\r\nConnection: close\r\n\r\n"
-    );
-    s.write_all(req.as_bytes()).await.unwrap();
-    let mut text = String::new();
-    s.read_to_string(&mut text).await.unwrap();
-    let code = text
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = text
-        .split_once("\r\n\r\n")
-        .map_or("", |(_, b)| b)
-        .to_owned();
-    (code, body)
-}
+/// The clusters, each with a stand-in agent.
+const ABC: [&str; 3] = ["a", "b", "c"];
 
 const CANARY_FIRST: &str = "history:\n  dir: history\nrollout:\n  progressDeadline: 30s\n  waves:\n  - name: canary\n    clusters: [a]\n    bake: 400ms\n  - name: rest\n    rest: true\n";
 
 #[tokio::test]
 async fn a_good_change_reaches_the_canary_first_and_the_rest_after_its_ack_and_bake() {
-    let mesh = Mesh::start(CANARY_FIRST).await;
+    let mesh = Mesh::start(&ABC, CANARY_FIRST).await;
     std::fs::write(mesh.objects.join("two.yaml"), vs("two", "two")).unwrap();
     eventually("the canary holds the change", || async {
         mesh.holds("a", "bookinfo/two")
@@ -152,7 +52,7 @@ async fn a_good_change_reaches_the_canary_first_and_the_rest_after_its_ack_and_b
 
 #[tokio::test]
 async fn a_change_the_canary_nacks_is_rolled_back_there_and_never_offered_to_the_rest() {
-    let mesh = Mesh::start(CANARY_FIRST).await;
+    let mesh = Mesh::start(&ABC, CANARY_FIRST).await;
     let first = dialer(&mesh.hub, "a").unwrap().collections[VS]
         .acked
         .clone()
@@ -204,7 +104,7 @@ async fn a_change_the_canary_nacks_is_rolled_back_there_and_never_offered_to_the
 #[tokio::test]
 async fn operators_promote_a_waiting_wave_and_abort_one_that_runs() {
     let manual = "history:\n  dir: history\nrollout:\n  waves:\n  - name: canary\n    clusters: [a]\n    promotion: manual\n  - name: b\n    clusters: [b]\n    bake: 1m\n  - name: rest\n    rest: true\n";
-    let mesh = Mesh::start(manual).await;
+    let mesh = Mesh::start(&ABC, manual).await;
     let (code, _) = mesh.post("/rollout/promote").await;
     assert_eq!(code, 404, "nothing rolled out yet");
     std::fs::write(mesh.objects.join("two.yaml"), vs("two", "two")).unwrap();
@@ -243,7 +143,7 @@ async fn operators_promote_a_waiting_wave_and_abort_one_that_runs() {
 #[tokio::test]
 async fn a_restarted_hub_keeps_holding_the_later_waves_and_goes_on_where_it_was() {
     let policy = "history:\n  dir: history\nrollout:\n  waves:\n  - name: canary\n    clusters: [a]\n    bake: 5m\n  - name: rest\n    rest: true\n";
-    let mut mesh = Mesh::start(policy).await;
+    let mut mesh = Mesh::start(&ABC, policy).await;
     std::fs::write(mesh.objects.join("two.yaml"), vs("two", "two")).unwrap();
     eventually("the canary bakes", || async {
         mesh.rollout().await["rollout"]["phase"]["phase"] == "baking"

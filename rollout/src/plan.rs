@@ -134,6 +134,16 @@ mod tests {
             .collect()
     }
 
+    fn unlabelled<'a>(
+        names: &[&'a str],
+        none: &'a BTreeMap<String, String>,
+    ) -> Vec<ClusterInfo<'a>> {
+        names
+            .iter()
+            .map(|name| ClusterInfo { name, labels: none })
+            .collect()
+    }
+
     fn set(names: &[&str]) -> BTreeSet<String> {
         names.iter().map(|s| (*s).to_owned()).collect()
     }
@@ -182,16 +192,7 @@ mod tests {
     #[test]
     fn unchanged_clusters_and_empty_waves_are_left_out() {
         let none = labels(&[]);
-        let clusters = [
-            ClusterInfo {
-                name: "a",
-                labels: &none,
-            },
-            ClusterInfo {
-                name: "b",
-                labels: &none,
-            },
-        ];
+        let clusters = unlabelled(&["a", "b"], &none);
         let p = policy(vec![
             wave("one", Members::Names(vec!["a".into()])),
             wave("two", Members::Names(vec!["b".into()])),
@@ -203,16 +204,7 @@ mod tests {
     #[test]
     fn clusters_no_wave_takes_form_an_implicit_last_wave() {
         let none = labels(&[]);
-        let clusters = [
-            ClusterInfo {
-                name: "a",
-                labels: &none,
-            },
-            ClusterInfo {
-                name: "b",
-                labels: &none,
-            },
-        ];
+        let clusters = unlabelled(&["a", "b"], &none);
         let p = policy(vec![wave("one", Members::Names(vec!["a".into()]))]);
         // "consumers" is a changed group with no cluster entry.
         let planned = plan(&p, &clusters, &set(&["a", "b", "consumers"]));

@@ -309,6 +309,14 @@ impl Config {
             .map(|h| h.check(base))
             .transpose()
             .map_err(|e| invalid(e.within("history")))?;
+        if rollout.is_some() && leader_election.is_some() {
+            // Each replica would run a rollout of its own, and only the
+            // leader's dialers see the ACKs.
+            return Err(invalid(SettingError::new(
+                "rollout",
+                "can't be used with leaderElection yet: the rollout's state is not shared between replicas (run one replica with a rollout)",
+            )));
+        }
         if rollout.is_some() && history.is_none() {
             return Err(invalid(SettingError::new(
                 "rollout",

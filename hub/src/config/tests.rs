@@ -184,3 +184,29 @@ fn limits_default_for_a_large_hub_and_are_checked() {
     );
     assert!(err(&format!("{SOURCES}limits: {{maxStreamz: 10}}\n")).contains("maxStreamz"));
 }
+
+#[test]
+fn a_rollout_needs_history_and_one_replica() {
+    let base = format!(
+        "{SOURCES}clusters:\n- name: east\n  agent: {{address: 'http://127.0.0.1:9911'}}\n"
+    );
+    let rollout = "rollout:\n  waves:\n  - {name: all, rest: true}\n";
+    let e = err(&format!("{base}{rollout}"));
+    assert!(e.contains("rollout: needs `history:`"), "{e}");
+    let e = err(&format!(
+        "{base}{rollout}history: {{dir: h}}\nleaderElection: {{enabled: true}}\n"
+    ));
+    assert!(
+        e.contains("rollout: can't be used with leaderElection"),
+        "{e}"
+    );
+    let e = err(&format!(
+        "{base}history: {{dir: h}}\nrollout:\n  waves:\n  - {{name: w, clusters: [west]}}\n"
+    ));
+    assert!(
+        e.contains("rollout.waves[0].clusters[0]: \"west\" is not a cluster with an `agent:`"),
+        "{e}"
+    );
+    let ok = parse(&format!("{base}history: {{dir: h}}\n{rollout}")).unwrap();
+    assert_eq!(ok.rollout.unwrap().policy.waves[0].name, "all");
+}

@@ -169,7 +169,7 @@ impl Mesh {
         )
         .unwrap();
         crate::inproc::write_hub_config(&config, &entries, extra);
-        let hub = crate::inproc::hub_of_file(&config).await;
+        let hub = Self::start_hub(&config).await;
         let mesh = Self {
             hub,
             config,
@@ -184,6 +184,44 @@ impl Mesh {
         })
         .await;
         mesh
+    }
+
+    /// A hub of `config` with a shutdown grace long enough that its
+    /// shutdown always ends every task (so a restart finds its history
+    /// database free, as a new process would).
+    async fn start_hub(config: &std::path::Path) -> meshhub::app::Hub {
+        let path = config.to_str().expect("a UTF-8 path");
+        let mut config = meshhub::config::Config::from_args(crate::inproc::hub_args(
+            crate::inproc::ANY_PORT,
+            &["--config", path],
+        ))
+        .unwrap_or_else(|e| panic!("{path}: {e}"));
+        config.shutdown_grace = meshhub_testkit::DEADLINE;
+        crate::inproc::ready_hub(config).await
+    }
+
+    /// Stops the hub (every task ended) and starts it again on the same
+    /// configuration, history and state.
+    pub async fn restart_hub(self) -> Self {
+        let Self {
+            hub,
+            config,
+            objects,
+            sinks,
+            _dir,
+        } = self;
+        assert!(
+            hub.shutdown().await,
+            "the hub stopped every task within its grace"
+        );
+        let hub = Self::start_hub(&config).await;
+        Self {
+            hub,
+            config,
+            objects,
+            sinks,
+            _dir,
+        }
     }
 
     /// `cluster`'s stand-in's updater.

@@ -5,7 +5,7 @@
 //! and never offered to the others; operators promote and abort through
 //! the admin port.
 
-use meshhub_e2e::inproc::{dialer, hub_of_file};
+use meshhub_e2e::inproc::dialer;
 use meshhub_e2e::standin::Mesh;
 use meshhub_mcp::ledger::SyncState;
 use meshhub_testkit::eventually;
@@ -143,7 +143,7 @@ async fn operators_promote_a_waiting_wave_and_abort_one_that_runs() {
 #[tokio::test]
 async fn a_restarted_hub_keeps_holding_the_later_waves_and_goes_on_where_it_was() {
     let policy = "history:\n  dir: history\nrollout:\n  waves:\n  - name: canary\n    clusters: [a]\n    bake: 5m\n  - name: rest\n    rest: true\n";
-    let mut mesh = Mesh::start(&ABC, policy).await;
+    let mesh = Mesh::start(&ABC, policy).await;
     std::fs::write(mesh.objects.join("two.yaml"), vs("two", "two")).unwrap();
     eventually("the canary bakes", || async {
         mesh.rollout().await["rollout"]["phase"]["phase"] == "baking"
@@ -151,8 +151,7 @@ async fn a_restarted_hub_keeps_holding_the_later_waves_and_goes_on_where_it_was(
     .await;
     let before = mesh.rollout().await;
 
-    mesh.hub.shutdown().await;
-    mesh.hub = hub_of_file(&mesh.config).await;
+    let mesh = mesh.restart_hub().await;
     // The same rollout, still baking; b and c still held on their first
     // version (never offered the change), a still on the change.
     let after = mesh.rollout().await;

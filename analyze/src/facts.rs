@@ -1,0 +1,346 @@
+//! What analysis reads of an object: [`Facts`], taken from its JSON once
+//! (when the object changes) so that analysing a cluster's set needs no
+//! parsing and keeps only a few strings per object.
+//!
+//! Fields of the wrong type are treated as absent: the schema layer reports
+//! them, analysis only looks at what it can read.
+
+use std::collections::BTreeMap;
+
+use meshhub_proto::object::Object;
+use serde_json::Value;
+
+/// The kinds analysis reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Kind {
+    /// `networking.istio.io` VirtualService.
+    VirtualService,
+    /// `networking.istio.io` DestinationRule.
+    DestinationRule,
+    /// `networking.istio.io` Gateway.
+    Gateway,
+    /// `networking.istio.io` ServiceEntry.
+    ServiceEntry,
+    /// `networking.istio.io` Sidecar.
+    Sidecar,
+    /// `telemetry.istio.io` Telemetry.
+    Telemetry,
+}
+
+impl Kind {
+    /// The kind for an API group and kind, if analysis reads it.
+    pub fn of(group: &str, kind: &str) -> Option<Self> {
+        Some(match (group, kind) {
+            ("networking.istio.io", "VirtualService") => Self::VirtualService,
+            ("networking.istio.io", "DestinationRule") => Self::DestinationRule,
+            ("networking.istio.io", "Gateway") => Self::Gateway,
+            ("networking.istio.io", "ServiceEntry") => Self::ServiceEntry,
+            ("networking.istio.io", "Sidecar") => Self::Sidecar,
+            ("telemetry.istio.io", "Telemetry") => Self::Telemetry,
+            _ => return None,
+        })
+    }
+
+    /// The kind's name (`VirtualService`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::VirtualService => "VirtualService",
+            Self::DestinationRule => "DestinationRule",
+            Self::Gateway => "Gateway",
+            Self::ServiceEntry => "ServiceEntry",
+            Self::Sidecar => "Sidecar",
+            Self::Telemetry => "Telemetry",
+        }
+    }
+}
+
+/// What analysis reads of one object.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Facts {
+    /// Its kind.
+    pub kind: Kind,
+    /// Its namespace (`default` when it names none, as the hub serves it).
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+    /// The kind's part.
+    pub body: Body,
+}
+
+/// The kind-specific part of [`Facts`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Body {
+    /// A VirtualService.
+    VirtualService(VirtualService),
+    /// A DestinationRule: its host and subset names.
+    DestinationRule {
+        /// `spec.host`.
+        host: String,
+        /// `spec.subsets[].name`.
+        subsets: Vec<String>,
+    },
+    /// A Gateway.
+    Gateway(Gateway),
+    /// A ServiceEntry.
+    ServiceEntry(ServiceEntry),
+    /// A Sidecar: whether it selects workloads (a non-empty
+    /// `workloadSelector.labels`) or applies to its whole namespace.
+    Sidecar {
+        /// It has workload selector labels.
+        selects: bool,
+    },
+    /// A Telemetry: whether it has a `selector`.
+    Telemetry {
+        /// It has a `selector`.
+        selects: bool,
+    },
+}
+
+/// What analysis reads of a VirtualService.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct VirtualService {
+    /// `spec.hosts`.
+    pub hosts: Vec<String>,
+    /// `spec.gateways`.
+    pub gateways: Vec<String>,
+    /// `spec.exportTo`.
+    pub export_to: Vec<String>,
+    /// Every route and mirror destination, with its field path.
+    pub destinations: Vec<Destination>,
+    /// Every `http[].delegate`, with its field path: (path, namespace,
+    /// name); the namespace is the VirtualService's when it names none.
+    pub delegates: Vec<(String, String, String)>,
+}
+
+/// One destination of a VirtualService route.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Destination {
+    /// `spec.http[0].route[1].destination`.
+    pub path: String,
+    /// Whether it is a mirror (Istio words its message differently).
+    pub mirror: bool,
+    /// `host`.
+    pub host: String,
+    /// `subset`; empty when none.
+    pub subset: String,
+}
+
+/// A DestinationRule's facts, borrowed.
+#[derive(Clone, Copy, Debug)]
+pub struct DestinationRule<'a> {
+    /// `spec.host`.
+    pub host: &'a str,
+    /// `spec.subsets[].name`.
+    pub subsets: &'a [String],
+}
+
+/// What analysis reads of a Gateway.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Gateway {
+    /// `spec.selector`.
+    pub selector: BTreeMap<String, String>,
+    /// `spec.servers`.
+    pub servers: Vec<Server>,
+}
+
+/// One server of a Gateway.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Server {
+    /// `port.number`.
+    pub port: u32,
+    /// `hosts`.
+    pub hosts: Vec<String>,
+    /// `bind`.
+    pub bind: String,
+    /// `tls`, when present.
+    pub tls: Option<Tls>,
+}
+
+/// The certificate part of a server's `tls`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Tls {
+    /// `credentialName`.
+    pub credential_name: String,
+    /// `serverCertificate`.
+    pub server_certificate: String,
+    /// `privateKey`.
+    pub private_key: String,
+}
+
+/// What analysis reads of a ServiceEntry.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ServiceEntry {
+    /// `spec.hosts`.
+    pub hosts: Vec<String>,
+    /// `spec.addresses`.
+    pub addresses: Vec<String>,
+    /// `spec.ports[].number`.
+    pub ports: Vec<u32>,
+}
+
+impl Facts {
+    /// What analysis reads of `obj`; `None` for a kind it does not read.
+    pub fn of(obj: &Object) -> Option<Self> {
+        let kind = Kind::of(obj.group(), &obj.kind)?;
+        let namespace = match obj.metadata.namespace.as_deref() {
+            Some(ns) if !ns.is_empty() => ns.to_owned(),
+            _ => "default".to_owned(),
+        };
+        let empty = Value::Null;
+        let spec = obj.spec().unwrap_or(&empty);
+        let body = match kind {
+            Kind::VirtualService => Body::VirtualService(virtual_service(spec, &namespace)),
+            Kind::DestinationRule => Body::DestinationRule {
+                host: string(spec, "host"),
+                subsets: list(spec, "subsets")
+                    .iter()
+                    .map(|s| string(s, "name"))
+                    .collect(),
+            },
+            Kind::Gateway => Body::Gateway(gateway(spec)),
+            Kind::ServiceEntry => Body::ServiceEntry(ServiceEntry {
+                hosts: strings(spec, "hosts"),
+                addresses: strings(spec, "addresses"),
+                ports: list(spec, "ports")
+                    .iter()
+                    .filter_map(|p| number(p, "number"))
+                    .collect(),
+            }),
+            Kind::Sidecar => Body::Sidecar {
+                selects: spec
+                    .get("workloadSelector")
+                    .and_then(|s| s.get("labels"))
+                    .and_then(Value::as_object)
+                    .is_some_and(|l| !l.is_empty()),
+            },
+            Kind::Telemetry => Body::Telemetry {
+                selects: spec.get("selector").is_some_and(|s| !s.is_null()),
+            },
+        };
+        Some(Self {
+            kind,
+            namespace,
+            name: obj.metadata.name.clone(),
+            body,
+        })
+    }
+}
+
+fn virtual_service(spec: &Value, namespace: &str) -> VirtualService {
+    let mut vs = VirtualService {
+        hosts: strings(spec, "hosts"),
+        gateways: strings(spec, "gateways"),
+        export_to: strings(spec, "exportTo"),
+        ..VirtualService::default()
+    };
+    // Istio's order: tcp, tls, then http routes; then http mirrors.
+    for section in ["tcp", "tls", "http"] {
+        for (i, rule) in list(spec, section).iter().enumerate() {
+            for (j, route) in list(rule, "route").iter().enumerate() {
+                if let Some(d) = route.get("destination") {
+                    vs.destinations.push(destination(
+                        format!("spec.{section}[{i}].route[{j}].destination"),
+                        false,
+                        d,
+                    ));
+                }
+            }
+        }
+    }
+    for (i, rule) in list(spec, "http").iter().enumerate() {
+        if let Some(d) = rule.get("mirror").filter(|m| m.is_object()) {
+            vs.destinations
+                .push(destination(format!("spec.http[{i}].mirror"), true, d));
+        }
+        for (j, m) in list(rule, "mirrors").iter().enumerate() {
+            if let Some(d) = m.get("destination") {
+                vs.destinations.push(destination(
+                    format!("spec.http[{i}].mirrors[{j}].destination"),
+                    true,
+                    d,
+                ));
+            }
+        }
+        if let Some(d) = rule.get("delegate").filter(|d| d.is_object()) {
+            let ns = string(d, "namespace");
+            vs.delegates.push((
+                format!("spec.http[{i}].delegate"),
+                if ns.is_empty() {
+                    namespace.to_owned()
+                } else {
+                    ns
+                },
+                string(d, "name"),
+            ));
+        }
+    }
+    vs
+}
+
+fn destination(path: String, mirror: bool, d: &Value) -> Destination {
+    Destination {
+        path,
+        mirror,
+        host: string(d, "host"),
+        subset: string(d, "subset"),
+    }
+}
+
+fn gateway(spec: &Value) -> Gateway {
+    Gateway {
+        selector: spec
+            .get("selector")
+            .and_then(Value::as_object)
+            .map(|m| {
+                m.iter()
+                    .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_owned())))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        servers: list(spec, "servers")
+            .iter()
+            .map(|s| Server {
+                port: s.get("port").and_then(|p| number(p, "number")).unwrap_or(0),
+                hosts: strings(s, "hosts"),
+                bind: string(s, "bind"),
+                tls: s.get("tls").filter(|t| t.is_object()).map(|t| Tls {
+                    credential_name: string(t, "credentialName"),
+                    server_certificate: string(t, "serverCertificate"),
+                    private_key: string(t, "privateKey"),
+                }),
+            })
+            .collect(),
+    }
+}
+
+fn list<'v>(v: &'v Value, key: &str) -> &'v [Value] {
+    v.get(key)
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+}
+
+fn string(v: &Value, key: &str) -> String {
+    v.get(key)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn strings(v: &Value, key: &str) -> Vec<String> {
+    list(v, key)
+        .iter()
+        .filter_map(Value::as_str)
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A port number, written as a number or a string of digits (JSON from
+/// YAML may carry either).
+fn number(v: &Value, key: &str) -> Option<u32> {
+    match v.get(key)? {
+        Value::Number(n) => n.as_u64().and_then(|n| u32::try_from(n).ok()),
+        Value::String(s) => s.parse().ok(),
+        _ => None,
+    }
+}

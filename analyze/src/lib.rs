@@ -1,0 +1,66 @@
+//! Analysis of the objects one cluster receives: the checks that need
+//! several objects (Galley's analyzers, today `istioctl analyze`), with
+//! Istio's message codes and severities where Istio has one.
+//!
+//! The hub runs it on each cluster's group after every change, so a
+//! VirtualService bound to a Gateway that only another cluster receives is
+//! reported for the cluster that lacks it, and not for the one that has it.
+//! `meshhubctl analyze` runs it on files.
+//!
+//! Pure: [`Facts::of`] reads what analysis needs of an object (once per
+//! object change); [`analyze`] takes the facts of one set and returns
+//! [`Message`]s. No I/O, no clock.
+//!
+//! | code | name | severity | raised for |
+//! | --- | --- | --- | --- |
+//! | IST0101 | ReferencedResourceNotFound | Error | a VirtualService's Gateway, route or mirror subset, or delegate the set lacks |
+//! | IST0109 | ConflictingMeshGatewayVirtualServiceHosts | Error | VirtualServices on the mesh gateway defining one host |
+//! | IST0111 | MultipleSidecarsWithoutWorkloadSelectors | Error | several namespace-wide Sidecars in a namespace |
+//! | IST0132 | VirtualServiceHostNotFoundInGateway | Warning | a VirtualService's hosts that its Gateway does not serve |
+//! | IST0138 | GatewayDuplicateCertificate | Warning | Gateways on the same workloads sharing a certificate |
+//! | IST0145 | ConflictingGateways | Error | Gateways with equal selectors and port claiming one host |
+//! | IST0160 | MultipleTelemetriesWithoutWorkloadSelectors | Error | several namespace-wide Telemetries in a namespace |
+//! | MH0001 | ServiceEntryAddressConflict | Warning | ServiceEntries for different hosts on one address and port |
+//!
+//! What needs workloads (a selector matching no pod, two selectors on one
+//! pod, a destination host that is a Kubernetes Service) is not checked:
+//! the hub sees configuration, not the clusters' pods and services.
+
+mod facts;
+mod gateway;
+mod hosts;
+mod message;
+mod report;
+mod selectors;
+mod service_entry;
+mod set;
+mod virtual_service;
+
+#[cfg(test)]
+mod tests;
+
+pub use facts::{
+    Body, Destination, DestinationRule, Facts, Gateway, Kind, Server, ServiceEntry, Tls,
+    VirtualService,
+};
+pub use message::{
+    CODES, CONFLICTING_GATEWAYS, CONFLICTING_MESH_GATEWAY_VIRTUAL_SERVICE_HOSTS, Code,
+    GATEWAY_DUPLICATE_CERTIFICATE, MULTIPLE_SIDECARS_WITHOUT_WORKLOAD_SELECTORS,
+    MULTIPLE_TELEMETRIES_WITHOUT_WORKLOAD_SELECTORS, Message, REFERENCED_RESOURCE_NOT_FOUND,
+    SERVICE_ENTRY_ADDRESS_CONFLICT, Severity, VIRTUAL_SERVICE_HOST_NOT_FOUND_IN_GATEWAY, find_code,
+};
+
+/// Every message about the set `objects` (one cluster's), by object.
+pub fn analyze<'a>(objects: impl IntoIterator<Item = &'a Facts>) -> Vec<Message> {
+    let set = set::Set::new(objects);
+    let mut out = report::Report::default();
+    virtual_service::gateways(&set, &mut out);
+    virtual_service::subsets(&set, &mut out);
+    virtual_service::delegates(&set, &mut out);
+    virtual_service::mesh_host_conflicts(&set, &mut out);
+    gateway::conflicts(&set, &mut out);
+    gateway::duplicate_certificates(&set, &mut out);
+    selectors::namespace_wide(&set, &mut out);
+    service_entry::address_conflicts(&set, &mut out);
+    out.into_messages()
+}

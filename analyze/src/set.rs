@@ -1,0 +1,59 @@
+//! The objects one analysis runs over, indexed by kind.
+
+use crate::facts::{Body, DestinationRule, Facts, Gateway, ServiceEntry, VirtualService};
+
+/// The objects of one cluster's set, by kind, each list in name order.
+#[derive(Debug, Default)]
+pub struct Set<'a> {
+    pub virtual_services: Vec<(&'a Facts, &'a VirtualService)>,
+    pub destination_rules: Vec<(&'a Facts, DestinationRule<'a>)>,
+    pub gateways: Vec<(&'a Facts, &'a Gateway)>,
+    pub service_entries: Vec<(&'a Facts, &'a ServiceEntry)>,
+    /// Sidecars without workload selector labels.
+    pub namespace_sidecars: Vec<&'a Facts>,
+    /// Telemetries without a selector.
+    pub namespace_telemetries: Vec<&'a Facts>,
+}
+
+impl<'a> Set<'a> {
+    /// Indexes `objects`.
+    pub fn new(objects: impl IntoIterator<Item = &'a Facts>) -> Self {
+        let mut set = Self::default();
+        for f in objects {
+            match &f.body {
+                Body::VirtualService(vs) => set.virtual_services.push((f, vs)),
+                Body::DestinationRule { host, subsets } => set
+                    .destination_rules
+                    .push((f, DestinationRule { host, subsets })),
+                Body::Gateway(g) => set.gateways.push((f, g)),
+                Body::ServiceEntry(se) => set.service_entries.push((f, se)),
+                Body::Sidecar { selects: false } => set.namespace_sidecars.push(f),
+                Body::Telemetry { selects: false } => set.namespace_telemetries.push(f),
+                Body::Sidecar { .. } | Body::Telemetry { .. } => {}
+            }
+        }
+        let by_name = |a: &Facts, b: &Facts| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name));
+        set.virtual_services.sort_by(|a, b| by_name(a.0, b.0));
+        set.destination_rules.sort_by(|a, b| by_name(a.0, b.0));
+        set.gateways.sort_by(|a, b| by_name(a.0, b.0));
+        set.service_entries.sort_by(|a, b| by_name(a.0, b.0));
+        set.namespace_sidecars.sort_by(|a, b| by_name(a, b));
+        set.namespace_telemetries.sort_by(|a, b| by_name(a, b));
+        set
+    }
+
+    /// The Gateway `namespace/name`, if the set holds it.
+    pub fn gateway(&self, namespace: &str, name: &str) -> Option<&'a Gateway> {
+        self.gateways
+            .iter()
+            .find(|(f, _)| f.namespace == namespace && f.name == name)
+            .map(|(_, g)| *g)
+    }
+
+    /// Whether the set holds the VirtualService `namespace/name`.
+    pub fn has_virtual_service(&self, namespace: &str, name: &str) -> bool {
+        self.virtual_services
+            .iter()
+            .any(|(f, _)| f.namespace == namespace && f.name == name)
+    }
+}

@@ -1,0 +1,354 @@
+//! One test per code: raised for the set that lacks (or doubles) what the
+//! object needs, and not for the set that has it right.
+
+use meshhub_proto::object::Object;
+
+use crate::{Facts, Message, analyze};
+
+/// The objects of a multi-document YAML text.
+fn objects(yaml: &str) -> Vec<Facts> {
+    yaml.split("\n---\n")
+        .filter(|d| !d.trim().is_empty())
+        .map(|d| {
+            let obj: Object = serde_saphyr::from_str(d).expect("test YAML parses");
+            Facts::of(&obj).expect("an analysed kind")
+        })
+        .collect()
+}
+
+/// `CODE Kind ns/name path` of every message.
+fn codes(messages: &[Message]) -> Vec<String> {
+    messages
+        .iter()
+        .map(|m| format!("{} {} {}", m.code.code, m.object(), m.path))
+        .collect()
+}
+
+fn run(yaml: &str) -> Vec<String> {
+    codes(&analyze(&objects(yaml)))
+}
+
+const GATEWAY: &str = "
+apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {name: bookinfo-gateway, namespace: bookinfo}
+spec:
+  selector: {istio: ingressgateway}
+  servers:
+  - port: {number: 80, name: http, protocol: HTTP}
+    hosts: [bookinfo.example.com]
+";
+
+const BOUND_VS: &str = "
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: bookinfo, namespace: bookinfo}
+spec:
+  hosts: [bookinfo.example.com]
+  gateways: [bookinfo-gateway]
+  http:
+  - route:
+    - destination: {host: productpage, port: {number: 9080}}
+";
+
+#[test]
+fn ist0101_gateway_missing_from_the_set_only() {
+    assert_eq!(
+        run(BOUND_VS),
+        [
+            "IST0101 VirtualService bookinfo/bookinfo spec.gateways[0]",
+            "IST0132 VirtualService bookinfo/bookinfo spec.gateways[0]",
+        ]
+    );
+    assert!(run(&format!("{BOUND_VS}\n---\n{GATEWAY}")).is_empty());
+    // `mesh` is no object; a namespace-qualified name looks there.
+    let qualified = BOUND_VS.replace(
+        "[bookinfo-gateway]",
+        "[mesh, istio-system/bookinfo-gateway]",
+    );
+    assert_eq!(
+        run(&format!("{qualified}\n---\n{GATEWAY}")),
+        [
+            "IST0101 VirtualService bookinfo/bookinfo spec.gateways[1]",
+            "IST0132 VirtualService bookinfo/bookinfo spec.gateways[1]",
+        ]
+    );
+    let msg = &analyze(&objects(BOUND_VS))[0];
+    assert_eq!(
+        msg.to_string(),
+        "Error [IST0101] VirtualService bookinfo/bookinfo spec.gateways[0]: Referenced gateway not found: \"bookinfo-gateway\""
+    );
+}
+
+#[test]
+fn ist0132_host_the_gateway_does_not_serve() {
+    let other_host = BOUND_VS.replace(
+        "hosts: [bookinfo.example.com]",
+        "hosts: [other.example.com]",
+    );
+    assert_eq!(
+        run(&format!("{other_host}\n---\n{GATEWAY}")),
+        ["IST0132 VirtualService bookinfo/bookinfo spec.gateways[0]"]
+    );
+    // A wildcard server host, or `*/host`, serves it; `other-ns/host` does not.
+    let wildcard = GATEWAY.replace("[bookinfo.example.com]", "[\"*.example.com\"]");
+    assert!(run(&format!("{other_host}\n---\n{wildcard}")).is_empty());
+    let elsewhere = GATEWAY.replace("[bookinfo.example.com]", "[other-ns/other.example.com]");
+    assert_eq!(run(&format!("{other_host}\n---\n{elsewhere}")).len(), 1);
+}
+
+const SUBSET_VS: &str = "
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: reviews, namespace: bookinfo}
+spec:
+  hosts: [reviews]
+  http:
+  - mirror: {host: reviews, subset: v3}
+    route:
+    - destination: {host: reviews, subset: v2}
+";
+
+const SUBSET_DR: &str = "
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: reviews, namespace: bookinfo}
+spec:
+  host: reviews.bookinfo.svc.cluster.local
+  subsets:
+  - {name: v2, labels: {version: v2}}
+  - {name: v3, labels: {version: v3}}
+";
+
+#[test]
+fn ist0101_subset_missing_from_the_set_only() {
+    assert_eq!(
+        run(SUBSET_VS),
+        [
+            "IST0101 VirtualService bookinfo/reviews spec.http[0].mirror",
+            "IST0101 VirtualService bookinfo/reviews spec.http[0].route[0].destination",
+        ]
+    );
+    assert!(run(&format!("{SUBSET_VS}\n---\n{SUBSET_DR}")).is_empty());
+    // A DestinationRule in another namespace defines another host's subsets.
+    let other_ns = SUBSET_DR
+        .replace("namespace: bookinfo", "namespace: other")
+        .replace("reviews.bookinfo.svc.cluster.local", "reviews");
+    assert_eq!(run(&format!("{SUBSET_VS}\n---\n{other_ns}")).len(), 2);
+    let texts: Vec<String> = analyze(&objects(SUBSET_VS))
+        .iter()
+        .map(|m| m.text.clone())
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            "Referenced mirror+subset in destinationrule not found: \"reviews+v3\"",
+            "Referenced host+subset in destinationrule not found: \"reviews+v2\"",
+        ]
+    );
+}
+
+#[test]
+fn ist0101_delegate_missing_from_the_set_only() {
+    let root = "
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: root, namespace: bookinfo}
+spec:
+  hosts: [bookinfo.example.com]
+  http:
+  - match: [{uri: {prefix: /reviews}}]
+    delegate: {name: reviews-delegate, namespace: team}
+";
+    let delegate = "
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: reviews-delegate, namespace: team}
+spec:
+  http:
+  - route:
+    - destination: {host: reviews.bookinfo.svc.cluster.local}
+";
+    assert_eq!(
+        run(root),
+        ["IST0101 VirtualService bookinfo/root spec.http[0].delegate"]
+    );
+    assert!(run(&format!("{root}\n---\n{delegate}")).is_empty());
+}
+
+#[test]
+fn ist0109_two_virtual_services_for_one_mesh_host() {
+    let a = "
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: ratings-a, namespace: bookinfo}
+spec:
+  hosts: [ratings]
+";
+    let b = "
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: ratings-b, namespace: bookinfo}
+spec:
+  hosts: [ratings.bookinfo.svc.cluster.local]
+  gateways: [mesh]
+";
+    assert!(run(a).is_empty());
+    assert_eq!(
+        run(&format!("{a}\n---\n{b}")),
+        [
+            "IST0109 VirtualService bookinfo/ratings-a spec.hosts",
+            "IST0109 VirtualService bookinfo/ratings-b spec.hosts",
+        ]
+    );
+    // Exported to disjoint namespaces: no conflict.
+    let a_local = format!("{a}  exportTo: [\".\"]\n");
+    let b_other = format!("{b}  exportTo: [other]\n");
+    assert!(run(&format!("{a_local}\n---\n{b_other}")).is_empty());
+    // Bound to a gateway only: not on the mesh.
+    let b_gw = b.replace("[mesh]", "[bookinfo-gateway]");
+    assert!(
+        !run(&format!("{a}\n---\n{b_gw}"))
+            .iter()
+            .any(|m| m.starts_with("IST0109"))
+    );
+}
+
+#[test]
+fn ist0111_and_ist0160_several_namespace_wide_policies() {
+    let sidecar = |name: &str, selects: bool| {
+        let sel = if selects {
+            "  workloadSelector: {labels: {app: x}}\n"
+        } else {
+            ""
+        };
+        format!(
+            "apiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {{name: {name}, namespace: ns}}\nspec:\n  egress: [{{hosts: [\"./*\"]}}]\n{sel}"
+        )
+    };
+    assert!(
+        run(&format!(
+            "{}\n---\n{}",
+            sidecar("a", false),
+            sidecar("b", true)
+        ))
+        .is_empty()
+    );
+    assert_eq!(
+        run(&format!(
+            "{}\n---\n{}",
+            sidecar("a", false),
+            sidecar("b", false)
+        )),
+        ["IST0111 Sidecar ns/a ", "IST0111 Sidecar ns/b "]
+    );
+    let telemetry = |name: &str| {
+        format!(
+            "apiVersion: telemetry.istio.io/v1\nkind: Telemetry\nmetadata: {{name: {name}, namespace: ns}}\nspec: {{}}\n"
+        )
+    };
+    assert!(run(&telemetry("a")).is_empty());
+    assert_eq!(
+        run(&format!("{}\n---\n{}", telemetry("a"), telemetry("b"))),
+        ["IST0160 Telemetry ns/a ", "IST0160 Telemetry ns/b "]
+    );
+}
+
+fn gateway(name: &str, selector: &str, port: u32, host: &str, tls: &str) -> String {
+    format!(
+        "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {{name: {name}, namespace: ns}}\nspec:\n  selector: {{{selector}}}\n  servers:\n  - port: {{number: {port}, name: p, protocol: HTTPS}}\n    hosts: [{host}]\n{tls}"
+    )
+}
+
+#[test]
+fn ist0145_same_selector_port_and_host() {
+    let a = gateway("a", "istio: ingress", 443, "x.com", "");
+    assert!(run(&a).is_empty());
+    assert_eq!(
+        run(&format!(
+            "{a}\n---\n{}",
+            gateway("b", "istio: ingress", 443, "x.com", "")
+        )),
+        [
+            "IST0145 Gateway ns/a spec.servers[0]",
+            "IST0145 Gateway ns/b spec.servers[0]"
+        ]
+    );
+    for other in [
+        gateway("b", "istio: ingress", 8443, "x.com", ""),
+        gateway("b", "istio: other", 443, "x.com", ""),
+        gateway("b", "istio: ingress", 443, "y.com", ""),
+    ] {
+        assert!(run(&format!("{a}\n---\n{other}")).is_empty(), "{other}");
+    }
+}
+
+#[test]
+fn ist0138_one_certificate_on_the_same_workloads() {
+    let tls = "    tls: {mode: SIMPLE, credentialName: cert}\n";
+    let a = gateway("a", "istio: ingress", 443, "x.com", tls);
+    let b = gateway("b", "istio: ingress", 443, "y.com", tls);
+    assert!(run(&a).is_empty());
+    assert_eq!(
+        run(&format!("{a}\n---\n{b}")),
+        ["IST0138 Gateway ns/a ", "IST0138 Gateway ns/b "]
+    );
+    let c = gateway(
+        "b",
+        "istio: ingress",
+        443,
+        "y.com",
+        &tls.replace("cert}", "other}"),
+    );
+    assert!(run(&format!("{a}\n---\n{c}")).is_empty());
+}
+
+#[test]
+fn mh0001_service_entries_sharing_an_address() {
+    let se = |name: &str, host: &str, address: &str| {
+        format!(
+            "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: {name}, namespace: ns}}\nspec:\n  hosts: [{host}]\n  addresses: [{address}]\n  ports: [{{number: 5432, name: tcp, protocol: TCP}}]\n  resolution: STATIC\n"
+        )
+    };
+    assert!(
+        run(&format!(
+            "{}\n---\n{}",
+            se("a", "db-a", "10.0.0.1"),
+            se("b", "db-b", "10.0.0.2")
+        ))
+        .is_empty()
+    );
+    assert_eq!(
+        run(&format!(
+            "{}\n---\n{}",
+            se("a", "db-a", "10.0.0.1"),
+            se("b", "db-b", "10.0.0.1")
+        )),
+        [
+            "MH0001 ServiceEntry ns/a spec.addresses",
+            "MH0001 ServiceEntry ns/b spec.addresses"
+        ]
+    );
+}
+
+#[test]
+fn facts_read_only_analysed_kinds_and_survive_odd_json() {
+    let obj: Object = serde_json::from_value(serde_json::json!({
+        "apiVersion": "networking.istio.io/v1", "kind": "VirtualService",
+        "metadata": {"name": "x"},
+        "spec": {"hosts": 3, "gateways": [1, "g"], "http": [{"route": "no"}]}
+    }))
+    .unwrap();
+    let f = Facts::of(&obj).unwrap();
+    assert_eq!(f.namespace, "default");
+    let crate::Body::VirtualService(vs) = &f.body else {
+        panic!()
+    };
+    assert!(vs.hosts.is_empty());
+    assert_eq!(vs.gateways, ["g"]);
+    let cm: Object = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}
+    }))
+    .unwrap();
+    assert!(Facts::of(&cm).is_none());
+}

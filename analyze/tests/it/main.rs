@@ -1,0 +1,3 @@
+//! meshhub-analyze's integration tests (one binary).
+
+mod istio_testdata;

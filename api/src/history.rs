@@ -82,6 +82,10 @@ pub struct VersionRow {
     /// Resources per non-empty collection.
     #[serde(default)]
     pub counts: BTreeMap<String, usize>,
+    /// Why the version was held back from its cluster (the analysis
+    /// messages of the codes held back); empty when it was served.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub held_back: Vec<String>,
 }
 
 /// `GET /history`.

@@ -5,6 +5,7 @@
 //! meshhubctl reads them, so both sides agree by construction; enum-like
 //! fields are enums whose serde names are the spellings on the wire.
 
+pub mod analysis;
 pub mod history;
 pub mod kinds;
 pub mod logging;

@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 use meshhub_mcp::ledger::{At, CollectionStatus, PeerStatus};
 use serde::{Deserialize, Serialize};
 
+use crate::analysis::ClusterAnalysis;
 use crate::history::{PinView, UnresolvedPin};
 
 /// The `/status` document, with the hub's own sections as `Pipeline`
@@ -52,6 +53,10 @@ pub struct StatusView<Pipeline, Reload, Leader, Tls> {
     /// TLS on the gRPC port: the certificate served, reloads, the last
     /// refused file (`null`: plaintext).
     pub grpc_tls: Option<Tls>,
+    /// Per cluster: the analysis of its latest build, and the version
+    /// held back (empty when analysis is off).
+    #[serde(default)]
+    pub analysis: Vec<ClusterAnalysis>,
 }
 
 /// A section of [`StatusView`] read and thrown away (and written as

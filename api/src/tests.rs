@@ -13,6 +13,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::ErrorView;
+use crate::analysis::*;
 use crate::history::*;
 use crate::logging::*;
 use crate::object::*;
@@ -328,7 +329,43 @@ fn status() -> Full {
         }],
         unresolved_pins: vec![],
         grpc_tls: None,
+        analysis: vec![cluster_analysis()],
     }
+}
+
+fn cluster_analysis() -> ClusterAnalysis {
+    ClusterAnalysis {
+        cluster: "west".into(),
+        version: "bbbb".into(),
+        messages: vec![AnalysisMessage {
+            code: "IST0101".into(),
+            name: "ReferencedResourceNotFound".into(),
+            level: Level::Error,
+            origin: "VirtualService bookinfo/bookinfo".into(),
+            path: "spec.gateways[0]".into(),
+            message: "Referenced gateway not found: \"bookinfo-gateway\"".into(),
+        }],
+        held_back: Some(HeldBack {
+            version: "bbbb".into(),
+            since: "2024-01-02T03:04:05Z".into(),
+            codes: vec!["IST0101".into()],
+            serving: Some("aaaa".into()),
+        }),
+    }
+}
+
+#[test]
+fn analysis_results_have_istioctls_field_names() {
+    let a = cluster_analysis();
+    round_trip(
+        &a,
+        r#"{"cluster":"west","version":"bbbb","messages":[{"code":"IST0101","name":"ReferencedResourceNotFound","level":"Error","origin":"VirtualService bookinfo/bookinfo","path":"spec.gateways[0]","message":"Referenced gateway not found: \"bookinfo-gateway\""}],"heldBack":{"version":"bbbb","since":"2024-01-02T03:04:05Z","codes":["IST0101"],"serving":"aaaa"}}"#,
+    );
+    assert_eq!(
+        a.messages[0].to_string(),
+        "Error [IST0101] VirtualService bookinfo/bookinfo spec.gateways[0]: Referenced gateway not found: \"bookinfo-gateway\""
+    );
+    assert_eq!((a.count(Level::Error), a.count(Level::Warning)), (1, 0));
 }
 
 #[test]
@@ -346,6 +383,7 @@ fn the_status_document_keeps_its_field_order_and_summaries_skip_the_hubs_section
         "pins",
         "unresolved_pins",
         "grpc_tls",
+        "analysis",
     ]
     .into_iter()
     .collect();
@@ -428,6 +466,7 @@ fn history_routes() {
                 more_origins: 1,
                 resources: 3,
                 counts: BTreeMap::from([("c".into(), 3)]),
+                held_back: vec![],
             }],
             pinned: Some(pinned),
         },

@@ -149,6 +149,7 @@ pub fn status_view(s: &AdminState) -> StatusView {
             .map(History::unresolved_pins)
             .unwrap_or_default(),
         grpc_tls: s.grpc_tls.as_ref().map(|t| t.borrow().clone()),
+        analysis: s.status.borrow().analysis.clone(),
     }
 }
 

@@ -226,7 +226,9 @@ impl Hub {
         if let Some(h) = &history {
             pipeline = pipeline.record_history(h.clone());
         }
-        let mut pipeline = pipeline.audit(audit.clone());
+        let mut pipeline = pipeline
+            .audit(audit.clone())
+            .analyse(config.analysis.clone());
         // Staged rollout: the dialed clusters' changes wait for their wave.
         let rollout = match &config.rollout {
             Some(spec) => {

@@ -157,6 +157,21 @@ pub enum AuditEvent {
         /// The pinned version served instead, when the group is pinned.
         #[serde(rename = "servedPinned", skip_serializing_if = "Option::is_none")]
         served_pinned: Option<String>,
+        /// Why the version is held back from the cluster (analysis
+        /// messages of the codes `analysis.holdBack` names); empty when
+        /// it is served.
+        #[serde(rename = "heldBack", skip_serializing_if = "Vec::is_empty")]
+        held_back: Vec<String>,
+    },
+    /// The analysis of a group's latest build differs from the previous
+    /// one (written when it changes, not on every build).
+    Analysis {
+        /// The group (cluster).
+        cluster: String,
+        /// The version analysed.
+        version: String,
+        /// Every message (empty: the build is clean again).
+        messages: Vec<String>,
     },
     /// A peer answered a response.
     Delivery(Delivery),

@@ -6,7 +6,7 @@
 //! ([`Config`]); nothing downstream parses strings. Each feature owns its
 //! block: the serde form, defaults and checks live next to the code that
 //! uses them (`source::{file,kube,mcp}::spec`, `clusters::spec`,
-//! `leader::spec`, `webhook::spec`, `pipeline::spec`, `history`, `audit`;
+//! `leader::spec`, `webhook::spec`, `pipeline::spec`, `history`, `audit`, `analysis::spec`;
 //! the engine's `limits`, `dial` and `reconnect` blocks in `meshhub_mcp`).
 //! This module is the aggregator: flags, reading the file, calling each
 //! block's check and naming where the block is, and the settings that span
@@ -29,6 +29,7 @@ use meshhub_mcp::tls::reload::ServerTlsFiles;
 use meshhub_runtime::config_file;
 use serde::Deserialize;
 
+use crate::analysis::{AnalysisSpec, RawAnalysis};
 use crate::audit::{AuditSpec, RawAudit};
 use crate::clusters::AgentSpec;
 use crate::clusters::spec::{Clusters, RawCluster};
@@ -130,6 +131,8 @@ pub struct Config {
     pub history: Option<HistorySpec>,
     /// The audit log (off when `None`).
     pub audit: Option<AuditSpec>,
+    /// Per-cluster analysis and what it holds back (`analysis`).
+    pub analysis: AnalysisSpec,
     /// TLS on the gRPC port (`grpcTls`; plaintext when `None`).
     pub grpc_tls: Option<ServerTlsFiles>,
     /// Plaintext beyond loopback was asked for (`insecure`, `--insecure`).
@@ -192,6 +195,8 @@ struct FileConfig {
     history: Option<RawHistory>,
     #[serde(default)]
     audit: Option<RawAudit>,
+    #[serde(default)]
+    analysis: RawAnalysis,
     grpc_tls: Option<RawGrpcTls>,
     #[serde(default)]
     insecure: bool,
@@ -328,6 +333,10 @@ impl Config {
             .map(|a| a.check(base))
             .transpose()
             .map_err(|e| invalid(e.within("audit")))?;
+        let analysis = raw
+            .analysis
+            .check()
+            .map_err(|e| invalid(e.within("analysis")))?;
         let grpc = grpc_port(
             args,
             GrpcBlocks {
@@ -365,6 +374,7 @@ impl Config {
             webhook,
             history,
             audit,
+            analysis,
         })
     }
 }

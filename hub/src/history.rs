@@ -155,6 +155,10 @@ pub struct StoredVersion {
     pub resources: usize,
     /// Per collection.
     pub collections: BTreeMap<String, StoredCollection>,
+    /// Why it was held back from its cluster (analysis messages); empty
+    /// when it was served.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub held_back: Vec<String>,
 }
 
 impl StoredVersion {
@@ -187,6 +191,9 @@ pub struct Publication {
     pub origins: Arc<Vec<ChangeOrigin>>,
     /// Source changes beyond those listed.
     pub more_origins: usize,
+    /// Why it was held back from its cluster (analysis messages); empty
+    /// when it was served.
+    pub held_back: Vec<String>,
 }
 
 /// The id of a group snapshot: a digest of its collections' names and
@@ -392,6 +399,7 @@ impl History {
             more_origins: p.more_origins,
             resources: total,
             collections,
+            held_back: p.held_back.clone(),
         };
         let protect = self
             .inner

@@ -27,9 +27,10 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
+use crate::analysis::{Analysis, AnalysisSpec, Decision};
 use crate::audit::{AuditEvent, AuditLog};
 use crate::groups::GroupRules;
-use crate::history::{History, Pins};
+use crate::history::{History, Pins, version_id};
 use crate::rollout;
 use crate::source::SourceEvent;
 use crate::store::{Conflict, Rejected, ServedObjects, Store, Warning};
@@ -144,6 +145,10 @@ pub struct Status {
     /// `/debug/object` (not part of `/status`: it holds every object).
     #[serde(skip)]
     pub served: Arc<ServedObjects>,
+    /// Per group, the analysis of its latest build (`/status` shows it
+    /// as its own section, `analysis`).
+    #[serde(skip)]
+    pub analysis: Vec<meshhub_api::analysis::ClusterAnalysis>,
 }
 
 /// The pipeline task's state.
@@ -160,6 +165,10 @@ pub struct Pipeline {
     rule_updates: Option<watch::Receiver<GroupRules>>,
     record: recording::Recording,
     rollout: Option<Staged>,
+    analysis: Analysis,
+    /// Per group, the latest build analysis let through (what a cluster
+    /// keeps while a newer build is held back).
+    good: HashMap<Group, Arc<Snapshot>>,
 }
 
 /// A staged rollout's controller and what feeds it in the pipeline task.
@@ -211,6 +220,8 @@ impl Pipeline {
             rule_updates: None,
             record: recording::Recording::default(),
             rollout: None,
+            analysis: Analysis::default(),
+            good: HashMap::new(),
         };
         p.update_status();
         (p, rx)
@@ -252,6 +263,24 @@ impl Pipeline {
             gate_answers,
         });
         self
+    }
+
+    /// Analyses every group's build as `spec` says, holding back the
+    /// versions it names (see [`crate::analysis`]).
+    pub fn analyse(mut self, spec: AnalysisSpec) -> Self {
+        self.analysis = Analysis::new(spec);
+        self.store.keep_facts(self.analysis.enabled());
+        self
+    }
+
+    /// What a group is served when no pin says otherwise: its latest
+    /// build, or while that is held back, its last good one.
+    fn servable(&self, group: &Group) -> Option<&Arc<Snapshot>> {
+        if self.analysis.is_held(group) {
+            self.good.get(group)
+        } else {
+            self.published.get(group)
+        }
     }
 
     /// Writes source changes, rejections and publications to `audit`.
@@ -405,6 +434,8 @@ impl Pipeline {
             if !kept.contains(&group) {
                 self.writer.remove(&group);
                 self.published.remove(&group);
+                self.good.remove(&group);
+                self.analysis.remove(&group);
                 info!(cluster = %group, "group withdrawn (cluster removed from the configuration)");
             }
         }
@@ -431,6 +462,8 @@ impl Pipeline {
             .iter()
             .map(|k| k.collection_shared().clone())
             .collect();
+        let analysing = self.analysis.enabled();
+        let mut facts: HashMap<Group, Vec<&meshhub_analyze::Facts>> = HashMap::new();
         let mut content: HashMap<Group, BTreeMap<Arc<str>, Vec<EncodedResource>>> = groups
             .iter()
             .map(|g| {
@@ -450,6 +483,9 @@ impl Pipeline {
                         .entry(obj.key.collection.clone())
                         .or_default()
                         .push(obj.resource.clone());
+                }
+                if let (true, Some(f)) = (analysing, &obj.facts) {
+                    facts.entry(g.clone()).or_default().push(f);
                 }
             }
         }
@@ -478,12 +514,32 @@ impl Pipeline {
             }
             if changed {
                 let snapshot = Arc::new(snapshot);
+                let held = if analysing {
+                    let serving = self.good.get(group).map(|s| version_id(s));
+                    match self.analysis.check(
+                        group,
+                        &version_id(&snapshot),
+                        facts.get(group).into_iter().flatten().copied(),
+                        serving,
+                        &self.record.audit,
+                    ) {
+                        Decision::Serve => {
+                            self.good.insert(group.clone(), snapshot.clone());
+                            Vec::new()
+                        }
+                        Decision::HoldBack(reasons) => reasons,
+                    }
+                } else {
+                    Vec::new()
+                };
                 let pinned = self.record.served_pin(group);
                 let staged = self
                     .rollout
                     .as_ref()
                     .is_some_and(|s| s.controller.governs(group));
-                if staged {
+                if !held.is_empty() {
+                    debug!(cluster = %group, "snapshot built; held back by analysis");
+                } else if staged {
                     debug!(cluster = %group, "snapshot built; the rollout decides when it is served");
                 } else if pinned.is_none() {
                     let woken = self.writer.set(group, snapshot.clone());
@@ -491,14 +547,23 @@ impl Pipeline {
                 } else {
                     debug!(cluster = %group, "snapshot built; the group is pinned");
                 }
-                self.record.published(group, &snapshot, &origins);
+                self.record.published(group, &snapshot, &origins, &held);
                 self.published.insert(group.clone(), snapshot);
             }
         }
         self.record.rejections(&resolved.rejected);
-        if let Some(s) = self.rollout.as_mut() {
-            let serve = s.controller.built(rollout::now_ms(), &self.published);
-            self.serve(serve);
+        if self.rollout.is_some() {
+            // The rollout stages what analysis lets through: a held-back
+            // build is not offered (the cluster's last good one is).
+            let servable: HashMap<Group, Arc<Snapshot>> = self
+                .published
+                .keys()
+                .filter_map(|g| self.servable(g).map(|s| (g.clone(), s.clone())))
+                .collect();
+            if let Some(s) = self.rollout.as_mut() {
+                let serve = s.controller.built(rollout::now_ms(), &servable);
+                self.serve(serve);
+            }
         }
 
         self.generation += 1;
@@ -534,7 +599,9 @@ impl Pipeline {
         status.rejected = resolved.rejected;
         status.conflicts = resolved.conflicts;
         status.warnings = resolved.warnings;
+        drop(facts);
         status.served = Arc::new(resolved.objects);
+        status.analysis = self.analysis.view();
         self.status.send_replace(Arc::new(status));
     }
 
@@ -573,18 +640,20 @@ impl Pipeline {
                     version: pin.record.version.clone(),
                     resources: pin.snapshot.collections().map(|(_, c)| c.len()).sum(),
                     served_pinned: Some(pin.record.version.clone()),
+                    held_back: Vec::new(),
                 });
             }
         }
         for group in self.record.unpinned(&pins) {
-            if let Some(snapshot) = self.published.get(&group) {
+            if let Some(snapshot) = self.servable(&group) {
                 self.writer.set(&group, snapshot.clone());
-                info!(cluster = %group, "pin lifted; serving the latest version");
+                info!(cluster = %group, "pin lifted; serving the latest version analysis lets through");
                 self.record.audit.record(AuditEvent::Published {
                     cluster: group.to_string(),
-                    version: crate::history::version_id(snapshot),
+                    version: version_id(snapshot),
                     resources: snapshot.collections().map(|(_, c)| c.len()).sum(),
                     served_pinned: None,
+                    held_back: Vec::new(),
                 });
             }
         }
@@ -652,6 +721,7 @@ impl Pipeline {
         status.conflicts = prev.conflicts.clone();
         status.warnings = prev.warnings.clone();
         status.served = prev.served.clone();
+        status.analysis = prev.analysis.clone();
         self.status.send_replace(Arc::new(status));
     }
 }

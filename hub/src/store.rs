@@ -22,6 +22,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::Arc;
 
+use meshhub_analyze::Facts;
 use meshhub_mcp::cache::Group;
 use meshhub_mcp::snapshot::EncodedResource;
 use meshhub_proto::kinds::{Kind, KindTable};
@@ -92,6 +93,9 @@ pub struct Transcoded {
     pub resource_version: Option<Box<str>>,
     /// What placement reads of its metadata.
     placement: Placement,
+    /// What per-cluster analysis reads of it (kept only while analysis is
+    /// on, and for the kinds it reads).
+    pub facts: Option<Box<Facts>>,
 }
 
 /// An object that passed every check, ready to serve: its transcoding (whose
@@ -311,6 +315,8 @@ pub struct Store {
     rules: GroupRules,
     unknown_fields: UnknownFields,
     semantic: SemanticCheck,
+    /// Keep what analysis reads of each object ([`Store::keep_facts`]).
+    facts: bool,
     units: BTreeMap<(Arc<str>, Arc<str>), Vec<Stored>>,
 }
 
@@ -335,8 +341,15 @@ impl Store {
             rules,
             unknown_fields,
             semantic,
+            facts: false,
             units: BTreeMap::new(),
         }
+    }
+
+    /// Keeps what per-cluster analysis reads of each accepted object
+    /// ([`Transcoded::facts`]); set before the first object arrives.
+    pub fn keep_facts(&mut self, keep: bool) {
+        self.facts = keep;
     }
 
     /// The kind table objects are read with.
@@ -469,7 +482,13 @@ impl Store {
     /// Transcodes and checks one object (everything that does not depend on
     /// the grouping rules). Consumes it: only what placement needs is kept.
     fn check(&self, obj: Object) -> Evaluated {
-        evaluate(&self.kinds, self.unknown_fields, &self.semantic, obj)
+        evaluate(
+            &self.kinds,
+            self.unknown_fields,
+            &self.semantic,
+            self.facts,
+            obj,
+        )
     }
 
     /// Places an evaluated object into groups under the current rules.
@@ -633,6 +652,7 @@ fn evaluate(
     kinds: &KindTable,
     unknown_fields: UnknownFields,
     semantic: &SemanticCheck,
+    facts: bool,
     obj: Object,
 ) -> Evaluated {
     let Checked {
@@ -674,6 +694,7 @@ fn evaluate(
                     encoded: r.encode_to_vec().into(),
                 },
                 warnings: verdict.warning_messages(),
+                facts: facts.then(|| Facts::of(&object).map(Box::new)).flatten(),
                 resource_version: object.metadata.resource_version.map(Into::into),
                 placement,
             }))

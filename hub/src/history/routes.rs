@@ -111,6 +111,7 @@ async fn list(State(s): State<HistoryState>, Query(q): Query<ClusterQuery>) -> R
                     origins: v.origins,
                     more_origins: v.more_origins,
                     resources: v.resources,
+                    held_back: v.held_back,
                 })
                 .collect(),
             pinned,

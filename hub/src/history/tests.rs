@@ -22,6 +22,7 @@ fn snap(resources: Vec<EncodedResource>) -> Arc<Snapshot> {
 
 fn publication(cluster: &str, snapshot: Arc<Snapshot>, unit: &str) -> Publication {
     Publication {
+        held_back: Vec::new(),
         cluster: cluster.into(),
         snapshot,
         at: SystemTime::now(),

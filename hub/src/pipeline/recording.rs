@@ -143,8 +143,15 @@ impl Recording {
         gone
     }
 
-    /// A group's snapshot changed.
-    pub fn published(&mut self, group: &Group, snapshot: &Arc<Snapshot>, origins: &Origins) {
+    /// A group's snapshot changed (`held_back`: why it is not served,
+    /// empty when it is).
+    pub fn published(
+        &mut self,
+        group: &Group,
+        snapshot: &Arc<Snapshot>,
+        origins: &Origins,
+        held_back: &[String],
+    ) {
         if !self.wanted() {
             return;
         }
@@ -163,6 +170,7 @@ impl Recording {
             version: version_id(snapshot),
             resources: snapshot.collections().map(|(_, c)| c.len()).sum(),
             served_pinned: pinned,
+            held_back: held_back.to_vec(),
         });
         if let Some(h) = &self.history {
             h.record(Publication {
@@ -171,6 +179,7 @@ impl Recording {
                 at: SystemTime::now(),
                 origins: origins.0.clone(),
                 more_origins: origins.1,
+                held_back: held_back.to_vec(),
             });
         }
     }

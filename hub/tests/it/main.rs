@@ -3,6 +3,7 @@
 //! and the agent they start in-process come from `meshhub_e2e::inproc`,
 //! waits and builders from `meshhub_testkit`, the rest from `support`.
 
+mod analysis;
 mod files;
 mod grpc_tls;
 mod hostile_config;

@@ -1,0 +1,82 @@
+use meshhub_analyze::Facts;
+use meshhub_proto::object::Object;
+
+use super::*;
+
+fn facts(yaml: &str) -> Facts {
+    let obj: Object = serde_saphyr::from_str(yaml).unwrap();
+    Facts::of(&obj).unwrap()
+}
+
+fn bound_vs() -> Facts {
+    facts(
+        "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: vs, namespace: ns}\nspec:\n  hosts: [a.example.com]\n  gateways: [gw]\n",
+    )
+}
+
+fn spec(hold_back: &[&'static str]) -> AnalysisSpec {
+    AnalysisSpec {
+        enabled: true,
+        hold_back: hold_back.iter().copied().collect(),
+    }
+}
+
+#[test]
+fn messages_are_kept_per_group_and_hold_back_only_for_chosen_codes() {
+    let east = Group::from("east");
+    let vs = bound_vs();
+    let mut a = Analysis::new(spec(&[]));
+    let audit = AuditLog::disabled();
+    assert_eq!(a.check(&east, "v1", [&vs], None, &audit), Decision::Serve);
+    let view = a.view();
+    assert_eq!(view.len(), 1);
+    assert_eq!(view[0].cluster, "east");
+    assert_eq!(view[0].count(Level::Error), 1);
+    assert_eq!(view[0].count(Level::Warning), 1);
+    assert!(view[0].held_back.is_none());
+
+    let mut a = Analysis::new(spec(&["IST0101"]));
+    let d = a.check(&east, "v2", [&vs], Some("v1".into()), &audit);
+    let Decision::HoldBack(reasons) = d else {
+        panic!("{d:?}")
+    };
+    assert_eq!(reasons.len(), 1);
+    assert!(reasons[0].contains("IST0101"), "{reasons:?}");
+    assert!(a.is_held(&east));
+    let held = a.view()[0].held_back.clone().unwrap();
+    assert_eq!(
+        (
+            held.version.as_str(),
+            held.serving.as_deref(),
+            held.codes.clone()
+        ),
+        ("v2", Some("v1"), vec!["IST0101".to_owned()])
+    );
+    // Still held by the next bad build: held since the first.
+    a.check(&east, "v3", [&vs], Some("v1".into()), &audit);
+    assert_eq!(a.view()[0].held_back.as_ref().unwrap().since, held.since);
+    // A clean build is served; a removed group is forgotten.
+    assert_eq!(
+        a.check(&east, "v4", [], Some("v1".into()), &audit),
+        Decision::Serve
+    );
+    assert!(!a.is_held(&east));
+    a.remove(&east);
+    assert!(a.view().is_empty());
+}
+
+#[test]
+fn disabled_analysis_serves_everything_and_shows_nothing() {
+    let mut a = Analysis::new(AnalysisSpec {
+        enabled: false,
+        hold_back: Default::default(),
+    });
+    assert!(!a.enabled());
+    let vs = bound_vs();
+    let g = Group::from("east");
+    assert_eq!(
+        a.check(&g, "v1", [&vs], None, &AuditLog::disabled()),
+        Decision::Serve
+    );
+    assert!(a.view().is_empty());
+}

@@ -54,6 +54,24 @@ pub struct AnalysisMessage {
     pub message: String,
 }
 
+impl From<&meshhub_analyze::Message> for AnalysisMessage {
+    fn from(m: &meshhub_analyze::Message) -> Self {
+        use meshhub_analyze::Severity;
+        Self {
+            code: m.code.code.to_owned(),
+            name: m.code.name.to_owned(),
+            level: match m.code.severity {
+                Severity::Error => Level::Error,
+                Severity::Warning => Level::Warning,
+                Severity::Info => Level::Info,
+            },
+            origin: m.object(),
+            path: m.path.clone(),
+            message: m.text.clone(),
+        }
+    }
+}
+
 impl fmt::Display for AnalysisMessage {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} [{}] {}", self.level, self.code, self.origin)?;

@@ -11,6 +11,7 @@ pub mod kinds;
 pub mod logging;
 pub mod node;
 pub mod object;
+pub mod placement;
 pub mod status;
 
 use serde::{Deserialize, Serialize};

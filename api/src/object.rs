@@ -4,10 +4,13 @@
 //! which clusters' groups receive it and, per cluster, what each peer of
 //! the group sent, ACKed or NACKed of it. `meshhubctl describe` shows it.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
 use meshhub_mcp::ledger::SyncState;
+
+use crate::analysis::AnalysisMessage;
 use serde::{Deserialize, Serialize};
 
 /// The query: a kind (any name [`crate::kinds::find_kind`] knows), and the
@@ -42,6 +45,10 @@ pub struct ObjectView {
     pub version: String,
     /// Every group that receives it.
     pub clusters: Vec<ClusterDelivery>,
+    /// Per cluster, the analysis messages about it in the group's latest
+    /// build (only clusters with messages).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub analysis: BTreeMap<String, Vec<AnalysisMessage>>,
 }
 
 /// The validation result.

@@ -102,6 +102,7 @@ fn object() -> ObjectView {
                 peer(PeerRole::Agent, Delivery::Behind, SyncState::Blocked),
             ],
         }],
+        analysis: BTreeMap::new(),
     }
 }
 

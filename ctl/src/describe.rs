@@ -107,6 +107,22 @@ fn sections(v: &ObjectView) -> String {
         ]);
     }
     out.push_str(&render(&rows));
+    if !v.analysis.is_empty() {
+        out.push_str("\nAnalysis:\n");
+        for (cluster, messages) in &v.analysis {
+            for m in messages {
+                let path = if m.path.is_empty() {
+                    String::new()
+                } else {
+                    format!(" {}", m.path)
+                };
+                out.push_str(&format!(
+                    "  {cluster}: {} [{}]{path}: {}\n",
+                    m.level, m.code, m.message
+                ));
+            }
+        }
+    }
     out.push_str("\nClusters:\n");
     if v.clusters.is_empty() {
         out.push_str("  none (the object is served to no cluster)\n");

@@ -196,6 +196,8 @@ pub async fn history(args: HistoryArgs) -> Result<(), String> {
         }
         let mark = if Some(v.seq) == pinned_seq {
             " (pinned)"
+        } else if !v.held_back.is_empty() {
+            " (held back)"
         } else {
             ""
         };
@@ -209,6 +211,15 @@ pub async fn history(args: HistoryArgs) -> Result<(), String> {
         ]);
     }
     print!("{}", render(&rows));
+    for v in view.versions.iter().filter(|v| !v.held_back.is_empty()) {
+        println!(
+            "\n#{} {} was HELD BACK by analysis (the cluster kept its last good version):",
+            v.seq, v.id
+        );
+        for reason in &v.held_back {
+            println!("  {reason}");
+        }
+    }
     if let Some(p) = &view.pinned {
         let r = &p.record;
         println!(

@@ -16,15 +16,18 @@
 //! answers with.
 
 mod admin;
+mod analyze;
 mod describe;
 mod diff;
 mod fetch;
+mod files;
 mod get;
 mod history;
 mod log_level;
 mod output;
 mod rollout;
 mod status;
+mod validate;
 mod wait;
 mod watch;
 
@@ -80,6 +83,25 @@ enum Command {
     /// The staged rollout: `status`, `promote`, `abort`, `resume`
     /// (`--cluster C` for one cluster).
     Rollout(rollout::RolloutArgs),
+    /// Check files offline as the hub would (schema and Istio's rules);
+    /// exit 0 when every object passes, 1 when one does not, 2 on trouble.
+    Validate(validate::ValidateArgs),
+    /// Analyse what each cluster receives (Istio's analyzer codes):
+    /// offline over files with a hub configuration's clusters, or as a
+    /// running hub reports it; exit 0 without errors, 1 with, 2 on trouble.
+    Analyze(analyze::AnalyzeArgs),
+}
+
+/// As diff(1): 0 when `Ok(true)`, 1 when `Ok(false)`, 2 on trouble.
+fn verdict(result: Result<bool, String>) -> ExitCode {
+    match result {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("meshhubctl: {e}");
+            ExitCode::from(2)
+        }
+    }
 }
 
 #[tokio::main]
@@ -91,17 +113,10 @@ async fn main() -> ExitCode {
         Command::LogLevel(args) => log_level::run(args).await,
         Command::Get(args) => get::run(args).await,
         Command::Describe(args) => describe::run(args).await,
-        Command::Diff(args) => {
-            // As diff(1): 0 equal, 1 different, 2 trouble.
-            return match diff::run(args).await {
-                Ok(true) => ExitCode::SUCCESS,
-                Ok(false) => ExitCode::from(1),
-                Err(e) => {
-                    eprintln!("meshhubctl: {e}");
-                    ExitCode::from(2)
-                }
-            };
-        }
+        // As diff(1): 0 equal, 1 different, 2 trouble.
+        Command::Diff(args) => return verdict(diff::run(args).await),
+        Command::Validate(args) => return verdict(validate::run(args)),
+        Command::Analyze(args) => return verdict(analyze::run(args).await),
         Command::Completion { shell } => {
             // Into a buffer: the generator panics on a closed pipe.
             let mut script = Vec::new();

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::io::{IsTerminal as _, Write as _};
 use std::time::Duration;
 
+use meshhub_api::analysis::{ClusterAnalysis, Level};
 use meshhub_api::history::{PinView, UnresolvedPin};
 use meshhub_api::status::RemoteView;
 use meshhub_mcp::ledger::{At, CollectionStatus, PeerStatus, SyncState};
@@ -48,6 +49,10 @@ struct Report {
     /// Shared pins this hub replica can't serve.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     unresolved_pins: Vec<UnresolvedPin>,
+    /// Per cluster, the analysis of its latest build and the version held
+    /// back, if any.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    analysis: Vec<ClusterAnalysis>,
 }
 
 #[derive(Debug, Serialize)]
@@ -143,6 +148,7 @@ async fn frame(args: &StatusArgs) -> Result<String, String> {
             .collect(),
         pins: doc.pins,
         unresolved_pins: doc.unresolved_pins,
+        analysis: doc.analysis,
     };
     match structured(&report, args.output) {
         Some(text) => text,
@@ -326,6 +332,51 @@ fn table(report: &Report) -> String {
             p.behind,
             p.latest.as_deref().unwrap_or("?"),
         ));
+    }
+    let noted: Vec<&ClusterAnalysis> = report
+        .analysis
+        .iter()
+        .filter(|a| !a.messages.is_empty() || a.held_back.is_some())
+        .collect();
+    if !noted.is_empty() {
+        let mut rows = vec![vec![
+            "ANALYSIS".to_owned(),
+            "VERSION".to_owned(),
+            "ERRORS".to_owned(),
+            "WARNINGS".to_owned(),
+            "INFO".to_owned(),
+            "HELD BACK".to_owned(),
+        ]];
+        for a in &noted {
+            rows.push(vec![
+                a.cluster.clone(),
+                crate::output::short(&a.version),
+                a.count(Level::Error).to_string(),
+                a.count(Level::Warning).to_string(),
+                a.count(Level::Info).to_string(),
+                a.held_back
+                    .as_ref()
+                    .map_or_else(|| "-".to_owned(), |h| h.codes.join(",")),
+            ]);
+        }
+        out.push('\n');
+        out.push_str(&render(&rows));
+    }
+    for a in &report.analysis {
+        if let Some(h) = &a.held_back {
+            out.push_str(&format!(
+                "\nHELD BACK: cluster {} is not served version {} (analysis found {}; since {}); {} (see meshhubctl analyze --cluster {})\n",
+                a.cluster,
+                h.version,
+                h.codes.join(", "),
+                h.since,
+                match &h.serving {
+                    Some(v) => format!("serving its last good version {v}"),
+                    None => "it has no good version yet: nothing is served".to_owned(),
+                },
+                a.cluster,
+            ));
+        }
     }
     for p in &report.unresolved_pins {
         let r = &p.record;

@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Instant, SystemTime};
 
 use meshhub_analyze::{Facts, Message, Severity};
-use meshhub_api::analysis::{AnalysisMessage, ClusterAnalysis, HeldBack, Level};
+use meshhub_api::analysis::{AnalysisMessage, ClusterAnalysis, HeldBack};
 use meshhub_mcp::cache::Group;
 use tracing::{info, warn};
 
@@ -55,22 +55,6 @@ struct GroupState {
 pub struct Analysis {
     spec: Option<AnalysisSpec>,
     groups: BTreeMap<Group, GroupState>,
-}
-
-/// A message as the admin port shows it.
-pub fn view(m: &Message) -> AnalysisMessage {
-    AnalysisMessage {
-        code: m.code.code.to_owned(),
-        name: m.code.name.to_owned(),
-        level: match m.code.severity {
-            Severity::Error => Level::Error,
-            Severity::Warning => Level::Warning,
-            Severity::Info => Level::Info,
-        },
-        origin: m.object(),
-        path: m.path.clone(),
-        message: m.text.clone(),
-    }
 }
 
 impl Analysis {
@@ -122,7 +106,7 @@ impl Analysis {
         for m in &messages {
             *counts.entry((m.code.code, m.code.severity)).or_default() += 1;
         }
-        let views: Vec<AnalysisMessage> = messages.iter().map(view).collect();
+        let views: Vec<AnalysisMessage> = messages.iter().map(AnalysisMessage::from).collect();
         let prev = self.groups.remove(group);
         for ((code, severity), _) in prev.iter().flat_map(|p| &p.counts) {
             if !counts.contains_key(&(*code, *severity)) {

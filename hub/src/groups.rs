@@ -24,76 +24,15 @@
 //! identity does not allow is refused with `PERMISSION_DENIED`; one that
 //! names none gets the first group its identity allows.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use meshhub_api::node::unknown_cluster_refusal;
 pub use meshhub_api::node::{CLUSTER_ANNOTATION, DEFAULT_GROUP};
+pub use meshhub_api::placement::{CLUSTERS_ANNOTATION, Placement, Selector};
 use meshhub_mcp::authz::GroupAccess;
 use meshhub_mcp::cache::Group;
 use meshhub_mcp::group::{Consumer, GroupError, GroupIndex};
-use meshhub_proto::object::ObjectMeta;
 use tokio::sync::watch;
-
-/// Object annotation naming the groups that receive the object.
-pub const CLUSTERS_ANNOTATION: &str = "meshhub.io/clusters";
-
-/// Which objects a cluster receives.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Selector {
-    /// Namespaces whose objects match; empty = every namespace.
-    pub namespaces: BTreeSet<String>,
-    /// Labels an object must carry, with these values; empty = any object.
-    pub labels: BTreeMap<String, String>,
-}
-
-impl Selector {
-    /// Whether an object in `namespace` placed by `object` matches.
-    pub fn matches(&self, namespace: &str, object: &Placement) -> bool {
-        (self.namespaces.is_empty() || self.namespaces.contains(namespace))
-            && self
-                .labels
-                .iter()
-                .all(|(k, v)| object.label(k).is_some_and(|l| l == v))
-    }
-}
-
-/// What placement reads of an object's metadata: its labels and its
-/// [`CLUSTERS_ANNOTATION`]. The store keeps this for every object it holds
-/// (the rest of the metadata is in the encoded resource), so it is compact:
-/// two sorted boxed slices rather than the metadata's maps (a map node is
-/// over 500 bytes, even for one label).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Placement {
-    /// Sorted by key (the metadata's map order).
-    labels: Box<[(Box<str>, Box<str>)]>,
-    clusters: Option<Box<str>>,
-}
-
-impl Placement {
-    /// What placement reads of `meta`.
-    pub fn of(meta: &ObjectMeta) -> Self {
-        Self {
-            labels: meta
-                .labels
-                .iter()
-                .map(|(k, v)| (Box::from(k.as_str()), Box::from(v.as_str())))
-                .collect(),
-            clusters: meta
-                .annotations
-                .get(CLUSTERS_ANNOTATION)
-                .map(|v| Box::from(v.as_str())),
-        }
-    }
-
-    /// The value of label `key`.
-    pub fn label(&self, key: &str) -> Option<&str> {
-        self.labels
-            .binary_search_by(|(k, _)| (**k).cmp(key))
-            .ok()
-            .map(|i| &*self.labels[i].1)
-    }
-}
 
 /// One configured cluster.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -161,34 +100,12 @@ impl GroupRules {
     /// effective namespace is `namespace`), sorted; or why the object can't
     /// be placed.
     pub fn targets(&self, object: &Placement, namespace: &str) -> Result<Arc<[Group]>, String> {
-        if let Some(list) = object.clusters.as_deref() {
-            let mut out = Vec::new();
-            let mut unknown = Vec::new();
-            for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
-                match self.find(name) {
-                    Some(g) => out.push(g),
-                    None => unknown.push(name),
-                }
-            }
-            if !unknown.is_empty() {
-                return Err(format!(
-                    "metadata.annotations[{CLUSTERS_ANNOTATION}]: unknown cluster(s) {} (known: {})",
-                    unknown.join(", "),
-                    self.groups()
-                        .iter()
-                        .map(|g| g.as_ref())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ));
-            }
-            if out.is_empty() {
-                return Err(format!(
-                    "metadata.annotations[{CLUSTERS_ANNOTATION}]: names no cluster"
-                ));
-            }
-            out.sort();
-            out.dedup();
-            return Ok(out.into());
+        let named = object.named(
+            |name| self.find(name),
+            || self.groups().iter().map(ToString::to_string).collect(),
+        );
+        if let Some(named) = named {
+            return named.map(Into::into);
         }
         let mut out: Vec<Group> = self
             .clusters
@@ -269,6 +186,7 @@ impl GroupIndex for LiveRules {
 mod tests {
     use super::*;
     use meshhub_proto::mcp::SinkNode;
+    use std::collections::{BTreeMap, BTreeSet};
 
     fn rules() -> GroupRules {
         GroupRules::new(&[

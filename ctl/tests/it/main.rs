@@ -2,6 +2,7 @@
 //! servers on loopback (in-process): one test binary, a module per area.
 
 mod history;
+mod offline;
 mod ops;
 mod rollout;
 mod status;

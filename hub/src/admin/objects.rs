@@ -130,6 +130,21 @@ pub fn describe(s: &AdminState, kind: &Kind, q: &ObjectQuery) -> Option<ObjectVi
                 .collect()
         })
         .unwrap_or_default();
+    let origin = format!("{} {name}", kind.kind());
+    let analysis = status
+        .analysis
+        .iter()
+        .map(|a| {
+            let about: Vec<_> = a
+                .messages
+                .iter()
+                .filter(|m| m.origin == origin)
+                .cloned()
+                .collect();
+            (a.cluster.clone(), about)
+        })
+        .filter(|(_, about)| !about.is_empty())
+        .collect();
     Some(ObjectView {
         kind: kind.kind().to_owned(),
         api_version: kind.api_version(),
@@ -141,6 +156,7 @@ pub fn describe(s: &AdminState, kind: &Kind, q: &ObjectQuery) -> Option<ObjectVi
             .map(|(object, _)| object.resource.version.to_string())
             .unwrap_or_default(),
         clusters,
+        analysis,
     })
 }
 

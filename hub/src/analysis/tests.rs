@@ -1,4 +1,5 @@
 use meshhub_analyze::Facts;
+use meshhub_api::analysis::Level;
 use meshhub_proto::object::Object;
 
 use super::*;

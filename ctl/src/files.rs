@@ -14,8 +14,9 @@ use serde_json::Value;
 pub struct Document {
     /// The file (`-` for standard input).
     pub file: String,
-    /// Its place in the file: the document's index from 0, and the item's
-    /// in a `List` (`2`, `2.items[0]`).
+    /// Its place in the file: the document's number from 1 (as the hub's
+    /// file source numbers them; `0`: the file as a whole), and the item's
+    /// index in a `List` (`2`, `2.items[0]`).
     pub index: String,
     /// The object, or why the document is not one.
     pub parsed: Result<Object, String>,
@@ -99,6 +100,7 @@ fn documents(file: &str, text: &str, json: bool, out: &mut Vec<Document>) {
         }
     };
     for (i, doc) in docs.into_iter().enumerate() {
+        let n = i + 1;
         if doc.is_null() {
             continue;
         }
@@ -108,10 +110,10 @@ fn documents(file: &str, text: &str, json: bool, out: &mut Vec<Document>) {
         match items {
             Some(items) => {
                 for (j, item) in items.into_iter().enumerate() {
-                    out.push(object(file, format!("{i}.items[{j}]"), item));
+                    out.push(object(file, format!("{n}.items[{j}]"), item));
                 }
             }
-            None => out.push(object(file, i.to_string(), doc)),
+            None => out.push(object(file, n.to_string(), doc)),
         }
     }
 }
@@ -142,7 +144,7 @@ mod tests {
         assert_eq!(
             got,
             [
-                ("f.yaml#0".to_owned(), true),
+                ("f.yaml#1".to_owned(), true),
                 ("f.yaml#2.items[0]".to_owned(), true),
                 ("f.yaml#2.items[1]".to_owned(), false),
             ]

@@ -37,7 +37,8 @@ pub struct ValidateArgs {
 pub struct Checked {
     /// The file (`-`: standard input).
     pub file: String,
-    /// The document's index in it (`2`, `2.items[0]` in a `List`).
+    /// The document's number in it, from 1 (`2`, `2.items[0]` in a
+    /// `List`; `0`: the file as a whole).
     pub document: String,
     /// Its kind, when readable.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -147,17 +147,17 @@ async fn validate_names_each_bad_object_by_file_and_document_and_exits_1() {
     assert_eq!(invalid.len(), 2, "{invalid:?}");
     assert_eq!(
         (invalid[0].0.as_str(), invalid[0].1.as_str()),
-        ("bad.yaml", "1")
+        ("bad.yaml", "2")
     );
     assert!(invalid[0].2.contains("hosts"), "{invalid:?}");
-    assert_eq!(invalid[1].1, "2");
+    assert_eq!(invalid[1].1, "3");
     assert!(invalid[1].2.contains("bogus"), "{invalid:?}");
 
     // Standard input; a file that is no YAML; a path that does not exist.
     let (code, out) = ctl_stdin(&["validate", "-f", "-"], GATEWAY).await;
     assert_eq!(code, 0, "{out}");
     assert!(
-        out.contains("-     0    Gateway bookinfo/bookinfo-gateway  valid"),
+        out.contains("-     1    Gateway bookinfo/bookinfo-gateway  valid"),
         "{out}"
     );
     let (code, out) = ctl_stdin(&["validate", "-f", "-"], "kind: [oops\n").await;
@@ -222,7 +222,10 @@ async fn analyze_places_files_into_the_configured_clusters() {
     let (code, out, _) = ctl(&["analyze", "-f", d, "-o", "yaml"]).await;
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("cluster: default"), "{out}");
-    assert!(out.contains("unknown cluster(s) east (known: default)"), "{out}");
+    assert!(
+        out.contains("unknown cluster(s) east (known: default)"),
+        "{out}"
+    );
     // An unknown cluster is trouble.
     let (code, _, err) = ctl(&["analyze", "-f", d, "--config", config, "--cluster", "north"]).await;
     assert_eq!(code, 2);

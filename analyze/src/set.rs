@@ -1,4 +1,7 @@
-//! The objects one analysis runs over, indexed by kind.
+//! The objects one analysis runs over, indexed by kind (and the kinds
+//! others refer to by name, by name: lookups stay O(1) per reference).
+
+use std::collections::{HashMap, HashSet};
 
 use crate::facts::{Body, DestinationRule, Facts, Gateway, ServiceEntry, VirtualService};
 
@@ -13,6 +16,8 @@ pub struct Set<'a> {
     pub namespace_sidecars: Vec<&'a Facts>,
     /// Telemetries without a selector.
     pub namespace_telemetries: Vec<&'a Facts>,
+    gateways_by_name: HashMap<(&'a str, &'a str), &'a Gateway>,
+    virtual_service_names: HashSet<(&'a str, &'a str)>,
 }
 
 impl<'a> Set<'a> {
@@ -39,21 +44,26 @@ impl<'a> Set<'a> {
         set.service_entries.sort_by(|a, b| by_name(a.0, b.0));
         set.namespace_sidecars.sort_by(|a, b| by_name(a, b));
         set.namespace_telemetries.sort_by(|a, b| by_name(a, b));
+        set.gateways_by_name = set
+            .gateways
+            .iter()
+            .map(|(f, g)| ((f.namespace.as_str(), f.name.as_str()), *g))
+            .collect();
+        set.virtual_service_names = set
+            .virtual_services
+            .iter()
+            .map(|(f, _)| (f.namespace.as_str(), f.name.as_str()))
+            .collect();
         set
     }
 
     /// The Gateway `namespace/name`, if the set holds it.
     pub fn gateway(&self, namespace: &str, name: &str) -> Option<&'a Gateway> {
-        self.gateways
-            .iter()
-            .find(|(f, _)| f.namespace == namespace && f.name == name)
-            .map(|(_, g)| *g)
+        self.gateways_by_name.get(&(namespace, name)).copied()
     }
 
     /// Whether the set holds the VirtualService `namespace/name`.
     pub fn has_virtual_service(&self, namespace: &str, name: &str) -> bool {
-        self.virtual_services
-            .iter()
-            .any(|(f, _)| f.namespace == namespace && f.name == name)
+        self.virtual_service_names.contains(&(namespace, name))
     }
 }

@@ -151,17 +151,44 @@ pub fn mesh_host_conflicts(set: &Set<'_>, out: &mut Report) {
             }
         }
     }
+    // Hosts exported everywhere overlap every scope: exact names by name,
+    // wildcards (few) by matching.
+    let everywhere: BTreeMap<&str, &Vec<&Facts>> = claims
+        .iter()
+        .filter(|((scope, _), _)| scope == "*")
+        .map(|((_, fqdn), c)| (fqdn.as_str(), c))
+        .collect();
+    let wildcards: Vec<(&str, &Vec<&Facts>)> = everywhere
+        .iter()
+        .filter(|(h, _)| h.starts_with('*'))
+        .map(|(h, c)| (*h, *c))
+        .collect();
     let mut reported: BTreeSet<(&str, &str)> = BTreeSet::new();
     for ((scope, fqdn), claimants) in &claims {
         let mut all = claimants.clone();
         if scope != "*" {
-            for ((other_scope, other), more) in &claims {
-                if other_scope == "*" && hosts::matches(fqdn, other) {
-                    for m in more {
-                        if !all.iter().any(|c| std::ptr::eq(*c, *m)) {
-                            all.push(m);
-                        }
-                    }
+            let overlapping: Vec<&Vec<&Facts>> = if fqdn.starts_with('*') {
+                everywhere
+                    .iter()
+                    .filter(|(h, _)| hosts::matches(fqdn, h))
+                    .map(|(_, c)| *c)
+                    .collect()
+            } else {
+                everywhere
+                    .get(fqdn.as_str())
+                    .into_iter()
+                    .copied()
+                    .chain(
+                        wildcards
+                            .iter()
+                            .filter(|(h, _)| hosts::matches(fqdn, h))
+                            .map(|(_, c)| *c),
+                    )
+                    .collect()
+            };
+            for m in overlapping.into_iter().flatten() {
+                if !all.iter().any(|c| std::ptr::eq(*c, *m)) {
+                    all.push(m);
                 }
             }
         }

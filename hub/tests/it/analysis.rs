@@ -63,7 +63,9 @@ async fn start(dir: &Path, west: &str, hold_back: &str) -> Hub {
     let clusters = format!(
         "  - name: east\n    namespaces: [bookinfo]\n  - name: {west}\n    namespaces: [bookinfo]\n"
     );
-    let extra = format!("history:\n  dir: history\nanalysis:\n  holdBack: [{hold_back}]\n");
+    let extra = format!(
+        "history:\n  dir: history\naudit:\n  file: audit.log\nanalysis:\n  holdBack: [{hold_back}]\n"
+    );
     hub_of_text(
         &dir.join("meshhub.yaml"),
         &files_hub("objects", &clusters, &extra),
@@ -135,6 +137,7 @@ async fn a_gateway_only_one_cluster_receives_is_reported_for_the_other_and_holds
     .await;
     assert_eq!(vs_version(&hub, "west").as_deref(), Some(good.as_str()));
     let held = west.held_back.clone().unwrap();
+    let held_version = held.version.clone();
     assert_eq!(held.codes, ["IST0101"]);
     assert_eq!(held.version, west.version);
     assert!(held.serving.is_some(), "{held:?}");
@@ -185,6 +188,32 @@ async fn a_gateway_only_one_cluster_receives_is_reported_for_the_other_and_holds
         "{west:?}"
     );
     assert!(hub.shutdown().await);
+
+    // The audit log: west's analysis as it changed (found, then clean
+    // again), and the publication held back with why.
+    let audit = std::fs::read_to_string(dir.path().join("audit.log")).unwrap();
+    let records: Vec<serde_json::Value> = audit
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let west_analysis: Vec<usize> = records
+        .iter()
+        .filter(|r| r["event"] == "analysis" && r["cluster"] == "west")
+        .map(|r| r["messages"].as_array().unwrap().len())
+        .collect();
+    assert!(west_analysis.ends_with(&[2, 0]), "{audit}");
+    let held: Vec<&serde_json::Value> = records
+        .iter()
+        .filter(|r| {
+            r["event"] == "published" && r["cluster"] == "west" && r.get("heldBack").is_some()
+        })
+        .collect();
+    assert_eq!(held.len(), 1, "{audit}");
+    assert_eq!(
+        held[0]["version"],
+        serde_json::json!(held_version),
+        "{audit}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -234,3 +234,26 @@ async fn without_hold_back_the_version_is_served_and_reported() {
     assert!(analysis(&hub, "east").await.unwrap().messages.is_empty());
     assert!(hub.shutdown().await);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_that_never_had_a_good_version_is_served_nothing_until_one_comes() {
+    let dir = tempfile::tempdir().unwrap();
+    let objects = dir.path().join("objects");
+    std::fs::create_dir_all(&objects).unwrap();
+    std::fs::write(objects.join("gateway.yaml"), gateway("east")).unwrap();
+    std::fs::write(objects.join("vs.yaml"), virtual_service(true)).unwrap();
+    let hub = start(dir.path(), "third", "IST0101").await;
+    let third = eventually_some("third analysed", async || analysis(&hub, "third").await).await;
+    let held = third.held_back.expect("held back from the start");
+    assert_eq!(held.serving, None);
+    assert!(hub.cache().snapshot("third").is_none(), "nothing is served");
+    assert!(vs_version(&hub, "east").is_some());
+    // The first good build is served at once.
+    write_atomic(&objects.join("vs.yaml"), &virtual_service(false));
+    eventually_some("third is served its first good version", async || {
+        vs_version(&hub, "third")
+    })
+    .await;
+    assert!(analysis(&hub, "third").await.unwrap().held_back.is_none());
+    assert!(hub.shutdown().await);
+}

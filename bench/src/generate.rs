@@ -27,6 +27,42 @@ pub fn fixtures_dir() -> PathBuf {
     )
 }
 
+/// The fixture objects, in file order: the templates of every generated
+/// object.
+pub fn templates() -> Result<Vec<Object>> {
+    let fixtures = fixtures_dir();
+    let mut templates = Vec::new();
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(&fixtures)
+        .with_context(|| format!("reading fixtures {}", fixtures.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    paths.sort();
+    for p in paths {
+        let text = std::fs::read_to_string(&p)?;
+        for obj in parse_yaml(&text) {
+            templates.push(obj.with_context(|| format!("fixture {}", p.display()))?);
+        }
+    }
+    if templates.is_empty() {
+        bail!("no fixtures in {}", fixtures.display());
+    }
+    Ok(templates)
+}
+
+/// The `limits:` block of every generated hub configuration: the load
+/// generator multiplexes many consumers over few connections and opens
+/// them all at once: it measures serving, not the flow-control limits,
+/// which it lifts.
+pub const LIFTED_LIMITS: &str = concat!(
+    "limits:\n",
+    "  newStreamsPerSecond: 1000000\n",
+    "  newStreamsBurst: 1000000\n",
+    "  connectionStreamsPerSecond: 1000000\n",
+    "  connectionStreamsBurst: 1000000\n",
+    "  maxStreams: 1000000\n",
+);
+
 /// A generated configuration on disk.
 pub struct Corpus {
     /// The directory holding `meshhub.yaml` and the object files.
@@ -46,23 +82,7 @@ pub struct Corpus {
 impl Corpus {
     /// Writes `resources` objects into `dir`.
     pub fn generate(dir: &Path, resources: usize, per_file: usize) -> Result<Self> {
-        let fixtures = fixtures_dir();
-        let mut templates = Vec::new();
-        let mut paths: Vec<PathBuf> = std::fs::read_dir(&fixtures)
-            .with_context(|| format!("reading fixtures {}", fixtures.display()))?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
-            .collect();
-        paths.sort();
-        for p in paths {
-            let text = std::fs::read_to_string(&p)?;
-            for obj in parse_yaml(&text) {
-                templates.push(obj.with_context(|| format!("fixture {}", p.display()))?);
-            }
-        }
-        if templates.is_empty() {
-            bail!("no fixtures in {}", fixtures.display());
-        }
+        let templates = templates()?;
         let kinds = KindTable::builtin();
         let mut collections = BTreeSet::new();
         for t in templates.iter().take(resources) {
@@ -74,26 +94,13 @@ impl Corpus {
         std::fs::create_dir_all(dir.join("objects"))?;
         std::fs::write(
             dir.join("meshhub.yaml"),
-            // The load generator multiplexes many consumers over few
-            // connections and opens them all at once: it measures serving,
-            // not the flow-control limits, which it lifts.
-            concat!(
-                "sources:\n",
-                "  - name: bench\n",
-                "    file:\n",
-                "      path: objects\n",
-                "limits:\n",
-                "  newStreamsPerSecond: 1000000\n",
-                "  newStreamsBurst: 1000000\n",
-                "  connectionStreamsPerSecond: 1000000\n",
-                "  connectionStreamsBurst: 1000000\n",
-                "  maxStreams: 1000000\n",
+            format!(
+                "sources:\n  - name: bench\n    file:\n      path: objects\n{LIFTED_LIMITS}{}",
                 // P3 rewrites every file at once; on a loaded machine the
                 // rescan can outlast the default 1 s maximum wait and the
                 // burst would be published in two parts. One change (P1) and
                 // the initial snapshot (P4) are unaffected.
-                "debounce:\n",
-                "  maxWait: 10s\n",
+                "debounce:\n  maxWait: 10s\n",
             ),
         )?;
         let corpus = Self {

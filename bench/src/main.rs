@@ -1,6 +1,7 @@
 //! `meshhub-bench`: meshhub's performance harness (issue 6).
 //!
-//! `meshhub-bench all` runs P1–P4 and prints a table of measured figures
+//! `meshhub-bench all` runs P1–P4 and the remote clusters (`clusters`,
+//! `storm`) and prints a table of measured figures
 //! beside their targets; `--quick` runs the same scenarios at small sizes to
 //! prove the harness (CI). Each scenario runs the hub and the load generator
 //! in separate processes — this binary started with the `server` and `load`
@@ -8,8 +9,10 @@
 //! the open-file limit. See `docs/performance.md`.
 
 mod adsload;
+mod agents;
 mod digest;
 mod envelope;
+mod fleet;
 mod floor;
 mod generate;
 mod k8s;
@@ -20,6 +23,7 @@ mod proc;
 mod rawtcp;
 mod report;
 mod server;
+mod sinks;
 mod suite;
 
 use std::net::SocketAddr;
@@ -44,7 +48,7 @@ enum Command {
         /// Small sizes: proves the harness works, measures nothing useful.
         #[arg(long)]
         quick: bool,
-        /// Only these scenarios (p1, p2, p3, p4, p5, k8s), comma-separated.
+        /// Only these scenarios (p1, p2, p3, p4, clusters, p5, k8s), comma-separated.
         #[arg(long, value_delimiter = ',')]
         only: Vec<String>,
         /// Size overrides, e.g. `--size p2.resources=40` (repeatable).
@@ -56,6 +60,18 @@ enum Command {
         /// The hub configuration file.
         #[arg(long)]
         config: PathBuf,
+        /// The group whose publishes are timestamped.
+        #[arg(long, default_value = server::DEFAULT_GROUP)]
+        group: String,
+    },
+    /// (internal) Scenario `clusters`' light sink agents.
+    Sinks {
+        /// Sinks (clusters) to serve, each on its own listener.
+        #[arg(long)]
+        count: usize,
+        /// Ask for incremental responses, declaring what is held.
+        #[arg(long)]
+        incremental: bool,
     },
     /// (internal) P2's floor: a minimal tonic `ResourceSource` server.
     Floor,
@@ -123,7 +139,8 @@ async fn main() -> ExitCode {
         .init();
     let result = match cli.command {
         Command::All { quick, only, size } => all(quick, &only, &size).await,
-        Command::Server { config } => server::run(config).await,
+        Command::Server { config, group } => server::run(config, group).await,
+        Command::Sinks { count, incremental } => sinks::run(count, incremental).await,
         Command::Floor => floor::run().await,
         Command::Load {
             addr,

@@ -17,6 +17,25 @@ pub struct Params {
     pub p5: crate::p5::Sizes,
     /// k8s: objects in the kube-apiserver (only with `--only k8s`).
     pub k8s: usize,
+    /// clusters: remote clusters dialed by the hub.
+    pub clusters: ClusterSizes,
+}
+
+/// Sizes of scenario `clusters`.
+#[derive(Clone, Copy, Debug)]
+pub struct ClusterSizes {
+    /// Light sinks (clusters), each on its own listener and connection.
+    pub n: usize,
+    /// Real `meshhub-sink-agent` processes besides them.
+    pub agents: usize,
+    /// Objects every cluster receives.
+    pub shared: usize,
+    /// Objects of each cluster's own.
+    pub per_cluster: usize,
+    /// Change rounds of each kind (all clusters, one cluster).
+    pub changes: usize,
+    /// Whether the reconnect storms run (0 or 1).
+    pub storm: usize,
 }
 
 impl Params {
@@ -29,17 +48,35 @@ impl Params {
             p4: 100_000,
             p5: crate::p5::Sizes::full(),
             k8s: 100_000,
+            clusters: ClusterSizes {
+                n: 1000,
+                agents: 4,
+                shared: 200,
+                per_cluster: 2,
+                changes: 5,
+                storm: 1,
+            },
         }
     }
 
     /// Overrides one size: `p1.streams`, `p1.conns`, `p1.resources`,
     /// `p1.changes`, `p2.streams`, `p2.conns`, `p2.resources`,
-    /// `p3.streams`, `p3.conns`, `p3.resources`, `p4.resources`.
+    /// `p3.streams`, `p3.conns`, `p3.resources`, `p4.resources`,
+    /// `clusters.{n,agents,shared,perCluster,changes,storm}` (agents and
+    /// storm may be 0).
     pub fn set(&mut self, setting: &str) -> Result<()> {
         let (key, value) = setting
             .split_once('=')
             .with_context(|| format!("size {setting:?} is not key=value"))?;
         let v: usize = value.parse().with_context(|| format!("size {setting:?}"))?;
+        if key == "clusters.storm" || key == "clusters.agents" {
+            if key == "clusters.storm" {
+                self.clusters.storm = v;
+            } else {
+                self.clusters.agents = v;
+            }
+            return Ok(());
+        }
         ensure!(v > 0, "size {setting:?} must be positive");
         match key {
             "p1.streams" => self.p1.0 = v,
@@ -54,6 +91,10 @@ impl Params {
             "p3.resources" => self.p3.2 = v,
             "p4.resources" => self.p4 = v,
             "k8s.resources" => self.k8s = v,
+            "clusters.n" => self.clusters.n = v,
+            "clusters.shared" => self.clusters.shared = v,
+            "clusters.perCluster" => self.clusters.per_cluster = v,
+            "clusters.changes" => self.clusters.changes = v,
             k if k.starts_with("p5.") => self.p5.set(k, v)?,
             _ => bail!("unknown size {key:?}"),
         }
@@ -69,6 +110,14 @@ impl Params {
             p4: 2_000,
             p5: crate::p5::Sizes::quick(),
             k8s: 1_000,
+            clusters: ClusterSizes {
+                n: 20,
+                agents: 1,
+                shared: 40,
+                per_cluster: 2,
+                changes: 2,
+                storm: 1,
+            },
         }
     }
 }

@@ -164,6 +164,15 @@ impl Child {
         }
     }
 
+    /// Kills the child at once (`SIGKILL`: no shutdown, no goodbye to its
+    /// peers) and reaps it.
+    pub async fn kill(&mut self) -> Result<()> {
+        self.child
+            .kill()
+            .await
+            .with_context(|| format!("killing the {} process", self.name))
+    }
+
     /// Asks the child to quit, waits briefly, then kills it.
     pub async fn finish(mut self) {
         let _ = self.send(&serde_json::json!({"cmd": "quit"})).await;

@@ -8,7 +8,14 @@
 //! version, with the time). Commands: `expected` (per collection version,
 //! digest, digest of the encoded bytes (`raw_digest`), count, encoded bytes
 //! of the default group), `acks` (wait until `peers` streams ACKed `version`
-//! of `collection`; the ACK and send times from the ledger).
+//! of `collection`; the ACK and send times from the ledger),
+//! `groups_expected` (per cluster group, per collection of `collections`,
+//! `version|digest`: what every sink of scenario `clusters` must hold),
+//! `dialers` (the named clusters' dial-out streams from the ledger: whether
+//! each ACKed its group's current version of every collection, and when).
+//!
+//! The `published` events watch one group: `default`, or the one named
+//! with `--group`.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -26,10 +33,11 @@ use crate::envelope::raw_hash;
 use crate::proc::{Commands, emit, now_ns, system_ns};
 
 /// The group every benchmark consumer lands in (no cluster configured).
-const GROUP: &str = "default";
+pub const DEFAULT_GROUP: &str = "default";
 
-/// Runs the hub until stdin closes or says quit.
-pub async fn run(config: PathBuf) -> Result<()> {
+/// Runs the hub until stdin closes or says quit, timestamping the
+/// publishes of `group`.
+pub async fn run(config: PathBuf, group: String) -> Result<()> {
     let args = Args::parse_from(
         [
             "meshhub",
@@ -54,9 +62,13 @@ pub async fn run(config: PathBuf) -> Result<()> {
     let status = hub.status().borrow().clone();
     let snapshot = hub
         .cache()
-        .snapshot(GROUP)
+        .snapshot(DEFAULT_GROUP)
         .context("ready without a default snapshot")?;
     let encoded: usize = snapshot.collections().map(|(_, c)| c.encoded_bytes()).sum();
+    let snapshot = hub
+        .cache()
+        .snapshot(&group)
+        .with_context(|| format!("ready without a snapshot of group {group}"))?;
     emit(&json!({
         "event": "ready",
         "ready_ns": ready_ns,
@@ -67,7 +79,7 @@ pub async fn run(config: PathBuf) -> Result<()> {
     }));
     // One watcher per collection timestamps every publish.
     for (name, _) in snapshot.collections() {
-        let mut rx = hub.cache().watch(GROUP, name);
+        let mut rx = hub.cache().watch(&group, name);
         rx.borrow_and_update();
         let name = name.to_owned();
         tokio::spawn(async move {
@@ -86,6 +98,8 @@ pub async fn run(config: PathBuf) -> Result<()> {
         match cmd["cmd"].as_str() {
             Some("expected") => emit(&expected(&hub)?),
             Some("acks") => emit(&acks(&hub, &cmd).await),
+            Some("groups_expected") => emit(&groups_expected(&hub, &cmd)?),
+            Some("dialers") => emit(&dialers(&hub, &cmd)),
             other => {
                 emit(&json!({"event": "error", "message": format!("unknown command {other:?}")}))
             }
@@ -97,7 +111,7 @@ pub async fn run(config: PathBuf) -> Result<()> {
 
 /// What every consumer must hold: per collection of the default group.
 fn expected(hub: &Hub) -> Result<Value> {
-    let snapshot = hub.cache().snapshot(GROUP).context("no snapshot")?;
+    let snapshot = hub.cache().snapshot(DEFAULT_GROUP).context("no snapshot")?;
     let mut out = serde_json::Map::new();
     for (name, c) in snapshot.collections() {
         let mut entries = Vec::with_capacity(c.len());
@@ -156,4 +170,84 @@ async fn acks(hub: &Hub, cmd: &Value) -> Value {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// What every cluster's sink must hold: per cluster group, per collection
+/// of `collections`, `version|digest`.
+fn groups_expected(hub: &Hub, cmd: &Value) -> Result<Value> {
+    let wanted: Vec<String> =
+        serde_json::from_value(cmd["collections"].clone()).context("collections")?;
+    let mut groups = serde_json::Map::new();
+    for group in hub.cache().groups() {
+        if &*group == DEFAULT_GROUP {
+            continue;
+        }
+        let snapshot = hub.cache().snapshot(&group).context("a listed group")?;
+        let mut per = serde_json::Map::new();
+        for c in &wanted {
+            let c_snap = snapshot.collection(c);
+            let mut entries = Vec::with_capacity(c_snap.len());
+            for bytes in c_snap.resources().iter() {
+                let r = Resource::decode(bytes.clone()).context("published bytes do not decode")?;
+                entries.push(resource_hash(&r).1);
+            }
+            per.insert(
+                c.clone(),
+                json!(format!(
+                    "{}|{}",
+                    c_snap.version(),
+                    Digest::of(&entries).key()
+                )),
+            );
+        }
+        groups.insert(group.to_string(), Value::Object(per));
+    }
+    Ok(json!({"event": "groups_expected", "groups": groups}))
+}
+
+/// The named clusters' dial-out streams: per cluster, whether it is
+/// connected and ACKed its group's current version of every collection it
+/// subscribed (at or after `since_ns`; `collection` at or after
+/// `changed_ns`), and the latest of those ACK times.
+fn dialers(hub: &Hub, cmd: &Value) -> Value {
+    let names: Vec<String> = serde_json::from_value(cmd["clusters"].clone()).unwrap_or_default();
+    // Every ACK at or after `since_ns`; that of `collection` at or after
+    // `changed_ns`.
+    let since = cmd["since_ns"].as_u64().unwrap_or(0);
+    let changed = cmd["collection"].as_str().unwrap_or_default();
+    let changed_since = cmd["changed_ns"].as_u64().unwrap_or(0);
+    let view = hub.ledger().view();
+    let mut out = serde_json::Map::new();
+    for name in names {
+        let Some(p) = view
+            .iter()
+            .find(|p| meshhub::clusters::is_dialer(p) && p.peer == name && p.connected)
+        else {
+            out.insert(name, json!({"connected": false, "synced": false}));
+            continue;
+        };
+        let snapshot = hub.cache().snapshot(&p.group);
+        let mut synced = !p.collections.is_empty();
+        let mut last_ack = 0u64;
+        for (c, s) in &p.collections {
+            let current = snapshot
+                .as_ref()
+                .map(|s| s.collection(c).version().to_owned());
+            match &s.acked {
+                Some(a) if Some(&a.version) == current.as_ref() => {
+                    let at = system_ns(a.at.0);
+                    if at < since || (c == changed && at < changed_since) {
+                        synced = false;
+                    }
+                    last_ack = last_ack.max(at);
+                }
+                _ => synced = false,
+            }
+        }
+        out.insert(
+            name,
+            json!({"connected": true, "synced": synced, "last_ack_ns": last_ack}),
+        );
+    }
+    json!({"event": "dialers", "clusters": out})
 }

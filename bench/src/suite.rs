@@ -1,12 +1,14 @@
-//! The orchestrator: runs P1–P4, each with its own hub process and load
+//! The orchestrator: runs P1–P4 and `clusters` (with its storms), each with its own hub process and load
 //! generator process, checks every consumer's content against what the hub
 //! published (the oracle), and prints the table.
 
+mod clusters;
 mod harness;
 mod p1;
 mod p2;
 mod p3;
 mod p4;
+mod storm;
 
 use anyhow::{Context as _, Result};
 
@@ -28,6 +30,11 @@ pub async fn run(params: &Params, only: &[String]) -> Result<Results> {
     }
     if want("p4") {
         p4::p4(params, &mut results).await.context("P4")?;
+    }
+    if want("clusters") {
+        clusters::clusters(params, &mut results)
+            .await
+            .context("clusters")?;
     }
     let explicit = only.iter().any(|o| o.eq_ignore_ascii_case("p5"));
     if explicit || (only.is_empty() && params.p5.by_default) {

@@ -421,7 +421,12 @@ impl Config {
             ));
         }
         limits.max_message_bytes = max_message_bytes;
-        let incremental = args.incremental.or(raw.incremental).unwrap_or(false);
+        // Incremental by default: on every new stream (a hub restart, a
+        // hub replica taking the cluster over) the agent declares what it
+        // holds and the hub sends only what changed, not every collection
+        // again (issue 29's reconnect storm). Only a meshhub hub talks to
+        // the agent, and it honours the declared versions exactly.
+        let incremental = args.incremental.or(raw.incremental).unwrap_or(true);
         let shutdown_grace = flag_or_file(
             args.shutdown_grace,
             raw.shutdown_grace,

@@ -28,12 +28,24 @@ impl Server {
     }
 
     pub(super) async fn start_with_env(corpus: &Corpus, env: &[(&str, &str)]) -> Result<Self> {
+        Self::start_config(&corpus.config(), crate::server::DEFAULT_GROUP, env).await
+    }
+
+    /// A hub process over the configuration file `config`, timestamping
+    /// the publishes of `group`.
+    pub(super) async fn start_config(
+        config: &std::path::Path,
+        group: &str,
+        env: &[(&str, &str)],
+    ) -> Result<Self> {
         let mut child = Child::spawn_with_env(
             "hub",
             &[
                 "server".into(),
                 "--config".into(),
-                corpus.config().display().to_string(),
+                config.display().to_string(),
+                "--group".into(),
+                group.to_owned(),
             ],
             env,
         )?;

@@ -9,8 +9,11 @@ use std::time::{Duration, Instant};
 #[test]
 fn quick_suite_delivers_correct_data_and_prints_the_table() {
     let started = Instant::now();
+    // Scenario `clusters` runs real sink agents: the binaries beside the
+    // tests', built if stale.
     let out = Command::new(env!("CARGO_BIN_EXE_meshhub-bench"))
         .args(["all", "--quick"])
+        .env("MESHHUB_E2E_BIN_DIR", meshhub_e2e::bin_dir())
         .output()
         .expect("the harness starts");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -31,9 +34,10 @@ fn quick_suite_delivers_correct_data_and_prints_the_table() {
         .and_then(|n| n.parse().ok())
         .expect("a check count");
     // P1: 20 streams × (initial + 2 changes) rounds; P2: 100; P3: 2 × 8;
-    // P4: 1 — each times the collections, which are at least 4.
+    // P4: 1; clusters: 21 clusters × 4 checks (initial, after the changes,
+    // after each storm) — each times the collections, which are at least 4.
     assert!(
-        checks >= 4 * (20 * 3 + 100 + 16 + 1),
+        checks >= 4 * (20 * 3 + 100 + 16 + 1 + 21 * 4),
         "only {checks} checks"
     );
     // The table, with every figure and its target.
@@ -48,6 +52,14 @@ fn quick_suite_delivers_correct_data_and_prints_the_table() {
         "| P4 ingest",
         "≤ 2 s",
         "≤ 3×",
+        "| clusters: a change every cluster receives",
+        "| clusters: a change of one cluster",
+        "| clusters: hub RSS per idle synced cluster",
+        "≤ 64 KiB",
+        "| storm: hub SIGKILLed and restarted",
+        "| storm: … content resent",
+        "< 5 %",
+        "| storm: 20 light sinks restarted at once",
     ] {
         assert!(stdout.contains(needle), "missing {needle:?} in\n{stdout}");
     }

@@ -69,7 +69,8 @@ pub struct Args {
     #[arg(long, env = "MESHHUB_AGENT_MAX_MESSAGE_SIZE", value_name = "SIZE", value_parser = values::size)]
     pub max_message_size: Option<usize>,
 
-    /// Ask the hub for incremental responses (`true`/`false`) [default: false].
+    /// Ask the hub for incremental responses, declaring what is held on
+    /// every new stream (`true`/`false`) [default: true].
     #[arg(long, env = "MESHHUB_AGENT_INCREMENTAL", value_name = "BOOL", value_parser = values::boolean)]
     pub incremental: Option<bool>,
 

@@ -38,7 +38,7 @@ fn defaults_are_push_on_loopback_with_every_builtin_collection() {
             .contains(&"istio/networking/v1alpha3/virtualservices".to_owned())
     );
     assert_eq!(c.max_message_bytes, DEFAULT_MAX_MESSAGE_BYTES);
-    assert!(!c.incremental);
+    assert!(c.incremental);
     assert_eq!(c.shutdown_grace, DEFAULT_SHUTDOWN_GRACE);
 }
 
@@ -65,7 +65,7 @@ fn cluster_and_data_dir_are_required_and_named() {
 fn the_file_fills_what_flags_leave_out_and_flags_win() {
     let file = "cluster: west\ndataDir: /var/lib/agent\nmode: pull\nhubUrl: http://hub:9901\n\
                 collections: [istio/networking/v1alpha3/gateways]\nmaxMessageSize: 8MiB\n\
-                incremental: true\nshutdownGrace: 3s\n";
+                incremental: false\nshutdownGrace: 3s\n";
     let c = Config::from_parts(
         Args {
             cluster: Some("east".into()),
@@ -85,7 +85,7 @@ fn the_file_fills_what_flags_leave_out_and_flags_win() {
     );
     assert_eq!(c.collections, ["istio/networking/v1alpha3/gateways"]);
     assert_eq!(c.max_message_bytes, 8 << 20);
-    assert!(c.incremental);
+    assert!(!c.incremental, "the file turns the default off");
     assert_eq!(c.shutdown_grace, Duration::from_secs(3));
 }
 

@@ -540,3 +540,73 @@ async fn local_ads_and_grpc_health_serve_what_was_received() {
     drop(hub);
     assert!(agent.shutdown().await);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_hub_stream_is_told_what_the_restarted_agent_holds() {
+    use meshhub_proto::mcp::resource_sink_client::ResourceSinkClient;
+
+    let data = tempfile::tempdir().unwrap();
+    let state = bookinfo_state();
+    let want_vs = names_of(&state[VS]);
+    let snap = snapshot(state);
+    let held_vs: BTreeMap<String, String> = snap
+        .collection(VS)
+        .keys()
+        .iter()
+        .map(|k| (k.name.to_string(), k.version.to_string()))
+        .collect();
+    {
+        // The binary's default: incremental.
+        let mut config = agent_config("east", data.path(), push());
+        config.incremental =
+            meshhub_sink_agent::config::Config::from_args(meshhub_sink_agent::config::Args {
+                cluster: Some("east".into()),
+                data_dir: Some(data.path().to_owned()),
+                ..Default::default()
+            })
+            .unwrap()
+            .incremental;
+        assert!(config.incremental, "agents ask for deltas by default");
+        let agent = Agent::start(config).await.unwrap();
+        let vs = snap.collection(VS).version().to_owned();
+        let hub = PushHub::dial(agent.sink_addr().unwrap(), snap);
+        eventually("the push ACKed", async || hub.acked(VS, &vs)).await;
+        drop(hub);
+        assert!(agent.shutdown().await);
+    }
+
+    // Restarted on its data (as after a crash, or with a new hub replica
+    // dialing): the requests that open the next stream declare every name
+    // and version held, so the hub sends only what changed since.
+    let mut config = agent_config("east", data.path(), push());
+    config.incremental = true;
+    let agent = Agent::start(config).await.unwrap();
+    let channel = Endpoint::from_shared(format!("http://{}", agent.sink_addr().unwrap()))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let (_tx, rx) = tokio::sync::mpsc::channel::<meshhub_proto::mcp::Resources>(1);
+    let mut requests = ResourceSinkClient::new(channel)
+        .establish_resource_stream(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await
+        .unwrap()
+        .into_inner();
+    let opening = tokio::time::timeout(DEADLINE, async {
+        loop {
+            let r = requests.message().await.unwrap().expect("a request");
+            if r.collection == VS {
+                return r;
+            }
+        }
+    })
+    .await
+    .expect("the agent asks for virtual services");
+    assert!(opening.incremental && opening.response_nonce.is_empty());
+    let declared: BTreeMap<String, String> =
+        opening.initial_resource_versions.into_iter().collect();
+    assert_eq!(declared, held_vs);
+    assert_eq!(declared.keys().cloned().collect::<BTreeSet<_>>(), want_vs);
+    drop(requests);
+    assert!(agent.shutdown().await);
+}

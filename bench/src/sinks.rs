@@ -1,0 +1,375 @@
+//! Scenario `clusters`' remote clusters: N light sink agents in one process,
+//! each a real `istio.mcp.v1alpha1.ResourceSink` gRPC server on its own
+//! loopback listener, dialed by the hub on its own connection.
+//!
+//! Each sink runs the engine's sink side — the same [`SinkServer`] and
+//! stream machine the real agent runs — over a light updater that decodes,
+//! hashes and keeps `name → (version, hash)` per collection instead of
+//! validating and persisting: it subscribes every built-in collection (the
+//! agent's default), declares what it holds in `initial_resource_versions`
+//! when incremental (as the agent does from its persisted store), applies
+//! full state or deltas, and ACKs after applying. Its state outlives its
+//! server, like the agent's disk: `restart` stops every server at once and
+//! starts them again on the same addresses with what they held.
+//!
+//! Events: `listening` (the sink addresses, in cluster order). Commands:
+//! `report` (per cluster, per collection of `collections`, `version|digest`;
+//! content bytes received), `mark` (remember each cluster's version of
+//! `collection`), `changed` (wait until every cluster in `clusters`, or
+//! all, holds a version of `collection` other than the marked one: the
+//! times their changes were applied, i.e. ACKed), `synced` (wait until
+//! every cluster applied every collection at or after `since_ns`: the
+//! times), `restart` (stop every server, wait `down_ms`, start again),
+//! `reset_bytes`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context as _, Result};
+use meshhub_mcp::ledger::Ledger;
+use meshhub_mcp::sink::server::SinkServer;
+use meshhub_mcp::sink::{ApplyError, Change, SinkCollection, SinkConfig, Updater};
+use meshhub_proto::kinds::KindTable;
+use meshhub_proto::mcp::SinkNode;
+use prost::Message as _;
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio_stream::wrappers::TcpListenerStream;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::digest::{Digest, resource_hash};
+use crate::proc::{Commands, emit, now_ns};
+
+/// Largest response a sink accepts (the agent's default is 64 MiB).
+const MAX_MESSAGE: usize = 64 * 1024 * 1024;
+
+/// The name of cluster `i` (its group, its sink's node id).
+pub fn cluster_name(i: usize) -> String {
+    format!("c-{i:05}")
+}
+
+/// What one sink holds of one collection.
+#[derive(Default)]
+struct Held {
+    version: String,
+    /// name → (resource version, entry hash).
+    entries: HashMap<String, (String, u64)>,
+    digest: Digest,
+    applied_ns: u64,
+}
+
+/// One light sink's store: it outlives the sink's server.
+#[derive(Default)]
+struct LightStore {
+    collections: Mutex<HashMap<String, Held>>,
+    bytes: Arc<AtomicU64>,
+}
+
+impl Updater for LightStore {
+    async fn apply(&self, change: Change) -> Result<(), ApplyError> {
+        let mut bytes = 0u64;
+        let mut hashed = Vec::with_capacity(change.resources.len());
+        for r in &change.resources {
+            bytes += r.encoded_len() as u64;
+            let name = r.metadata.as_ref().map_or("", |m| m.name.as_str());
+            let version = r.metadata.as_ref().map_or("", |m| m.version.as_str());
+            hashed.push((name.to_owned(), version.to_owned(), resource_hash(r).1));
+        }
+        bytes += change.removed.iter().map(|n| n.len() as u64).sum::<u64>();
+        self.bytes.fetch_add(bytes, Ordering::Relaxed);
+        let mut collections = self.collections.lock().expect("sink store");
+        let held = collections.entry(change.collection).or_default();
+        if !change.incremental {
+            held.entries.clear();
+            held.digest = Digest::default();
+        }
+        for name in &change.removed {
+            if let Some((_, h)) = held.entries.remove(name) {
+                held.digest.count -= 1;
+                held.digest.sum = held.digest.sum.wrapping_sub(h);
+            }
+        }
+        for (name, version, h) in hashed {
+            if let Some((_, old)) = held.entries.insert(name, (version, h)) {
+                held.digest.count -= 1;
+                held.digest.sum = held.digest.sum.wrapping_sub(old);
+            }
+            held.digest.count += 1;
+            held.digest.sum = held.digest.sum.wrapping_add(h);
+        }
+        held.version = change.version;
+        held.applied_ns = now_ns();
+        Ok(())
+    }
+
+    fn held(&self, collection: &str) -> HashMap<String, String> {
+        self.collections
+            .lock()
+            .expect("sink store")
+            .get(collection)
+            .map(|h| {
+                h.entries
+                    .iter()
+                    .map(|(n, (v, _))| (n.clone(), v.clone()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+impl LightStore {
+    /// `(version, applied_ns)` of a collection.
+    fn version(&self, collection: &str) -> Option<(String, u64)> {
+        self.collections
+            .lock()
+            .expect("sink store")
+            .get(collection)
+            .map(|h| (h.version.clone(), h.applied_ns))
+    }
+}
+
+struct Sinks {
+    addrs: Vec<SocketAddr>,
+    stores: Vec<Arc<LightStore>>,
+    configs: Vec<Arc<SinkConfig>>,
+    collections: Vec<String>,
+    ledger: Ledger,
+    tasks: TaskTracker,
+    /// Stops the current generation of servers.
+    stop: CancellationToken,
+    bytes: Arc<AtomicU64>,
+    marked: Vec<Option<String>>,
+}
+
+/// Runs `count` sinks until stdin closes or says quit.
+pub async fn run(count: usize, incremental: bool) -> Result<()> {
+    let collections: Vec<String> = KindTable::builtin()
+        .iter()
+        .map(|k| k.collection().to_owned())
+        .collect();
+    let bytes = Arc::new(AtomicU64::new(0));
+    let mut sinks = Sinks {
+        addrs: Vec::with_capacity(count),
+        stores: (0..count)
+            .map(|_| {
+                Arc::new(LightStore {
+                    bytes: bytes.clone(),
+                    ..LightStore::default()
+                })
+            })
+            .collect(),
+        configs: (0..count)
+            .map(|i| {
+                Arc::new(SinkConfig {
+                    node: SinkNode {
+                        id: cluster_name(i),
+                        annotations: HashMap::new(),
+                    },
+                    collections: collections
+                        .iter()
+                        .map(|c| SinkCollection {
+                            name: c.clone(),
+                            incremental,
+                        })
+                        .collect(),
+                })
+            })
+            .collect(),
+        collections,
+        ledger: Ledger::new(),
+        tasks: TaskTracker::new(),
+        stop: CancellationToken::new(),
+        bytes,
+        marked: vec![None; count],
+    };
+    let mut listeners = Vec::with_capacity(count);
+    for _ in 0..count {
+        let l = TcpListener::bind("127.0.0.1:0")
+            .await
+            .context("binding a sink listener")?;
+        sinks.addrs.push(l.local_addr()?);
+        listeners.push(l);
+    }
+    sinks.serve(listeners);
+    emit(&json!({"event": "listening", "addrs": sinks.addrs}));
+
+    let mut commands = Commands::stdin();
+    while let Some(cmd) = commands.next().await? {
+        let timeout = Duration::from_millis(cmd["timeout_ms"].as_u64().unwrap_or(60_000));
+        match cmd["cmd"].as_str() {
+            Some("report") => emit(&sinks.report(&cmd)),
+            Some("mark") => {
+                let c = cmd["collection"].as_str().unwrap_or_default();
+                sinks.marked = sinks
+                    .stores
+                    .iter()
+                    .map(|s| s.version(c).map(|v| v.0))
+                    .collect();
+                emit(&json!({"event": "marked"}));
+            }
+            Some("changed") => emit(&sinks.changed(&cmd, timeout).await),
+            Some("synced") => emit(&sinks.synced(&cmd, timeout).await),
+            Some("restart") => {
+                sinks.stop.cancel();
+                let down = Duration::from_millis(cmd["down_ms"].as_u64().unwrap_or(0));
+                tokio::time::sleep(down).await;
+                let mut listeners = Vec::with_capacity(count);
+                for a in &sinks.addrs {
+                    listeners.push(
+                        TcpListener::bind(a)
+                            .await
+                            .with_context(|| format!("binding {a} again"))?,
+                    );
+                }
+                sinks.stop = CancellationToken::new();
+                let at_ns = now_ns();
+                sinks.serve(listeners);
+                emit(&json!({"event": "restarted", "at_ns": at_ns}));
+            }
+            Some("reset_bytes") => {
+                sinks.bytes.store(0, Ordering::Relaxed);
+                emit(&json!({"event": "reset"}));
+            }
+            other => {
+                emit(&json!({"event": "error", "message": format!("unknown command {other:?}")}))
+            }
+        }
+    }
+    sinks.stop.cancel();
+    Ok(())
+}
+
+impl Sinks {
+    /// One server per listener, until `self.stop`.
+    fn serve(&self, listeners: Vec<TcpListener>) {
+        for (i, l) in listeners.into_iter().enumerate() {
+            let service = SinkServer::new(
+                self.stores[i].clone(),
+                self.configs[i].clone(),
+                self.ledger.clone(),
+                self.stop.clone(),
+                self.tasks.clone(),
+            )
+            .into_service(MAX_MESSAGE);
+            let stop = self.stop.clone();
+            self.tasks.spawn(async move {
+                let served = meshhub_mcp::transport::server()
+                    .add_service(service)
+                    .serve_with_incoming_shutdown(TcpListenerStream::new(l), stop.cancelled_owned())
+                    .await;
+                if let Err(e) = served {
+                    emit(&json!({"event": "error", "message": format!("sink server: {e}")}));
+                }
+            });
+        }
+    }
+
+    fn report(&self, cmd: &Value) -> Value {
+        let wanted: Vec<String> = serde_json::from_value(cmd["collections"].clone())
+            .unwrap_or_else(|_| self.collections.clone());
+        let mut clusters = serde_json::Map::new();
+        for (i, s) in self.stores.iter().enumerate() {
+            let held = s.collections.lock().expect("sink store");
+            let mut per = serde_json::Map::new();
+            for c in &wanted {
+                let state = held
+                    .get(c)
+                    .map_or_else(String::new, |h| format!("{}|{}", h.version, h.digest.key()));
+                per.insert(c.clone(), Value::String(state));
+            }
+            clusters.insert(cluster_name(i), Value::Object(per));
+        }
+        json!({
+            "event": "report",
+            "clusters": clusters,
+            "bytes": self.bytes.load(Ordering::Relaxed),
+        })
+    }
+
+    /// Waits until the selected clusters hold a version of the collection
+    /// other than the marked one; their apply (= ACK) times.
+    async fn changed(&self, cmd: &Value, timeout: Duration) -> Value {
+        let collection = cmd["collection"].as_str().unwrap_or_default();
+        let selected: Vec<usize> = match cmd["clusters"].as_array() {
+            Some(list) => list
+                .iter()
+                .filter_map(Value::as_u64)
+                .map(|i| i as usize)
+                .collect(),
+            None => (0..self.stores.len()).collect(),
+        };
+        self.wait(
+            timeout,
+            |i| {
+                let (version, at) = self.stores[i].version(collection)?;
+                (Some(&version) != self.marked[i].as_ref()).then_some(at)
+            },
+            &selected,
+        )
+        .await
+    }
+
+    /// Waits until every cluster applied every collection at or after
+    /// `since_ns` (a stream started then has answered them all); the time
+    /// each cluster's last collection was applied.
+    async fn synced(&self, cmd: &Value, timeout: Duration) -> Value {
+        let since = cmd["since_ns"].as_u64().unwrap_or(0);
+        let all: Vec<usize> = (0..self.stores.len()).collect();
+        self.wait(
+            timeout,
+            |i| {
+                let held = self.stores[i].collections.lock().expect("sink store");
+                let mut last = 0;
+                for c in &self.collections {
+                    let at = held.get(c)?.applied_ns;
+                    if at < since {
+                        return None;
+                    }
+                    last = last.max(at);
+                }
+                Some(last)
+            },
+            &all,
+        )
+        .await
+    }
+
+    /// Polls `done` for each selected cluster until all are done or the
+    /// timeout: `at_ns` holds the done clusters' times.
+    async fn wait(
+        &self,
+        timeout: Duration,
+        done: impl Fn(usize) -> Option<u64>,
+        selected: &[usize],
+    ) -> Value {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let times: BTreeMap<usize, u64> = selected
+                .iter()
+                .filter_map(|&i| done(i).map(|t| (i, t)))
+                .collect();
+            let complete = times.len() == selected.len();
+            if complete || tokio::time::Instant::now() >= deadline {
+                let missing: Vec<String> = selected
+                    .iter()
+                    .filter(|i| !times.contains_key(i))
+                    .take(5)
+                    .map(|&i| cluster_name(i))
+                    .collect();
+                return json!({
+                    "event": "waited",
+                    "complete": complete,
+                    "done": times.len(),
+                    "missing": missing,
+                    "at_ns": times.values().collect::<Vec<_>>(),
+                    "bytes": self.bytes.load(Ordering::Relaxed),
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}

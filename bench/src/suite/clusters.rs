@@ -1,0 +1,424 @@
+//! Scenario `clusters`: one hub dials N remote clusters (issue 29).
+//!
+//! The sinks process serves N light sink agents (`crate::sinks`), each on
+//! its own loopback listener and HTTP/2 connection, and a few real
+//! `meshhub-sink-agent` processes join them (`crate::agents`). The hub, a
+//! process of its own, serves a [`Fleet`]: each cluster's own objects plus
+//! objects every cluster receives. Measured: the initial sync of every
+//! cluster; a change of a shared object (every cluster's group changes) and
+//! of one cluster's own object (one group), each from the publish to every
+//! affected cluster's ACK; the hub's RSS per cluster against a baseline hub
+//! with the shared objects and no cluster; the hub's CPU per cluster per
+//! change and idle. Then the reconnect storms ([`super::storm`]).
+//!
+//! The upward channel (agents publishing their status to the hub, issue 27)
+//! joins here once it exists: N agents publishing, the hub's CPU and RSS
+//! per published status.
+
+use std::time::Duration;
+
+use anyhow::{Context as _, Result, bail, ensure};
+use serde_json::{Value, json};
+
+use crate::agents::Agents;
+use crate::fleet::Fleet;
+use crate::params::Params;
+use crate::proc::{Child, now_ns};
+use crate::report::Results;
+use crate::sinks::cluster_name;
+
+use super::harness::*;
+
+/// The targets at N = 1,000 (issue 29): p99 beyond the debounce.
+const ALL_TARGET_MS: f64 = 250.0;
+const ONE_TARGET_MS: f64 = 50.0;
+const RSS_TARGET_KIB: f64 = 64.0;
+
+/// The running pieces of the scenario.
+pub(super) struct Rig {
+    pub(super) fleet: Fleet,
+    pub(super) sinks: Child,
+    pub(super) agents: Agents,
+    pub(super) hub: Server,
+    pub(super) config: std::path::PathBuf,
+    /// Light sinks.
+    pub(super) n: usize,
+    /// Content bytes of the initial full sync (light sinks).
+    pub(super) full_bytes: u64,
+}
+
+pub(super) async fn clusters(params: &Params, results: &mut Results) -> Result<()> {
+    let s = params.clusters;
+    let dir = tempfile::tempdir()?;
+    let load_start = load_average();
+    let mut sinks = Child::spawn(
+        "sinks",
+        &[
+            "sinks".into(),
+            "--count".into(),
+            s.n.to_string(),
+            "--incremental".into(),
+        ],
+    )?;
+    let listening = sinks.expect("listening", LONG).await?;
+    let mut addresses: Vec<String> = listening["addrs"]
+        .as_array()
+        .context("sink addresses")?
+        .iter()
+        .filter_map(Value::as_str)
+        .map(|a| format!("http://{a}"))
+        .collect();
+    ensure!(
+        addresses.len() == s.n,
+        "the sinks process serves {} sinks",
+        addresses.len()
+    );
+    let agents = Agents::start(s.agents, &dir.path().join("agents")).await?;
+    let mut names: Vec<String> = (0..s.n).map(cluster_name).collect();
+    names.extend(agents.names.iter().cloned());
+    addresses.extend(agents.addresses.iter().cloned());
+    let total = names.len();
+    let fleet = Fleet::generate(&dir.path().join("hub"), names, s.shared, s.per_cluster)?;
+    let config = fleet.write_config(&addresses)?;
+
+    // The baseline: the same shared objects, no cluster.
+    let mut base = Server::start_config(&fleet.baseline_config(), "default", &[]).await?;
+    base.ready(s.shared).await?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let rss_base = base.rss()?;
+    base.child.finish().await;
+
+    // Initial sync: from the hub's start to every cluster's every
+    // collection ACKed.
+    let mut hub = Server::start_config(&config, &cluster_name(0), &[]).await?;
+    hub.ready(fleet.objects()).await?;
+    let synced = sinks_cmd(
+        &mut sinks,
+        json!({"cmd": "synced", "since_ns": 0, "timeout_ms": 280_000}),
+    )
+    .await?;
+    let agents_at = agents_synced(&mut hub, &agents.names, json!({})).await?;
+    let last = max_ns(&synced).max(agents_at.iter().copied().max().unwrap_or(0));
+    let sync_s = (last as f64 - hub.start_ns as f64) / 1e9;
+    let full_bytes = synced["bytes"].as_u64().unwrap_or_default();
+    let mut rig = Rig {
+        fleet,
+        sinks,
+        agents,
+        hub,
+        config,
+        n: s.n,
+        full_bytes,
+    };
+    rig.oracle(results).await?;
+
+    // Idle: RSS and CPU with every cluster synced and nothing changing.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let rss = rig.hub.rss()?;
+    let cpu0 = rig.hub.child.cpu();
+    let idle = Duration::from_secs(5);
+    tokio::time::sleep(idle).await;
+    let idle_cpu = (rig.hub.child.cpu() - cpu0) / idle.as_secs_f64();
+    let rss_per = (rss as f64 - rss_base as f64) / total as f64;
+
+    // Change rounds.
+    let mut all = Rounds::default();
+    let mut one = Rounds::default();
+    for k in 0..s.changes {
+        let i = (k * 7919 + 13) % s.shared.max(1);
+        let collection = rig.fleet.shared_collection(i);
+        rig.round(&mut all, &collection, None, |f| f.change_shared(i))
+            .await
+            .context("a change of every cluster")?;
+        let j = k % s.per_cluster.max(1);
+        let collection = rig.fleet.own_collection(0, j);
+        rig.round(&mut one, &collection, Some(0), |f| f.change_own(0, j))
+            .await
+            .context("a change of one cluster")?;
+    }
+    rig.oracle(results).await?;
+
+    let f = &mut results.figures;
+    let (a50, a99, amax) = all.percentiles();
+    let (o50, o99, omax) = one.percentiles();
+    f.insert("clusters.n".into(), total as f64);
+    f.insert("clusters.all_ack_p50_ms".into(), a50);
+    f.insert("clusters.all_ack_p99_ms".into(), a99);
+    f.insert("clusters.all_ack_max_ms".into(), amax);
+    f.insert("clusters.one_ack_p50_ms".into(), o50);
+    f.insert("clusters.one_ack_p99_ms".into(), o99);
+    f.insert("clusters.one_ack_max_ms".into(), omax);
+    f.insert("clusters.debounce_p50_ms".into(), all.debounce_p50());
+    f.insert("clusters.initial_sync_s".into(), sync_s);
+    f.insert("clusters.rss_base_bytes".into(), rss_base as f64);
+    f.insert("clusters.rss_bytes".into(), rss as f64);
+    f.insert("clusters.rss_per_cluster_bytes".into(), rss_per);
+    f.insert("clusters.idle_cpu_per_s".into(), idle_cpu);
+    f.insert("clusters.all_hub_cpu_per_change_s".into(), all.hub_cpu());
+    f.insert("clusters.one_hub_cpu_per_change_s".into(), one.hub_cpu());
+    f.insert("clusters.full_sync_bytes".into(), full_bytes as f64);
+    f.insert("clusters.load_start".into(), load_start);
+    let scaled = |target: f64| target * (total as f64 / 1000.0).max(1.0);
+    let objects = rig.fleet.objects();
+    results.row(
+        format!(
+            "clusters: a change every cluster receives, publish → ACKed by all (N={total} incl. {} real agents, {objects} objects, {} changes)",
+            rig.agents.names.len(),
+            s.changes
+        ),
+        format!("p50 {a50:.1} ms, p99 {a99:.1} ms, max {amax:.1} ms"),
+        "p99 ≤ 250 ms at N=1,000",
+        Some(a99 <= scaled(ALL_TARGET_MS)),
+    );
+    results.row(
+        "clusters: a change of one cluster, publish → ACKed".into(),
+        format!("p50 {o50:.1} ms, p99 {o99:.1} ms, max {omax:.1} ms"),
+        "p99 ≤ 50 ms",
+        Some(o99 <= ONE_TARGET_MS),
+    );
+    results.row(
+        "clusters: debounce, file write → publish (excluded above)".into(),
+        format!("p50 {:.0} ms (quiet 100 ms)", all.debounce_p50()),
+        "(reported)",
+        None,
+    );
+    results.row(
+        format!("clusters: initial sync of {total} clusters (hub start → all ACKed)"),
+        format!(
+            "{sync_s:.1} s, {:.1} MiB of content",
+            mib(full_bytes as f64)
+        ),
+        "(reported)",
+        None,
+    );
+    results.row(
+        "clusters: hub RSS per idle synced cluster (vs the same hub without clusters)".into(),
+        format!(
+            "{:.1} KiB ({:.1} MiB in all, baseline {:.1} MiB)",
+            rss_per / 1024.0,
+            mib(rss as f64),
+            mib(rss_base as f64)
+        ),
+        "≤ 64 KiB",
+        Some(rss_per / 1024.0 <= RSS_TARGET_KIB),
+    );
+    results.row(
+        "clusters: hub CPU per cluster: per change of all, per change of one, idle".into(),
+        format!(
+            "{:.1} µs; {:.1} ms in all; {:.2} µs/s",
+            all.hub_cpu() / total as f64 * 1e6,
+            one.hub_cpu() * 1e3,
+            idle_cpu / total as f64 * 1e6
+        ),
+        "(profile)",
+        None,
+    );
+    results.row(
+        "clusters: upward channel (agents publishing status, issue 27)".into(),
+        "not built yet".into(),
+        "(reported)",
+        None,
+    );
+
+    if s.storm > 0 {
+        super::storm::storms(&mut rig, results).await?;
+    }
+    let load_end = load_average();
+    results.figures.insert("clusters.load_end".into(), load_end);
+    results.row(
+        "clusters: machine load average (1 min) at start, end".into(),
+        format!("{load_start:.2}, {load_end:.2}"),
+        "(reported)",
+        None,
+    );
+    rig.sinks.finish().await;
+    rig.hub.child.finish().await;
+    Ok(())
+}
+
+/// Samples of one kind of change round.
+#[derive(Default)]
+struct Rounds {
+    /// Publish → ACK, every affected cluster, every round (ms).
+    acked: Vec<f64>,
+    /// File write → publish (ms).
+    debounce: Vec<f64>,
+    /// Hub CPU seconds per round.
+    cpu: Vec<f64>,
+}
+
+impl Rounds {
+    fn percentiles(&mut self) -> (f64, f64, f64) {
+        self.acked.sort_by(f64::total_cmp);
+        (
+            percentile(&self.acked, 50.0),
+            percentile(&self.acked, 99.0),
+            percentile(&self.acked, 100.0),
+        )
+    }
+
+    fn debounce_p50(&self) -> f64 {
+        let mut d = self.debounce.clone();
+        d.sort_by(f64::total_cmp);
+        percentile(&d, 50.0)
+    }
+
+    fn hub_cpu(&self) -> f64 {
+        self.cpu.iter().sum::<f64>() / self.cpu.len().max(1) as f64
+    }
+}
+
+impl Rig {
+    /// One change: mark what the sinks hold, write, wait for the publish
+    /// and for every affected cluster's ACK (`only`: one light sink; none:
+    /// every cluster, the real agents included).
+    async fn round(
+        &mut self,
+        rounds: &mut Rounds,
+        collection: &str,
+        only: Option<usize>,
+        change: impl FnOnce(&mut Fleet) -> Result<()>,
+    ) -> Result<()> {
+        sinks_cmd(
+            &mut self.sinks,
+            json!({"cmd": "mark", "collection": collection}),
+        )
+        .await?;
+        let cpu0 = self.hub.child.cpu();
+        let t_write = now_ns();
+        change(&mut self.fleet)?;
+        let published = self
+            .hub
+            .child
+            .expect("published", Duration::from_secs(60))
+            .await?;
+        ensure!(
+            published["collection"] == collection,
+            "a change of one {collection} object published {}",
+            published["collection"]
+        );
+        let mut cmd = json!({"cmd": "changed", "collection": collection, "timeout_ms": 120_000});
+        if let Some(k) = only {
+            cmd["clusters"] = json!([k]);
+        }
+        let changed = sinks_cmd(&mut self.sinks, cmd).await?;
+        let mut at: Vec<u64> = times(&changed);
+        if only.is_none() {
+            let since = json!({"collection": collection, "changed_ns": t_write});
+            at.extend(agents_synced(&mut self.hub, &self.agents.names, since).await?);
+        }
+        rounds.cpu.push(self.hub.child.cpu() - cpu0);
+        let first = at.iter().copied().min().unwrap_or(u64::MAX);
+        let publish = published["at_ns"].as_u64().unwrap_or(u64::MAX).min(first);
+        rounds
+            .acked
+            .extend(at.iter().map(|&t| ms(t as i128 - publish as i128)));
+        rounds.debounce.push(ms(publish as i128 - t_write as i128));
+        Ok(())
+    }
+
+    /// Every light sink holds exactly what the hub publishes for its
+    /// cluster, every real agent ACKed its group's current versions.
+    pub(super) async fn oracle(&mut self, results: &mut Results) -> Result<()> {
+        let collections = json!(self.fleet.collections);
+        self.hub
+            .child
+            .send(&json!({"cmd": "groups_expected", "collections": collections}))
+            .await?;
+        let expected = self.hub.child.expect("groups_expected", LONG).await?;
+        self.sinks
+            .send(&json!({"cmd": "report", "collections": collections}))
+            .await?;
+        let report = self.sinks.expect("report", LONG).await?;
+        for k in 0..self.n {
+            let name = cluster_name(k);
+            for c in &self.fleet.collections {
+                let want = &expected["groups"][&name][c];
+                let held = &report["clusters"][&name][c];
+                if want.is_null() || want != held {
+                    bail!(
+                        "oracle: cluster {name}, {c}: the hub publishes {want}, the sink holds {held}"
+                    );
+                }
+                results.oracle_checks += 1;
+            }
+        }
+        agents_synced(&mut self.hub, &self.agents.names, json!({})).await?;
+        results.oracle_checks += (self.agents.names.len() * self.fleet.collections.len()) as u64;
+        Ok(())
+    }
+}
+
+/// Sends a command to the sinks process and requires a complete answer.
+pub(super) async fn sinks_cmd(sinks: &mut Child, cmd: Value) -> Result<Value> {
+    sinks.send(&cmd).await?;
+    let event = match cmd["cmd"].as_str() {
+        Some("mark") => "marked",
+        Some("report") => "report",
+        Some("restart") => "restarted",
+        Some("reset_bytes") => "reset",
+        _ => "waited",
+    };
+    let r = sinks.expect(event, LONG).await?;
+    if event == "waited" && r["complete"] != true {
+        bail!(
+            "only {} sinks done ({} missing: {})",
+            r["done"],
+            cmd["cmd"],
+            r["missing"]
+        );
+    }
+    Ok(r)
+}
+
+/// Waits (bounded) until the hub's dialers of the real agents ACKed their
+/// groups' current versions (with `since`'s bounds, see the hub's
+/// `dialers`); their latest ACK times.
+pub(super) async fn agents_synced(
+    hub: &mut Server,
+    names: &[String],
+    since: Value,
+) -> Result<Vec<u64>> {
+    if names.is_empty() {
+        return Ok(Vec::new());
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let mut cmd = json!({"cmd": "dialers", "clusters": names});
+        for k in ["since_ns", "collection", "changed_ns"] {
+            cmd[k] = since[k].clone();
+        }
+        hub.child.send(&cmd).await?;
+        let d = hub.child.expect("dialers", LONG).await?;
+        let states = d["clusters"].as_object().context("dialers")?;
+        if states.values().all(|s| s["synced"] == true) {
+            return Ok(states
+                .values()
+                .filter_map(|s| s["last_ack_ns"].as_u64())
+                .collect());
+        }
+        if tokio::time::Instant::now() >= deadline {
+            bail!("the real agents did not all ACK their groups' versions: {states:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+pub(super) fn times(waited: &Value) -> Vec<u64> {
+    waited["at_ns"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_u64).collect())
+        .unwrap_or_default()
+}
+
+pub(super) fn max_ns(waited: &Value) -> u64 {
+    times(waited).into_iter().max().unwrap_or(0)
+}
+
+/// The 1-minute load average (`/proc/loadavg`).
+pub(super) fn load_average() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
+        .unwrap_or(f64::NAN)
+}

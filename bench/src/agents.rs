@@ -74,6 +74,11 @@ impl Agents {
                     "--admin-addr",
                     "127.0.0.1:0",
                 ])
+                // Quiet unless asked (the agents log at info by default).
+                .env(
+                    "MESHHUB_LOG",
+                    std::env::var("MESHHUB_LOG").unwrap_or_else(|_| "warn".into()),
+                )
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(Stdio::inherit())

@@ -34,6 +34,11 @@ const ALL_TARGET_MS: f64 = 250.0;
 const ONE_TARGET_MS: f64 = 50.0;
 const RSS_TARGET_KIB: f64 = 64.0;
 
+/// Both hubs of the RSS comparison return freed memory at once (as P2's),
+/// so that the initial sync's transient buffers do not count as the
+/// clusters' keep.
+pub(super) const ALLOCATOR: &[(&str, &str)] = &[("MIMALLOC_PURGE_DELAY", "0")];
+
 /// The running pieces of the scenario.
 pub(super) struct Rig {
     pub(super) fleet: Fleet,
@@ -82,7 +87,7 @@ pub(super) async fn clusters(params: &Params, results: &mut Results) -> Result<(
     let config = fleet.write_config(&addresses)?;
 
     // The baseline: the same shared objects, no cluster.
-    let mut base = Server::start_config(&fleet.baseline_config(), "default", &[]).await?;
+    let mut base = Server::start_config(&fleet.baseline_config(), "default", ALLOCATOR).await?;
     base.ready(s.shared).await?;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let rss_base = base.rss()?;
@@ -90,7 +95,7 @@ pub(super) async fn clusters(params: &Params, results: &mut Results) -> Result<(
 
     // Initial sync: from the hub's start to every cluster's every
     // collection ACKed.
-    let mut hub = Server::start_config(&config, &cluster_name(0), &[]).await?;
+    let mut hub = Server::start_config(&config, &cluster_name(0), ALLOCATOR).await?;
     hub.ready(fleet.objects()).await?;
     let synced = sinks_cmd(
         &mut sinks,
@@ -158,7 +163,8 @@ pub(super) async fn clusters(params: &Params, results: &mut Results) -> Result<(
     f.insert("clusters.one_hub_cpu_per_change_s".into(), one.hub_cpu());
     f.insert("clusters.full_sync_bytes".into(), full_bytes as f64);
     f.insert("clusters.load_start".into(), load_start);
-    let scaled = |target: f64| target * (total as f64 / 1000.0).max(1.0);
+    // The targets are set at N = 1,000: judged up to that size.
+    let judged = |met: bool| (s.n <= 1000).then_some(met);
     let objects = rig.fleet.objects();
     results.row(
         format!(
@@ -168,13 +174,13 @@ pub(super) async fn clusters(params: &Params, results: &mut Results) -> Result<(
         ),
         format!("p50 {a50:.1} ms, p99 {a99:.1} ms, max {amax:.1} ms"),
         "p99 ≤ 250 ms at N=1,000",
-        Some(a99 <= scaled(ALL_TARGET_MS)),
+        judged(a99 <= ALL_TARGET_MS),
     );
     results.row(
         "clusters: a change of one cluster, publish → ACKed".into(),
         format!("p50 {o50:.1} ms, p99 {o99:.1} ms, max {omax:.1} ms"),
-        "p99 ≤ 50 ms",
-        Some(o99 <= ONE_TARGET_MS),
+        "p99 ≤ 50 ms at N=1,000",
+        judged(o99 <= ONE_TARGET_MS),
     );
     results.row(
         "clusters: debounce, file write → publish (excluded above)".into(),
@@ -192,7 +198,7 @@ pub(super) async fn clusters(params: &Params, results: &mut Results) -> Result<(
         None,
     );
     results.row(
-        "clusters: hub RSS per idle synced cluster (vs the same hub without clusters)".into(),
+        "clusters: hub RSS per idle synced cluster (vs the same hub without clusters; MIMALLOC_PURGE_DELAY=0)".into(),
         format!(
             "{:.1} KiB ({:.1} MiB in all, baseline {:.1} MiB)",
             rss_per / 1024.0,

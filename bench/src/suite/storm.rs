@@ -13,7 +13,7 @@
 use anyhow::Result;
 use serde_json::json;
 
-use super::clusters::{Rig, agents_synced, max_ns, sinks_cmd};
+use super::clusters::{ALLOCATOR, Rig, agents_synced, max_ns, sinks_cmd};
 use super::harness::{Server, mib};
 use crate::proc::now_ns;
 use crate::report::Results;
@@ -29,13 +29,16 @@ const STORM_BYTES_TARGET: f64 = 0.05;
 
 pub(super) async fn storms(rig: &mut Rig, results: &mut Results) -> Result<()> {
     let total = rig.n + rig.agents.names.len();
+    // The targets are set at 1,000 agents: judged up to that size.
+    let n = rig.n;
+    let judged = |met: bool| (n <= 1000).then_some(met);
     let full = rig.full_bytes.max(1) as f64;
 
     // The hub dies and comes back.
     sinks_cmd(&mut rig.sinks, json!({"cmd": "reset_bytes"})).await?;
     let t_kill = now_ns();
     rig.hub.child.kill().await?;
-    rig.hub = Server::start_config(&rig.config, &cluster_name(0), &[]).await?;
+    rig.hub = Server::start_config(&rig.config, &cluster_name(0), ALLOCATOR).await?;
     rig.hub.ready(rig.fleet.objects()).await?;
     let ready_s = (now_ns() - t_kill) as f64 / 1e9;
     let synced = sinks_cmd(
@@ -78,8 +81,8 @@ pub(super) async fn storms(rig: &mut Rig, results: &mut Results) -> Result<()> {
     results.row(
         format!("storm: hub SIGKILLed and restarted with {total} clusters, kill → every cluster synced again"),
         format!("{hub_s:.2} s (hub ready after {ready_s:.2} s)"),
-        "≤ 10 s",
-        Some(hub_s <= STORM_TARGET_S),
+        "≤ 10 s at N=1,000",
+        judged(hub_s <= STORM_TARGET_S),
     );
     results.row(
         "storm: … content resent, nothing having changed (light sinks)".into(),
@@ -90,7 +93,7 @@ pub(super) async fn storms(rig: &mut Rig, results: &mut Results) -> Result<()> {
             mib(full)
         ),
         "< 5 %",
-        Some(hub_bytes / full < STORM_BYTES_TARGET),
+        judged(hub_bytes / full < STORM_BYTES_TARGET),
     );
     results.row(
         format!(
@@ -102,8 +105,8 @@ pub(super) async fn storms(rig: &mut Rig, results: &mut Results) -> Result<()> {
             sinks_bytes / 1024.0,
             100.0 * sinks_bytes / full
         ),
-        "≤ 10 s",
-        Some(sinks_s <= STORM_TARGET_S),
+        "≤ 10 s at N=1,000",
+        judged(sinks_s <= STORM_TARGET_S),
     );
     Ok(())
 }

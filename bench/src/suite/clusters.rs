@@ -154,6 +154,7 @@ pub(super) async fn clusters(params: &Params, results: &mut Results) -> Result<(
     f.insert("clusters.one_ack_p99_ms".into(), o99);
     f.insert("clusters.one_ack_max_ms".into(), omax);
     f.insert("clusters.debounce_p50_ms".into(), all.debounce_p50());
+    f.insert("clusters.one_debounce_p50_ms".into(), one.debounce_p50());
     f.insert("clusters.initial_sync_s".into(), sync_s);
     f.insert("clusters.rss_base_bytes".into(), rss_base as f64);
     f.insert("clusters.rss_bytes".into(), rss as f64);
@@ -183,8 +184,12 @@ pub(super) async fn clusters(params: &Params, results: &mut Results) -> Result<(
         judged(o99 <= ONE_TARGET_MS),
     );
     results.row(
-        "clusters: debounce, file write → publish (excluded above)".into(),
-        format!("p50 {:.0} ms (quiet 100 ms)", all.debounce_p50()),
+        "clusters: debounce, file write → publish of the first group (excluded above): all clusters, one".into(),
+        format!(
+            "p50 {:.0} ms, {:.0} ms (quiet 100 ms; the rescan and the placement of every object in every group included)",
+            all.debounce_p50(),
+            one.debounce_p50()
+        ),
         "(reported)",
         None,
     );

@@ -8,7 +8,6 @@ mod p1;
 mod p2;
 mod p3;
 mod p4;
-mod storm;
 
 use anyhow::{Context as _, Result};
 

@@ -9,7 +9,7 @@
 //! of one cluster's own object (one group), each from the publish to every
 //! affected cluster's ACK; the hub's RSS per cluster against a baseline hub
 //! with the shared objects and no cluster; the hub's CPU per cluster per
-//! change and idle. Then the reconnect storms ([`super::storm`]).
+//! change and idle. Then the reconnect storms ([`storm`]).
 //!
 //! The upward channel (agents publishing their status to the hub, issue 27)
 //! joins here once it exists: N agents publishing, the hub's CPU and RSS
@@ -28,6 +28,8 @@ use crate::report::Results;
 use crate::sinks::cluster_name;
 
 use super::harness::*;
+
+mod storm;
 
 /// The targets at N = 1,000 (issue 29): p99 beyond the debounce.
 const ALL_TARGET_MS: f64 = 250.0;
@@ -232,7 +234,7 @@ pub(super) async fn clusters(params: &Params, results: &mut Results) -> Result<(
     );
 
     if s.storm > 0 {
-        super::storm::storms(&mut rig, results).await?;
+        storm::storms(&mut rig, results).await?;
     }
     let load_end = load_average();
     results.figures.insert("clusters.load_end".into(), load_end);

@@ -13,8 +13,8 @@
 use anyhow::Result;
 use serde_json::json;
 
-use super::clusters::{ALLOCATOR, Rig, agents_synced, max_ns, sinks_cmd};
-use super::harness::{Server, mib};
+use super::super::harness::{Server, mib};
+use super::{ALLOCATOR, Rig, agents_synced, max_ns, sinks_cmd};
 use crate::proc::now_ns;
 use crate::report::Results;
 use crate::sinks::cluster_name;

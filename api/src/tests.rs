@@ -208,6 +208,8 @@ fn remote() -> RemoteView {
         last_error: Some("gone".into()),
         streams: 2,
         collections: BTreeMap::from([("c".into(), collection_status())]),
+        dropped: BTreeMap::new(),
+        report: None,
     }
 }
 
@@ -275,6 +277,8 @@ fn status_sections() {
             last_error: None,
             streams: 0,
             collections: BTreeMap::new(),
+            dropped: BTreeMap::new(),
+            report: None,
         },
         r#"{"cluster":"west","address":"a","connected":false,"connected_since":null,"disconnected_at":null,"last_error":null,"streams":0,"collections":{}}"#,
     );

@@ -91,7 +91,9 @@ fn collections(c: BTreeMap<String, CollectionStatus>) -> BTreeMap<String, Collec
             let problem = match c.state {
                 SyncState::Nacked => c.nacked,
                 SyncState::Blocked => c.blocked,
-                SyncState::NotSent | SyncState::Stale | SyncState::Synced => None,
+                SyncState::NotSent | SyncState::Stale | SyncState::Synced | SyncState::Dropped => {
+                    None
+                }
             };
             let row = CollectionRow {
                 state: c.state,
@@ -237,6 +239,7 @@ fn state(s: SyncState) -> &'static str {
         SyncState::Synced => "SYNCED",
         SyncState::Nacked => "NACKED",
         SyncState::Blocked => "BLOCKED",
+        SyncState::Dropped => "DROPPED",
     }
 }
 

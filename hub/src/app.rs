@@ -195,6 +195,7 @@ impl Hub {
         sources.push(Box::new(crate::upward::mcs::McsSource::new(
             reports_rx.clone(),
             agents_rx.clone(),
+            ledger.clone(),
         )));
         let (pipeline, status) = Pipeline::new(
             store,

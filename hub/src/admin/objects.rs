@@ -191,9 +191,11 @@ fn delivery(
         .into_iter()
         .map(|p| peer_delivery(p, kind, &version))
         .collect();
-    let reported = s.reports.borrow().get(group).map(|r| {
-        reported(&r.view, kind.collection(), name, &version, in_snapshot)
-    });
+    let reported = s
+        .reports
+        .borrow()
+        .get(group)
+        .map(|r| reported(&r.view, kind.collection(), name, &version, in_snapshot));
     ClusterDelivery {
         cluster: group.to_owned(),
         collection_version: version,
@@ -225,7 +227,11 @@ fn reported(
     };
     let held_by_istiod = match &r.istiod {
         Some(i) if i.reachable && in_snapshot && i.collections.iter().any(|c| c == collection) => {
-            match i.dropped.iter().find(|d| d.collection == collection && d.name == name) {
+            match i
+                .dropped
+                .iter()
+                .find(|d| d.collection == collection && d.name == name)
+            {
                 Some(d) => format!("DROPPED: {}", d.reason),
                 None => "yes".to_owned(),
             }

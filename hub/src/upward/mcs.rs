@@ -23,6 +23,7 @@ use std::sync::Arc;
 
 use futures::FutureExt as _;
 use futures::future::BoxFuture;
+use meshhub_mcp::ledger::{PeerStatus, Role};
 use meshhub_proto::object::{Object, ObjectMeta};
 use meshhub_proto::upward::ServiceExport;
 use serde_json::{Map, Value, json};
@@ -40,6 +41,13 @@ pub const SOURCE_NAME: &str = "serviceexports";
 pub const GENERATED_FROM: &str = "meshhub.io/generated-from";
 /// The cluster set's domain (KEP-1645).
 pub const DOMAIN: &str = "svc.clusterset.local";
+/// How long the source waits, at start, for every agent's exports before
+/// it reports itself synced (and the hub ready) without them: a restarted
+/// hub then does not withdraw the generated objects from the clusters for
+/// the moment its upward streams take to come up. An agent whose upward
+/// stream failed (unreachable, or an agent without the channel) is not
+/// waited for.
+pub const SYNC_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// One aggregated Service.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -224,13 +232,35 @@ pub fn aggregate_all(reports: &Reports, clusters: &[String]) -> BTreeMap<String,
 pub struct McsSource {
     reports: watch::Receiver<Reports>,
     agents: watch::Receiver<Agents>,
+    ledger: meshhub_mcp::ledger::Ledger,
 }
 
 impl McsSource {
-    /// A source over the reports and the agents.
-    pub fn new(reports: watch::Receiver<Reports>, agents: watch::Receiver<Agents>) -> Self {
-        Self { reports, agents }
+    /// A source over the reports and the agents; the upward streams are
+    /// in `ledger`.
+    pub fn new(
+        reports: watch::Receiver<Reports>,
+        agents: watch::Receiver<Agents>,
+        ledger: meshhub_mcp::ledger::Ledger,
+    ) -> Self {
+        Self {
+            reports,
+            agents,
+            ledger,
+        }
     }
+}
+
+/// Whether every agent's exports arrived, or its upward stream failed.
+fn initial_state_known(reports: &Reports, agents: &Agents, ledger: &[PeerStatus]) -> bool {
+    agents.iter().all(|a| {
+        reports.get(&a.cluster).is_some_and(|c| c.exports_received) || {
+            let name = super::peer_name(&a.cluster);
+            ledger
+                .iter()
+                .any(|p| p.role == Role::Sink && p.peer == name && p.last_error.is_some())
+        }
+    })
 }
 
 impl Source for McsSource {
@@ -246,20 +276,39 @@ impl Source for McsSource {
         let Self {
             mut reports,
             mut agents,
+            ledger,
         } = *self;
         async move {
             let gone = || SourceError::PipelineGone(SOURCE_NAME.to_owned());
             let source: Arc<str> = SOURCE_NAME.into();
-            // Nothing to wait for: the clusters' exports arrive when they
-            // do, and the hub must not wait on remote clusters to be ready.
-            events
-                .send(SourceEvent::Synced {
-                    source: source.clone(),
-                })
-                .await
-                .map_err(|_| gone())?;
+            // Every agent's exports first (at most SYNC_WAIT). The ledger
+            // has no change signal: look again every 50 ms.
+            let waited = tokio::time::timeout(SYNC_WAIT, async {
+                loop {
+                    let now = reports.borrow_and_update().clone();
+                    if initial_state_known(&now, &agents.borrow(), &ledger.view()) {
+                        return;
+                    }
+                    tokio::select! {
+                        () = shutdown.cancelled() => return,
+                        _ = reports.changed() => {}
+                        () = tokio::time::sleep(std::time::Duration::from_millis(50)) => {}
+                    }
+                }
+            })
+            .await;
+            if waited.is_err() {
+                tracing::warn!(
+                    wait = ?SYNC_WAIT,
+                    "not every agent reported its exported Services in time; ready without them"
+                );
+            }
+            if shutdown.is_cancelled() {
+                return Ok(());
+            }
             let mut sent: BTreeMap<String, Object> = BTreeMap::new();
             let mut follow_agents = true;
+            let mut sent_synced = false;
             loop {
                 let now = reports.borrow_and_update().clone();
                 let clusters: Vec<String> = agents
@@ -306,6 +355,16 @@ impl Source for McsSource {
                         .map_err(|_| gone())?;
                 }
                 metrics::gauge!("meshhub_mcs_service_entries").set(objects.len() as f64);
+                // The initial state, then Synced.
+                if !sent_synced {
+                    events
+                        .send(SourceEvent::Synced {
+                            source: source.clone(),
+                        })
+                        .await
+                        .map_err(|_| gone())?;
+                    sent_synced = true;
+                }
                 sent = objects;
                 tokio::select! {
                     () = shutdown.cancelled() => return Ok(()),

@@ -28,6 +28,8 @@ pub struct ClusterReport {
     pub view: ClusterReportView,
     /// The exports as received (the MCS generator reads them).
     pub exports: Vec<ServiceExport>,
+    /// Whether the agent's exports were received since the hub started.
+    pub exports_received: bool,
 }
 
 /// Every cluster's report, by cluster.
@@ -208,6 +210,7 @@ pub async fn run(
                 metrics::gauge!("meshhub_cluster_service_exports", "cluster" => cluster.clone())
                     .set(exports.len() as f64);
                 entry.exports = exports;
+                entry.exports_received = true;
             }
             Update::Gone { cluster } => {
                 reports.remove(&cluster);

@@ -130,14 +130,7 @@ async fn exports_reach_other_clusters_istiod_and_istiod_drops_show() {
     for (name, gateway) in [("east", "192.0.2.10:15443"), ("west", "192.0.2.20:15443")] {
         let ports = loopback();
         let kubeconfig = planes.cluster(name).kubeconfig.clone();
-        let istiod = Istiod::spawn(
-            &format!("istiod-{name}"),
-            bin,
-            &kubeconfig,
-            ConfigSource::Xds(ports.1),
-            dir,
-            &logs,
-        );
+        let istiod_http = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let flags = [
             "--mcs",
             "--mcs-kubeconfig",
@@ -145,7 +138,7 @@ async fn exports_reach_other_clusters_istiod_and_istiod_drops_show() {
             "--mcs-gateways",
             gateway,
             "--istiod-debug-url",
-            &format!("http://{}", istiod.http),
+            &format!("http://{istiod_http}"),
             "--istiod-check-interval",
             "300ms",
             "--report-interval",
@@ -153,14 +146,25 @@ async fn exports_reach_other_clusters_istiod_and_istiod_drops_show() {
         ]
         .map(str::to_owned)
         .to_vec();
-        let mut r = Remote {
+        let agent = AgentProc::start_with(name, dir, &logs, Some(ports), &flags);
+        // istiod exits when its xds:// source does not answer at start:
+        // the agent first.
+        let istiod = Istiod::spawn_at(
+            &format!("istiod-{name}"),
+            bin,
+            &kubeconfig,
+            ConfigSource::Xds(agent.grpc),
+            dir,
+            &logs,
+            istiod_http.port(),
+        );
+        let r = Remote {
             name,
             ports,
             flags,
-            agent: None,
+            agent: Some(agent),
             istiod,
         };
-        r.start_agent(dir, &logs);
         remotes.push(r);
     }
     let config = dir.join("hub.yaml");

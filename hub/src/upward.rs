@@ -61,7 +61,7 @@ pub enum Update {
         /// The cluster.
         cluster: String,
         /// Its report.
-        report: Option<ClusterStatus>,
+        report: Option<Box<ClusterStatus>>,
     },
     /// The cluster's exports (full state).
     Exports {
@@ -113,7 +113,7 @@ impl Updater for ClusterUpdater {
                             status.cluster, self.cluster
                         )));
                     }
-                    report = Some(status);
+                    report = Some(Box::new(status));
                 }
                 Update::Status {
                     cluster: self.cluster.clone(),

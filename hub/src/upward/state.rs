@@ -169,7 +169,7 @@ pub async fn run(
                 let entry = reports.entry(cluster.clone()).or_default();
                 let old = dropped_set(&entry.view);
                 let exports = std::mem::take(&mut entry.view.exports);
-                entry.view = report.as_ref().map(view_of).unwrap_or_default();
+                entry.view = report.as_deref().map(view_of).unwrap_or_default();
                 entry.view.exports = exports;
                 let new = dropped_set(&entry.view);
                 for ((collection, name), d) in &new {

@@ -18,7 +18,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use meshhub_e2e::istio::{ConfigSource, ISTIOD_START, Istiod, istiod_bin, tail};
-use meshhub_e2e::kube::{ControlPlanes, apply_yaml, free_port};
+use meshhub_e2e::kube::{ControlPlanes, apply_yaml, free_port, rbac_manifest};
 use meshhub_e2e::mcs::{install_mcs_crds, service, service_export, unexport};
 use meshhub_e2e::yaml::cluster;
 use meshhub_e2e::*;
@@ -109,6 +109,10 @@ async fn exports_reach_other_clusters_istiod_and_istiod_drops_show() {
         install_mcs_crds(&planes, c).await;
         planes.namespace(c, "istio-system").await;
         planes.namespace(c, "shop").await;
+        // The agent reads exports as its ServiceAccount, bound by the RBAC
+        // shipped in deploy/rbac/sink-agent.yaml.
+        planes.namespace(c, "meshhub").await;
+        apply_yaml(&planes.client(c).await, &rbac_manifest("sink-agent.yaml")).await;
     }
     let primary = planes.client("primary").await;
     let west_kube = planes.client("west").await;
@@ -130,11 +134,14 @@ async fn exports_reach_other_clusters_istiod_and_istiod_drops_show() {
     for (name, gateway) in [("east", "192.0.2.10:15443"), ("west", "192.0.2.20:15443")] {
         let ports = loopback();
         let kubeconfig = planes.cluster(name).kubeconfig.clone();
+        let agent_kubeconfig = planes
+            .service_account_kubeconfig(name, "meshhub", "meshhub-agent")
+            .await;
         let istiod_http = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let flags = [
             "--mcs",
             "--mcs-kubeconfig",
-            &kubeconfig.display().to_string(),
+            &agent_kubeconfig.display().to_string(),
             "--mcs-gateways",
             gateway,
             "--istiod-debug-url",

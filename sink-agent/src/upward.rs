@@ -313,6 +313,15 @@ fn resource(name: &str, message: &str, body: Vec<u8>, version: String) -> Encode
     }
 }
 
+/// The upward snapshot of a cluster: its report (stamped now) and its
+/// exports, as the agent serves them (also for tests and benchmarks that
+/// stand in for an agent).
+pub fn snapshot(cluster: &str, report: ClusterStatus, exports: &[ServiceExport]) -> Snapshot {
+    Snapshot::new()
+        .with_collection(CLUSTER_STATUS, Arc::new(status_collection(cluster, report)))
+        .with_collection(SERVICE_EXPORTS, Arc::new(exports_collection(exports)))
+}
+
 /// The cluster status collection: one resource named after the cluster,
 /// its version a digest of the report without its time.
 fn status_collection(cluster: &str, mut report: ClusterStatus) -> CollectionSnapshot {

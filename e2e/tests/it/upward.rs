@@ -372,3 +372,156 @@ async fn exports_reach_other_clusters_istiod_and_istiod_drops_show() {
     drop(hub);
     drop(remotes);
 }
+
+/// Resident set size of a process (`VmRSS`), in bytes.
+fn rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("VmRSS");
+    kb * 1024
+}
+
+/// The bench figure: the hub's memory per exported Service. A stand-in
+/// for west's agent (the agent's own upward snapshot code, served by the
+/// engine's `ResourceSource`) publishes 10,000 exports at once; the real
+/// hub binary aggregates them into 10,000 ServiceEntries for east (each
+/// validated, placed, snapshotted). The hub's RSS is read before and
+/// after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a bench figure (about 3 minutes in a debug build): cargo test -p meshhub-e2e --test it upward::hub_memory -- --ignored --nocapture"]
+async fn hub_memory_per_exported_service() {
+    use std::sync::Arc;
+
+    use meshhub_mcp::cache;
+    use meshhub_mcp::group::SingleGroup;
+    use meshhub_mcp::ledger::Ledger;
+    use meshhub_mcp::source::SourceConfig;
+    use meshhub_mcp::source::server::{Shared, SourceServer};
+    use meshhub_proto::upward::{ClusterStatus, GatewayAddress, ServiceExport, ServicePort};
+
+    const EXPORTS: usize = 10_000;
+    const SE: &str = "istio/networking/v1alpha3/serviceentries";
+    let _turn = turn(module_path!());
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let logs = dir.join("logs");
+    std::fs::create_dir_all(&logs).unwrap();
+
+    let (writer, reader) = cache::new();
+    let report = || ClusterStatus {
+        cluster: "west".into(),
+        ..Default::default()
+    };
+    writer.set(
+        "west",
+        Arc::new(meshhub_sink_agent::upward::snapshot("west", report(), &[])),
+    );
+    let stop = tokio_util::sync::CancellationToken::new();
+    let tasks = tokio_util::task::TaskTracker::new();
+    let west = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let service = SourceServer::new(Shared {
+        cache: reader,
+        groups: Arc::new(SingleGroup("west".into())),
+        ledger: Ledger::new(),
+        config: Arc::new(SourceConfig::default()),
+        shutdown: stop.clone(),
+        tasks: tasks.clone(),
+    })
+    .into_service(256 << 20);
+    let server = tokio::spawn({
+        let stop = stop.clone();
+        async move {
+            tonic::transport::Server::builder()
+                .add_service(service)
+                .serve_with_shutdown(west, stop.cancelled_owned())
+                .await
+        }
+    });
+    // East's agent is not running: east only consumes.
+    let east = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let config = dir.join("hub.yaml");
+    let objects = dir.join("objects");
+    std::fs::create_dir_all(&objects).unwrap();
+    std::fs::write(
+        &config,
+        meshhub_e2e::yaml::files_hub(
+            objects.display(),
+            &(cluster("east", "", format!("http://{east}"), "")
+                + &cluster("west", "", format!("http://{west}"), "")),
+            "",
+        ),
+    )
+    .unwrap();
+    let hub = tokio::task::block_in_place(|| HubProc::start("hub", &config, &logs));
+    let before = rss(hub.proc.pid());
+
+    let exports: Vec<ServiceExport> = (0..EXPORTS)
+        .map(|i| ServiceExport {
+            namespace: format!("ns-{}", i % 100),
+            name: format!("svc-{i}"),
+            r#type: "ClusterSetIP".into(),
+            ports: vec![ServicePort {
+                name: "http".into(),
+                port: 80,
+                protocol: "TCP".into(),
+                app_protocol: String::new(),
+            }],
+            gateways: vec![GatewayAddress {
+                address: "192.0.2.20".into(),
+                port: 15443,
+            }],
+            created: None,
+            problem: String::new(),
+        })
+        .collect();
+    let started = Instant::now();
+    writer.set(
+        "west",
+        Arc::new(meshhub_sink_agent::upward::snapshot(
+            "west",
+            report(),
+            &exports,
+        )),
+    );
+    tokio::task::block_in_place(|| {
+        eventually_blocking("10,000 ServiceEntries in east's group", || {
+            let s = hub.status();
+            let n = s["groups"]
+                .as_array()?
+                .iter()
+                .find(|g| g["name"] == "east")?["collections"][SE]["resources"]
+                .as_u64()?;
+            (n as usize == EXPORTS).then_some(())
+        })
+    });
+    let took = started.elapsed();
+    let after = rss(hub.proc.pid());
+    let per = after.saturating_sub(before) as f64 / EXPORTS as f64;
+    println!(
+        "hub memory per exported service ({EXPORTS} exports from one cluster -> {EXPORTS} ServiceEntries for another, debug build): RSS {:.1} MiB -> {:.1} MiB, {:.2} KiB per export; all generated and published in {:.2} s",
+        before as f64 / 1048576.0,
+        after as f64 / 1048576.0,
+        per / 1024.0,
+        took.as_secs_f64(),
+    );
+    assert!(per < 64.0 * 1024.0, "{per} bytes per export");
+    // The generated entries carry their origin.
+    let (ok, out, err) = meshhubctl(&[
+        "describe",
+        "ServiceEntry",
+        "ns-7/svc-7-clusterset",
+        "--admin",
+        &format!("http://{}", hub.admin),
+        "-o",
+        "json",
+    ]);
+    assert!(ok.success(), "{err}");
+    assert!(out.contains("serviceexports"), "{out}");
+    stop.cancel();
+    let _ = server.await;
+    drop(hub);
+}

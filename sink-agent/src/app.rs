@@ -104,6 +104,7 @@ impl Agent {
         let (shutdown, tasks) = life.handles();
         let kinds = KindTable::builtin();
         let ledger = Ledger::new();
+        let upward_ledger = Ledger::new();
         let group: Group = config.cluster.as_str().into();
         let mode = match config.mode {
             Mode::Push { .. } => "push",
@@ -134,6 +135,7 @@ impl Agent {
             store: store_status.clone(),
             apply: apply_status.clone(),
             ledger: ledger.clone(),
+            upward: upward_ledger.clone(),
             base: AdminBase::new(
                 admin::readiness(ready_rx.clone()),
                 Identity::new("meshhub-sink-agent", process_config(&config)),
@@ -242,6 +244,7 @@ impl Agent {
                 ledger: ledger.clone(),
                 exports,
             },
+            upward_ledger,
             &tasks,
             shutdown.clone(),
         );

@@ -123,10 +123,12 @@ pub struct Upward {
 }
 
 impl Upward {
-    /// Starts the report task (and istiod's check) on `tasks`.
+    /// Starts the report task (and istiod's check) on `tasks`; the hubs'
+    /// upward streams are recorded in `ledger`.
     pub fn start(
         config: &UpwardConfig,
         sources: Sources,
+        ledger: Ledger,
         tasks: &TaskTracker,
         shutdown: CancellationToken,
     ) -> Self {
@@ -161,7 +163,7 @@ impl Upward {
         );
         Self {
             cache,
-            ledger: Ledger::new(),
+            ledger,
             group,
         }
     }

@@ -97,6 +97,21 @@ async fn a_dropped_object_shows_as_dropped_until_istiod_holds_it() {
         "what the agent holds: {e}"
     );
 
+    // The agent shows the hub reading its state.
+    let a = status(agent.admin_addr()).await;
+    assert!(
+        a["upward"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["connected"] == true
+                && p["collections"][meshhub_proto::upward::CLUSTER_STATUS]["acks"]
+                    .as_u64()
+                    .is_some_and(|n| n > 0)),
+        "{}",
+        a["upward"]
+    );
+
     // istiod takes it: SYNCED again, nothing dropped.
     *configz.lock().unwrap() = BOTH.to_owned();
     eventually("east's EnvoyFilters SYNCED again", || async {

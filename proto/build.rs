@@ -29,6 +29,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // same order every time, so its bytes are reproducible.
         .btree_map(".istio.mcp.v1alpha1.Metadata")
         .compile_fds(mcp)?;
+    // The upward channel's messages (meshhub's own, agent → hub).
+    let upward = protox::compile(["meshhub/v1alpha1/upward.proto"], [SCHEMA_ROOT])?;
+    tonic_prost_build::configure()
+        .build_client(false)
+        .build_server(false)
+        .compile_fds(upward)?;
 
     // The dial-out client sends pre-encoded messages (see `wire.rs`): same
     // gRPC path as the generated client, another Rust type. (The servers

@@ -13,6 +13,7 @@ pub mod node;
 pub mod object;
 pub mod placement;
 pub mod status;
+pub mod upward;
 
 use serde::{Deserialize, Serialize};
 

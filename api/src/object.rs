@@ -156,6 +156,25 @@ pub struct ClusterDelivery {
     pub in_snapshot: bool,
     /// Every peer of the group: the agent's dialer, connected consumers.
     pub peers: Vec<PeerDelivery>,
+    /// What the cluster's agent reports of the object (the upward
+    /// channel): delivered (held at the current version), applied to the
+    /// cluster's API, held by the cluster's istiod. Absent without a
+    /// report.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reported: Option<ReportedDelivery>,
+}
+
+/// The object in one cluster, as that cluster's agent reports it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReportedDelivery {
+    /// The agent holds the collection at the version the group has now.
+    pub delivered: bool,
+    /// Applied to the cluster's API: `yes`, `no: <why>`, or `-` (the agent
+    /// does not apply).
+    pub applied: String,
+    /// Held by the cluster's istiod: `yes`, `DROPPED: <why>`, or `-` (not
+    /// compared: no istiod address, or istiod unreachable).
+    pub held_by_istiod: String,
 }
 
 /// What one peer of a group has of the object's collection.

@@ -113,6 +113,16 @@ pub struct RemoteView {
     pub last_error: Option<String>,
     /// Streams opened so far by the current dialer.
     pub streams: u64,
-    /// Per collection: sent and ACKed versions, the NACK, the state.
+    /// Per collection: sent and ACKed versions, the NACK, the state
+    /// (`DROPPED` when the cluster's istiod does not hold objects of the
+    /// version it ACKed).
     pub collections: BTreeMap<String, CollectionStatus>,
+    /// Per collection: the objects the cluster's istiod dropped (those of
+    /// the `DROPPED` collections).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub dropped: BTreeMap<String, Vec<crate::upward::ObjectProblemView>>,
+    /// What the cluster reports about itself (the upward channel); absent
+    /// while nothing was received.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report: Option<crate::upward::ClusterReportView>,
 }

@@ -100,7 +100,13 @@ fn object() -> ObjectView {
                 peer(PeerRole::Consumer, Delivery::Sent, SyncState::Stale),
                 peer(PeerRole::Agent, Delivery::Behind, SyncState::NotSent),
                 peer(PeerRole::Agent, Delivery::Behind, SyncState::Blocked),
+                peer(PeerRole::Agent, Delivery::Acked, SyncState::Dropped),
             ],
+            reported: Some(crate::object::ReportedDelivery {
+                delivered: true,
+                applied: "-".into(),
+                held_by_istiod: "DROPPED: absent".into(),
+            }),
         }],
         analysis: BTreeMap::new(),
     }
@@ -110,7 +116,7 @@ fn object() -> ObjectView {
 fn debug_object() {
     round_trip(
         &object(),
-        r#"{"kind":"VirtualService","api_version":"networking.istio.io/v1","collection":"istio/networking/v1alpha3/virtualservices","name":"bookinfo/reviews","validation":{"result":"accepted","messages":["m"],"warnings":["w"]},"definitions":[{"origin":{"source":"files","unit":"a.yaml","document":2,"line":7},"resource_version":"12","state":"served","reasons":[]},{"origin":{"source":"files","unit":"a.yaml","document":0,"line":null},"resource_version":null,"state":"ignored","reasons":["r"]},{"origin":null,"resource_version":null,"state":"rejected","reasons":["x"]}],"version":"abc","clusters":[{"cluster":"east","collection_version":"cv","in_snapshot":true,"peers":[{"peer":"east","role":"agent","protocol":"mcp","node_id":"n1","connected":true,"delivery":"ACKED","state":"SYNCED","sent":"v2","acked":null,"nacked":"v2","message":"bad"},{"peer":"east","role":"consumer","protocol":"mcp","node_id":"n1","connected":true,"delivery":"NACKED","state":"NACKED","sent":"v2","acked":null,"nacked":"v2","message":"bad"},{"peer":"east","role":"consumer","protocol":"mcp","node_id":"n1","connected":true,"delivery":"SENT","state":"STALE","sent":"v2","acked":null,"nacked":"v2","message":"bad"},{"peer":"east","role":"agent","protocol":"mcp","node_id":"n1","connected":true,"delivery":"BEHIND","state":"NOT_SENT","sent":"v2","acked":null,"nacked":"v2","message":"bad"},{"peer":"east","role":"agent","protocol":"mcp","node_id":"n1","connected":true,"delivery":"BEHIND","state":"BLOCKED","sent":"v2","acked":null,"nacked":"v2","message":"bad"}]}]}"#,
+        r#"{"kind":"VirtualService","api_version":"networking.istio.io/v1","collection":"istio/networking/v1alpha3/virtualservices","name":"bookinfo/reviews","validation":{"result":"accepted","messages":["m"],"warnings":["w"]},"definitions":[{"origin":{"source":"files","unit":"a.yaml","document":2,"line":7},"resource_version":"12","state":"served","reasons":[]},{"origin":{"source":"files","unit":"a.yaml","document":0,"line":null},"resource_version":null,"state":"ignored","reasons":["r"]},{"origin":null,"resource_version":null,"state":"rejected","reasons":["x"]}],"version":"abc","clusters":[{"cluster":"east","collection_version":"cv","in_snapshot":true,"peers":[{"peer":"east","role":"agent","protocol":"mcp","node_id":"n1","connected":true,"delivery":"ACKED","state":"SYNCED","sent":"v2","acked":null,"nacked":"v2","message":"bad"},{"peer":"east","role":"consumer","protocol":"mcp","node_id":"n1","connected":true,"delivery":"NACKED","state":"NACKED","sent":"v2","acked":null,"nacked":"v2","message":"bad"},{"peer":"east","role":"consumer","protocol":"mcp","node_id":"n1","connected":true,"delivery":"SENT","state":"STALE","sent":"v2","acked":null,"nacked":"v2","message":"bad"},{"peer":"east","role":"agent","protocol":"mcp","node_id":"n1","connected":true,"delivery":"BEHIND","state":"NOT_SENT","sent":"v2","acked":null,"nacked":"v2","message":"bad"},{"peer":"east","role":"agent","protocol":"mcp","node_id":"n1","connected":true,"delivery":"BEHIND","state":"BLOCKED","sent":"v2","acked":null,"nacked":"v2","message":"bad"},{"peer":"east","role":"agent","protocol":"mcp","node_id":"n1","connected":true,"delivery":"ACKED","state":"DROPPED","sent":"v2","acked":null,"nacked":"v2","message":"bad"}],"reported":{"delivered":true,"applied":"-","held_by_istiod":"DROPPED: absent"}}]}"#,
     );
     let rejected = ObjectView {
         validation: Validation {
@@ -208,6 +214,8 @@ fn remote() -> RemoteView {
         last_error: Some("gone".into()),
         streams: 2,
         collections: BTreeMap::from([("c".into(), collection_status())]),
+        dropped: BTreeMap::new(),
+        report: None,
     }
 }
 
@@ -275,6 +283,8 @@ fn status_sections() {
             last_error: None,
             streams: 0,
             collections: BTreeMap::new(),
+            dropped: BTreeMap::new(),
+            report: None,
         },
         r#"{"cluster":"west","address":"a","connected":false,"connected_since":null,"disconnected_at":null,"last_error":null,"streams":0,"collections":{}}"#,
     );

@@ -174,5 +174,28 @@ fn sections(v: &ObjectView) -> String {
         }
     }
     out.push_str(&render(&rows));
+    let reported: Vec<_> = v
+        .clusters
+        .iter()
+        .filter_map(|c| c.reported.as_ref().map(|r| (c, r)))
+        .collect();
+    if !reported.is_empty() {
+        out.push_str("\nReported by the clusters:\n");
+        let mut rows = vec![vec![
+            "  CLUSTER".to_owned(),
+            "DELIVERED".to_owned(),
+            "APPLIED".to_owned(),
+            "HELD BY ISTIOD".to_owned(),
+        ]];
+        for (c, r) in reported {
+            rows.push(vec![
+                format!("  {}", c.cluster),
+                if r.delivered { "yes" } else { "no" }.to_owned(),
+                r.applied.clone(),
+                r.held_by_istiod.clone(),
+            ]);
+        }
+        out.push_str(&render(&rows));
+    }
     out
 }

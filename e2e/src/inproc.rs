@@ -185,6 +185,7 @@ pub fn agent_config(cluster: &str, data: &Path, mode: Mode) -> AgentConfig {
         incremental: false,
         shutdown_grace: Duration::from_secs(5),
         apply: None,
+        upward: Default::default(),
     }
 }
 

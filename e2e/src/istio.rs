@@ -143,6 +143,21 @@ impl Istiod {
         dir: &Path,
         logs: &Path,
     ) -> Self {
+        Self::spawn_at(name, bin, kubeconfig, source, dir, logs, free_port())
+    }
+
+    /// [`Istiod::spawn`] with its HTTP (debug) port chosen by the caller,
+    /// who must tell it to someone before istiod runs (a sink agent
+    /// comparing what it serves with istiod's `/debug/configz`).
+    pub fn spawn_at(
+        name: &str,
+        bin: &Path,
+        kubeconfig: &Path,
+        source: ConfigSource,
+        dir: &Path,
+        logs: &Path,
+        http: u16,
+    ) -> Self {
         let mesh = dir.join(format!("{name}-mesh.yaml"));
         let sources = match source {
             ConfigSource::Xds(xds) => format!("configSources:\n- address: xds://{xds}\n"),
@@ -150,13 +165,7 @@ impl Istiod {
         };
         std::fs::write(&mesh, format!("{sources}rootNamespace: istio-system\n"))
             .expect("mesh config");
-        let (grpc, http, monitoring, https, ctrlz) = (
-            free_port(),
-            free_port(),
-            free_port(),
-            free_port(),
-            free_port(),
-        );
+        let (grpc, monitoring, https, ctrlz) = (free_port(), free_port(), free_port(), free_port());
         let args: Vec<String> = [
             "discovery",
             "--kubeconfig",

@@ -24,6 +24,7 @@ pub mod helm;
 pub mod inproc;
 pub mod istio;
 pub mod kube;
+pub mod mcs;
 pub mod pod;
 pub mod prometheus;
 pub mod standin;

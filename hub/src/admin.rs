@@ -54,6 +54,8 @@ pub struct AdminState {
     pub history: Option<History>,
     /// TLS on the gRPC port (`None`: plaintext).
     pub grpc_tls: Option<watch::Receiver<TlsStatus>>,
+    /// What the clusters report over the upward channel.
+    pub reports: watch::Receiver<crate::upward::Reports>,
 }
 
 /// The admin routes: the runtime's and `/status`.
@@ -130,7 +132,12 @@ pub fn status_view(s: &AdminState) -> StatusView {
         groups,
         config: (**s.reload.borrow()).clone(),
         leader: s.leader.borrow().clone(),
-        remotes: remote_views(&agents, &ledger),
+        remotes: remote_views(
+            &agents,
+            &ledger,
+            &report_views(&s.reports.borrow()),
+            crate::upward::peer_name,
+        ),
         // Upstream MCP sources are sink-side peers: not consumers.
         consumers: ledger
             .iter()
@@ -151,6 +158,29 @@ pub fn status_view(s: &AdminState) -> StatusView {
         grpc_tls: s.grpc_tls.as_ref().map(|t| t.borrow().clone()),
         analysis: s.status.borrow().analysis.clone(),
     }
+}
+
+/// Each cluster's report as shown, with the MCS conflicts of its exports.
+pub fn report_views(
+    reports: &crate::upward::Reports,
+) -> std::collections::BTreeMap<String, meshhub_api::upward::ClusterReportView> {
+    let clusters: Vec<String> = reports.keys().cloned().collect();
+    let aggregates = crate::upward::mcs::aggregate_all(reports, &clusters);
+    reports
+        .iter()
+        .map(|(cluster, r)| {
+            let mut view = r.view.clone();
+            for e in &mut view.exports {
+                if let Some(c) = aggregates
+                    .get(&format!("{}/{}", e.namespace, e.name))
+                    .and_then(|a| a.conflicts.get(cluster))
+                {
+                    e.conflict = c.clone();
+                }
+            }
+            (cluster.clone(), view)
+        })
+        .collect()
 }
 
 async fn status(State(s): State<AdminState>) -> Json<StatusView> {

@@ -189,6 +189,14 @@ impl Hub {
                 )?),
             });
         }
+        // The upward channel: what the clusters report (and the
+        // ServiceEntries generated from their exports, a source).
+        let (reports_tx, reports_rx) = watch::channel(crate::upward::Reports::default());
+        sources.push(Box::new(crate::upward::mcs::McsSource::new(
+            reports_rx.clone(),
+            agents_rx.clone(),
+            ledger.clone(),
+        )));
         let (pipeline, status) = Pipeline::new(
             store,
             writer,
@@ -406,6 +414,26 @@ impl Hub {
             .instrument(info_span!("clusters")),
         );
 
+        // The upward channel: one subscriber per agent, on every replica.
+        let (updates_tx, updates_rx) = mpsc::channel(64);
+        tasks.spawn(
+            crate::upward::state::run(updates_rx, reports_tx, audit.clone(), shutdown.clone())
+                .instrument(info_span!("upward.state")),
+        );
+        tasks.spawn(
+            crate::upward::run(
+                agents_rx.clone(),
+                crate::upward::UpwardDeps {
+                    ledger: ledger.clone(),
+                    tasks: tasks.clone(),
+                    max_message_bytes: config.limits.max_message_bytes,
+                },
+                updates_tx,
+                shutdown.clone(),
+            )
+            .instrument(info_span!("upward")),
+        );
+
         // Reloads of the clusters configuration.
         let (reloader, reload_status) = Reloader::new(config.clone(), rules_tx, agents_tx);
         let (reload_tx, reload_rx) = mpsc::channel(4);
@@ -434,6 +462,7 @@ impl Hub {
             kinds: kinds.clone(),
             history: history.clone(),
             grpc_tls: grpc_tls.as_ref().map(|t| t.status()),
+            reports: reports_rx,
         };
         // The history's pin and unpin change what clusters are served: behind
         // the admin authorization like every state-changing endpoint.

@@ -191,6 +191,30 @@ pub enum AuditEvent {
         /// What happened.
         step: meshhub_rollout::Event,
     },
+    /// A cluster's istiod does not hold an object the cluster's agent
+    /// serves it (reported by the agent over the upward channel).
+    IstiodDropped {
+        /// The cluster.
+        cluster: String,
+        /// The collection.
+        collection: String,
+        /// `namespace/name`.
+        name: String,
+        /// The object's version.
+        version: String,
+        /// Why, as far as istiod says.
+        reason: String,
+    },
+    /// An object a cluster's istiod had dropped is held again (or no
+    /// longer served).
+    IstiodHeld {
+        /// The cluster.
+        cluster: String,
+        /// The collection.
+        collection: String,
+        /// `namespace/name`.
+        name: String,
+    },
     /// A group's pin was lifted.
     Unpin {
         /// The group (cluster).

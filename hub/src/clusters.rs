@@ -20,9 +20,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use meshhub_api::status::RemoteView;
+use meshhub_api::upward::ClusterReportView;
 use meshhub_mcp::cache::{Group, SnapshotCache};
 use meshhub_mcp::dial::DialTarget;
-use meshhub_mcp::ledger::{Ledger, PeerStatus, Role};
+use meshhub_mcp::ledger::{Ledger, PeerStatus, Role, SyncState};
 use meshhub_mcp::source::SourceConfig;
 use meshhub_mcp::source::dialer::{self, SinkTarget};
 use tokio::sync::watch;
@@ -191,8 +192,16 @@ pub fn is_dialer(p: &PeerStatus) -> bool {
 
 /// One row per configured agent, with its dialer's ledger entry (the live
 /// one, or the newest retained one). `ledger` is [`Ledger::view`]: live
-/// peers first.
-pub fn remote_views(agents: &[AgentSpec], ledger: &[PeerStatus]) -> Vec<RemoteView> {
+/// peers first. `reports` holds what each cluster reported over the
+/// upward channel (its stream is the ledger's sink peer `upward_peer`):
+/// a collection whose ACKed version the cluster's istiod does not fully
+/// hold shows as `DROPPED`, with the objects.
+pub fn remote_views(
+    agents: &[AgentSpec],
+    ledger: &[PeerStatus],
+    reports: &BTreeMap<String, ClusterReportView>,
+    upward_peer: impl Fn(&str) -> String,
+) -> Vec<RemoteView> {
     agents
         .iter()
         .map(|a| {
@@ -200,6 +209,38 @@ pub fn remote_views(agents: &[AgentSpec], ledger: &[PeerStatus]) -> Vec<RemoteVi
                 .iter()
                 .find(|p| is_dialer(p) && p.peer == a.cluster && p.connected)
                 .or_else(|| ledger.iter().find(|p| is_dialer(p) && p.peer == a.cluster));
+            let mut collections = p.map(|p| p.collections.clone()).unwrap_or_default();
+            let report = reports.get(&a.cluster).map(|r| {
+                let name = upward_peer(&a.cluster);
+                let up = ledger
+                    .iter()
+                    .find(|p| p.role == Role::Sink && p.peer == name && p.connected)
+                    .or_else(|| {
+                        ledger
+                            .iter()
+                            .find(|p| p.role == Role::Sink && p.peer == name)
+                    });
+                let mut r = r.clone();
+                r.connected = up.is_some_and(|p| p.connected);
+                r.last_error = up.and_then(|p| p.last_error.clone());
+                r
+            });
+            let dropped = report
+                .as_ref()
+                .map(|r| {
+                    r.dropped_at(|c| {
+                        collections
+                            .get(c)
+                            .filter(|s| s.state == SyncState::Synced)
+                            .and_then(|s| s.acked.as_ref().map(|v| v.version.clone()))
+                    })
+                })
+                .unwrap_or_default();
+            for c in dropped.keys() {
+                if let Some(s) = collections.get_mut(c) {
+                    s.state = SyncState::Dropped;
+                }
+            }
             RemoteView {
                 cluster: a.cluster.clone(),
                 address: a.dial.address.clone(),
@@ -208,7 +249,9 @@ pub fn remote_views(agents: &[AgentSpec], ledger: &[PeerStatus]) -> Vec<RemoteVi
                 disconnected_at: p.and_then(|p| p.disconnected_at),
                 last_error: p.and_then(|p| p.last_error.clone()),
                 streams: p.map_or(0, |p| p.streams),
-                collections: p.map(|p| p.collections.clone()).unwrap_or_default(),
+                collections,
+                dropped,
+                report,
             }
         })
         .collect()

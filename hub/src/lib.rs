@@ -26,5 +26,6 @@ pub mod reload;
 pub mod rollout;
 pub mod source;
 pub mod store;
+pub mod upward;
 pub mod watch_backoff;
 pub mod webhook;

@@ -94,6 +94,10 @@ pub enum SyncState {
     Nacked,
     /// The current version could not be sent (too large).
     Blocked,
+    /// ACKed, but the cluster's istiod does not hold some of its objects
+    /// (istiod ACKs what its validation refuses). Never derived by the
+    /// ledger: the hub sets it from the cluster's upward report.
+    Dropped,
 }
 
 /// A point in time, shown as RFC 3339.

@@ -29,6 +29,24 @@ pub mod mcp {
     tonic::include_proto!("istio.mcp.v1alpha1");
 }
 
+/// `meshhub.v1alpha1`: the upward channel's messages (what an agent
+/// reports about its cluster), generated from
+/// `schema/meshhub/v1alpha1/upward.proto`.
+pub mod upward {
+    #![allow(clippy::all, missing_docs, unreachable_pub)]
+    tonic::include_proto!("meshhub.v1alpha1");
+
+    /// The collection of [`ClusterStatus`] (one resource per agent).
+    pub const CLUSTER_STATUS: &str = "meshhub/v1alpha1/clusterstatus";
+    /// The collection of [`ServiceExport`] (one resource per exported
+    /// Service).
+    pub const SERVICE_EXPORTS: &str = "meshhub/v1alpha1/serviceexports";
+    /// Body message of [`CLUSTER_STATUS`].
+    pub const CLUSTER_STATUS_MESSAGE: &str = "meshhub.v1alpha1.ClusterStatus";
+    /// Body message of [`SERVICE_EXPORTS`].
+    pub const SERVICE_EXPORT_MESSAGE: &str = "meshhub.v1alpha1.ServiceExport";
+}
+
 pub use error::error_chain;
 
 /// `google.rpc.Status`, as NACKs carry it.

@@ -32,6 +32,9 @@ pub struct AdminState {
     pub apply: Arc<OnceLock<Option<watch::Receiver<Arc<ApplyStatus>>>>>,
     /// The engine's ACK/NACK ledger.
     pub ledger: Ledger,
+    /// The ledger of the upward channel: the hubs reading this cluster's
+    /// state.
+    pub upward: Ledger,
     /// The runtime's routes (health, readiness, metrics, introspection)
     /// and the guard of state-changing endpoints (`base.auth.protect`).
     pub base: AdminBase,
@@ -75,6 +78,10 @@ pub struct StatusView {
     pub hub: Option<HubView>,
     /// Every stream: the hub's (sink role) and local consumers' (source).
     pub ledger: Vec<PeerStatus>,
+    /// The hubs reading this cluster's state (the upward channel: what
+    /// each was sent of `meshhub/v1alpha1/clusterstatus` and
+    /// `…/serviceexports`, and ACKed).
+    pub upward: Vec<PeerStatus>,
 }
 
 /// The hub stream that delivers configuration.
@@ -117,6 +124,7 @@ pub fn status_view(s: &AdminState) -> StatusView {
             .map(|rx| (**rx.borrow()).clone()),
         hub: hub_view(&ledger),
         ledger,
+        upward: s.upward.view(),
     }
 }
 

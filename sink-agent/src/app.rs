@@ -28,7 +28,7 @@ use meshhub_mcp::tls::reload::{ReloadingServerTls, TlsLoadError};
 use meshhub_proto::kinds::KindTable;
 use meshhub_proto::mcp::SinkNode;
 use meshhub_runtime::admin::{AdminBase, BindError, Identity, bind};
-use meshhub_runtime::grpc::{RESOURCE_SINK, ReflectionError};
+use meshhub_runtime::grpc::{RESOURCE_SINK, RESOURCE_SOURCE, ReflectionError};
 use meshhub_runtime::lifecycle::Lifecycle;
 use meshhub_runtime::signal::{Signal, Signals};
 use tokio::net::TcpListener;
@@ -42,6 +42,7 @@ use crate::admin::{self, AdminState};
 use crate::apply::{Applier, ApplyStatus};
 use crate::config::{Config, Mode, SinkTls};
 use crate::store::{Store, StoreConfig, StoreError, StoreStatus};
+use crate::upward::{self, Upward};
 
 /// How long a pull-mode dial may take before it counts as failed.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -75,6 +76,9 @@ pub enum RunError {
     /// The applier's Kubernetes client can't be configured.
     #[error("apply: can't configure the Kubernetes client")]
     Applier(#[source] meshhub_kube::ClientError),
+    /// The MCS watcher's Kubernetes client can't be configured.
+    #[error("upward.mcs: can't configure the Kubernetes client")]
+    Mcs(#[source] meshhub_kube::ClientError),
     /// Waiting for a signal failed.
     #[error("can't wait for shutdown signals")]
     Signal(#[source] std::io::Error),
@@ -88,6 +92,7 @@ pub struct Agent {
     admin_addr: SocketAddr,
     store: Arc<Store>,
     ledger: Ledger,
+    upward: Upward,
     life: Lifecycle,
 }
 
@@ -99,6 +104,7 @@ impl Agent {
         let (shutdown, tasks) = life.handles();
         let kinds = KindTable::builtin();
         let ledger = Ledger::new();
+        let upward_ledger = Ledger::new();
         let group: Group = config.cluster.as_str().into();
         let mode = match config.mode {
             Mode::Push { .. } => "push",
@@ -129,6 +135,7 @@ impl Agent {
             store: store_status.clone(),
             apply: apply_status.clone(),
             ledger: ledger.clone(),
+            upward: upward_ledger.clone(),
             base: AdminBase::new(
                 admin::readiness(ready_rx.clone()),
                 Identity::new("meshhub-sink-agent", process_config(&config)),
@@ -212,6 +219,36 @@ impl Agent {
         );
         let _ = store_status.set(store.status());
 
+        // The upward channel: this cluster's state (and its exported
+        // Services), for the hub to read.
+        let exports = match &config.upward.mcs {
+            Some(mcs) => {
+                let client = mcs.connection.client().await.map_err(RunError::Mcs)?;
+                let (tx, rx) = watch::channel(Arc::new(Vec::new()));
+                tasks.spawn(
+                    upward::mcs::run(mcs.clone(), client, tx, shutdown.clone())
+                        .instrument(info_span!("upward.mcs")),
+                );
+                Some(rx)
+            }
+            None => None,
+        };
+        let upward = Upward::start(
+            &config.upward,
+            upward::Sources {
+                cluster: config.cluster.clone(),
+                kinds: kinds.clone(),
+                store: store.status(),
+                served: store.cache().clone(),
+                apply: apply_status.get().cloned().flatten(),
+                ledger: ledger.clone(),
+                exports,
+            },
+            upward_ledger,
+            &tasks,
+            shutdown.clone(),
+        );
+
         let sink_config = Arc::new(SinkConfig {
             node: SinkNode {
                 id: config.cluster.clone(),
@@ -243,15 +280,23 @@ impl Agent {
                     None => service,
                 }
                 .into_service(config.max_message_bytes);
+                // The upward channel on the same port: the hubs that may
+                // push are the ones that may read.
+                let upward_service = upward.service(
+                    config.sink_allowed_identities.clone(),
+                    config.max_message_bytes,
+                    tasks.clone(),
+                    shutdown.clone(),
+                );
                 let tls = server_tls("sink", tls.as_ref(), &tasks, &shutdown)?;
                 let base = meshhub_runtime::grpc::base(
                     meshhub_mcp::transport::server_with(&limits)
                         .layer(StreamLimitLayer::new(&limits)),
-                    &[RESOURCE_SINK],
+                    &[RESOURCE_SINK, RESOURCE_SOURCE],
                 )
                 .await?;
                 sink_health = Some(base.health);
-                let router = base.router.add_service(service);
+                let router = base.router.add_service(service).add_service(upward_service);
                 let span = info_span!("sink", listen.addr = %sink_addr.map_or_else(String::new, |a| a.to_string()));
                 tasks.spawn(
                     serve_grpc(
@@ -322,6 +367,7 @@ impl Agent {
             admin_addr,
             store,
             ledger,
+            upward,
             life,
         })
     }
@@ -354,6 +400,11 @@ impl Agent {
     /// The ACK/NACK ledger.
     pub fn ledger(&self) -> &Ledger {
         &self.ledger
+    }
+
+    /// The upward channel (what the hub reads about this cluster).
+    pub fn upward(&self) -> &Upward {
+        &self.upward
     }
 
     /// Stops everything and waits for the tasks, at most the grace period.
@@ -433,5 +484,6 @@ fn process_config(config: &Config) -> serde_json::Value {
         "incremental": config.incremental,
         "shutdownGrace": debug(&config.shutdown_grace),
         "apply": config.apply.as_ref().map(|a| debug(a)),
+        "upward": debug(&config.upward),
     })
 }

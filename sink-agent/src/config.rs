@@ -20,6 +20,7 @@ use meshhub_runtime::config_file;
 
 mod args;
 mod file;
+pub mod upward;
 pub mod values;
 
 pub use args::Args;
@@ -124,6 +125,8 @@ pub struct Config {
     pub shutdown_grace: Duration,
     /// Applying to this cluster's Kubernetes API, when enabled.
     pub apply: Option<crate::apply::ApplyConfig>,
+    /// The upward channel: what the agent reports to the hub.
+    pub upward: crate::upward::UpwardConfig,
 }
 
 /// Why the configuration is unusable. Every variant names the setting.
@@ -496,8 +499,11 @@ impl Config {
             None
         };
 
+        let upward = upward::check(args.upward, raw.upward)?;
+
         Ok(Self {
             apply,
+            upward,
             cluster,
             data_dir,
             mode,

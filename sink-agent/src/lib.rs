@@ -17,3 +17,4 @@ pub mod apply;
 mod backoff;
 pub mod config;
 pub mod store;
+pub mod upward;

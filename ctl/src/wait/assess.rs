@@ -149,6 +149,26 @@ fn standing(
                 message: n.message.clone(),
             };
         }
+        // ACKed, but the cluster's istiod left objects out (its agent's
+        // report): as much a refusal as a NACK for someone waiting.
+        if c.state == SyncState::Dropped
+            && c.acked
+                .as_ref()
+                .is_some_and(|a| versions.accepted.contains(&a.version))
+        {
+            let objects: Vec<String> = remote
+                .dropped
+                .get(collection)
+                .map(|d| d.iter().map(|o| o.name.clone()).collect())
+                .unwrap_or_default();
+            return Standing::Nacked {
+                collection: collection.clone(),
+                message: format!(
+                    "ACKed, but the cluster's istiod dropped {}",
+                    objects.join(", ")
+                ),
+            };
+        }
         let acked = c.state == SyncState::Synced
             && c.acked
                 .as_ref()
@@ -160,6 +180,7 @@ fn standing(
                 SyncState::NotSent => "not sent",
                 SyncState::Nacked => "an older version NACKed",
                 SyncState::Blocked => "blocked (too large to send)",
+                SyncState::Dropped => "an older version ACKed, istiod dropped objects of it",
             };
             waiting.push(format!("{collection}: {state}"));
         }

@@ -18,4 +18,5 @@ mod multicluster;
 mod reconnect_churn;
 mod rollout_gates;
 mod shared_pins;
+mod upward;
 mod webhook;

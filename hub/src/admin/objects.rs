@@ -191,11 +191,57 @@ fn delivery(
         .into_iter()
         .map(|p| peer_delivery(p, kind, &version))
         .collect();
+    let reported = s
+        .reports
+        .borrow()
+        .get(group)
+        .map(|r| reported(&r.view, kind.collection(), name, &version, in_snapshot));
     ClusterDelivery {
         cluster: group.to_owned(),
         collection_version: version,
         in_snapshot,
         peers,
+        reported,
+    }
+}
+
+/// What a cluster's report says of one object.
+fn reported(
+    r: &meshhub_api::upward::ClusterReportView,
+    collection: &str,
+    name: &str,
+    version: &str,
+    in_snapshot: bool,
+) -> meshhub_api::object::ReportedDelivery {
+    let delivered = r
+        .collections
+        .get(collection)
+        .is_some_and(|c| !version.is_empty() && c.hub_version == version);
+    let applied = match r.applied.get(collection) {
+        None => "-".to_owned(),
+        Some(a) => match a.failures.iter().find(|f| f.name == name) {
+            Some(f) => format!("no: {}", f.reason),
+            None if delivered && a.ok => "yes".to_owned(),
+            None => "pending".to_owned(),
+        },
+    };
+    let held_by_istiod = match &r.istiod {
+        Some(i) if i.reachable && in_snapshot && i.collections.iter().any(|c| c == collection) => {
+            match i
+                .dropped
+                .iter()
+                .find(|d| d.collection == collection && d.name == name)
+            {
+                Some(d) => format!("DROPPED: {}", d.reason),
+                None => "yes".to_owned(),
+            }
+        }
+        _ => "-".to_owned(),
+    };
+    meshhub_api::object::ReportedDelivery {
+        delivered,
+        applied,
+        held_by_istiod,
     }
 }
 

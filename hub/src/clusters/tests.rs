@@ -40,7 +40,12 @@ fn remote_views_pick_each_clusters_live_dialer_and_skip_consumers() {
         .collect();
     assert_eq!(consumers, ["127.0.0.1:5000"]);
 
-    let rows = remote_views(&[agent("east"), agent("west")], &view);
+    let rows = remote_views(
+        &[agent("east"), agent("west")],
+        &view,
+        &Default::default(),
+        crate::upward::peer_name,
+    );
     assert_eq!(rows.len(), 2);
     assert_eq!(rows[0].cluster, "east");
     assert!(rows[0].connected);

@@ -107,13 +107,16 @@ async fn reflection_lists_what_each_grpc_port_serves() {
     let source = "istio.mcp.v1alpha1.ResourceSource";
     let sink = "istio.mcp.v1alpha1.ResourceSink";
 
-    for (port, addr, own) in [
-        ("hub", hub.grpc_addr(), source),
-        ("agent re-serve", agent.grpc_addr(), source),
-        ("agent sink", agent.sink_addr().unwrap(), sink),
+    // The agent's sink port also serves its cluster's state to the hub
+    // (the upward channel, a ResourceSource).
+    for (port, addr, own, also) in [
+        ("hub", hub.grpc_addr(), source, None),
+        ("agent re-serve", agent.grpc_addr(), source, None),
+        ("agent sink", agent.sink_addr().unwrap(), sink, Some(source)),
     ] {
         let mut want = set(&common);
         want.insert(own.to_owned());
+        want.extend(also.map(str::to_owned));
         assert_eq!(services(addr).await, want, "{port}");
         let (file, services) = file_of(addr, own).await;
         assert_eq!(file, "mcp/v1alpha1/mcp.proto", "{port}");

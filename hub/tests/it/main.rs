@@ -14,3 +14,4 @@ mod mcp_source;
 mod remote_clusters;
 mod rollout;
 mod support;
+mod upward;

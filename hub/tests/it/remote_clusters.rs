@@ -261,6 +261,20 @@ async fn an_agent_lets_only_the_hubs_identity_push() {
         held(&agent, "east") == ["bookinfo/reviews"]
     })
     .await;
+    // The same identity reads the cluster's upward channel, on the same
+    // port and TLS.
+    let upward = meshhub::upward::peer_name("east");
+    eventually("the hub's upward stream to east", || async {
+        hub.ledger().view().iter().any(|p| {
+            p.role == meshhub_mcp::ledger::Role::Sink
+                && p.peer == upward
+                && p.connected
+                && p.collections
+                    .get(meshhub_proto::upward::CLUSTER_STATUS)
+                    .is_some_and(|c| c.acks > 0)
+        })
+    })
+    .await;
     hub.shutdown().await;
     agent.shutdown().await;
 
@@ -277,6 +291,17 @@ async fn an_agent_lets_only_the_hubs_identity_push() {
     })
     .await;
     assert!(held(&agent, "east").is_empty(), "nothing reached the agent");
+    // Nor may it read the cluster's status.
+    let upward = meshhub::upward::peer_name("east");
+    eventually("the upward refusal in the hub's ledger", || async {
+        hub.ledger().view().iter().any(|p| {
+            p.peer == upward
+                && p.last_error
+                    .as_deref()
+                    .is_some_and(|e| e.contains("may not read this cluster's status"))
+        })
+    })
+    .await;
     hub.shutdown().await;
     agent.shutdown().await;
 }

@@ -171,4 +171,8 @@ pub struct Args {
     /// needs RBAC in those namespaces only (no cluster-wide access).
     #[arg(long, env = "MESHHUB_AGENT_APPLY_NAMESPACES", value_delimiter = ',')]
     pub apply_namespaces: Option<Vec<String>>,
+
+    /// The upward channel (istiod's view, exported Services).
+    #[command(flatten)]
+    pub upward: super::upward::UpwardArgs,
 }

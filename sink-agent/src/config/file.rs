@@ -37,6 +37,7 @@ pub(super) struct FileConfig {
     pub(super) insecure: Option<bool>,
     pub(super) apply: Option<RawApply>,
     pub(super) limits: Option<RawLimits>,
+    pub(super) upward: Option<super::upward::RawUpward>,
 }
 
 /// `apply:` in the file.

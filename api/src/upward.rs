@@ -1,0 +1,171 @@
+//! What a remote cluster reports about itself over the upward channel
+//! (`meshhub/v1alpha1/clusterstatus` and `serviceexports`), as the hub's
+//! `/status` shows it and `meshhubctl` reads it.
+
+use std::collections::BTreeMap;
+
+use meshhub_mcp::ledger::At;
+use serde::{Deserialize, Serialize};
+
+/// One cluster's report, and the state of the hub's upward stream to it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterReportView {
+    /// Whether the hub's upward stream to the agent is up.
+    pub connected: bool,
+    /// Why the last upward stream ended or was refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    /// When the agent built the report held (none: nothing received yet).
+    #[serde(default)]
+    pub observed: Option<At>,
+    /// Per collection: what the agent holds and serves.
+    #[serde(default)]
+    pub collections: BTreeMap<String, HeldView>,
+    /// The agent's local consumers (the cluster's istiod among them).
+    #[serde(default)]
+    pub consumers: Vec<LocalConsumerView>,
+    /// The applier's result per collection (agent with `--apply`).
+    #[serde(default)]
+    pub applied: BTreeMap<String, AppliedView>,
+    /// What the cluster's istiod holds (agent with an istiod address).
+    #[serde(default)]
+    pub istiod: Option<IstiodView>,
+    /// The Services the cluster exports (KEP-1645).
+    #[serde(default)]
+    pub exports: Vec<ExportView>,
+}
+
+/// One collection as the agent holds it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeldView {
+    /// The hub's version the agent holds.
+    pub hub_version: String,
+    /// The version it serves locally.
+    pub served_version: String,
+    /// Resources.
+    pub resources: u32,
+    /// The last change it refused (`version: message`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub refused: String,
+}
+
+/// One local consumer of the agent.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LocalConsumerView {
+    /// Its address.
+    pub peer: String,
+    /// Its node id.
+    pub node_id: String,
+    /// `mcp`, `ads` or `delta-ads`.
+    pub protocol: String,
+    /// Per collection (or type URL): the version ACKed and the state.
+    pub collections: BTreeMap<String, ConsumerCollectionView>,
+}
+
+/// One collection of a local consumer.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConsumerCollectionView {
+    /// The version it ACKed.
+    pub acked_version: String,
+    /// `SYNCED`, `NACKED`, ...
+    pub state: String,
+    /// The NACK's message.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub nack_message: String,
+}
+
+/// The applier's result for one collection.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AppliedView {
+    /// Objects desired in the cluster's API.
+    pub desired: u32,
+    /// The last sync succeeded.
+    pub ok: bool,
+    /// The objects that failed, with why.
+    #[serde(default)]
+    pub failures: Vec<ObjectProblemView>,
+}
+
+/// An object and what is wrong with it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObjectProblemView {
+    /// Its collection.
+    pub collection: String,
+    /// `namespace/name`.
+    pub name: String,
+    /// Its version as served (may be empty).
+    #[serde(default)]
+    pub version: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// What the cluster's istiod holds, compared with what the agent serves.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IstiodView {
+    /// Where the agent reads it.
+    pub address: String,
+    /// Whether the last read succeeded.
+    pub reachable: bool,
+    /// Why it did not.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub error: String,
+    /// When.
+    #[serde(default)]
+    pub checked: Option<At>,
+    /// Served objects istiod holds.
+    pub held: u32,
+    /// Served objects istiod dropped.
+    #[serde(default)]
+    pub dropped: Vec<ObjectProblemView>,
+    /// The collections compared.
+    #[serde(default)]
+    pub collections: Vec<String>,
+}
+
+/// One exported Service of a cluster.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExportView {
+    /// Its namespace.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+    /// `ClusterSetIP` or `Headless`.
+    #[serde(default)]
+    pub r#type: String,
+    /// `name:port/protocol` per port.
+    #[serde(default)]
+    pub ports: Vec<String>,
+    /// `address:port` per gateway address.
+    #[serde(default)]
+    pub gateways: Vec<String>,
+    /// Why it is not exported (the Service is missing, no gateway).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub problem: String,
+    /// A conflict with other clusters' exports of the same Service (MCS
+    /// rules), when there is one.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub conflict: String,
+}
+
+impl ClusterReportView {
+    /// The objects istiod dropped, per collection, when the report is
+    /// about `acked` (per collection: the hub version the agent ACKed):
+    /// a report about an older version says nothing about the current one.
+    pub fn dropped_at(
+        &self,
+        acked: impl Fn(&str) -> Option<String>,
+    ) -> BTreeMap<String, Vec<ObjectProblemView>> {
+        let mut out: BTreeMap<String, Vec<ObjectProblemView>> = BTreeMap::new();
+        let Some(istiod) = &self.istiod else {
+            return out;
+        };
+        for d in &istiod.dropped {
+            let held = self.collections.get(&d.collection).map(|c| &c.hub_version);
+            if held.is_some() && held == acked(&d.collection).as_ref() {
+                out.entry(d.collection.clone()).or_default().push(d.clone());
+            }
+        }
+        out
+    }
+}

@@ -1,0 +1,382 @@
+//! Services exported across clusters (KEP-1645), hub side: the exports
+//! every cluster reports are aggregated per Service (`namespace/name`)
+//! and turned into one Istio `ServiceEntry` per Service for the consuming
+//! clusters, host `<name>.<namespace>.svc.clusterset.local`, its endpoints
+//! the exporting clusters' gateways.
+//!
+//! MCS conflict rules, as the KEP words them: the oldest export wins.
+//! Exports are ordered by creation time (then cluster name); ports are
+//! merged by number, and a port whose name or protocol differs from the
+//! one an older export gave that number is a conflict, as is a different
+//! Service type. A conflicting export still contributes its gateways; the
+//! conflict is shown with the export on `/status`.
+//!
+//! Delivery: the entry goes to every cluster with an agent except the
+//! exporting cluster when it is the only exporter (it has the Service
+//! itself), through the `meshhub.io/clusters` annotation. It is an object
+//! of the source `serviceexports` (a unit per Service), so it flows
+//! through validation, history, the ledger and the audit log like any
+//! other; it carries `meshhub.io/generated-from` naming the exports.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use futures::FutureExt as _;
+use futures::future::BoxFuture;
+use meshhub_mcp::ledger::{PeerStatus, Role};
+use meshhub_proto::object::{Object, ObjectMeta};
+use meshhub_proto::upward::ServiceExport;
+use serde_json::{Map, Value, json};
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+use super::state::Reports;
+use crate::clusters::Agents;
+use crate::groups::CLUSTERS_ANNOTATION;
+use crate::source::{Entry, Origin, Source, SourceError, SourceEvent};
+
+/// The source's name (on `/status`, in origins and the audit log).
+pub const SOURCE_NAME: &str = "serviceexports";
+/// The annotation naming what an object was generated from.
+pub const GENERATED_FROM: &str = "meshhub.io/generated-from";
+/// The cluster set's domain (KEP-1645).
+pub const DOMAIN: &str = "svc.clusterset.local";
+/// How long the source waits, at start, for every agent's exports before
+/// it reports itself synced (and the hub ready) without them: a restarted
+/// hub then does not withdraw the generated objects from the clusters for
+/// the moment its upward streams take to come up. An agent whose upward
+/// stream failed (unreachable, or an agent without the channel) is not
+/// waited for.
+pub const SYNC_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// One aggregated Service.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Aggregate {
+    /// The generated object, when some cluster consumes it.
+    pub object: Option<Object>,
+    /// Conflicts, by exporting cluster.
+    pub conflicts: BTreeMap<String, String>,
+}
+
+/// Istio's protocol for a Kubernetes port (appProtocol, then the name's
+/// prefix, as Istio's protocol selection reads them).
+fn istio_protocol(p: &meshhub_proto::upward::ServicePort) -> &'static str {
+    let known = |s: &str| -> Option<&'static str> {
+        let s = s.to_ascii_lowercase();
+        let head = s.split(['-', '_']).next().unwrap_or("");
+        Some(match head {
+            "http" | "kubernetes.io/h2c" => "HTTP",
+            "http2" => "HTTP2",
+            "https" => "HTTPS",
+            "grpc" | "grpc-web" => "GRPC",
+            "tls" => "TLS",
+            "mongo" => "MONGO",
+            "tcp" => "TCP",
+            _ => return None,
+        })
+    };
+    if p.protocol != "TCP" && !p.protocol.is_empty() {
+        return "TCP"; // UDP and SCTP are not proxied; the entry names TCP.
+    }
+    known(&p.app_protocol)
+        .or_else(|| known(&p.name))
+        .unwrap_or("TCP")
+}
+
+/// Aggregates the exports of one Service (`exports`: cluster → export)
+/// for the clusters with an agent.
+pub fn aggregate(
+    namespace: &str,
+    name: &str,
+    exports: &[(&str, &ServiceExport)],
+    clusters: &[String],
+) -> Aggregate {
+    let mut out = Aggregate::default();
+    let mut valid: Vec<(&str, &ServiceExport)> = exports
+        .iter()
+        .filter(|(_, e)| e.problem.is_empty())
+        .copied()
+        .collect();
+    // Oldest first (no time: last), then by cluster.
+    valid.sort_by_key(|(c, e)| {
+        (
+            e.created
+                .map_or((i64::MAX, i32::MAX), |t| (t.seconds, t.nanos)),
+            c.to_string(),
+        )
+    });
+    let Some((_, oldest)) = valid.first() else {
+        return out;
+    };
+    let kind = oldest.r#type.clone();
+    let mut ports: BTreeMap<u32, (String, &'static str)> = BTreeMap::new();
+    for (cluster, e) in &valid {
+        let mut problems = Vec::new();
+        if e.r#type != kind {
+            problems.push(format!("type {} conflicts with {kind}", e.r#type));
+        }
+        for p in &e.ports {
+            let protocol = istio_protocol(p);
+            match ports.get(&p.port) {
+                None => {
+                    ports.insert(p.port, (p.name.clone(), protocol));
+                }
+                Some((n, proto)) if *n != p.name || *proto != protocol => problems.push(format!(
+                    "port {} is {}/{} here but {n}/{proto} in an older export",
+                    p.port, p.name, protocol
+                )),
+                Some(_) => {}
+            }
+        }
+        if !problems.is_empty() {
+            out.conflicts.insert(
+                (*cluster).to_owned(),
+                format!("Conflict: {}", problems.join("; ")),
+            );
+        }
+    }
+    let exporters: Vec<&str> = valid.iter().map(|(c, _)| *c).collect();
+    let consumers: Vec<&str> = clusters
+        .iter()
+        .map(String::as_str)
+        .filter(|c| !(exporters.len() == 1 && exporters[0] == *c))
+        .collect();
+    if consumers.is_empty() || ports.is_empty() {
+        return out;
+    }
+    let port_name = |number: u32, n: &str| {
+        if n.is_empty() {
+            format!("port-{number}")
+        } else {
+            n.to_owned()
+        }
+    };
+    let mut hostnames = false;
+    let mut endpoints = Vec::new();
+    for (cluster, e) in &valid {
+        for g in &e.gateways {
+            hostnames |= g.address.parse::<std::net::IpAddr>().is_err();
+            let mut endpoint = json!({
+                "address": g.address,
+                "labels": {"topology.istio.io/cluster": cluster},
+            });
+            if g.port != 0 {
+                let map: Map<String, Value> = ports
+                    .iter()
+                    .map(|(n, (pn, _))| (port_name(*n, pn), json!(g.port)))
+                    .collect();
+                endpoint["ports"] = Value::Object(map);
+            }
+            endpoints.push(endpoint);
+        }
+    }
+    let spec = json!({
+        "hosts": [format!("{name}.{namespace}.{DOMAIN}")],
+        "location": "MESH_INTERNAL",
+        "resolution": if hostnames { "DNS" } else { "STATIC" },
+        "ports": ports.iter().map(|(n, (pn, proto))| json!({
+            "number": n, "name": port_name(*n, pn), "protocol": proto,
+        })).collect::<Vec<_>>(),
+        "endpoints": endpoints,
+    });
+    let generated_from = valid
+        .iter()
+        .map(|(c, _)| format!("ServiceExport {c}/{namespace}/{name}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut content = Map::new();
+    content.insert("spec".to_owned(), spec);
+    out.object = Some(Object {
+        api_version: "networking.istio.io/v1".to_owned(),
+        kind: "ServiceEntry".to_owned(),
+        metadata: ObjectMeta {
+            name: format!("{name}-clusterset"),
+            namespace: Some(namespace.to_owned()),
+            labels: [(
+                "app.kubernetes.io/managed-by".to_owned(),
+                "meshhub".to_owned(),
+            )]
+            .into(),
+            annotations: [
+                (GENERATED_FROM.to_owned(), generated_from),
+                (CLUSTERS_ANNOTATION.to_owned(), consumers.join(",")),
+            ]
+            .into(),
+            ..Default::default()
+        },
+        content,
+    });
+    out
+}
+
+/// Every Service's aggregate, by `namespace/name`.
+pub fn aggregate_all(reports: &Reports, clusters: &[String]) -> BTreeMap<String, Aggregate> {
+    let mut by: BTreeMap<(String, String), Vec<(&str, &ServiceExport)>> = BTreeMap::new();
+    for (cluster, r) in reports.iter() {
+        for e in &r.exports {
+            by.entry((e.namespace.clone(), e.name.clone()))
+                .or_default()
+                .push((cluster.as_str(), e));
+        }
+    }
+    by.into_iter()
+        .map(|((ns, name), exports)| {
+            let a = aggregate(&ns, &name, &exports, clusters);
+            (format!("{ns}/{name}"), a)
+        })
+        .collect()
+}
+
+/// The source of generated ServiceEntries: follows the reports and the
+/// configured agents, and sends a unit per Service whose object changed.
+pub struct McsSource {
+    reports: watch::Receiver<Reports>,
+    agents: watch::Receiver<Agents>,
+    ledger: meshhub_mcp::ledger::Ledger,
+}
+
+impl McsSource {
+    /// A source over the reports and the agents; the upward streams are
+    /// in `ledger`.
+    pub fn new(
+        reports: watch::Receiver<Reports>,
+        agents: watch::Receiver<Agents>,
+        ledger: meshhub_mcp::ledger::Ledger,
+    ) -> Self {
+        Self {
+            reports,
+            agents,
+            ledger,
+        }
+    }
+}
+
+/// Whether every agent's exports arrived, or its upward stream failed.
+fn initial_state_known(reports: &Reports, agents: &Agents, ledger: &[PeerStatus]) -> bool {
+    agents.iter().all(|a| {
+        reports.get(&a.cluster).is_some_and(|c| c.exports_received) || {
+            let name = super::peer_name(&a.cluster);
+            ledger
+                .iter()
+                .any(|p| p.role == Role::Sink && p.peer == name && p.last_error.is_some())
+        }
+    })
+}
+
+impl Source for McsSource {
+    fn name(&self) -> &str {
+        SOURCE_NAME
+    }
+
+    fn run(
+        self: Box<Self>,
+        events: mpsc::Sender<SourceEvent>,
+        shutdown: CancellationToken,
+    ) -> BoxFuture<'static, Result<(), SourceError>> {
+        let Self {
+            mut reports,
+            mut agents,
+            ledger,
+        } = *self;
+        async move {
+            let gone = || SourceError::PipelineGone(SOURCE_NAME.to_owned());
+            let source: Arc<str> = SOURCE_NAME.into();
+            // Every agent's exports first (at most SYNC_WAIT). The ledger
+            // has no change signal: look again every 50 ms.
+            let waited = tokio::time::timeout(SYNC_WAIT, async {
+                loop {
+                    let now = reports.borrow_and_update().clone();
+                    if initial_state_known(&now, &agents.borrow(), &ledger.view()) {
+                        return;
+                    }
+                    tokio::select! {
+                        () = shutdown.cancelled() => return,
+                        _ = reports.changed() => {}
+                        () = tokio::time::sleep(std::time::Duration::from_millis(50)) => {}
+                    }
+                }
+            })
+            .await;
+            if waited.is_err() {
+                tracing::warn!(
+                    wait = ?SYNC_WAIT,
+                    "not every agent reported its exported Services in time; ready without them"
+                );
+            }
+            if shutdown.is_cancelled() {
+                return Ok(());
+            }
+            let mut sent: BTreeMap<String, Object> = BTreeMap::new();
+            let mut follow_agents = true;
+            let mut sent_synced = false;
+            loop {
+                let now = reports.borrow_and_update().clone();
+                let clusters: Vec<String> = agents
+                    .borrow_and_update()
+                    .iter()
+                    .map(|a| a.cluster.clone())
+                    .collect();
+                let objects: BTreeMap<String, Object> = aggregate_all(&now, &clusters)
+                    .into_iter()
+                    .filter_map(|(k, a)| a.object.map(|o| (k, o)))
+                    .collect();
+                for (key, obj) in &objects {
+                    if sent.get(key) == Some(obj) {
+                        continue;
+                    }
+                    let unit: Arc<str> = format!("ServiceEntry/{key}").into();
+                    let entry = Entry {
+                        origin: Origin {
+                            source: source.clone(),
+                            unit: unit.clone(),
+                            document: 0,
+                            line: None,
+                        },
+                        parsed: Ok(obj.clone()),
+                        changed_by: Some("meshhub-mcs".into()),
+                    };
+                    events
+                        .send(SourceEvent::Unit {
+                            source: source.clone(),
+                            unit,
+                            entries: vec![entry],
+                        })
+                        .await
+                        .map_err(|_| gone())?;
+                }
+                for key in sent.keys().filter(|k| !objects.contains_key(*k)) {
+                    events
+                        .send(SourceEvent::Unit {
+                            source: source.clone(),
+                            unit: format!("ServiceEntry/{key}").into(),
+                            entries: Vec::new(),
+                        })
+                        .await
+                        .map_err(|_| gone())?;
+                }
+                metrics::gauge!("meshhub_mcs_service_entries").set(objects.len() as f64);
+                // The initial state, then Synced.
+                if !sent_synced {
+                    events
+                        .send(SourceEvent::Synced {
+                            source: source.clone(),
+                        })
+                        .await
+                        .map_err(|_| gone())?;
+                    sent_synced = true;
+                }
+                sent = objects;
+                tokio::select! {
+                    () = shutdown.cancelled() => return Ok(()),
+                    r = reports.changed() => if r.is_err() { return Ok(()) },
+                    // A gone sender (no reloader) keeps its last value.
+                    r = agents.changed(), if follow_agents => follow_agents = r.is_ok(),
+                }
+            }
+        }
+        .boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests;

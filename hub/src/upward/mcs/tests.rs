@@ -1,0 +1,91 @@
+use meshhub_proto::upward::{GatewayAddress, ServiceExport, ServicePort};
+
+use super::*;
+
+fn export(created: i64, ports: &[(&str, u32)], gw: &str) -> ServiceExport {
+    ServiceExport {
+        namespace: "shop".into(),
+        name: "cart".into(),
+        r#type: "ClusterSetIP".into(),
+        ports: ports
+            .iter()
+            .map(|(n, p)| ServicePort {
+                name: (*n).into(),
+                port: *p,
+                protocol: "TCP".into(),
+                app_protocol: String::new(),
+            })
+            .collect(),
+        gateways: vec![GatewayAddress {
+            address: gw.into(),
+            port: 15443,
+        }],
+        created: Some(prost_types::Timestamp {
+            seconds: created,
+            nanos: 0,
+        }),
+        problem: String::new(),
+    }
+}
+
+fn clusters() -> Vec<String> {
+    ["east", "west", "north"].map(str::to_owned).to_vec()
+}
+
+#[test]
+fn a_sole_exporter_does_not_consume_its_own_service() {
+    let west = export(1, &[("http", 80)], "192.0.2.1");
+    let a = aggregate("shop", "cart", &[("west", &west)], &clusters());
+    let o = a.object.expect("generated");
+    assert_eq!(o.metadata.annotations[CLUSTERS_ANNOTATION], "east,north");
+    assert_eq!(
+        o.metadata.annotations[GENERATED_FROM],
+        "ServiceExport west/shop/cart"
+    );
+    let spec = &o.content["spec"];
+    assert_eq!(spec["hosts"][0], "cart.shop.svc.clusterset.local");
+    assert_eq!(spec["resolution"], "STATIC");
+    assert_eq!(spec["ports"][0]["protocol"], "HTTP");
+    assert_eq!(spec["endpoints"][0]["address"], "192.0.2.1");
+    assert_eq!(spec["endpoints"][0]["ports"]["http"], 15443);
+    assert!(a.conflicts.is_empty());
+    // Only exporter, only cluster: nobody consumes it.
+    let a = aggregate("shop", "cart", &[("west", &west)], &["west".to_owned()]);
+    assert!(a.object.is_none());
+}
+
+#[test]
+fn ports_merge_and_the_oldest_export_wins_a_conflict() {
+    let west = export(1, &[("http", 80)], "192.0.2.1");
+    let east = export(2, &[("grpc", 80), ("metrics", 9090)], "gw.east.example");
+    let a = aggregate(
+        "shop",
+        "cart",
+        &[("east", &east), ("west", &west)],
+        &clusters(),
+    );
+    assert!(a.conflicts["east"].contains("port 80"), "{:?}", a.conflicts);
+    assert!(!a.conflicts.contains_key("west"));
+    let o = a.object.unwrap();
+    let spec = &o.content["spec"];
+    assert_eq!(spec["ports"].as_array().unwrap().len(), 2, "{spec}");
+    assert_eq!(spec["ports"][0]["name"], "http", "the oldest's name");
+    assert_eq!(spec["resolution"], "DNS", "a host name gateway");
+    assert_eq!(spec["endpoints"].as_array().unwrap().len(), 2);
+    // Two exporters: every cluster consumes it.
+    assert_eq!(
+        o.metadata.annotations[CLUSTERS_ANNOTATION],
+        "east,west,north"
+    );
+}
+
+#[test]
+fn an_export_with_a_problem_is_left_out() {
+    let mut west = export(1, &[("http", 80)], "192.0.2.1");
+    west.problem = "ServiceNotFound".into();
+    assert!(
+        aggregate("shop", "cart", &[("west", &west)], &clusters())
+            .object
+            .is_none()
+    );
+}

@@ -281,8 +281,9 @@ impl Hub {
                     );
                 }
                 let (requests_tx, requests_rx) = mpsc::channel(8);
-                pipeline =
-                    pipeline.stage_rollouts(controller, ledger.clone(), requests_rx, gate_answers);
+                pipeline = pipeline
+                    .stage_rollouts(controller, ledger.clone(), requests_rx, gate_answers)
+                    .follow_reports(reports_rx.clone());
                 RolloutState {
                     view,
                     requests: Some(requests_tx),

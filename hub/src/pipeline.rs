@@ -180,6 +180,9 @@ struct Staged {
     requests: Option<mpsc::Receiver<rollout::Request>>,
     /// The metric gates' answers (`None`: no gates, or their task ended).
     gate_answers: Option<mpsc::Receiver<rollout::gates::GateAnswer>>,
+    /// What the clusters report up (their istiod's drops); `None`: not
+    /// followed, or its owner ended.
+    reports: Option<watch::Receiver<crate::upward::Reports>>,
 }
 
 impl std::fmt::Debug for Pipeline {
@@ -261,7 +264,17 @@ impl Pipeline {
             ledger,
             requests: Some(requests),
             gate_answers,
+            reports: None,
         });
+        self
+    }
+
+    /// The staged rollout also fails a cluster whose istiod dropped an
+    /// object of the new version (the upward channel's `reports`).
+    pub fn follow_reports(mut self, reports: watch::Receiver<crate::upward::Reports>) -> Self {
+        if let Some(s) = self.rollout.as_mut() {
+            s.reports = Some(reports);
+        }
         self
     }
 
@@ -352,10 +365,17 @@ impl Pipeline {
                         None => std::future::pending().await,
                     }
                 };
+                let report = async {
+                    match s.reports.as_mut() {
+                        Some(r) => r.changed().await.is_ok(),
+                        None => std::future::pending().await,
+                    }
+                };
                 tokio::select! {
                     d = s.deliveries.recv() => StagedEvent::Delivery(d),
                     r = request => StagedEvent::Request(r),
                     a = gate_answer => StagedEvent::Gates(a),
+                    ok = report => StagedEvent::Reports(ok),
                     _ = sleep_until_ms(tick_at) => StagedEvent::Tick,
                 }
             };
@@ -679,6 +699,14 @@ impl Pipeline {
                 s.gate_answers = None;
                 Vec::new()
             }
+            StagedEvent::Reports(true) => {
+                let reports = s.reports.as_mut().map(|r| r.borrow_and_update().clone());
+                reports.map_or_else(Vec::new, |r| s.controller.reports(now, &r))
+            }
+            StagedEvent::Reports(false) => {
+                s.reports = None;
+                Vec::new()
+            }
             StagedEvent::Request(None) => {
                 s.requests = None;
                 Vec::new()
@@ -733,6 +761,8 @@ enum StagedEvent {
     Request(Option<rollout::Request>),
     /// `None`: the gates' task ended.
     Gates(Option<rollout::gates::GateAnswer>),
+    /// The clusters' reports changed (`false`: their owner ended).
+    Reports(bool),
     Tick,
 }
 

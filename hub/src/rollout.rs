@@ -567,6 +567,40 @@ impl Controller {
         serve
     }
 
+    /// The clusters' reports changed: a cluster of the rollout whose
+    /// istiod dropped an object of its new version fails it (istiod ACKs
+    /// what it drops, so only this report tells).
+    pub fn reports(&mut self, now: Millis, reports: &crate::upward::Reports) -> Serve {
+        let mut serve = Serve::new();
+        let mut drops = Vec::new();
+        for (cluster, v) in &self.versions {
+            let Some(istiod) = reports.get(cluster).and_then(|r| r.view.istiod.as_ref()) else {
+                continue;
+            };
+            let of_new_version = istiod.dropped.iter().find(|d| {
+                v.to.collection(&d.collection)
+                    .keys()
+                    .iter()
+                    .any(|k| *k.name == *d.name && *k.version == *d.version)
+            });
+            if let Some(d) = of_new_version {
+                drops.push(Input::Rejected {
+                    cluster: cluster.clone(),
+                    version: version_id(&v.to),
+                    how: Rejection::Dropped,
+                    message: format!(
+                        "istiod dropped {} {} (version {}): {}",
+                        d.collection, d.name, d.version, d.reason
+                    ),
+                });
+            }
+        }
+        for input in drops {
+            serve.extend(self.feed(now, input));
+        }
+        serve
+    }
+
     /// Time passed.
     pub fn tick(&mut self, now: Millis) -> Serve {
         if let (Some(at), Some(r)) = (self.next_evaluation, &self.rollout)

@@ -212,3 +212,50 @@ fn operators_promote_and_abort_and_a_missing_rollout_is_said() {
             .all(|(_, s)| version_id(s) == version_id(&v1[&Group::from("a")]))
     );
 }
+
+/// The reports with `cluster`'s istiod dropping virtual service
+/// `bookinfo/r` at `version`.
+fn dropped(cluster: &str, version: &str) -> crate::upward::Reports {
+    let mut report = crate::upward::state::ClusterReport::default();
+    report.view.istiod = Some(meshhub_api::upward::IstiodView {
+        reachable: true,
+        dropped: vec![meshhub_api::upward::ObjectProblemView {
+            collection: VS.into(),
+            name: "bookinfo/r".into(),
+            version: version.into(),
+            reason: "unknown type".into(),
+        }],
+        ..Default::default()
+    });
+    Arc::new(BTreeMap::from([(cluster.to_owned(), report)]))
+}
+
+#[test]
+fn a_drop_of_the_new_version_by_the_canarys_istiod_rolls_it_back_and_an_old_one_does_not() {
+    let mut c = controller();
+    let v1 = latest("1");
+    c.built(0, &v1);
+    c.built(10, &latest("2"));
+    c.delivery(
+        20,
+        &delivery("a", &latest("2")[&Group::from("a")], Outcome::Ack),
+    );
+    // A drop of the previous version (a stale report) is not this rollout's.
+    assert!(c.reports(30, &dropped("a", "1")).is_empty());
+    assert!(matches!(
+        c.rollout.as_ref().unwrap().phase,
+        Phase::Baking { .. }
+    ));
+    let serve = c.reports(40, &dropped("a", "2"));
+    assert_eq!(names(&serve), ["a"]);
+    assert_eq!(version_id(&serve[0].1), version_id(&v1[&Group::from("a")]));
+    let Phase::RolledBack { failure } = &c.rollout.as_ref().unwrap().phase else {
+        panic!("{:?}", c.rollout)
+    };
+    assert_eq!(failure.cause, meshhub_rollout::Cause::Dropped);
+    assert!(
+        failure.message.contains("istiod dropped"),
+        "{}",
+        failure.message
+    );
+}

@@ -326,12 +326,19 @@ impl ControlPlanes {
     /// (server-side apply, so it is idempotent), except the kinds named in
     /// `except` (`Gateway`), and waits until each is established.
     pub async fn install_istio_crds(&self, name: &str, except: &[&str]) {
+        self.install_crds_file(name, &istio_crds_file(), except)
+            .await;
+    }
+
+    /// Installs the CRDs of `file` (a `crd-all.gen.yaml`) into cluster
+    /// `name` like [`ControlPlanes::install_istio_crds`].
+    pub async fn install_crds_file(&self, name: &str, file: &Path, except: &[&str]) {
         let client = self.client(name).await;
         let api: Api<CustomResourceDefinition> = Api::all(client);
-        let text = std::fs::read_to_string(istio_crds_file()).unwrap_or_else(|e| {
+        let text = std::fs::read_to_string(file).unwrap_or_else(|e| {
             panic!(
                 "{}: {e} (the shared fixtures must be beside the repository)",
-                istio_crds_file().display()
+                file.display()
             )
         });
         let mut names = Vec::new();

@@ -25,6 +25,7 @@ pub mod inproc;
 pub mod istio;
 pub mod kube;
 pub mod mcs;
+pub mod parity;
 pub mod pod;
 pub mod prometheus;
 pub mod standin;

@@ -19,4 +19,5 @@ mod reconnect_churn;
 mod rollout_gates;
 mod shared_pins;
 mod upward;
+mod validation_parity;
 mod webhook;

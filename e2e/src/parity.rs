@@ -1,0 +1,18 @@
+//! The differential validation test's machinery: a corpus of Istio objects
+//! ([`corpus`], with seeded mutants from [`mutate`]), three judges that say
+//! whether each object is valid ([`judge`]: a real kube-apiserver's dry run
+//! with Istio's CRDs, a real istiod's `/validate` webhook, and meshhub's own
+//! checks as its admission webhook and its file source run them), and the
+//! agreement table ([`table`]).
+//!
+//! Istio's verdict on an object is "accepted by both the API server and
+//! istiod": what a `kubectl apply` in a cluster running istiod does.
+
+pub mod corpus;
+pub mod judge;
+pub mod mutate;
+pub mod table;
+
+pub use corpus::{Case, CrdIndex};
+pub use judge::{ApiServer, IstiodWebhook, Meshhub, Outcome};
+pub use table::{Direction, Disagreement, Row, Table};

@@ -5,6 +5,7 @@ use serde_json::Value;
 
 use crate::enums::AUTHORIZATION_ACTION;
 use crate::json::enum_field;
+use crate::names::is_dns1123_subdomain;
 use crate::networking::{
     destination_rule, envoy_filter, gateway, proxy_config, service_entry, sidecar, virtual_service,
     workload,
@@ -92,6 +93,15 @@ pub fn problems(obj: &Object) -> Vec<Problem> {
         return Vec::new();
     };
     let mut r = Report::default();
+    // Every Istio kind is a custom resource: the API server takes only
+    // lower-case RFC 1123 subdomains as names.
+    let name = obj.metadata.name.as_str();
+    if !name.is_empty() && !is_dns1123_subdomain(name) {
+        r.err(
+            "metadata.name",
+            format!("{name:?} is not a lower-case RFC 1123 subdomain (a-z, 0-9, '-' and '.', at most 253 characters, starting and ending alphanumeric)"),
+        );
+    }
     check_dry_run_annotation(&mut r, obj, kind);
 
     // A missing spec is an empty message to Istio: the kind's rules then say
@@ -105,8 +115,8 @@ pub fn problems(obj: &Object) -> Vec<Problem> {
             return r.into_problems();
         }
     };
+    crate::schema::check(&mut r, obj.group(), &obj.kind, spec);
     let ns = namespace_of(obj);
-    let name = obj.metadata.name.as_str();
     match kind {
         IstioKind::VirtualService => virtual_service::check(&mut r, spec, ns),
         IstioKind::DestinationRule => destination_rule::check(&mut r, spec, ns),

@@ -70,10 +70,6 @@ istio_enums! {
     APPLY_TO = "istio.networking.v1alpha3.EnvoyFilter.ApplyTo";
     /// What an EnvoyFilter patch does.
     PATCH_OPERATION = "istio.networking.v1alpha3.EnvoyFilter.Patch.Operation";
-    /// The pre-1.6 EnvoyFilter `filters` API: the filter's type.
-    LEGACY_FILTER_TYPE = "istio.networking.v1alpha3.EnvoyFilter.Filter.FilterType";
-    /// The pre-1.6 EnvoyFilter `filters` API: where the filter goes.
-    LEGACY_INSERT_INDEX = "istio.networking.v1alpha3.EnvoyFilter.InsertPosition.Index";
     /// AuthorizationPolicy actions.
     AUTHORIZATION_ACTION = "istio.security.v1beta1.AuthorizationPolicy.Action";
     /// Telemetry metric tag overrides.

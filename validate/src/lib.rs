@@ -24,6 +24,7 @@
 
 mod check;
 mod enums;
+mod envoy;
 mod extensions;
 mod hosts;
 mod http;
@@ -33,6 +34,7 @@ mod net;
 mod networking;
 mod problem;
 mod report;
+mod schema;
 mod security;
 mod selectors;
 mod values;

@@ -163,6 +163,18 @@ fn check_source(r: &mut Report, path: &str, src: &Value) {
     if !SOURCE_FIELDS.iter().any(|f| !list(src, f).is_empty()) {
         r.err(path, "must not be empty");
     }
+    let set = |fs: &[&str]| fs.iter().any(|f| !list(src, f).is_empty());
+    if set(&["principals", "notPrincipals", "namespaces", "notNamespaces"])
+        && set(&["serviceAccounts", "notServiceAccounts"])
+    {
+        r.err(
+            path,
+            "cannot set serviceAccounts with namespaces or principals",
+        );
+    }
+    for f in ["serviceAccounts", "notServiceAccounts"] {
+        r.check(at(path, f), check_service_accounts(&strings(src, f)));
+    }
     for f in [
         "ipBlocks",
         "notIpBlocks",
@@ -174,6 +186,36 @@ fn check_source(r: &mut Report, path: &str, src: &Value) {
     for f in SOURCE_FIELDS {
         check_no_empty_values(r, path, src, f);
     }
+}
+
+/// Istio's `CheckServiceAccount`: at most 16 values, each
+/// `serviceAccount` or `namespace/serviceAccount`, no wildcard, at most
+/// 320 characters.
+fn check_service_accounts(values: &[&str]) -> Result<(), String> {
+    if values.len() > 16 {
+        return Err("may not have more than 16 values".into());
+    }
+    for v in values {
+        if v.contains('*') {
+            return Err(format!("wildcard not allowed, found {v:?}"));
+        }
+        if v.matches('/').count() > 1 {
+            return Err(format!(
+                "expected format 'serviceAccount' or 'namespace/serviceAccount', found {v:?}"
+            ));
+        }
+        if v.len() > 320 {
+            return Err(format!("value cannot exceed 320 characters, found {v:?}"));
+        }
+        if let Some((ns, sa)) = v.split_once('/')
+            && (ns.is_empty() || sa.is_empty())
+        {
+            return Err(format!(
+                "expected format 'serviceAccount' or 'namespace/serviceAccount', found {v:?}"
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn check_operation(r: &mut Report, path: &str, op: &Value) {
@@ -320,9 +362,8 @@ pub(crate) fn request_authentication(r: &mut Report, spec: &Value) {
 }
 
 fn check_jwt_rule(r: &mut Report, path: &str, rule: &Value) {
-    if str_field(rule, "issuer").is_empty() {
-        r.err(at(path, "issuer"), "must be set");
-    }
+    // `issuer` is optional (Istio 1.22+): tokens are then matched by their
+    // JWKS alone.
     for (i, a) in list(rule, "audiences").iter().enumerate() {
         if a.as_str() == Some("") {
             r.err(idx(&at(path, "audiences"), i), "must not be empty");

@@ -29,6 +29,10 @@ pub(crate) fn check_selector_labels(r: &mut Report, path: &str, v: &Value, name:
         if k.contains('*') || val.contains('*') {
             r.err(key(&p, k), "wildcard is not supported in a selector");
         }
+        // The CRDs' schema: a label value is at most 63 bytes.
+        if val.len() > 63 {
+            r.err(key(&p, k), "label value may not be more than 63 bytes");
+        }
     }
 }
 

@@ -101,14 +101,103 @@ fn error_display_and_default_namespace() {
     let mut obj = object(
         "networking.istio.io/v1",
         "VirtualService",
-        json!({"http": [{"route": [{"destination": {"host": "reviews"}}]}]}),
+        json!({"gateways": ["gw"], "http": [{"route": [{"destination": {"host": "reviews"}}]}]}),
     );
     obj.metadata.namespace = None;
     obj.metadata.name = "reviews".into();
-    let err = validate(&obj).expect_err("no hosts");
+    let err = validate(&obj).expect_err("a delegate with gateways");
     assert_eq!(
         err.to_string(),
-        "VirtualService default/reviews: spec.hosts: must not be empty"
+        "VirtualService default/reviews: spec.gateways: a delegate virtual service (no hosts) must have no gateways"
+    );
+}
+
+#[test]
+fn a_virtual_service_without_hosts_is_a_delegate() {
+    let obj = object(
+        "networking.istio.io/v1",
+        "VirtualService",
+        json!({"http": [{"route": [{"destination": {"host": "reviews"}}]}]}),
+    );
+    assert_eq!(validate(&obj), Ok(()));
+}
+
+#[test]
+fn names_must_be_lower_case_subdomains() {
+    let mut obj = object(
+        "networking.istio.io/v1",
+        "VirtualService",
+        json!({"hosts": ["r"], "http": [{"route": [{"destination": {"host": "r"}}]}]}),
+    );
+    obj.metadata.name = "Reviews_v1".into();
+    let err = validate(&obj).expect_err("upper case and underscore");
+    assert_eq!(err.problems[0].path, "metadata.name");
+}
+
+#[test]
+fn crd_json_types_are_enforced() {
+    let obj = object(
+        "networking.istio.io/v1",
+        "DestinationRule",
+        json!({"host": "r", "trafficPolicy": {"tls": {"mode": 1},
+            "connectionPool": {"tcp": {"maxConnections": "5"}, "http": {"http2MaxRequests": 10.0}}}}),
+    );
+    let problems = problems(&obj);
+    let paths: Vec<&str> = problems.iter().map(|p| p.path.as_str()).collect();
+    assert!(
+        paths.contains(&"spec.trafficPolicy.tls.mode"),
+        "{problems:?}"
+    );
+    assert!(
+        paths.contains(&"spec.trafficPolicy.connectionPool.tcp.maxConnections"),
+        "{problems:?}"
+    );
+    assert!(
+        paths.contains(&"spec.trafficPolicy.connectionPool.http.http2MaxRequests"),
+        "{problems:?}"
+    );
+}
+
+#[test]
+fn envoy_filter_values_are_decoded_as_envoy_types() {
+    let filter = |value: serde_json::Value| {
+        object(
+            "networking.istio.io/v1alpha3",
+            "EnvoyFilter",
+            json!({"configPatches": [{"applyTo": "CLUSTER", "patch": {"operation": "MERGE", "value": value}}]}),
+        )
+    };
+    let bad = |value: serde_json::Value| {
+        let p = problems(&filter(value));
+        assert_eq!(p.len(), 1, "{p:?}");
+        p[0].to_string()
+    };
+    assert_eq!(
+        validate(&filter(
+            json!({"lb_policy": "LEAST_REQUEST", "connectTimeout": "1m30s", "unknown": 1})
+        )),
+        Ok(())
+    );
+    assert!(
+        bad(json!({"lb_policy": "FASTEST"})).contains(
+            "unknown value \"FASTEST\" for enum envoy.config.cluster.v3.Cluster.LbPolicy"
+        )
+    );
+    assert!(
+        bad(json!({"connect_timeout": "2 seconds"}))
+            .starts_with("spec.configPatches[0].patch.value.connect_timeout: bad Duration")
+    );
+    assert!(
+        bad(json!({"per_connection_buffer_limit_bytes": "lots"})).contains("must be an integer")
+    );
+    assert!(bad(json!({"name": 5})).contains("must be a string"));
+    assert!(bad(json!({"typed_extension_protocol_options": {"x": {"a": 1}}})).contains("'@type'"));
+    assert!(bad(json!({"typed_extension_protocol_options": {"x": {"@type": "type.googleapis.com/example.Bogus"}}})).contains("referenced type unknown"));
+    assert_eq!(
+        validate(&filter(json!({"typed_extension_protocol_options": {"x": {
+        "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+        "explicit_http_config": {"http2_protocol_options": {}}}}}))),
+        Ok(())
     );
 }
 

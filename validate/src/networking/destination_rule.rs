@@ -9,7 +9,7 @@ use crate::json::{
     as_int, bool_field, enum_field, field, has, int_field, list, map, str_field, strings,
 };
 use crate::names::{is_hostname_label, validate_fqdn, validate_wildcard_domain};
-use crate::net::{check_port_field, is_ip, validate_port};
+use crate::net::{is_ip, validate_port};
 use crate::report::{Report, at, idx, key};
 use crate::selectors::{check_labels, check_selector_labels};
 use crate::values::{check_duration, check_int_percent};
@@ -74,7 +74,13 @@ fn check_traffic_policy(r: &mut Report, path: &str, tp: &Value) {
         "tunnel",
         "proxyProtocol",
     ];
-    if !FIELDS.iter().any(|f| has(tp, f)) {
+    // An empty list reads as unset, as it does after Go's JSON decoding.
+    let set = |f: &&str| match field(tp, f) {
+        Some(Value::Array(a)) => !a.is_empty(),
+        Some(_) => true,
+        None => false,
+    };
+    if !FIELDS.iter().any(set) && !has(tp, "retryBudget") {
         r.err(path, "a traffic policy must set at least one field");
         return;
     }
@@ -89,9 +95,10 @@ fn check_traffic_policy(r: &mut Report, path: &str, tp: &Value) {
             r.err(p, "must not be null");
             continue;
         }
-        match field(pl, "port") {
-            None => r.err(at(&p, "port"), "a port traffic policy needs a port"),
-            Some(port) => check_port_field(r, &at(&p, "port"), port, "number"),
+        // Istio checks no range here (the CRD neither): a port outside
+        // 1..65535 simply matches nothing.
+        if field(pl, "port").is_none() {
+            r.err(at(&p, "port"), "a port traffic policy needs a port");
         }
         if !["outlierDetection", "connectionPool", "loadBalancer", "tls"]
             .iter()
@@ -207,6 +214,33 @@ fn check_load_balancer(r: &mut Report, path: &str, lb: &Value) {
         check_locality_lb(r, &at(path, "localityLbSetting"), l);
     }
     check_duration(r, path, lb, "warmupDurationSecs");
+    if let Some(w) = field(lb, "warmup") {
+        let p = at(path, "warmup");
+        if has(w, "duration") {
+            check_duration(r, &p, w, "duration");
+        } else {
+            r.err(at(&p, "duration"), "is required");
+        }
+        if let Some(pct) = wrapped_num(w, "minimumPercent")
+            && !(0.0..=100.0).contains(&pct)
+        {
+            r.err(at(&p, "minimumPercent"), "must be in the range 0..100");
+        }
+        if let Some(a) = wrapped_num(w, "aggression")
+            && a < 1.0
+        {
+            r.err(at(&p, "aggression"), "must be at least 1");
+        }
+    }
+}
+
+/// A `DoubleValue` field: a number, or `{value: n}`.
+fn wrapped_num(v: &Value, name: &str) -> Option<f64> {
+    match field(v, name)? {
+        Value::Number(n) => n.as_f64(),
+        Value::Object(o) => o.get("value").and_then(Value::as_f64),
+        _ => None,
+    }
 }
 
 fn check_locality_lb(r: &mut Report, path: &str, l: &Value) {

@@ -1,8 +1,9 @@
-//! EnvoyFilter rules: config patches and the pre-1.6 `filters` API.
+//! EnvoyFilter rules: config patches (their values decoded against Envoy's
+//! types, see [`crate::envoy`]); the pre-1.6 `filters` API is refused.
 
 use serde_json::Value;
 
-use crate::enums::{APPLY_TO, LEGACY_FILTER_TYPE, LEGACY_INSERT_INDEX, PATCH_OPERATION};
+use crate::enums::{APPLY_TO, PATCH_OPERATION};
 use crate::http::validate_regex;
 use crate::json::{enum_field, field, has, list, str_field};
 use crate::report::{Report, at, idx};
@@ -22,30 +23,14 @@ pub(crate) fn check(r: &mut Report, spec: &Value) {
     for (i, cp) in list(spec, "configPatches").iter().enumerate() {
         check_config_patch(r, &idx("spec.configPatches", i), cp);
     }
-    // The pre-1.6 `filters` API (still in the Istio 1.5 data set).
-    for (i, f) in list(spec, "filters").iter().enumerate() {
-        let p = idx("spec.filters", i);
-        if !f.is_object() {
-            r.err(p, "must not be null");
-            continue;
-        }
-        if let Some(pos) = field(f, "insertPosition") {
-            let index = enum_field(pos, "index", &LEGACY_INSERT_INDEX);
-            if (index == "BEFORE" || index == "AFTER") && str_field(pos, "relativeTo").is_empty() {
-                r.err(
-                    at(&at(&p, "insertPosition"), "relativeTo"),
-                    "is required with index BEFORE or AFTER",
-                );
-            }
-        }
-        if enum_field(f, "filterType", &LEGACY_FILTER_TYPE) == "INVALID" {
-            r.err(at(&p, "filterType"), "is required (HTTP or NETWORK)");
-        }
-        if str_field(f, "filterName").is_empty() {
-            r.err(at(&p, "filterName"), "is required");
-        }
-        if !has(f, "filterConfig") {
-            r.err(at(&p, "filterConfig"), "is required");
+    // The pre-1.6 API is gone from Istio's CRD: the API server refuses
+    // both fields as unknown (strict field validation).
+    for f in ["filters", "workloadLabels"] {
+        if has(spec, f) {
+            r.err(
+                at("spec", f),
+                "unknown field (the pre-1.6 EnvoyFilter API is not in Istio's CRD; use configPatches and workloadSelector)",
+            );
         }
     }
 }
@@ -75,6 +60,9 @@ fn check_config_patch(r: &mut Report, path: &str, cp: &Value) {
             "is required for every operation but REMOVE",
         );
         return;
+    }
+    if let Some(value) = field(patch, "value") {
+        crate::envoy::check_patch_value(r, &at(&at(path, "patch"), "value"), apply_to, value);
     }
     let Some(m) = field(cp, "match") else { return };
     let mp = at(path, "match");

@@ -21,11 +21,27 @@ pub(crate) fn check(r: &mut Report, spec: &Value, namespace: &str) {
     let hosts = strings(spec, "hosts");
     let gateways = strings(spec, "gateways");
 
-    // Istio 1.6 made a host-less VirtualService a "delegate" that root
-    // routes pull in; Istio 1.5 (and its validation data set) requires
-    // hosts. A hub feeding both generations keeps the stricter rule.
+    // A VirtualService without hosts is a delegate (Istio 1.6 and later):
+    // root routes pull it in, so it may not bind gateways or route TLS/TCP.
     if hosts.is_empty() {
-        r.err("spec.hosts", "must not be empty");
+        if !gateways.is_empty() {
+            r.err(
+                "spec.gateways",
+                "a delegate virtual service (no hosts) must have no gateways",
+            );
+        }
+        if !list(spec, "tls").is_empty() {
+            r.err(
+                "spec.tls",
+                "a delegate virtual service (no hosts) must have no tls routes",
+            );
+        }
+        if !list(spec, "tcp").is_empty() {
+            r.err(
+                "spec.tcp",
+                "a delegate virtual service (no hosts) must have no tcp routes",
+            );
+        }
     }
 
     let applies_to_gateway = !gateways.is_empty() && !gateways.contains(&MESH_GATEWAY);

@@ -12,8 +12,10 @@ use meshhub_validate::validate;
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Number, Value};
 
-/// Every problem each invalid document must produce, in order. A rule
-/// change that alters a message fails here.
+/// Every problem each invalid document of Istio 1.5's data set must
+/// produce, in order. A rule change that alters a message fails here. An
+/// empty list: current Istio (the version the rules follow, see
+/// docs/validation.md) accepts what Istio 1.5 refused.
 const EXPECTED: &[(&str, &[&str])] = &[
     (
         "networking-v1alpha3-DestinationRule-invalid.yaml",
@@ -26,7 +28,8 @@ const EXPECTED: &[(&str, &[&str])] = &[
     (
         "networking-v1alpha3-EnvoyFilter-invalid.yaml",
         &[
-            "EnvoyFilter default/simple-envoy-filter: spec.filters[0].filterType: is required (HTTP or NETWORK)",
+            "EnvoyFilter default/simple-envoy-filter: spec.filters: unknown field (the pre-1.6 EnvoyFilter API is not in Istio's CRD; use configPatches and workloadSelector)",
+            "EnvoyFilter default/simple-envoy-filter: spec.workloadLabels: unknown field (the pre-1.6 EnvoyFilter API is not in Istio's CRD; use configPatches and workloadSelector)",
         ],
     ),
     (
@@ -59,13 +62,11 @@ const EXPECTED: &[(&str, &[&str])] = &[
         ],
     ),
     (
+        // Istio 1.6 made a VirtualService without hosts a valid delegate.
         "networking-v1alpha3-VirtualService-invalid.yaml",
-        &["VirtualService default/invalid-virtual-service: spec.hosts: must not be empty"],
+        &[],
     ),
-    (
-        "networking-v1beta-VirtualService-invalid.yaml",
-        &["VirtualService default/invalid-virtual-service: spec.hosts: must not be empty"],
-    ),
+    ("networking-v1beta-VirtualService-invalid.yaml", &[]),
     (
         "security-v1beta1-AuthorizationPolicy-invalid.yaml",
         &[
@@ -80,9 +81,8 @@ const EXPECTED: &[(&str, &[&str])] = &[
     ),
     (
         "security-v1beta1-RequestAuthentication-invalid.yaml",
-        &[
-            "RequestAuthentication default/invalid-request-authentication: spec.jwtRules[0].issuer: must be set",
-        ],
+        // Current Istio takes jwtRules without an issuer.
+        &[],
     ),
 ];
 
@@ -171,11 +171,19 @@ fn file_name(p: &Path) -> &str {
     p.file_name().and_then(|n| n.to_str()).unwrap_or_default()
 }
 
+/// Valid documents of Istio 1.5's data set that current Istio refuses.
+const NO_LONGER_VALID: &[&str] = &[
+    // The pre-1.6 `filters` API is gone from the CRD.
+    "networking-v1alpha3-EnvoyFilter-valid.yaml",
+];
+
 fn assert_all_valid(files: &[PathBuf]) -> usize {
     let mut count = 0;
     for f in files {
         for obj in load(f) {
-            if let Err(e) = validate(&obj) {
+            if NO_LONGER_VALID.contains(&file_name(f)) {
+                assert!(validate(&obj).is_err(), "{}", file_name(f));
+            } else if let Err(e) = validate(&obj) {
                 panic!("{}: unexpected rejection: {e}", file_name(f));
             }
             count += 1;
@@ -219,8 +227,11 @@ fn invalid_data_set_is_rejected_with_the_expected_messages() {
             .unwrap_or_else(|| panic!("{name}: no expected messages listed"));
         let objs = load(f);
         assert_eq!(objs.len(), 1, "{name}: one document");
-        let err = validate(&objs[0]).expect_err(name);
-        assert_eq!(err.messages(), *want, "{name}");
+        let got = validate(&objs[0])
+            .err()
+            .map(|e| e.messages())
+            .unwrap_or_default();
+        assert_eq!(got, *want, "{name}");
     }
     assert_eq!(
         expected.len(),

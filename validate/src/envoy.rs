@@ -25,9 +25,10 @@ static POOL: LazyLock<Option<DescriptorPool>> = LazyLock::new(|| {
     DescriptorPool::decode(&include_bytes!(concat!(env!("OUT_DIR"), "/envoy_types.bin"))[..]).ok()
 });
 
-/// Type URL prefixes istiod's registry holds beyond Envoy's API (Istio's
-/// own proxy extensions): accepted without decoding.
-const ISTIO_TYPE_PREFIXES: &[&str] = &["istio.", "io.istio.", "stats."];
+/// Type URL prefixes istiod's registry holds beyond the descriptor set
+/// (Istio's own proxy extensions, the older udpa types): accepted without
+/// decoding.
+const ISTIO_TYPE_PREFIXES: &[&str] = &["istio.", "io.istio.", "stats.", "udpa.type."];
 
 /// The xDS message a patch builds, by `applyTo`.
 fn message_of(apply_to: &str) -> Option<&'static str> {

@@ -95,6 +95,21 @@ pub(crate) fn telemetry(r: &mut Report, spec: &Value) {
     }
     for (i, l) in list(spec, "accessLogging").iter().enumerate() {
         check_providers(r, &idx("spec.accessLogging", i), l);
+        // istiod parses the filter with cel-go (syntax only, no type
+        // check); an absent expression is the empty one, which does not
+        // parse.
+        if let Some(filter) = field(l, "filter").filter(|f| f.is_object()) {
+            let expr = str_field(filter, "expression");
+            if let Err(e) = cel::Program::compile(expr) {
+                r.err(
+                    at(&at(&idx("spec.accessLogging", i), "filter"), "expression"),
+                    format!(
+                        "must be a valid CEL expression: {}",
+                        first_line(&e.to_string())
+                    ),
+                );
+            }
+        }
     }
 }
 
@@ -168,4 +183,9 @@ pub(crate) fn wasm_plugin(r: &mut Report, spec: &Value) {
             }
         }
     }
+}
+
+/// The first line of a multi-line message.
+fn first_line(s: &str) -> &str {
+    s.lines().next().unwrap_or(s)
 }

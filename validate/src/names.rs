@@ -35,10 +35,20 @@ pub fn is_dns1123_label(s: &str) -> bool {
     is_label(s, |c| c.is_ascii_lowercase() || c.is_ascii_digit())
 }
 
-/// Kubernetes' DNS-1123 subdomain: DNS-1123 labels joined by `.`, at most
-/// 253 characters (most object names).
+/// Kubernetes' DNS-1123 subdomain: lower-case letters, digits and `-` in
+/// dot-separated parts that start and end alphanumeric, at most 253
+/// characters in all (most object names). As in Kubernetes, a part may be
+/// longer than a DNS label's 63 characters.
 pub fn is_dns1123_subdomain(s: &str) -> bool {
-    s.len() <= MAX_SUBDOMAIN && s.split('.').all(is_dns1123_label)
+    s.len() <= MAX_SUBDOMAIN
+        && s.split('.').all(|part| {
+            let b = part.as_bytes();
+            !b.is_empty()
+                && b.iter()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+                && b.first().is_some_and(u8::is_ascii_alphanumeric)
+                && b.last().is_some_and(u8::is_ascii_alphanumeric)
+        })
 }
 
 /// An RFC 1123 host name label: 1–63 letters (either case), digits and

@@ -362,8 +362,13 @@ pub(crate) fn request_authentication(r: &mut Report, spec: &Value) {
 }
 
 fn check_jwt_rule(r: &mut Report, path: &str, rule: &Value) {
-    // `issuer` is optional (Istio 1.22+): tokens are then matched by their
-    // JWKS alone.
+    // `issuer` is optional when `jwksUri` is set; set, it is not empty (the
+    // CRD's minLength).
+    if str_field(rule, "issuer").is_empty() && str_field(rule, "jwksUri").is_empty() {
+        r.err(path, "issuer or jwksUri must be a non-empty string");
+    } else if rule.get("issuer").is_some_and(|i| i.as_str() == Some("")) {
+        r.err(at(path, "issuer"), "must not be empty when set");
+    }
     for (i, a) in list(rule, "audiences").iter().enumerate() {
         if a.as_str() == Some("") {
             r.err(idx(&at(path, "audiences"), i), "must not be empty");

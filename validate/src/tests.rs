@@ -842,3 +842,29 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn telemetry_filters_must_parse_as_cel() {
+    let telemetry = |expr: serde_json::Value| {
+        object(
+            "telemetry.istio.io/v1",
+            "Telemetry",
+            json!({"accessLogging": [{"filter": expr}]}),
+        )
+    };
+    assert_eq!(
+        validate(&telemetry(
+            json!({"expression": "response.code >= 400 && request.headers['x'] == 'y'"})
+        )),
+        Ok(())
+    );
+    for bad in [
+        json!({"expression": "response.code >= "}),
+        json!({"expression": "(a == 1"}),
+        json!({}),
+    ] {
+        let p = problems(&telemetry(bad));
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert_eq!(p[0].path, "spec.accessLogging[0].filter.expression");
+    }
+}

@@ -81,8 +81,9 @@ const EXPECTED: &[(&str, &[&str])] = &[
     ),
     (
         "security-v1beta1-RequestAuthentication-invalid.yaml",
-        // Current Istio takes jwtRules without an issuer.
-        &[],
+        &[
+            "RequestAuthentication default/invalid-request-authentication: spec.jwtRules[0]: issuer or jwksUri must be a non-empty string",
+        ],
     ),
 ];
 

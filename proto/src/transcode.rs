@@ -412,6 +412,15 @@ fn spec_to_message(desc: &MessageDescriptor, spec: &Value) -> Result<DynamicMess
     if let Ok(m) = DynamicMessage::deserialize_with_options(desc.clone(), spec, &options) {
         return Ok(m);
     }
+    // A null map value reads as absent, as the API server (which prunes
+    // it) and istiod (whose JSON decoding skips it) read it; protobuf JSON
+    // refuses it. Only tried once the strict reading failed.
+    let mut lenient = spec.clone();
+    if drop_null_map_values(desc, &mut lenient)
+        && let Ok(m) = DynamicMessage::deserialize_with_options(desc.clone(), &lenient, &options)
+    {
+        return Ok(m);
+    }
     let mut track = serde_path_to_error::Track::new();
     let de = serde_path_to_error::Deserializer::new(spec, &mut track);
     match DynamicMessage::deserialize_with_options(desc.clone(), de, &options) {
@@ -423,6 +432,53 @@ fn spec_to_message(desc: &MessageDescriptor, spec: &Value) -> Result<DynamicMess
             &e.to_string(),
         )),
     }
+}
+
+/// Removes the null values of `desc`'s map fields (of scalar values) in
+/// `v`, at any depth; whether it removed any.
+fn drop_null_map_values(desc: &MessageDescriptor, v: &mut Value) -> bool {
+    let Some(obj) = v.as_object_mut() else {
+        return false;
+    };
+    let mut dropped = false;
+    for (name, value) in obj.iter_mut() {
+        let Some(f) = desc
+            .fields()
+            .find(|f| f.json_name() == name || f.name() == name)
+        else {
+            continue;
+        };
+        let prost_reflect::Kind::Message(m) = f.kind() else {
+            continue;
+        };
+        if m.full_name().starts_with("google.protobuf.") {
+            continue;
+        }
+        if f.is_map() {
+            let value_kind = m.map_entry_value_field().kind();
+            if let (Some(map), false) = (
+                value.as_object_mut(),
+                matches!(value_kind, prost_reflect::Kind::Message(_)),
+            ) {
+                let before = map.len();
+                map.retain(|_, v| !v.is_null());
+                dropped |= map.len() != before;
+            } else if let (Some(map), prost_reflect::Kind::Message(vm)) =
+                (value.as_object_mut(), value_kind)
+            {
+                for item in map.values_mut() {
+                    dropped |= drop_null_map_values(&vm, item);
+                }
+            }
+        } else if f.is_list() {
+            for item in value.as_array_mut().into_iter().flatten() {
+                dropped |= drop_null_map_values(&m, item);
+            }
+        } else {
+            dropped |= drop_null_map_values(&m, value);
+        }
+    }
+    dropped
 }
 
 /// Turns a deserializer error at `path` into a [`FieldProblem`].

@@ -103,7 +103,12 @@ pub(crate) fn check_gateway_names(r: &mut Report, path: &str, names: &[&str]) {
     for (i, g) in names.iter().enumerate() {
         let p = idx(path, i);
         match g.split_once('/') {
-            None => r.check(p, validate_fqdn(g)),
+            // istiod (1.28, `validateGatewayNames`) stops at the first name
+            // without a namespace: the names after it are not checked.
+            None => {
+                r.check(p, validate_fqdn(g));
+                return;
+            }
             Some((ns, name)) => {
                 if ns.is_empty() || name.is_empty() {
                     r.err(&p, "namespace and gateway name must not be empty");

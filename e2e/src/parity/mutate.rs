@@ -111,6 +111,12 @@ fn generic_values() -> Vec<Value> {
         json!("./name"),
         json!("request.path == '/'"),
         json!("response.code >= "),
+        json!("a".repeat(64)),
+        json!(format!("x{}", "-y".repeat(160))),
+        json!(vec!["a"; 17]),
+        json!(vec![json!({"name": "a"}); 3]),
+        json!("\u{00e9}t\u{00e9}"),
+        json!("with space"),
         json!({"@type": "type.googleapis.com/google.protobuf.Struct"}),
         json!({"@type": "type.googleapis.com/example.Unknown"}),
     ]

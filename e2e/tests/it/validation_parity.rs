@@ -8,7 +8,7 @@
 //! The corpus: the shared fixtures, Istio's own validation and analyzer
 //! test data (read from its Go module at test time), hand-written objects
 //! per rule family (`e2e/tests/parity/<family>.yaml`), and seeded mutants
-//! of every object Istio accepts (`MESHHUB_PARITY_MUTANTS`, default 3000;
+//! of every object Istio accepts (`MESHHUB_PARITY_MUTANTS`, default 6000;
 //! `MESHHUB_PARITY_SEED`, default 26). The test prints the agreement table
 //! (per family and kind) and every disagreement, and fails on a
 //! disagreement not listed in [`ACCEPTED`] (each documented in
@@ -171,7 +171,7 @@ async fn meshhub_refuses_exactly_what_istio_refuses() {
         .filter(|r| r.istio_accepts())
         .map(|r| r.case.clone())
         .collect();
-    let count = env_number("MESHHUB_PARITY_MUTANTS", 3000) as usize;
+    let count = env_number("MESHHUB_PARITY_MUTANTS", 6000) as usize;
     let seed = env_number("MESHHUB_PARITY_SEED", 26);
     let generated = mutants(&bases, count, seed);
     rows.extend(judge_all(generated, &api, &webhook, &meshhub, base_count + 1).await);

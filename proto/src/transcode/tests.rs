@@ -725,3 +725,17 @@ fn every_fixture_body_encodes_as_every_field_taken_apart() {
         "{with_maps} with maps, {without} without"
     );
 }
+
+#[test]
+fn null_map_values_read_as_absent() {
+    let k = kind("DestinationRule");
+    let with_null = one(
+        "apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: r, namespace: default}\nspec:\n  host: r\n  subsets:\n  - name: v1\n    labels: {version: null, app: r}\n",
+    );
+    let without = one(
+        "apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: r, namespace: default}\nspec:\n  host: r\n  subsets:\n  - name: v1\n    labels: {app: r}\n",
+    );
+    let a = object_to_resource(&k, &with_null).expect("a null label value is dropped");
+    let b = object_to_resource(&k, &without).expect("transcodes");
+    assert_eq!(a.body, b.body);
+}

@@ -25,10 +25,13 @@ static POOL: LazyLock<Option<DescriptorPool>> = LazyLock::new(|| {
     DescriptorPool::decode(&include_bytes!(concat!(env!("OUT_DIR"), "/envoy_types.bin"))[..]).ok()
 });
 
-/// Type URL prefixes istiod's registry holds beyond the descriptor set
-/// (Istio's own proxy extensions, the older udpa types): accepted without
+/// Packages istiod's registry holds beyond the descriptor set (istio.io/api
+/// and Istio's proxy extensions): their types are accepted without
 /// decoding.
-const ISTIO_TYPE_PREFIXES: &[&str] = &["istio.", "io.istio.", "stats.", "udpa.type."];
+const ISTIO_TYPE_PREFIXES: &[&str] = &["istio.", "stats.", "envoy.tcp.metadataexchange."];
+
+/// Types istiod knows under an older name, decoded as their successor.
+const ALIASES: &[(&str, &str)] = &[("udpa.type.v1.TypedStruct", "xds.type.v3.TypedStruct")];
 
 /// The xDS message a patch builds, by `applyTo`.
 fn message_of(apply_to: &str) -> Option<&'static str> {
@@ -198,7 +201,11 @@ fn decode_any(pool: &DescriptorPool, path: &str, v: &Value) -> Decoded {
         );
     };
     let type_name = url.rsplit_once('/').map_or(url, |(_, n)| n);
-    let Some(desc) = pool.get_message_by_name(type_name) else {
+    let resolved = ALIASES
+        .iter()
+        .find(|(old, _)| *old == type_name)
+        .map_or(type_name, |(_, new)| new);
+    let Some(desc) = pool.get_message_by_name(resolved) else {
         if !type_name.is_empty() && ISTIO_TYPE_PREFIXES.iter().any(|p| type_name.starts_with(p)) {
             return Ok(());
         }

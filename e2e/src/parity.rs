@@ -11,6 +11,7 @@
 pub mod corpus;
 pub mod judge;
 pub mod mutate;
+pub mod schema_mutants;
 pub mod table;
 
 pub use corpus::{Case, CrdIndex};

@@ -25,6 +25,7 @@
 //! maps are hash maps: the same spec always gives the same bytes, so the
 //! content version below is stable across processes.
 
+mod lenient;
 mod parse;
 mod yaml_tree;
 
@@ -45,6 +46,7 @@ use crate::kinds::{Kind, KindTable};
 use crate::mcp::{Metadata, Resource};
 use crate::object::{Object, ObjectMeta};
 
+pub use lenient::parse_go_duration;
 pub use parse::{
     ParseError, RenderError, parse_json, parse_json_limited, parse_yaml, parse_yaml_limited,
     to_json, to_yaml,
@@ -412,11 +414,10 @@ fn spec_to_message(desc: &MessageDescriptor, spec: &Value) -> Result<DynamicMess
     if let Ok(m) = DynamicMessage::deserialize_with_options(desc.clone(), spec, &options) {
         return Ok(m);
     }
-    // A null map value reads as absent, as the API server (which prunes
-    // it) and istiod (whose JSON decoding skips it) read it; protobuf JSON
-    // refuses it. Only tried once the strict reading failed.
+    // What Istio reads but protobuf JSON refuses (see `lenient`), tried
+    // only once the strict reading failed.
     let mut lenient = spec.clone();
-    if drop_null_map_values(desc, &mut lenient)
+    if lenient::relax(desc, &mut lenient)
         && let Ok(m) = DynamicMessage::deserialize_with_options(desc.clone(), &lenient, &options)
     {
         return Ok(m);
@@ -432,53 +433,6 @@ fn spec_to_message(desc: &MessageDescriptor, spec: &Value) -> Result<DynamicMess
             &e.to_string(),
         )),
     }
-}
-
-/// Removes the null values of `desc`'s map fields (of scalar values) in
-/// `v`, at any depth; whether it removed any.
-fn drop_null_map_values(desc: &MessageDescriptor, v: &mut Value) -> bool {
-    let Some(obj) = v.as_object_mut() else {
-        return false;
-    };
-    let mut dropped = false;
-    for (name, value) in obj.iter_mut() {
-        let Some(f) = desc
-            .fields()
-            .find(|f| f.json_name() == name || f.name() == name)
-        else {
-            continue;
-        };
-        let prost_reflect::Kind::Message(m) = f.kind() else {
-            continue;
-        };
-        if m.full_name().starts_with("google.protobuf.") {
-            continue;
-        }
-        if f.is_map() {
-            let value_kind = m.map_entry_value_field().kind();
-            if let (Some(map), false) = (
-                value.as_object_mut(),
-                matches!(value_kind, prost_reflect::Kind::Message(_)),
-            ) {
-                let before = map.len();
-                map.retain(|_, v| !v.is_null());
-                dropped |= map.len() != before;
-            } else if let (Some(map), prost_reflect::Kind::Message(vm)) =
-                (value.as_object_mut(), value_kind)
-            {
-                for item in map.values_mut() {
-                    dropped |= drop_null_map_values(&vm, item);
-                }
-            }
-        } else if f.is_list() {
-            for item in value.as_array_mut().into_iter().flatten() {
-                dropped |= drop_null_map_values(&m, item);
-            }
-        } else {
-            dropped |= drop_null_map_values(&m, value);
-        }
-    }
-    dropped
 }
 
 /// Turns a deserializer error at `path` into a [`FieldProblem`].

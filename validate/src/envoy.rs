@@ -30,8 +30,10 @@ static POOL: LazyLock<Option<DescriptorPool>> = LazyLock::new(|| {
 /// decoding.
 const ISTIO_TYPE_PREFIXES: &[&str] = &["istio.", "stats.", "envoy.tcp.metadataexchange."];
 
-/// Types istiod knows under an older name, decoded as their successor.
-const ALIASES: &[(&str, &str)] = &[("udpa.type.v1.TypedStruct", "xds.type.v3.TypedStruct")];
+/// `TypedStruct` (the xDS and the older udpa name): not in the descriptor
+/// set, so its two fields are checked here: `type_url` a string, `value` a
+/// Struct.
+const TYPED_STRUCTS: &[&str] = &["xds.type.v3.TypedStruct", "udpa.type.v1.TypedStruct"];
 
 /// The xDS message a patch builds, by `applyTo`.
 fn message_of(apply_to: &str) -> Option<&'static str> {
@@ -201,11 +203,26 @@ fn decode_any(pool: &DescriptorPool, path: &str, v: &Value) -> Decoded {
         );
     };
     let type_name = url.rsplit_once('/').map_or(url, |(_, n)| n);
-    let resolved = ALIASES
-        .iter()
-        .find(|(old, _)| *old == type_name)
-        .map_or(type_name, |(_, new)| new);
-    let Some(desc) = pool.get_message_by_name(resolved) else {
+    if TYPED_STRUCTS.contains(&type_name) {
+        for (name, want) in [
+            ("type_url", "string"),
+            ("typeUrl", "string"),
+            ("value", "object"),
+        ] {
+            match obj.get(name) {
+                None | Some(Value::Null) => {}
+                Some(v) if json_type(v) == want => {}
+                Some(v) => {
+                    return fail(
+                        &at(path, name),
+                        format!("must be a JSON {want}, found {}", json_type(v)),
+                    );
+                }
+            }
+        }
+        return Ok(());
+    }
+    let Some(desc) = pool.get_message_by_name(type_name) else {
         if !type_name.is_empty() && ISTIO_TYPE_PREFIXES.iter().any(|p| type_name.starts_with(p)) {
             return Ok(());
         }

@@ -25,7 +25,30 @@ pub(crate) fn check_string_match_regex(r: &mut Report, path: &str, m: &Value) {
     }
 }
 
-/// An HTTP header name usable in a match: `[-_A-Za-z0-9]+`.
+/// A header name as an RFC 7230 token (`tchar`s: letters, digits and
+/// ``!#$%&'*+-.^_`|~``): Istio's rule for header matches and CORS headers.
+pub(crate) fn validate_token_header_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("header name must not be empty".into());
+    }
+    if !name
+        .bytes()
+        .all(|c| c.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&c))
+    {
+        return Err(format!("{name:?} is not a valid header name"));
+    }
+    Ok(())
+}
+
+/// A header name of an HTTP probe (as Kubernetes): `[-A-Za-z0-9]+`.
+pub(crate) fn validate_probe_header_name(name: &str) -> Result<(), String> {
+    if name.is_empty() || !name.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-') {
+        return Err(format!("{name:?} is not a valid probe header name"));
+    }
+    Ok(())
+}
+
+/// An HTTP header name in Istio's strict form: `[-_A-Za-z0-9]+`.
 pub(crate) fn validate_header_name(name: &str) -> Result<(), String> {
     if name.is_empty() {
         return Err("header name must not be empty".into());

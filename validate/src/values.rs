@@ -6,53 +6,9 @@ use crate::json::{field, int_field, num_field};
 use crate::report::{Report, at};
 
 /// Parses a duration: protobuf JSON (`1.5s`) or Go style (`1h30m`, `250ms`),
-/// into nanoseconds.
+/// into nanoseconds (as the transcoder reads them).
 pub(crate) fn parse_duration(s: &str) -> Option<i128> {
-    let (neg, mut rest) = match s.strip_prefix('-') {
-        Some(r) => (true, r),
-        None => (false, s.strip_prefix('+').unwrap_or(s)),
-    };
-    if rest == "0" {
-        return Some(0);
-    }
-    if rest.is_empty() {
-        return None;
-    }
-    let mut total: i128 = 0;
-    while !rest.is_empty() {
-        let num_len = rest
-            .find(|c: char| !c.is_ascii_digit() && c != '.')
-            .unwrap_or(rest.len());
-        let (num, tail) = rest.split_at(num_len);
-        let unit_len = tail
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(tail.len());
-        let (unit, tail) = tail.split_at(unit_len);
-        let scale: i128 = match unit {
-            "ns" => 1,
-            "us" | "µs" | "μs" => 1_000,
-            "ms" => 1_000_000,
-            "s" => 1_000_000_000,
-            "m" => 60_000_000_000,
-            "h" => 3_600_000_000_000,
-            _ => return None,
-        };
-        let (int, frac) = num.split_once('.').unwrap_or((num, ""));
-        if (int.is_empty() && frac.is_empty()) || frac.contains('.') || int.len() > 20 {
-            return None;
-        }
-        let int_v: i128 = if int.is_empty() { 0 } else { int.parse().ok()? };
-        let mut part = int_v.checked_mul(scale)?;
-        // Fractions beyond nanosecond resolution are dropped.
-        let mut unit_scale = scale;
-        for d in frac.bytes().take(18) {
-            unit_scale /= 10;
-            part = part.checked_add(i128::from(d - b'0') * unit_scale)?;
-        }
-        total = total.checked_add(part)?;
-        rest = tail;
-    }
-    Some(if neg { -total } else { total })
+    meshhub_proto::transcode::parse_go_duration(s)
 }
 
 const MILLI: i128 = 1_000_000;

@@ -8,8 +8,10 @@
 //! The corpus: the shared fixtures, Istio's own validation and analyzer
 //! test data (read from its Go module at test time), hand-written objects
 //! per rule family (`e2e/tests/parity/<family>.yaml`), and seeded mutants
-//! of every object Istio accepts (`MESHHUB_PARITY_MUTANTS`, default 6000;
-//! `MESHHUB_PARITY_SEED`, default 26). The test prints the agreement table
+//! of every object Istio accepts: leaf values replaced and keys removed
+//! (`MESHHUB_PARITY_MUTANTS`, default 6000) and values at the limits of the
+//! CRDs' own schemas (`MESHHUB_PARITY_SCHEMA_MUTANTS`, default 4000), from
+//! one seed (`MESHHUB_PARITY_SEED`, default 26). The test prints the agreement table
 //! (per family and kind) and every disagreement, and fails on a
 //! disagreement not listed in [`ACCEPTED`] (each documented in
 //! docs/validation.md) or on any case where meshhub's webhook and file
@@ -23,6 +25,7 @@ use meshhub_e2e::istio::{ConfigSource, Istiod, istio_module_dir, istiod_bin};
 use meshhub_e2e::kube::ControlPlanes;
 use meshhub_e2e::parity::corpus::Corpus;
 use meshhub_e2e::parity::mutate::mutants;
+use meshhub_e2e::parity::schema_mutants::{SpecSchemas, schema_mutants};
 use meshhub_e2e::parity::{
     ApiServer, Case, CrdIndex, Direction, Disagreement, IstiodWebhook, Meshhub, Row, Table,
 };
@@ -173,10 +176,13 @@ async fn meshhub_refuses_exactly_what_istio_refuses() {
         .collect();
     let count = env_number("MESHHUB_PARITY_MUTANTS", 6000) as usize;
     let seed = env_number("MESHHUB_PARITY_SEED", 26);
-    let generated = mutants(&bases, count, seed);
+    let mut generated = mutants(&bases, count, seed);
+    let schema_count = env_number("MESHHUB_PARITY_SCHEMA_MUTANTS", 4000) as usize;
+    let schemas = SpecSchemas::read(&std::fs::read_to_string(&crd_file).expect("CRDs"));
+    generated.extend(schema_mutants(&bases, &schemas, schema_count, seed));
     rows.extend(judge_all(generated, &api, &webhook, &meshhub, base_count + 1).await);
     eprintln!(
-        "parity: judged {} cases ({base_count} base objects, {} of them valid in Istio; {count} mutants, seed {seed}) in {:.1}s",
+        "parity: judged {} cases ({base_count} base objects, {} of them valid in Istio; {count} mutants and {schema_count} schema-directed mutants, seed {seed}) in {:.1}s",
         rows.len(),
         bases.len(),
         started.elapsed().as_secs_f64()

@@ -739,3 +739,17 @@ fn null_map_values_read_as_absent() {
     let b = object_to_resource(&k, &without).expect("transcodes");
     assert_eq!(a.body, b.body);
 }
+
+#[test]
+fn go_durations_read_as_istio_reads_them() {
+    let vs = |timeout: &str| {
+        one(&format!(
+            "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {{name: r, namespace: default}}\nspec:\n  hosts: [r]\n  http:\n  - timeout: {timeout}\n    route: [{{destination: {{host: r}}}}]\n"
+        ))
+    };
+    let k = kind("VirtualService");
+    let go = object_to_resource(&k, &vs("10ms")).expect("Go notation");
+    let pb = object_to_resource(&k, &vs("0.010s")).expect("protobuf notation");
+    assert_eq!(go.body, pb.body);
+    assert!(object_to_resource(&k, &vs("10 ms")).is_err());
+}

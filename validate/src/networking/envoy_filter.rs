@@ -20,6 +20,20 @@ pub(crate) fn check(r: &mut Report, spec: &Value) {
     if let Some(sel) = field(spec, "workloadSelector") {
         check_selector_labels(r, "spec.workloadSelector", sel, "labels");
     }
+    // The CRD: a target reference names its kind (a DNS-label-like word)
+    // and its object.
+    for (i, t) in list(spec, "targetRefs").iter().enumerate() {
+        let p = idx("spec.targetRefs", i);
+        let kind = str_field(t, "kind");
+        if kind.is_empty() {
+            r.err(at(&p, "kind"), "is required");
+        } else if !is_kind_word(kind) {
+            r.err(at(&p, "kind"), format!("{kind:?} is not a valid kind"));
+        }
+        if str_field(t, "name").is_empty() {
+            r.err(at(&p, "name"), "is required");
+        }
+    }
     for (i, cp) in list(spec, "configPatches").iter().enumerate() {
         check_config_patch(r, &idx("spec.configPatches", i), cp);
     }
@@ -33,6 +47,15 @@ pub(crate) fn check(r: &mut Report, spec: &Value) {
             );
         }
     }
+}
+
+/// `^[a-zA-Z]([-a-zA-Z0-9]*[a-zA-Z0-9])?$`, the CRD's pattern for kinds.
+fn is_kind_word(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.first().is_some_and(u8::is_ascii_alphabetic)
+        && b.last().is_some_and(u8::is_ascii_alphanumeric)
+        && b.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'-')
+        && b.len() <= 63
 }
 
 fn check_config_patch(r: &mut Report, path: &str, cp: &Value) {

@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use crate::hosts::check_gateway_names;
 use crate::http::{
-    check_string_match_regex, validate_header_name, validate_header_value, validate_regex,
+    check_string_match_regex, validate_header_value, validate_regex, validate_token_header_name,
 };
 use crate::json::{field, has, int_field, list, map, num_field, str_field, string_map, strings};
 use crate::names::is_hostname_label;
@@ -217,8 +217,12 @@ fn check_http_match(r: &mut Report, path: &str, m: &Value) {
     for name in ["headers", "withoutHeaders"] {
         let p = at(path, name);
         for (k, sm) in map(m, name).into_iter().flatten() {
-            if !k.starts_with("@request.auth.claims") {
-                r.check(key(&p, k), validate_header_name(k));
+            let pseudo = matches!(
+                k.as_str(),
+                ":method" | ":scheme" | ":authority" | ":path" | ":status"
+            );
+            if !k.starts_with("@request.auth.claims") && !pseudo {
+                r.check(key(&p, k), validate_token_header_name(k));
             }
             check_string_match_regex(r, &key(&p, k), sm);
         }
@@ -339,7 +343,7 @@ fn check_cors(r: &mut Report, path: &str, cors: &Value) {
     for name in ["allowHeaders", "exposeHeaders"] {
         for (i, h) in strings(cors, name).iter().enumerate() {
             if *h != "*" {
-                r.check(idx(&at(path, name), i), validate_header_name(h));
+                r.check(idx(&at(path, name), i), validate_token_header_name(h));
             }
         }
     }

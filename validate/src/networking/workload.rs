@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use crate::http::validate_header_name;
+use crate::http::validate_probe_header_name;
 use crate::json::{as_int, field, has, int_field, list, map, str_field};
 use crate::names::validate_fqdn;
 use crate::net::{UNIX_PREFIX, is_ip, validate_port, validate_port_name, validate_unix_address};
@@ -51,7 +51,7 @@ pub(crate) fn check_group(r: &mut Report, spec: &Value) {
         for (i, hdr) in list(h, "httpHeaders").iter().enumerate() {
             r.check(
                 at(&idx(&at(&hp, "httpHeaders"), i), "name"),
-                validate_header_name(str_field(hdr, "name")),
+                validate_probe_header_name(str_field(hdr, "name")),
             );
         }
     } else if let Some(t) = field(probe, "tcpSocket") {

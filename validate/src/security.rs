@@ -364,7 +364,10 @@ pub(crate) fn request_authentication(r: &mut Report, spec: &Value) {
 fn check_jwt_rule(r: &mut Report, path: &str, rule: &Value) {
     // `issuer` is optional when `jwksUri` is set; set, it is not empty (the
     // CRD's minLength).
-    if str_field(rule, "issuer").is_empty() && str_field(rule, "jwksUri").is_empty() {
+    if str_field(rule, "issuer").is_empty()
+        && str_field(rule, "jwksUri").is_empty()
+        && str_field(rule, "jwks_uri").is_empty()
+    {
         r.err(path, "issuer or jwksUri must be a non-empty string");
     } else if rule.get("issuer").is_some_and(|i| i.as_str() == Some("")) {
         r.err(at(path, "issuer"), "must not be empty when set");
@@ -374,9 +377,20 @@ fn check_jwt_rule(r: &mut Report, path: &str, rule: &Value) {
             r.err(idx(&at(path, "audiences"), i), "must not be empty");
         }
     }
-    let uri = str_field(rule, "jwksUri");
-    if !uri.is_empty() {
-        r.check(at(path, "jwksUri"), validate_jwks_uri(uri));
+    // The CRD also takes the proto name `jwks_uri`; at most one of the
+    // three key sources may be present.
+    let present = ["jwksUri", "jwks_uri", "jwks"]
+        .iter()
+        .filter(|f| rule.get(**f).is_some_and(|v| !v.is_null()))
+        .count();
+    if present > 1 {
+        r.err(path, "only one of jwks or jwksUri can be set");
+    }
+    for f in ["jwksUri", "jwks_uri"] {
+        let uri = str_field(rule, f);
+        if !uri.is_empty() {
+            r.check(at(path, f), validate_jwks_uri(uri));
+        }
     }
     let jwks = str_field(rule, "jwks");
     if !jwks.is_empty() {

@@ -574,6 +574,7 @@ fn peer_and_request_authentication() {
         found,
         [
             "spec.jwtRules[0].audiences[0]: must not be empty",
+            "spec.jwtRules[0]: only one of jwks or jwksUri can be set",
             "spec.jwtRules[0].jwksUri: URI scheme \"ftp\" is not supported; use http or https",
             "spec.jwtRules[0].jwks: jwks must be a JSON Web Key Set (with \"keys\") or a JSON Web Key (with \"kty\")",
             "spec.jwtRules[0].outputClaimToHeaders[0].header: \"x y\" is not a valid header name",

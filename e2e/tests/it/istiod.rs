@@ -40,9 +40,12 @@ fn weighted_vs(v1: u32, v2: u32) -> String {
     )
 }
 
-/// An EnvoyFilter meshhub accepts (its schema and rules hold) but istiod's
-/// validation rejects: the patch names an Envoy type istiod does not know.
-const UNKNOWN_TYPE_FILTER: &str = "apiVersion: networking.istio.io/v1alpha3\nkind: EnvoyFilter\nmetadata:\n  name: unknown-type\n  namespace: bookinfo\nspec:\n  configPatches:\n  - applyTo: HTTP_FILTER\n    patch:\n      operation: INSERT_BEFORE\n      value:\n        name: example.bogus\n        typed_config:\n          '@type': type.googleapis.com/example.bogus.v3.Bogus\n";
+/// An EnvoyFilter meshhub accepts but istiod's validation rejects: the
+/// patch names a type in one of Istio's own packages that does not exist.
+/// meshhub decodes patch values against Envoy's types as istiod does, but
+/// passes the types of Istio's own packages undecoded (docs/validation.md,
+/// accepted differences).
+const UNKNOWN_TYPE_FILTER: &str = "apiVersion: networking.istio.io/v1alpha3\nkind: EnvoyFilter\nmetadata:\n  name: unknown-type\n  namespace: bookinfo\nspec:\n  configPatches:\n  - applyTo: HTTP_FILTER\n    patch:\n      operation: INSERT_BEFORE\n      value:\n        name: example.bogus\n        typed_config:\n          '@type': type.googleapis.com/istio.bogus.v3.Bogus\n";
 
 const EF: &str = "istio/networking/v1alpha3/envoyfilters";
 

@@ -159,9 +159,9 @@ fn check_outlier(r: &mut Report, path: &str, o: &Value) {
     }
 }
 
-/// Envoy's primality test for Maglev table sizes.
+/// Istio's primality test for Maglev table sizes (which calls 1 prime).
 fn is_prime(x: i64) -> bool {
-    if x < 2 {
+    if x < 1 {
         return false;
     }
     if x < 4 {

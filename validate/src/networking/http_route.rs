@@ -224,7 +224,11 @@ fn check_http_match(r: &mut Report, path: &str, m: &Value) {
             if !k.starts_with("@request.auth.claims") && !pseudo {
                 r.check(key(&p, k), validate_token_header_name(k));
             }
-            check_string_match_regex(r, &key(&p, k), sm);
+            // In withoutHeaders, regex `*` means "header present".
+            let present = name == "withoutHeaders" && str_field(sm, "regex") == "*";
+            if !present {
+                check_string_match_regex(r, &key(&p, k), sm);
+            }
         }
     }
     for name in ["uri", "scheme", "method", "authority"] {

@@ -78,7 +78,8 @@ pub(crate) fn check(r: &mut Report, spec: &Value, namespace: &str) {
         }
         names.push(name);
         numbers.push(number);
-        if int_field(port, "targetPort").is_some_and(|n| n != 0) {
+        // Set (even to 0), it must be a port (the CRD's rule).
+        if field(port, "targetPort").is_some() {
             check_port_field(r, &p, port, "targetPort");
         }
         r.check(at(&p, "name"), validate_port_name(name));

@@ -98,6 +98,13 @@ pub(crate) fn check(r: &mut Report, spec: &Value) {
                     format!("{mode} is not allowed on sidecar ingress"),
                 );
             }
+            let protocol = field(ing, "port").map_or("", |p| str_field(p, "protocol"));
+            if !protocol.eq_ignore_ascii_case("HTTPS") && !protocol.eq_ignore_ascii_case("TLS") {
+                r.err(
+                    &tp,
+                    "a sidecar ingress port with TLS settings must use protocol HTTPS or TLS",
+                );
+            }
             check_server_tls(r, &tp, tls);
         }
         if let Some(cp) = field(ing, "connectionPool") {

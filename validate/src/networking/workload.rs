@@ -23,6 +23,13 @@ pub(crate) fn check_group(r: &mut Report, spec: &Value) {
     if let Some(meta) = field(spec, "metadata") {
         check_labels(r, "spec.metadata", meta, "labels");
     }
+    // The CRD: every port of the template is in 1..65535.
+    if let Some(t) = field(spec, "template") {
+        let pp = at(&at("spec", "template"), "ports");
+        for (name, n) in map(t, "ports").into_iter().flatten() {
+            r.check(key(&pp, name), validate_port(as_int(n).unwrap_or(0)));
+        }
+    }
     let Some(probe) = field(spec, "probe") else {
         return;
     };

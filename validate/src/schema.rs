@@ -37,8 +37,8 @@ fn message(r: &mut Report, path: &str, desc: &MessageDescriptor, v: &Value) {
             continue;
         }
         let Some(f) = desc
-            .fields()
-            .find(|f| f.json_name() == name || f.name() == name)
+            .get_field_by_json_name(name)
+            .or_else(|| desc.get_field_by_name(name))
         else {
             continue; // unknown fields are the transcoder's
         };

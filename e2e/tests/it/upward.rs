@@ -29,7 +29,7 @@ const EF: &str = "istio/networking/v1alpha3/envoyfilters";
 const VS: &str = "istio/networking/v1alpha3/virtualservices";
 
 /// An EnvoyFilter meshhub accepts but istiod's validation drops.
-const UNKNOWN_TYPE_FILTER: &str = "apiVersion: networking.istio.io/v1alpha3\nkind: EnvoyFilter\nmetadata:\n  name: unknown-type\n  namespace: bookinfo\nspec:\n  configPatches:\n  - applyTo: HTTP_FILTER\n    patch:\n      operation: INSERT_BEFORE\n      value:\n        name: example.bogus\n        typed_config:\n          '@type': type.googleapis.com/example.bogus.v3.Bogus\n";
+const UNKNOWN_TYPE_FILTER: &str = "apiVersion: networking.istio.io/v1alpha3\nkind: EnvoyFilter\nmetadata:\n  name: unknown-type\n  namespace: bookinfo\nspec:\n  configPatches:\n  - applyTo: HTTP_FILTER\n    patch:\n      operation: INSERT_BEFORE\n      value:\n        name: example.bogus\n        typed_config:\n          '@type': type.googleapis.com/istio.bogus.v3.Bogus\n";
 
 const REVIEWS_VS: &str = "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: reviews, namespace: bookinfo}\nspec:\n  hosts: [reviews.bookinfo.svc.cluster.local]\n  http:\n  - route:\n    - destination: {host: reviews.bookinfo.svc.cluster.local}\n";
 

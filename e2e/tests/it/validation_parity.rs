@@ -57,9 +57,6 @@ const ACCEPTED: &[Disagreement] = &[
         direction: Direction::FalseAccept,
         covers: |r| {
             r.api.accepted()
-                && r.istiod
-                    .message()
-                    .contains("could not resolve Any message type")
                 && ["istio.", "stats.", "envoy.tcp.metadataexchange."]
                     .iter()
                     .any(|p| {

@@ -17,7 +17,7 @@ use serde_json::Value;
 
 const EF: &str = "istio/networking/v1alpha3/envoyfilters";
 
-const FILTER: &str = "apiVersion: networking.istio.io/v1alpha3\nkind: EnvoyFilter\nmetadata:\n  name: unknown-type\n  namespace: bookinfo\nspec:\n  configPatches:\n  - applyTo: HTTP_FILTER\n    patch:\n      operation: INSERT_BEFORE\n      value:\n        name: example.bogus\n        typed_config:\n          '@type': type.googleapis.com/example.bogus.v3.Bogus\n";
+const FILTER: &str = "apiVersion: networking.istio.io/v1alpha3\nkind: EnvoyFilter\nmetadata:\n  name: unknown-type\n  namespace: bookinfo\nspec:\n  configPatches:\n  - applyTo: HTTP_FILTER\n    patch:\n      operation: INSERT_BEFORE\n      value:\n        name: example.bogus\n        typed_config:\n          '@type': type.googleapis.com/istio.bogus.v3.Bogus\n";
 
 const VS_ONLY: &str = r#"[{"apiVersion":"networking.istio.io/v1","kind":"VirtualService","metadata":{"name":"reviews","namespace":"bookinfo"},"spec":{}}]"#;
 const BOTH: &str = r#"[{"apiVersion":"networking.istio.io/v1","kind":"VirtualService","metadata":{"name":"reviews","namespace":"bookinfo"},"spec":{}},{"apiVersion":"networking.istio.io/v1alpha3","kind":"EnvoyFilter","metadata":{"name":"unknown-type","namespace":"bookinfo"},"spec":{}}]"#;

@@ -337,7 +337,7 @@ fn check_cors(r: &mut Report, path: &str, cors: &Value) {
         check_string_match_regex(r, &p, o);
     }
     for (i, m) in strings(cors, "allowMethods").iter().enumerate() {
-        if !HTTP_METHODS.contains(m) {
+        if *m != "*" && !HTTP_METHODS.contains(m) {
             r.err(
                 idx(&at(path, "allowMethods"), i),
                 format!("{m:?} is not a supported HTTP method"),

@@ -7,6 +7,7 @@ use crate::enums::{ENV_VALUE_SOURCE, TAG_OPERATION};
 use crate::json::{enum_field, field, int_field, list, map, num_field, str_field};
 use crate::report::{Report, at, idx, key};
 use crate::selectors::check_policy_target;
+use crate::values::parse_duration;
 
 /// URL schemes a WasmPlugin may load from (none means an OCI image).
 const WASM_SCHEMES: &[&str] = &["file", "http", "https", "oci"];
@@ -29,6 +30,15 @@ pub(crate) fn telemetry(r: &mut Report, spec: &Value) {
     for (i, m) in list(spec, "metrics").iter().enumerate() {
         let p = idx("spec.metrics", i);
         check_providers(r, &p, m);
+        // The CRD: a duration of at least 1ms (no precision rule).
+        if let Some(d) = field(m, "reportingInterval").and_then(Value::as_str)
+            && parse_duration(d).is_none_or(|ns| ns < 1_000_000)
+        {
+            r.err(
+                at(&p, "reportingInterval"),
+                "must be a valid duration greater than 1ms",
+            );
+        }
         for (j, o) in list(m, "overrides").iter().enumerate() {
             let op = idx(&at(&p, "overrides"), j);
             if !o.is_object() {

@@ -377,6 +377,15 @@ fn check_jwt_rule(r: &mut Report, path: &str, rule: &Value) {
             r.err(idx(&at(path, "audiences"), i), "must not be empty");
         }
     }
+    // The CRD: a space-delimited claim name is not empty.
+    for (i, c) in list(rule, "spaceDelimitedClaims").iter().enumerate() {
+        if c.as_str() == Some("") {
+            r.err(
+                idx(&at(path, "spaceDelimitedClaims"), i),
+                "must not be empty",
+            );
+        }
+    }
     // The CRD also takes the proto name `jwks_uri`; at most one of the
     // three key sources may be present.
     let present = ["jwksUri", "jwks_uri", "jwks"]

@@ -869,3 +869,59 @@ fn telemetry_filters_must_parse_as_cel() {
         assert_eq!(p[0].path, "spec.accessLogging[0].filter.expression");
     }
 }
+
+#[test]
+fn rules_found_by_the_differential_test() {
+    let paths = |kind: &str, spec: serde_json::Value| -> Vec<String> {
+        problems(&object("networking.istio.io/v1", kind, spec))
+            .into_iter()
+            .map(|p| p.path)
+            .collect()
+    };
+    // DestinationRule warmup: duration required, percent and aggression ranges.
+    assert_eq!(
+        paths(
+            "DestinationRule",
+            json!({"host": "r", "trafficPolicy": {"loadBalancer":
+            {"warmup": {"minimumPercent": 101, "aggression": 0.5}}}})
+        ),
+        [
+            "spec.trafficPolicy.loadBalancer.warmup.duration",
+            "spec.trafficPolicy.loadBalancer.warmup.minimumPercent",
+            "spec.trafficPolicy.loadBalancer.warmup.aggression",
+        ]
+    );
+    // An empty port-level list leaves the traffic policy without a field.
+    assert_eq!(
+        paths(
+            "DestinationRule",
+            json!({"host": "r", "trafficPolicy": {"portLevelSettings": []}})
+        ),
+        ["spec.trafficPolicy"]
+    );
+    // DYNAMIC_DNS: wildcard hosts and HTTP ports only.
+    assert_eq!(
+        paths(
+            "ServiceEntry",
+            json!({"hosts": ["*.example.com", "a.example.com"], "resolution": "DYNAMIC_DNS",
+            "ports": [{"number": 80, "name": "http", "protocol": "HTTP"}, {"number": 443, "name": "tls", "protocol": "TLS"}]})
+        ),
+        ["spec.hosts[1]", "spec.ports[1].protocol"]
+    );
+    // mirror and mirrors together.
+    assert_eq!(
+        paths(
+            "VirtualService",
+            json!({"hosts": ["r"], "http": [{"route": [{"destination": {"host": "r"}}],
+            "mirror": {"host": "m"}, "mirrors": [{"destination": {"host": "m"}}]}]})
+        ),
+        ["spec.http[0]"]
+    );
+    // serviceAccounts exclude namespaces and principals, and wildcards.
+    let ap = problems(&object(
+        "security.istio.io/v1",
+        "AuthorizationPolicy",
+        json!({"rules": [{"from": [{"source": {"serviceAccounts": ["ns/*"], "namespaces": ["ns"]}}]}]}),
+    ));
+    assert_eq!(ap.len(), 2, "{ap:?}");
+}

@@ -183,6 +183,9 @@ pub(crate) fn check_http_route(r: &mut Report, path: &str, http: &Value) {
     if let Some(mp) = field(http, "mirrorPercentage") {
         check_mirror_percentage(r, &at(path, "mirrorPercentage"), mp);
     }
+    if has(http, "mirror") && !list(http, "mirrors").is_empty() {
+        r.err(path, "an HTTP route cannot contain both mirror and mirrors");
+    }
     if let Some(m) = field(http, "mirror") {
         check_destination(r, &at(path, "mirror"), m);
     }

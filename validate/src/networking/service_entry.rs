@@ -144,6 +144,46 @@ pub(crate) fn check(r: &mut Report, spec: &Value, namespace: &str) {
                 check_endpoint_ports(r, &p, ep, Some(&names));
             }
         }
+        // Only ztunnel and waypoints support it: wildcard hosts, plain
+        // HTTP ports, nothing that names addresses.
+        "DYNAMIC_DNS" => {
+            for (i, h) in hosts.iter().enumerate() {
+                if !h.starts_with('*') {
+                    r.err(
+                        idx("spec.hosts", i),
+                        "host must be wildcarded for resolution DYNAMIC_DNS",
+                    );
+                }
+            }
+            if !addresses.is_empty() {
+                r.err(
+                    "spec.addresses",
+                    "addresses cannot be set for resolution DYNAMIC_DNS",
+                );
+            }
+            if !endpoints.is_empty() {
+                r.err(
+                    "spec.endpoints",
+                    "endpoints cannot be set for resolution DYNAMIC_DNS",
+                );
+            }
+            for (i, port) in ports.iter().enumerate() {
+                if !str_field(port, "protocol").eq_ignore_ascii_case("HTTP") {
+                    r.err(
+                        at(&idx("spec.ports", i), "protocol"),
+                        "only HTTP is supported for resolution DYNAMIC_DNS",
+                    );
+                }
+            }
+            if !matches!(spec.get("location"), None | Some(Value::Null))
+                && spec.get("location").and_then(Value::as_str) != Some("MESH_EXTERNAL")
+            {
+                r.err(
+                    "spec.location",
+                    "must be MESH_EXTERNAL for resolution DYNAMIC_DNS",
+                );
+            }
+        }
         other => r.err(
             "spec.resolution",
             format!("unsupported resolution {other:?}"),

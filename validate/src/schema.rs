@@ -140,7 +140,7 @@ fn integer(r: &mut Report, path: &str, v: &Value, min: i64, max: i64) {
         r.err(path, format!("must be an integer, found {n}"));
         return;
     }
-    let in_range = n.as_i64().map_or(false, |i| (min..=max).contains(&i));
+    let in_range = n.as_i64().is_some_and(|i| (min..=max).contains(&i));
     if !in_range {
         r.err(path, format!("{n} is out of range {min}..{max}"));
     }

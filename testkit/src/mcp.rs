@@ -174,3 +174,19 @@ pub fn names(r: &Resources) -> Vec<String> {
 pub fn first_version(r: &Resources) -> &str {
     &r.resources[0].metadata.as_ref().expect("metadata").version
 }
+
+/// An MCP resource `name` at version `1` whose body is `value` of
+/// `type_url`.
+pub fn resource(name: &str, type_url: &str, value: Vec<u8>) -> meshhub_proto::mcp::Resource {
+    meshhub_proto::mcp::Resource {
+        metadata: Some(meshhub_proto::mcp::Metadata {
+            name: name.into(),
+            version: "1".into(),
+            ..Default::default()
+        }),
+        body: Some(prost_types::Any {
+            type_url: type_url.into(),
+            value,
+        }),
+    }
+}

@@ -1,4 +1,4 @@
-use meshhub_proto::mcp::{Metadata, Resource};
+use meshhub_proto::mcp::Resource;
 use meshhub_proto::upward::{ClusterStatus, ServiceExport};
 
 use prost::Message as _;
@@ -6,17 +6,7 @@ use prost::Message as _;
 use super::*;
 
 fn resource(name: &str, message: &str, body: Vec<u8>) -> Resource {
-    Resource {
-        metadata: Some(Metadata {
-            name: name.into(),
-            version: "1".into(),
-            ..Default::default()
-        }),
-        body: Some(prost_types::Any {
-            type_url: meshhub_proto::type_url(message),
-            value: body,
-        }),
-    }
+    meshhub_testkit::mcp::resource(name, &meshhub_proto::type_url(message), body)
 }
 
 fn change(collection: &str, resources: Vec<Resource>) -> Change {

@@ -2,7 +2,7 @@ use std::collections::BTreeSet;
 
 use bytes::Bytes;
 use meshhub_proto::kinds::Kind;
-use meshhub_proto::mcp::{Metadata, Resource};
+use meshhub_proto::mcp::Resource;
 use meshhub_proto::wire::EncodedResources;
 use prost::Message as _;
 
@@ -15,19 +15,7 @@ fn vs_kind() -> Kind {
     KindTable::builtin().by_collection(VS).unwrap().clone()
 }
 
-fn resource(name: &str, type_url: &str, value: Vec<u8>) -> Resource {
-    Resource {
-        metadata: Some(Metadata {
-            name: name.into(),
-            version: "1".into(),
-            ..Default::default()
-        }),
-        body: Some(prost_types::Any {
-            type_url: type_url.into(),
-            value,
-        }),
-    }
-}
+use meshhub_testkit::mcp::resource;
 
 const VS_URL: &str = "type.googleapis.com/istio.networking.v1alpha3.VirtualService";
 

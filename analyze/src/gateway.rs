@@ -5,11 +5,11 @@
 //! Istio compares selectors that differ by the pods both select; the hub
 //! sees no pods, so only equal selectors are compared here.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::facts::{Gateway, Tls};
 use crate::message::{CONFLICTING_GATEWAYS, GATEWAY_DUPLICATE_CERTIFICATE};
-use crate::report::Report;
+use crate::report::{Report, first_names, name_list};
 use crate::set::Set;
 
 /// A selector as Kubernetes prints it: `k1=v1,k2=v2`, keys sorted.
@@ -21,49 +21,47 @@ fn selector_text(g: &Gateway) -> String {
         .join(",")
 }
 
+/// Each gateway's `namespace/name`, in set order.
+fn names(set: &Set<'_>) -> Vec<String> {
+    set.gateways
+        .iter()
+        .map(|(f, _)| format!("{}/{}", f.namespace, f.name))
+        .collect()
+}
+
 /// IST0145.
 pub fn conflicts(set: &Set<'_>, out: &mut Report) {
-    // (selector, port) → gateway → host → bind.
-    type Hosts = BTreeMap<String, String>;
-    let mut known: BTreeMap<(String, u32), BTreeMap<String, Hosts>> = BTreeMap::new();
-    for (f, g) in &set.gateways {
-        let sel = selector_text(g);
+    let names = names(set);
+    // (selector, port, host, bind) → the gateways with a server for it.
+    let mut claims: BTreeMap<(String, u32, &str, &str), BTreeSet<&str>> = BTreeMap::new();
+    let selectors: Vec<String> = set.gateways.iter().map(|(_, g)| selector_text(g)).collect();
+    for (i, (_, g)) in set.gateways.iter().enumerate() {
         for s in &g.servers {
-            let hosts = known
-                .entry((sel.clone(), s.port))
-                .or_default()
-                .entry(format!("{}/{}", f.namespace, f.name))
-                .or_default();
             for h in &s.hosts {
-                hosts.insert(h.clone(), s.bind.clone());
+                claims
+                    .entry((selectors[i].clone(), s.port, h, &s.bind))
+                    .or_default()
+                    .insert(&names[i]);
             }
         }
     }
-    for (f, g) in &set.gateways {
-        let me = format!("{}/{}", f.namespace, f.name);
-        let sel = selector_text(g);
-        for (i, s) in g.servers.iter().enumerate() {
-            let Some(others) = known.get(&(sel.clone(), s.port)) else {
-                continue;
-            };
-            let clashing: Vec<&str> = others
+    for (i, (f, g)) in set.gateways.iter().enumerate() {
+        let sel = &selectors[i];
+        for (j, s) in g.servers.iter().enumerate() {
+            let lists: Vec<&BTreeSet<&str>> = s
+                .hosts
                 .iter()
-                .filter(|(name, hosts)| {
-                    **name != me
-                        && s.hosts
-                            .iter()
-                            .any(|h| hosts.get(h).is_some_and(|b| *b == s.bind))
-                })
-                .map(|(name, _)| name.as_str())
+                .filter_map(|h| claims.get(&(sel.clone(), s.port, h.as_str(), s.bind.as_str())))
                 .collect();
+            let (clashing, total) = first_names(&lists, &names[i]);
             if !clashing.is_empty() {
                 out.push(
                     f,
                     CONFLICTING_GATEWAYS,
-                    &format!("spec.servers[{i}]"),
+                    &format!("spec.servers[{j}]"),
                     format!(
                         "Conflict with gateways {} (workload selector {sel}, port {}, hosts {}).",
-                        clashing.join(","),
+                        name_list(clashing, total, ","),
                         s.port,
                         s.hosts.join(",")
                     ),
@@ -74,51 +72,84 @@ pub fn conflicts(set: &Set<'_>, out: &mut Report) {
 }
 
 /// Whether every label of `x` is in `y` with the same value.
-fn subset(x: &Gateway, y: &Gateway) -> bool {
-    x.selector
-        .iter()
-        .all(|(k, v)| y.selector.get(k).is_some_and(|w| w == v))
+fn subset(x: &BTreeMap<String, String>, y: &BTreeMap<String, String>) -> bool {
+    x.iter().all(|(k, v)| y.get(k).is_some_and(|w| w == v))
 }
 
-/// Istio's `haveSameCertificate`.
-fn same_certificate(a: &Tls, b: &Tls) -> bool {
-    match (a.credential_name.is_empty(), b.credential_name.is_empty()) {
-        (false, false) => a.credential_name == b.credential_name,
-        (true, true) => {
-            !a.server_certificate.is_empty()
-                && a.server_certificate == b.server_certificate
-                && !a.private_key.is_empty()
-                && a.private_key == b.private_key
+/// What makes two servers' certificates the same (Istio's
+/// `haveSameCertificate`): one `credentialName`, or one certificate and key
+/// file pair.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Certificate<'a> {
+    Credential(&'a str),
+    Files(&'a str, &'a str),
+}
+
+impl<'a> Certificate<'a> {
+    fn of(t: &'a Tls) -> Option<Self> {
+        if !t.credential_name.is_empty() {
+            Some(Self::Credential(&t.credential_name))
+        } else if !t.server_certificate.is_empty() && !t.private_key.is_empty() {
+            Some(Self::Files(&t.server_certificate, &t.private_key))
+        } else {
+            None
         }
-        _ => false,
     }
 }
 
-/// IST0138.
+/// IST0138: a gateway sharing a certificate with gateways whose selector
+/// includes its own. Istio reports every pair; here each gateway is
+/// reported once, naming the others. Gateways are grouped by certificate
+/// and selector first, so the cost follows the distinct selectors, not the
+/// pairs.
 pub fn duplicate_certificates(set: &Set<'_>, out: &mut Report) {
-    for (f, g) in &set.gateways {
-        for (other_f, other) in &set.gateways {
-            if std::ptr::eq(*f, *other_f) || !subset(g, other) {
-                continue;
-            }
-            let shared = g.servers.iter().filter_map(|s| s.tls.as_ref()).any(|a| {
-                other
-                    .servers
+    let names = names(set);
+    // certificate → selector → the gateways serving it with that selector.
+    type BySelector<'a> = BTreeMap<&'a BTreeMap<String, String>, BTreeSet<&'a str>>;
+    let mut serving: BTreeMap<Certificate<'_>, BySelector<'_>> = BTreeMap::new();
+    let certificates: Vec<BTreeSet<Certificate<'_>>> = set
+        .gateways
+        .iter()
+        .map(|(_, g)| {
+            g.servers
+                .iter()
+                .filter_map(|s| s.tls.as_ref().and_then(Certificate::of))
+                .collect()
+        })
+        .collect();
+    for (i, (_, g)) in set.gateways.iter().enumerate() {
+        for c in &certificates[i] {
+            serving
+                .entry(*c)
+                .or_default()
+                .entry(&g.selector)
+                .or_default()
+                .insert(&names[i]);
+        }
+    }
+    for (i, (f, g)) in set.gateways.iter().enumerate() {
+        let lists: Vec<&BTreeSet<&str>> = certificates[i]
+            .iter()
+            .filter_map(|c| serving.get(c))
+            .flat_map(|by_selector| {
+                by_selector
                     .iter()
-                    .filter_map(|s| s.tls.as_ref())
-                    .any(|b| same_certificate(a, b))
-            });
-            if shared {
-                out.push(
-                    f,
-                    GATEWAY_DUPLICATE_CERTIFICATE,
-                    "",
-                    format!(
-                        "Duplicate certificate in multiple gateways [{}/{} {}/{}] may cause 404s if clients re-use HTTP2 connections.",
-                        f.namespace, f.name, other_f.namespace, other_f.name
-                    ),
-                );
-            }
+                    .filter(|(selector, _)| subset(&g.selector, selector))
+                    .map(|(_, gateways)| gateways)
+            })
+            .collect();
+        let (others, total) = first_names(&lists, &names[i]);
+        if !others.is_empty() {
+            out.push(
+                f,
+                GATEWAY_DUPLICATE_CERTIFICATE,
+                "",
+                format!(
+                    "Duplicate certificate in multiple gateways [{} {}] may cause 404s if clients re-use HTTP2 connections.",
+                    names[i],
+                    name_list(others, total, " ")
+                ),
+            );
         }
     }
 }

@@ -1,5 +1,7 @@
 //! Collecting messages while analyzers run.
 
+use std::collections::BTreeSet;
+
 use crate::facts::Facts;
 use crate::message::{Code, Message};
 
@@ -45,5 +47,97 @@ impl Report {
         });
         self.messages.dedup();
         self.messages
+    }
+}
+
+/// At most this many other objects are named in one message; the rest are
+/// counted. Istio's analyzers name them all, so a host claimed by k
+/// objects gives k messages of k names each: at 100,000 generated objects
+/// that was gigabytes of text per analysis.
+pub const NAMES_SHOWN: usize = 10;
+
+/// `names` (sorted, without repeats) joined by `sep`, the first
+/// [`NAMES_SHOWN`] of them: then " and N more" where `total` (how many
+/// `names` yields) is known, " and more" where it is not.
+pub fn name_list<S: AsRef<str>>(
+    names: impl IntoIterator<Item = S>,
+    total: Option<usize>,
+    sep: &str,
+) -> String {
+    let mut out = String::new();
+    let mut shown = 0;
+    let mut more = false;
+    for n in names {
+        if shown == NAMES_SHOWN {
+            more = true;
+            break;
+        }
+        if shown > 0 {
+            out.push_str(sep);
+        }
+        out.push_str(n.as_ref());
+        shown += 1;
+    }
+    match total {
+        Some(t) if t > shown => out.push_str(&format!(" and {} more", t - shown)),
+        None if more => out.push_str(" and more"),
+        _ => {}
+    }
+    out
+}
+
+/// The objects named in several sorted `lists` (an object may be in more
+/// than one), less `me`: the first [`NAMES_SHOWN`] + 1 in order, and how
+/// many there are in all where that is known without walking every list
+/// (one list, or all of them short). Walking them all would make an
+/// analyzer that calls this once per object quadratic.
+pub fn first_names<'a>(lists: &[&'a BTreeSet<&'a str>], me: &str) -> (Vec<&'a str>, Option<usize>) {
+    let mut first = BTreeSet::new();
+    for list in lists {
+        first.extend(
+            list.iter()
+                .copied()
+                .filter(|n| *n != me)
+                .take(NAMES_SHOWN + 1),
+        );
+    }
+    let first: Vec<&str> = first.into_iter().take(NAMES_SHOWN + 1).collect();
+    let total = match lists {
+        [one] => Some(one.len() - usize::from(one.contains(me))),
+        _ if first.len() <= NAMES_SHOWN => Some(first.len()),
+        _ => None,
+    };
+    (first, total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn name_lists_name_the_first_ten_and_count_the_rest() {
+        assert_eq!(name_list(["a", "b"], Some(2), ","), "a,b");
+        let many: Vec<String> = (0..25).map(|i| format!("n{i:02}")).collect();
+        let shown = "n00,n01,n02,n03,n04,n05,n06,n07,n08,n09";
+        assert_eq!(
+            name_list(&many, Some(25), ","),
+            format!("{shown} and 15 more")
+        );
+        assert_eq!(name_list(&many, None, ","), format!("{shown} and more"));
+        assert_eq!(name_list(&many[..10], None, ","), shown);
+    }
+
+    #[test]
+    fn first_names_merge_lists_without_walking_them() {
+        let a: BTreeSet<&str> = ["a", "c", "me"].into();
+        let b: BTreeSet<&str> = ["b", "c"].into();
+        assert_eq!(first_names(&[&a], "me"), (vec!["a", "c"], Some(2)));
+        assert_eq!(first_names(&[&a, &b], "me"), (vec!["a", "b", "c"], Some(3)));
+        let names: Vec<String> = (0..30).map(|i| format!("n{i:02}")).collect();
+        let long: BTreeSet<&str> = names.iter().map(String::as_str).collect();
+        let (first, total) = first_names(&[&long, &b], "me");
+        assert_eq!(first.len(), NAMES_SHOWN + 1);
+        assert_eq!(total, None);
+        assert_eq!(first_names(&[&long], "n00").1, Some(29));
     }
 }

@@ -13,7 +13,7 @@ use crate::message::{
     Code, MULTIPLE_SIDECARS_WITHOUT_WORKLOAD_SELECTORS,
     MULTIPLE_TELEMETRIES_WITHOUT_WORKLOAD_SELECTORS,
 };
-use crate::report::Report;
+use crate::report::{Report, name_list};
 use crate::set::Set;
 
 /// IST0111 and IST0160.
@@ -41,10 +41,12 @@ fn several(objects: &[&Facts], code: Code, what: &str, out: &mut Report) {
         if list.len() < 2 {
             continue;
         }
-        let names: Vec<String> = list
+        let mut names: Vec<String> = list
             .iter()
             .map(|f| format!("{}/{}", f.namespace, f.name))
             .collect();
+        names.sort();
+        let names = name_list(&names, Some(names.len()), " ");
         for f in &list {
             out.push(
                 f,
@@ -52,7 +54,7 @@ fn several(objects: &[&Facts], code: Code, what: &str, out: &mut Report) {
                 "",
                 format!(
                     "The {what} [{}] in namespace {ns:?} have no workload selector, which can lead to undefined behavior.",
-                    names.join(" ")
+                    names
                 ),
             );
         }

@@ -352,3 +352,56 @@ fn facts_read_only_analysed_kinds_and_survive_odd_json() {
     .unwrap();
     assert!(Facts::of(&cm).is_none());
 }
+
+/// Thousands of objects claiming one thing: one message each, of bounded
+/// length, naming ten others and counting the rest (Istio names them all,
+/// which made the text quadratic in the objects).
+#[test]
+fn conflicts_among_thousands_stay_linear() {
+    const N: usize = 2_000;
+    let tls = "    tls: {mode: SIMPLE, credentialName: cert}\n";
+    let mut docs: Vec<String> = (0..N)
+        .map(|i| gateway(&format!("g{i:04}"), "istio: ingress", 443, "x.com", tls))
+        .collect();
+    docs.extend((0..N).map(|i| {
+        format!(
+            "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {{name: v{i:04}, namespace: ns}}\nspec:\n  hosts: [shared.example.com]\n  http:\n  - route:\n    - destination: {{host: shared.example.com}}\n"
+        )
+    }));
+    docs.extend((0..N).map(|i| {
+        format!(
+            "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: s{i:04}, namespace: ns}}\nspec:\n  hosts: [h{i}.example.com]\n  addresses: [10.0.0.1]\n  ports: [{{number: 80, name: http, protocol: TCP}}]\n  resolution: STATIC\n  endpoints: [{{address: 10.1.0.1}}]\n"
+        )
+    }));
+    let messages = analyze(&objects(&docs.join("\n---\n")));
+    for (code, kind) in [
+        ("IST0145", "Gateway"),
+        ("IST0138", "Gateway"),
+        ("IST0109", "VirtualService"),
+        ("MH0001", "ServiceEntry"),
+    ] {
+        let of: Vec<&Message> = messages.iter().filter(|m| m.code.code == code).collect();
+        assert_eq!(of.len(), N, "{code}: one message per {kind}");
+        assert!(
+            of.iter().all(|m| m.text.len() < 600),
+            "{code}: {}",
+            of[0].text
+        );
+    }
+    let text = |code: &str, name: &str| {
+        messages
+            .iter()
+            .find(|m| m.code.code == code && m.name == name)
+            .map(|m| m.text.clone())
+            .unwrap()
+    };
+    assert!(text("IST0145", "g0000").starts_with("Conflict with gateways ns/g0001,ns/g0002,"));
+    assert!(text("IST0145", "g0000").contains("ns/g0010 and 1989 more (workload selector"));
+    assert!(
+        text("IST0138", "g0005")
+            .contains("[ns/g0005 ns/g0000 ns/g0001 ns/g0002 ns/g0003 ns/g0004 ns/g0006 ")
+    );
+    assert!(text("IST0138", "g0005").contains(" and 1989 more]"));
+    assert!(text("IST0109", "v0003").contains("ns/v0009 and 1990 more associated"));
+    assert!(text("MH0001", "s0000").contains("ns/s0010 and 1989 more;"));
+}

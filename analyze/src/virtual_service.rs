@@ -3,7 +3,7 @@
 //! Gateway does not serve (IST0132), and hosts claimed twice on the mesh
 //! gateway (IST0109). After Istio's `analyzers/virtualservice`.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use crate::facts::Facts;
 use crate::hosts;
@@ -11,7 +11,7 @@ use crate::message::{
     CONFLICTING_MESH_GATEWAY_VIRTUAL_SERVICE_HOSTS, REFERENCED_RESOURCE_NOT_FOUND,
     VIRTUAL_SERVICE_HOST_NOT_FOUND_IN_GATEWAY,
 };
-use crate::report::Report;
+use crate::report::{Report, name_list};
 use crate::set::Set;
 
 /// The reserved gateway name for the sidecars of the mesh.
@@ -145,7 +145,9 @@ pub fn mesh_host_conflicts(set: &Set<'_>, out: &mut Report) {
                 let claimants = claims
                     .entry((scope.clone(), hosts::fqdn(&f.namespace, h)))
                     .or_default();
-                if !claimants.iter().any(|c| std::ptr::eq(*c, *f)) {
+                // A VirtualService's claims are all made in this turn of
+                // the loop: one naming a host twice is the last claimant.
+                if !claimants.last().is_some_and(|c| std::ptr::eq(*c, *f)) {
                     claimants.push(f);
                 }
             }
@@ -186,8 +188,9 @@ pub fn mesh_host_conflicts(set: &Set<'_>, out: &mut Report) {
                     )
                     .collect()
             };
+            let mut seen: HashSet<*const Facts> = all.iter().map(|f| *f as *const Facts).collect();
             for m in overlapping.into_iter().flatten() {
-                if !all.iter().any(|c| std::ptr::eq(*c, *m)) {
+                if seen.insert(*m as *const Facts) {
                     all.push(m);
                 }
             }
@@ -200,7 +203,7 @@ pub fn mesh_host_conflicts(set: &Set<'_>, out: &mut Report) {
             .map(|f| format!("{}/{}", f.namespace, f.name))
             .collect();
         names.sort();
-        let names = names.join(",");
+        let names = name_list(&names, Some(names.len()), ",");
         for f in all {
             if reported.insert((&f.namespace, &f.name)) {
                 out.push(

@@ -12,6 +12,7 @@
 //! name is an error) or number, `Duration` parsed as Go's
 //! `time.ParseDuration`, `Any` only with a resolvable `@type`.
 
+use std::io::Read;
 use std::sync::LazyLock;
 
 use prost_reflect::{DescriptorPool, FieldDescriptor, Kind, MessageDescriptor};
@@ -20,9 +21,16 @@ use serde_json::{Map, Value};
 use crate::report::{Report, at, idx, key};
 use crate::values::parse_duration;
 
-/// Envoy's API as compiled descriptors (see build.rs).
+/// Envoy's API as compiled descriptors, zlib-compressed (see build.rs).
+static POOL_ZLIB: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/envoy_types.bin.zz"));
+
+/// Envoy's API as a descriptor pool, inflated and decoded on first use.
 static POOL: LazyLock<Option<DescriptorPool>> = LazyLock::new(|| {
-    DescriptorPool::decode(&include_bytes!(concat!(env!("OUT_DIR"), "/envoy_types.bin"))[..]).ok()
+    let mut raw = Vec::new();
+    flate2::read::ZlibDecoder::new(POOL_ZLIB)
+        .read_to_end(&mut raw)
+        .ok()?;
+    DescriptorPool::decode(&raw[..]).ok()
 });
 
 /// Packages istiod's registry holds beyond the descriptor set (istio.io/api
@@ -322,6 +330,31 @@ fn decode_single(pool: &DescriptorPool, path: &str, f: &FieldDescriptor, v: &Val
                     format!("must be an integer in {min}..{max}, found {v}"),
                 ),
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_compressed_descriptor_set_inflates_to_envoys_api() {
+        assert!(
+            POOL_ZLIB.len() < 1_500_000,
+            "{} bytes compressed",
+            POOL_ZLIB.len()
+        );
+        let pool = POOL.as_ref().expect("the descriptor set decodes");
+        for apply_to in [
+            "CLUSTER",
+            "LISTENER",
+            "HTTP_FILTER",
+            "BOOTSTRAP",
+            "LISTENER_FILTER",
+        ] {
+            let name = message_of(apply_to).unwrap();
+            assert!(pool.get_message_by_name(name).is_some(), "{name} missing");
         }
     }
 }

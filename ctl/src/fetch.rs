@@ -13,6 +13,7 @@ use meshhub_mcp::ledger::{Ledger, Role};
 use meshhub_mcp::sink::client::{SourceTarget, connect_once};
 use meshhub_mcp::sink::{ApplyError, Change, SinkCollection, SinkConfig, Updater};
 use meshhub_mcp::source::drive::End;
+use meshhub_mcp::transport::DialError;
 use meshhub_proto::mcp::{Resource, SinkNode};
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Endpoint;
@@ -158,7 +159,9 @@ pub async fn state(target: &Target<'_>, collections: &[String]) -> Result<State,
         Ok((end, _)) if end.error().is_some_and(|e| is_unknown_cluster_refusal(&e)) => {
             Err(FetchError::UnknownCluster(end.error().unwrap_or_default()))
         }
-        Err(e) if is_unknown_cluster_refusal(&e) => Err(FetchError::UnknownCluster(e)),
+        Err(DialError::Refused(status)) if is_unknown_cluster_refusal(status.message()) => Err(
+            FetchError::UnknownCluster(DialError::Refused(status).to_string()),
+        ),
         Ok((end, _)) => Err(FetchError::Other(format!(
             "{} ended the stream before every collection arrived: {}",
             target.server,

@@ -51,3 +51,23 @@ pub fn tune(endpoint: Endpoint) -> Endpoint {
 pub fn connect_error(e: &tonic::transport::Error) -> String {
     format!("connect: {}", meshhub_proto::error_chain(e))
 }
+
+/// Why a dialed stream (the source dialing a sink, the sink client
+/// dialing a source) could not be opened. A refusal keeps the peer's
+/// status, so callers decide on its code, never on the text.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum DialError {
+    /// The endpoint can't be used (its URI, its TLS files).
+    #[error("{0}")]
+    Endpoint(String),
+    /// No connection (the text is [`connect_error`]'s).
+    #[error("{0}")]
+    Connect(String),
+    /// The peer refused the call.
+    #[error("{}: {}", .0.code(), .0.message())]
+    Refused(tonic::Status),
+    /// This process could not make the call (its request could not be
+    /// built or queued).
+    #[error("internal: {0}")]
+    Internal(String),
+}

@@ -51,6 +51,7 @@ use meshhub_mcp::reconnect::{Attempt, Backoff, ReconnectPolicy, reconnect_loop};
 use meshhub_mcp::sink::client::{SourceTarget, connect_once};
 use meshhub_mcp::sink::{ApplyError, Change, SinkCollection, SinkConfig, Updater};
 use meshhub_mcp::source::drive::{End, settle};
+use meshhub_mcp::transport::DialError;
 use meshhub_proto::kinds::{Kind, KindTable};
 use meshhub_proto::mcp::{Resource, SinkNode};
 use meshhub_proto::object::Object;
@@ -227,7 +228,11 @@ impl McpSource {
                     "the upstream closed the stream".to_owned()
                 })))
             }
-            Err(e) => Some(Ended::Text(e.clone())),
+            Err(DialError::Refused(status)) => Some(Ended::Status {
+                code: status.code(),
+                message: status.message().to_owned(),
+            }),
+            Err(e) => Some(Ended::Other(e.to_string())),
         };
         let refused = match ended {
             None => false,
@@ -318,10 +323,8 @@ pub enum Ended {
         /// Its message.
         message: String,
     },
-    /// The call could not be made or was refused (the sink client's text:
-    /// `connect: …`, or `<code description>: <message>`).
-    Text(String),
-    /// It ended otherwise (closed by the upstream).
+    /// It ended otherwise: closed by the upstream, or the call could not
+    /// be made (the reason).
     Other(String),
 }
 
@@ -333,10 +336,6 @@ impl Ended {
     pub fn refused<'a>(&self, subscribed: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
         let message = match self {
             Self::Status { code, message } if REFUSAL_CODES.contains(code) => message.as_str(),
-            // The sink client renders a refused call as `<code>: <message>`.
-            Self::Text(text) => REFUSAL_CODES
-                .iter()
-                .find_map(|code| text.strip_prefix(&format!("{code}: ")))?,
             _ => return None,
         };
         subscribed
@@ -349,7 +348,7 @@ impl Ended {
     fn reason(&self) -> String {
         match self {
             Self::Status { code, message } => format!("{code:?}: {message}"),
-            Self::Text(t) | Self::Other(t) => t.clone(),
+            Self::Other(t) => t.clone(),
         }
     }
 }

@@ -17,6 +17,7 @@ use super::{SinkConfig, SinkStream, Updater};
 use crate::ledger::{Ledger, PeerRecord, Role};
 use crate::reconnect::{Backoff, ReconnectPolicy, reconnect_loop};
 use crate::source::drive::{End, settle};
+use crate::transport::DialError;
 
 /// A source to subscribe to.
 #[derive(Clone, Debug)]
@@ -67,12 +68,15 @@ pub async fn connect_once<U: Updater>(
     updater: &U,
     record: &PeerRecord,
     shutdown: &CancellationToken,
-) -> Result<(End, bool), String> {
-    let endpoint = target.endpoint.endpoint().map_err(|e| e.to_string())?;
+) -> Result<(End, bool), DialError> {
+    let endpoint = target
+        .endpoint
+        .endpoint()
+        .map_err(|e| DialError::Endpoint(e.to_string()))?;
     let endpoint = crate::transport::tune(endpoint);
     let channel = tokio::select! {
         () = shutdown.cancelled() => return Ok((End::Shutdown, false)),
-        c = endpoint.connect() => c.map_err(|e| crate::transport::connect_error(&e))?,
+        c = endpoint.connect() => c.map_err(|e| DialError::Connect(crate::transport::connect_error(&e)))?,
     };
     let mut client = ResourceSourceClient::new(channel)
         .max_decoding_message_size(target.max_message_bytes)
@@ -88,11 +92,11 @@ pub async fn connect_once<U: Updater>(
     for req in opening {
         tx.send(Ok(req))
             .await
-            .map_err(|_| "internal: queue closed")?;
+            .map_err(|_| DialError::Internal("queue closed".into()))?;
     }
     let response = tokio::select! {
         () = shutdown.cancelled() => return Ok((End::Shutdown, false)),
-        r = call => r.map_err(|s| format!("{}: {}", s.code(), s.message()))?,
+        r = call => r.map_err(DialError::Refused)?,
     };
     record.connected();
     tracing::info!("subscribed");

@@ -20,6 +20,7 @@ use super::{SourceConfig, SourceStream, TRIGGER_COLLECTION};
 use crate::cache::{Group, SnapshotCache};
 use crate::ledger::{Ledger, Role};
 use crate::reconnect::{Backoff, ReconnectPolicy, reconnect_loop};
+use crate::transport::DialError;
 
 /// The gRPC request metadata carrying the pushing replica's identity.
 pub const REPLICA_METADATA: &str = "meshhub-replica";
@@ -77,12 +78,15 @@ async fn dial_once(
     cache: &SnapshotCache,
     record: &crate::ledger::PeerRecord,
     shutdown: &CancellationToken,
-) -> Result<(End, bool), String> {
-    let endpoint = target.endpoint.endpoint().map_err(|e| e.to_string())?;
+) -> Result<(End, bool), DialError> {
+    let endpoint = target
+        .endpoint
+        .endpoint()
+        .map_err(|e| DialError::Endpoint(e.to_string()))?;
     let endpoint = crate::transport::tune(endpoint);
     let channel = tokio::select! {
         () = shutdown.cancelled() => return Ok((End::Shutdown, false)),
-        c = endpoint.connect() => c.map_err(|e| crate::transport::connect_error(&e))?,
+        c = endpoint.connect() => c.map_err(|e| DialError::Connect(crate::transport::connect_error(&e)))?,
     };
     let mut client = ResourceSinkClient::new(channel)
         .max_decoding_message_size(target.max_message_bytes)
@@ -95,18 +99,20 @@ async fn dial_once(
     };
     tx.send(Box::new(Ok(trigger)))
         .await
-        .map_err(|_| "internal: queue closed")?;
+        .map_err(|_| DialError::Internal("queue closed".into()))?;
     let outgoing = tokio_stream::StreamExt::map_while(ReceiverStream::new(rx), |q| (*q).ok());
     let mut request = tonic::Request::new(outgoing);
     if let Some(replica) = &target.replica {
-        let value = replica
-            .parse()
-            .map_err(|_| format!("replica identity {replica:?} is not valid gRPC metadata"))?;
+        let value = replica.parse().map_err(|_| {
+            DialError::Internal(format!(
+                "replica identity {replica:?} is not valid gRPC metadata"
+            ))
+        })?;
         request.metadata_mut().insert(REPLICA_METADATA, value);
     }
     let response = tokio::select! {
         () = shutdown.cancelled() => return Ok((End::Shutdown, false)),
-        r = client.establish_resource_stream(request) => r.map_err(|s| format!("{}: {}", s.code(), s.message()))?,
+        r = client.establish_resource_stream(request) => r.map_err(DialError::Refused)?,
     };
     record.connected();
     metrics::gauge!("meshhub_mcp_streams", "role" => "dialer").increment(1.0);

@@ -96,7 +96,7 @@ impl End {
 /// reconnect loop's verdict. `peer` names the other side in logs
 /// ("sink", "source").
 pub fn settle(
-    outcome: Result<(End, bool), String>,
+    outcome: Result<(End, bool), crate::transport::DialError>,
     record: &PeerRecord,
     peer: &str,
 ) -> crate::reconnect::Attempt {
@@ -114,7 +114,7 @@ pub fn settle(
         }
         Err(e) => {
             tracing::warn!(error = %e, "cannot reach {peer}");
-            record.disconnected(Some(e));
+            record.disconnected(Some(e.to_string()));
             Attempt::Failed
         }
     }

@@ -133,7 +133,7 @@ pub struct Consumer {
     pub updater: Arc<InMemoryUpdater>,
     shutdown: CancellationToken,
     /// The stream's task: how it ended.
-    pub task: tokio::task::JoinHandle<Result<(), String>>,
+    pub task: tokio::task::JoinHandle<Result<(), meshhub_mcp::transport::DialError>>,
 }
 
 impl Consumer {

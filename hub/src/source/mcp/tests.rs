@@ -335,7 +335,7 @@ fn a_disconnection_keeps_the_objects_and_is_a_problem_until_a_response_arrives()
         )]
     );
     // Reconnecting fails: the problem says why, once per reason.
-    let (ev, _) = s.on_ended(&Ended::Text(
+    let (ev, _) = s.on_ended(&Ended::Other(
         "connect: transport error: Connection refused".into(),
     ));
     assert_eq!(
@@ -344,7 +344,7 @@ fn a_disconnection_keeps_the_objects_and_is_a_problem_until_a_response_arrives()
             "disconnected from {ADDR}: connect: transport error: Connection refused"
         )]
     );
-    let (ev, _) = s.on_ended(&Ended::Text(
+    let (ev, _) = s.on_ended(&Ended::Other(
         "connect: transport error: Connection refused".into(),
     ));
     assert!(problems(&ev).is_none(), "unchanged: not reported again");
@@ -390,10 +390,10 @@ fn a_collection_refused_later_loses_its_objects() {
     let mut s = state(&[VS, DR]);
     s.apply(&change(VS, vec![vs("bookinfo/a", "a", "1")]));
     s.apply(&change(DR, vec![]));
-    let (ev, refused) = s.on_ended(&Ended::Text(format!(
-        "{}: unknown collection {VS}",
-        Code::Unimplemented
-    )));
+    let (ev, refused) = s.on_ended(&Ended::Status {
+        code: Code::Unimplemented,
+        message: format!("unknown collection {VS}"),
+    });
     assert!(refused);
     assert_eq!(
         units(&ev),
@@ -432,7 +432,7 @@ fn refusals_need_a_refusal_code_and_name_the_longest_collection() {
         "names no collection"
     );
     assert_eq!(
-        Ended::Text("connect: transport error: k8s/core/v1/configmaps".into()).refused(subscribed),
+        Ended::Other("connect: transport error: k8s/core/v1/configmaps".into()).refused(subscribed),
         None
     );
 }

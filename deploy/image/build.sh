@@ -23,7 +23,10 @@
 #   MESHHUB_IMAGE_BASE        --build-arg BASE (another base than scratch,
 #                             e.g. one with a shell for debugging; the
 #                             default is what CI builds and tests)
-#   MESHHUB_IMAGE_BUDGET_MIB  size budget, fails above it [80]
+#   MESHHUB_IMAGE_BUDGET_MIB  size budget, fails above it [96]
+#   MESHHUB_IMAGE_STRIP       1: strip the servers' symbols too (a smaller
+#                             image whose /debug/pprof profiles show
+#                             addresses, not function names) [0]
 #   CARGO_BUILD_JOBS          cargo's parallelism
 #
 # Needs: rustup (adds the musl target when missing) or a toolchain that has
@@ -35,7 +38,7 @@ cd "$(dirname "$0")/../.."
 
 image="${MESHHUB_IMAGE:-meshhub:dev}"
 out="${MESHHUB_IMAGE_OUT:-target/image}"
-budget_mib="${MESHHUB_IMAGE_BUDGET_MIB:-80}"
+budget_mib="${MESHHUB_IMAGE_BUDGET_MIB:-96}"
 target=x86_64-unknown-linux-musl
 tool="${MESHHUB_IMAGE_TOOL:-}"
 if [ -z "$tool" ]; then
@@ -55,7 +58,9 @@ ca_bundle=/etc/ssl/certs/ca-certificates.crt
 packages=(-p meshhub -p meshhub-sink-agent -p meshhubctl)
 cargo_dir="$out/cargo"
 log "cargo build --release --target $target ${packages[*]} (into $cargo_dir)"
-CARGO_TARGET_DIR="$cargo_dir" cargo build --release --locked --target "$target" --bins "${packages[@]}"
+strip_env=()
+if [ "${MESHHUB_IMAGE_STRIP:-0}" = 1 ]; then strip_env=(CARGO_PROFILE_RELEASE_STRIP=symbols); fi
+env "${strip_env[@]}" CARGO_TARGET_DIR="$cargo_dir" cargo build --release --locked --target "$target" --bins "${packages[@]}"
 cargo_secs=$((SECONDS - started))
 
 # 2. The build context.

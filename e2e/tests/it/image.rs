@@ -33,7 +33,7 @@ use serde_json::{Value, json};
 
 const NS: &str = "meshhub";
 /// deploy/image/build.sh's default budget (`MESHHUB_IMAGE_BUDGET_MIB`).
-const BUDGET_MIB: u64 = 80;
+const BUDGET_MIB: u64 = 96;
 
 /// The image under test, or `None` (with the reason printed) when this
 /// machine can't build or run it.

@@ -137,6 +137,9 @@ impl Hub {
         // follow these.
         let (rules_tx, rules_rx) = watch::channel(rules.clone());
         let (agents_tx, agents_rx) = watch::channel(Arc::new(config.agents.clone()));
+        // The recorder first: what the features set while they are built
+        // (a shard's or the leader's gauge at 0) would be lost otherwise.
+        let _ = meshhub_runtime::metrics::prometheus();
         let ledger = Ledger::new();
 
         let grpc_tls = match &config.grpc_tls {

@@ -470,3 +470,76 @@ fn table(report: &Report) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cluster(name: &str, dialed_by: Option<&str>, shard: Option<u32>) -> Row {
+        Row {
+            name: name.to_owned(),
+            address: format!("http://{name}:9911"),
+            node_id: None,
+            protocol: None,
+            group: name.to_owned(),
+            dialed_by: dialed_by.map(str::to_owned),
+            shard,
+            connected: dialed_by.is_some(),
+            connected_since: None,
+            disconnected_at: None,
+            last_error: None,
+            held_by_istiod: None,
+            collections: BTreeMap::new(),
+        }
+    }
+
+    fn report(clusters: Vec<Row>, shards: Vec<ShardView>) -> Report {
+        Report {
+            clusters,
+            consumers: vec![],
+            pins: vec![],
+            unresolved_pins: vec![],
+            analysis: vec![],
+            shards,
+        }
+    }
+
+    #[test]
+    fn sharded_hubs_show_who_dials_each_cluster_and_each_shards_holder() {
+        let text = table(&report(
+            vec![
+                cluster("east", Some("hub-a"), Some(3)),
+                cluster("west", None, Some(1)),
+            ],
+            vec![
+                ShardView {
+                    shard: 1,
+                    holder: None,
+                    clusters: 1,
+                },
+                ShardView {
+                    shard: 3,
+                    holder: Some("hub-a".into()),
+                    clusters: 1,
+                },
+            ],
+        ));
+        assert!(text.contains("DIALED BY"), "{text}");
+        assert!(text.contains("hub-a (shard 3)"), "{text}");
+        assert!(text.contains("- (shard 1)"), "{text}");
+        let shard_rows: Vec<&str> = text
+            .lines()
+            .skip_while(|l| !l.starts_with("SHARD"))
+            .take(3)
+            .collect();
+        assert_eq!(shard_rows.len(), 3, "{text}");
+        assert!(shard_rows[2].contains("hub-a"), "{text}");
+    }
+
+    #[test]
+    fn a_single_hub_shows_no_replica_column_nor_shards() {
+        let text = table(&report(vec![cluster("east", None, None)], vec![]));
+        assert!(!text.contains("DIALED BY"), "{text}");
+        assert!(!text.contains("SHARD"), "{text}");
+    }
+}

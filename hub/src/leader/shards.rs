@@ -471,9 +471,13 @@ impl ShardElector {
             shards.held.clone_from(&now);
             s.is_leader = !now.is_empty();
             if let Some(round) = round {
-                shards.members = round.members;
-                for view in &mut shards.shards {
-                    view.holder = round.holders.get(view.shard as usize).cloned().flatten();
+                // A round that could not read the group keeps the last
+                // view (an empty one would show every shard free).
+                if !round.holders.is_empty() {
+                    shards.members = round.members;
+                    for view in &mut shards.shards {
+                        view.holder = round.holders.get(view.shard as usize).cloned().flatten();
+                    }
                 }
                 s.last_error = round.error;
             }

@@ -57,6 +57,23 @@ pub struct StatusView<Pipeline, Reload, Leader, Tls> {
     /// held back (empty when analysis is off).
     #[serde(default)]
     pub analysis: Vec<ClusterAnalysis>,
+    /// Sharded dial-out (`leaderElection.shards`): every shard, its holder
+    /// and its clusters (empty when not sharded).
+    #[serde(default)]
+    pub shards: Vec<ShardView>,
+}
+
+/// One shard of a sharded dial-out.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardView {
+    /// The shard's number.
+    pub shard: u32,
+    /// The replica holding its lease (and dialing its clusters), as this
+    /// replica last read it; `None`: free.
+    pub holder: Option<String>,
+    /// How many configured clusters fall in it.
+    #[serde(default)]
+    pub clusters: usize,
 }
 
 /// A section of [`StatusView`] read and thrown away (and written as
@@ -113,6 +130,14 @@ pub struct RemoteView {
     pub last_error: Option<String>,
     /// Streams opened so far by the current dialer.
     pub streams: u64,
+    /// Sharded dial-out: the cluster's shard.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<u32>,
+    /// The replica that dials it (leader election: the leader; sharded:
+    /// the holder of its shard; `None` without election or while nobody
+    /// holds it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dialed_by: Option<String>,
     /// Per collection: sent and ACKed versions, the NACK, the state
     /// (`DROPPED` when the cluster's istiod does not hold objects of the
     /// version it ACKed).

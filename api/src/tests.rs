@@ -213,6 +213,8 @@ fn remote() -> RemoteView {
         disconnected_at: Some(at(1_700_000_002_500)),
         last_error: Some("gone".into()),
         streams: 2,
+        shard: Some(3),
+        dialed_by: Some("hub-a".into()),
         collections: BTreeMap::from([("c".into(), collection_status())]),
         dropped: BTreeMap::new(),
         report: None,
@@ -270,7 +272,7 @@ fn status_sections() {
     round_trip(
         &remote(),
         &format!(
-            r#"{{"cluster":"east","address":"http://127.0.0.1:9911","connected":false,"connected_since":"2023-11-14T22:13:20.000Z","disconnected_at":"2023-11-14T22:13:22.500Z","last_error":"gone","streams":2,"collections":{{"c":{COLLECTION}}}}}"#
+            r#"{{"cluster":"east","address":"http://127.0.0.1:9911","connected":false,"connected_since":"2023-11-14T22:13:20.000Z","disconnected_at":"2023-11-14T22:13:22.500Z","last_error":"gone","streams":2,"shard":3,"dialed_by":"hub-a","collections":{{"c":{COLLECTION}}}}}"#
         ),
     );
     round_trip(
@@ -282,6 +284,8 @@ fn status_sections() {
             disconnected_at: None,
             last_error: None,
             streams: 0,
+            shard: None,
+            dialed_by: None,
             collections: BTreeMap::new(),
             dropped: BTreeMap::new(),
             report: None,
@@ -341,6 +345,11 @@ fn status() -> Full {
         unresolved_pins: vec![],
         grpc_tls: None,
         analysis: vec![cluster_analysis()],
+        shards: vec![ShardView {
+            shard: 3,
+            holder: Some("hub-a".into()),
+            clusters: 1,
+        }],
     }
 }
 
@@ -395,6 +404,7 @@ fn the_status_document_keeps_its_field_order_and_summaries_skip_the_hubs_section
         "unresolved_pins",
         "grpc_tls",
         "analysis",
+        "shards",
     ]
     .into_iter()
     .collect();

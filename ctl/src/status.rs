@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use meshhub_api::analysis::{ClusterAnalysis, Level};
 use meshhub_api::history::{PinView, UnresolvedPin};
-use meshhub_api::status::RemoteView;
+use meshhub_api::status::{RemoteView, ShardView};
 use meshhub_mcp::ledger::{At, CollectionStatus, PeerStatus, SyncState};
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
@@ -53,6 +53,9 @@ struct Report {
     /// back, if any.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     analysis: Vec<ClusterAnalysis>,
+    /// Sharded dial-out: every shard and the replica holding it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    shards: Vec<ShardView>,
 }
 
 #[derive(Debug, Serialize)]
@@ -66,6 +69,12 @@ struct Row {
     #[serde(skip_serializing_if = "Option::is_none")]
     protocol: Option<String>,
     group: String,
+    /// Clusters: the replica dialing it (leader election or shards).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dialed_by: Option<String>,
+    /// Clusters, sharded dial-out: its shard.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    shard: Option<u32>,
     connected: bool,
     connected_since: Option<At>,
     disconnected_at: Option<At>,
@@ -142,6 +151,8 @@ fn cluster_row(r: RemoteView) -> Row {
     }
     Row {
         held_by_istiod: Some(held),
+        dialed_by: r.dialed_by,
+        shard: r.shard,
         group: r.cluster.clone(),
         name: r.cluster,
         address: r.address,
@@ -162,6 +173,8 @@ fn consumer_row(p: PeerStatus) -> Row {
         node_id: Some(p.node_id),
         protocol: Some(p.protocol),
         group: p.group,
+        dialed_by: None,
+        shard: None,
         connected: p.connected,
         connected_since: p.connected_since,
         disconnected_at: p.disconnected_at,
@@ -185,6 +198,7 @@ async fn frame(args: &StatusArgs) -> Result<String, String> {
         pins: doc.pins,
         unresolved_pins: doc.unresolved_pins,
         analysis: doc.analysis,
+        shards: doc.shards,
     };
     match structured(&report, args.output) {
         Some(text) => text,
@@ -280,23 +294,37 @@ fn state(s: SyncState) -> &'static str {
 fn table(report: &Report) -> String {
     let mut out = String::new();
     let yes_no = |b: bool| if b { "yes" } else { "no" }.to_owned();
-    let mut peers = vec![vec![
+    // Several replicas: who dials each cluster (and its shard).
+    let replicas = report.clusters.iter().any(|r| r.dialed_by.is_some());
+    let mut head = vec![
         "CLUSTER".to_owned(),
         "AGENT".to_owned(),
         "CONNECTED".to_owned(),
         "SINCE".to_owned(),
         "HELD BY ISTIOD".to_owned(),
         "LAST ERROR".to_owned(),
-    ]];
+    ];
+    if replicas {
+        head.insert(2, "DIALED BY".to_owned());
+    }
+    let mut peers = vec![head];
     for r in &report.clusters {
-        peers.push(vec![
+        let mut row = vec![
             r.name.clone(),
             r.address.clone(),
             yes_no(r.connected),
             since(r),
             dash(&r.held_by_istiod),
             dash(&r.last_error),
-        ]);
+        ];
+        if replicas {
+            let by = match r.shard {
+                Some(s) => format!("{} (shard {s})", dash(&r.dialed_by)),
+                None => dash(&r.dialed_by),
+            };
+            row.insert(2, by);
+        }
+        peers.push(row);
     }
     if report.clusters.is_empty() {
         out.push_str("no remote clusters (no cluster has an agent)\n");
@@ -304,6 +332,22 @@ fn table(report: &Report) -> String {
         out.push_str(&render(&peers));
     }
     out.push('\n');
+    if !report.shards.is_empty() {
+        let mut shards = vec![vec![
+            "SHARD".to_owned(),
+            "HOLDER".to_owned(),
+            "CLUSTERS".to_owned(),
+        ]];
+        for s in &report.shards {
+            shards.push(vec![
+                s.shard.to_string(),
+                dash(&s.holder),
+                s.clusters.to_string(),
+            ]);
+        }
+        out.push_str(&render(&shards));
+        out.push('\n');
+    }
     let mut consumers = vec![vec![
         "CONSUMER".to_owned(),
         "PROTOCOL".to_owned(),
@@ -425,4 +469,77 @@ fn table(report: &Report) -> String {
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cluster(name: &str, dialed_by: Option<&str>, shard: Option<u32>) -> Row {
+        Row {
+            name: name.to_owned(),
+            address: format!("http://{name}:9911"),
+            node_id: None,
+            protocol: None,
+            group: name.to_owned(),
+            dialed_by: dialed_by.map(str::to_owned),
+            shard,
+            connected: dialed_by.is_some(),
+            connected_since: None,
+            disconnected_at: None,
+            last_error: None,
+            held_by_istiod: None,
+            collections: BTreeMap::new(),
+        }
+    }
+
+    fn report(clusters: Vec<Row>, shards: Vec<ShardView>) -> Report {
+        Report {
+            clusters,
+            consumers: vec![],
+            pins: vec![],
+            unresolved_pins: vec![],
+            analysis: vec![],
+            shards,
+        }
+    }
+
+    #[test]
+    fn sharded_hubs_show_who_dials_each_cluster_and_each_shards_holder() {
+        let text = table(&report(
+            vec![
+                cluster("east", Some("hub-a"), Some(3)),
+                cluster("west", None, Some(1)),
+            ],
+            vec![
+                ShardView {
+                    shard: 1,
+                    holder: None,
+                    clusters: 1,
+                },
+                ShardView {
+                    shard: 3,
+                    holder: Some("hub-a".into()),
+                    clusters: 1,
+                },
+            ],
+        ));
+        assert!(text.contains("DIALED BY"), "{text}");
+        assert!(text.contains("hub-a (shard 3)"), "{text}");
+        assert!(text.contains("- (shard 1)"), "{text}");
+        let shard_rows: Vec<&str> = text
+            .lines()
+            .skip_while(|l| !l.starts_with("SHARD"))
+            .take(3)
+            .collect();
+        assert_eq!(shard_rows.len(), 3, "{text}");
+        assert!(shard_rows[2].contains("hub-a"), "{text}");
+    }
+
+    #[test]
+    fn a_single_hub_shows_no_replica_column_nor_shards() {
+        let text = table(&report(vec![cluster("east", None, None)], vec![]));
+        assert!(!text.contains("DIALED BY"), "{text}");
+        assert!(!text.contains("SHARD"), "{text}");
+    }
 }

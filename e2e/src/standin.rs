@@ -80,6 +80,8 @@ impl Picky {
 pub struct StandIn {
     /// Where the hub dials.
     pub addr: SocketAddr,
+    /// Its streams: who pushed (`replica`), from when to when.
+    pub ledger: Ledger,
     shutdown: CancellationToken,
     server: tokio::task::JoinHandle<Result<(), tonic::transport::Error>>,
 }
@@ -93,6 +95,7 @@ impl StandIn {
     /// Starts serving as `cluster`'s agent.
     pub async fn start_for(cluster: &str, updater: Arc<Picky>) -> Self {
         let shutdown = CancellationToken::new();
+        let ledger = Ledger::new();
         let sink = SinkServer::new(
             updater,
             Arc::new(SinkConfig {
@@ -102,10 +105,12 @@ impl StandIn {
                     incremental: false,
                 }],
             }),
-            Ledger::new(),
+            ledger.clone(),
             shutdown.clone(),
             TaskTracker::new(),
-        );
+        )
+        // As the agent serves its hub.
+        .one_source_at_a_time();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let server = tokio::spawn(
@@ -118,6 +123,7 @@ impl StandIn {
         );
         Self {
             addr,
+            ledger,
             shutdown,
             server,
         }

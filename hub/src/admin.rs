@@ -127,13 +127,28 @@ pub fn status_view(s: &AdminState) -> StatusView {
         .collect();
     let ledger = s.ledger.view();
     let agents = s.agents.borrow().clone();
+    let leader = s.leader.borrow().clone();
+    let shards = leader
+        .shards
+        .as_ref()
+        .map(|sh| {
+            let mut views = sh.shards.clone();
+            for a in agents.iter() {
+                let shard = crate::leader::shards::shard_of(&a.cluster, sh.count);
+                if let Some(v) = views.get_mut(shard as usize) {
+                    v.clusters += 1;
+                }
+            }
+            views
+        })
+        .unwrap_or_default();
     StatusView {
         pipeline,
         groups,
         config: (**s.reload.borrow()).clone(),
-        leader: s.leader.borrow().clone(),
         remotes: remote_views(
             &agents,
+            &leader,
             &ledger,
             &report_views(&s.reports.borrow()),
             crate::upward::peer_name,
@@ -157,6 +172,8 @@ pub fn status_view(s: &AdminState) -> StatusView {
             .unwrap_or_default(),
         grpc_tls: s.grpc_tls.as_ref().map(|t| t.borrow().clone()),
         analysis: s.status.borrow().analysis.clone(),
+        leader,
+        shards,
     }
 }
 

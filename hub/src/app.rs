@@ -37,7 +37,7 @@ use crate::groups::{GroupRules, LiveRules};
 use crate::history::History;
 use crate::history::routes::HistoryState;
 use crate::history::shared::SharedPins;
-use crate::leader::{Elector, LeaderStatus};
+use crate::leader::{Elector, LeaderStatus, ShardElector};
 use crate::pipeline::{Pipeline, Status};
 use crate::reload::{ReloadStatus, Reloader, Trigger};
 use crate::rollout::{self, routes::RolloutState};
@@ -137,6 +137,9 @@ impl Hub {
         // follow these.
         let (rules_tx, rules_rx) = watch::channel(rules.clone());
         let (agents_tx, agents_rx) = watch::channel(Arc::new(config.agents.clone()));
+        // The recorder first: what the features set while they are built
+        // (a shard's or the leader's gauge at 0) would be lost otherwise.
+        let _ = meshhub_runtime::metrics::prometheus();
         let ledger = Ledger::new();
 
         let grpc_tls = match &config.grpc_tls {
@@ -384,6 +387,18 @@ impl Hub {
 
         // Leader election for the dial-out role (off: this replica dials).
         let leader = match leader_election {
+            Some((spec, client)) if spec.shards.is_some() => {
+                let count = spec.shards.unwrap_or(1);
+                let (elector, leader) = ShardElector::new(spec, count, client);
+                tasks.spawn(elector.run(shutdown.clone()).instrument(info_span!(
+                    "shards",
+                    leader.identity = %spec.identity,
+                    lease.name = %spec.lease_name,
+                    lease.namespace = %spec.namespace,
+                    shards = count
+                )));
+                leader
+            }
             Some((spec, client)) => {
                 let (elector, leader) = Elector::new(spec, client);
                 tasks.spawn(elector.run(shutdown.clone()).instrument(info_span!(
@@ -398,7 +413,8 @@ impl Hub {
             None => watch::channel(LeaderStatus::disabled()).1,
         };
 
-        // Remote clusters: one dialer per agent (on the leader).
+        // Remote clusters: one dialer per agent (on the leader, or on the
+        // holder of the cluster's shard).
         tasks.spawn(
             clusters::run(
                 agents_rx.clone(),

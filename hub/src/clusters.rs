@@ -12,12 +12,20 @@
 //!
 //! With leader election on, the dialers run only while this replica leads
 //! ([`crate::leader`]): they start when it becomes leader and stop (their
-//! streams ending cleanly) when it stops being it. Each stream carries the
-//! replica's identity as `meshhub-replica` request metadata, which the
-//! agent shows.
+//! streams ending cleanly) when it stops being it. With shards, a cluster's
+//! dialer runs only while this replica holds the cluster's shard. Each
+//! stream carries the replica's identity as `meshhub-replica` request
+//! metadata, which the agent shows.
+//!
+//! Dialers started together (at start, on becoming leader, on taking a
+//! shard over) spread their first dial: each waits a random delay, uniform
+//! in `[0, min(n × 1 ms, 1 s))` for `n` dialers started at once
+//! ([`first_dial_spread`]), so a thousand clusters are not dialed in the
+//! same millisecond and a single one is dialed at once.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use meshhub_api::status::RemoteView;
 use meshhub_api::upward::ClusterReportView;
@@ -31,7 +39,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{Instrument as _, error, info, info_span};
 
-use crate::leader::LeaderStatus;
+use crate::leader::{LeaderStatus, shards::shard_of};
 
 pub mod spec;
 
@@ -96,20 +104,28 @@ pub async fn run(
     let mut running: BTreeMap<String, Running> = BTreeMap::new();
     let mut follow_agents = true;
     let mut follow_leader = true;
+    let mut counted = None;
     loop {
-        let wanted = agents.borrow_and_update().clone();
-        let dials = leader.borrow_and_update().dials();
-        if dials {
-            reconcile(&mut running, &wanted, &deps, &shutdown);
-        } else if !running.is_empty() {
+        let all = agents.borrow_and_update().clone();
+        let status = leader.borrow_and_update().clone();
+        if let Some(shards) = &status.shards
+            && counted.as_ref() != Some(&all)
+        {
+            count_shards(&all, shards.count);
+            counted = Some(all.clone());
+        }
+        let wanted: Vec<AgentSpec> = all
+            .iter()
+            .filter(|a| status.dials_cluster(&a.cluster))
+            .cloned()
+            .collect();
+        if wanted.is_empty() && !running.is_empty() && status.shards.is_none() {
             info!(
                 dialers = running.len(),
                 "not the leader; stopping the dialers"
             );
-            for (_, r) in std::mem::take(&mut running) {
-                r.stop.cancel();
-            }
         }
+        reconcile(&mut running, &wanted, &deps, &shutdown);
         tokio::select! {
             () = shutdown.cancelled() => break,
             // A gone sender (the reloader, or no election) keeps its last
@@ -119,6 +135,31 @@ pub async fn run(
         }
     }
     // Dialers hold child tokens of `shutdown`: they end with it.
+}
+
+/// Sets `meshhub_shard_clusters` per shard: how many of `agents` fall in
+/// each.
+fn count_shards(agents: &[AgentSpec], count: u32) {
+    let mut per_shard = vec![0_u32; count as usize];
+    for a in agents {
+        per_shard[shard_of(&a.cluster, count) as usize] += 1;
+    }
+    for (shard, n) in per_shard.into_iter().enumerate() {
+        metrics::gauge!("meshhub_shard_clusters", "shard" => shard.to_string()).set(f64::from(n));
+    }
+}
+
+/// Per dialer started in one go, how much the spread of first dials grows.
+pub const FIRST_DIAL_SPREAD_PER_DIALER: Duration = Duration::from_millis(1);
+/// The widest spread of first dials, whatever their number.
+pub const FIRST_DIAL_SPREAD_MAX: Duration = Duration::from_secs(1);
+
+/// The window over which `n` dialers started together spread their first
+/// dial: `min(n × 1 ms, 1 s)`.
+pub fn first_dial_spread(n: usize) -> Duration {
+    FIRST_DIAL_SPREAD_PER_DIALER
+        .saturating_mul(u32::try_from(n).unwrap_or(u32::MAX))
+        .min(FIRST_DIAL_SPREAD_MAX)
 }
 
 /// Starts, stops and restarts dialers so that exactly `wanted` run.
@@ -137,11 +178,13 @@ fn reconcile(
             if wanted.contains_key(cluster.as_str()) {
                 info!(%cluster, "agent settings changed; restarting its dialer");
             } else {
-                info!(%cluster, "cluster has no agent any more; dialer stopped");
+                info!(%cluster, "not dialing this cluster any more; dialer stopped");
             }
         }
         keep
     });
+    let starting = wanted.keys().filter(|c| !running.contains_key(**c)).count();
+    let spread = first_dial_spread(starting);
     for (cluster, spec) in wanted {
         if running.contains_key(cluster) {
             continue;
@@ -163,14 +206,17 @@ fn reconcile(
             max_message_bytes: deps.max_message_bytes,
             replica: deps.replica.clone(),
         };
-        info!(%cluster, agent.address = %spec.dial.address, "dialing the cluster's sink agent");
+        let delay = spread.mul_f64(rand::random::<f64>());
+        info!(%cluster, agent.address = %spec.dial.address, first_dial.delay = ?delay, "dialing the cluster's sink agent");
+        let (cache, ledger, stopped) = (deps.cache.clone(), deps.ledger.clone(), stop.clone());
         deps.tasks.spawn(
-            dialer::run(
-                target,
-                deps.cache.clone(),
-                deps.ledger.clone(),
-                stop.clone(),
-            )
+            async move {
+                tokio::select! {
+                    () = stopped.cancelled() => return,
+                    () = tokio::time::sleep(delay) => {}
+                }
+                dialer::run(target, cache, ledger, stopped).await;
+            }
             .instrument(info_span!("cluster", cluster = %cluster)),
         );
         running.insert(
@@ -198,6 +244,7 @@ pub fn is_dialer(p: &PeerStatus) -> bool {
 /// hold shows as `DROPPED`, with the objects.
 pub fn remote_views(
     agents: &[AgentSpec],
+    leader: &LeaderStatus,
     ledger: &[PeerStatus],
     reports: &BTreeMap<String, ClusterReportView>,
     upward_peer: impl Fn(&str) -> String,
@@ -241,7 +288,20 @@ pub fn remote_views(
                     s.state = SyncState::Dropped;
                 }
             }
+            let shard = leader
+                .shards
+                .as_ref()
+                .map(|s| shard_of(&a.cluster, s.count));
+            let dialed_by = match (&leader.shards, shard) {
+                (Some(s), Some(shard)) => {
+                    s.shards.get(shard as usize).and_then(|v| v.holder.clone())
+                }
+                _ if leader.enabled => leader.holder.clone(),
+                _ => None,
+            };
             RemoteView {
+                shard,
+                dialed_by,
                 cluster: a.cluster.clone(),
                 address: a.dial.address.clone(),
                 connected: p.is_some_and(|p| p.connected),

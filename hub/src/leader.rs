@@ -20,6 +20,10 @@
 //!
 //! The decision is pure ([`decide`], [`Observer`], [`must_step_down`]);
 //! [`Elector::run`] only does the API calls around it.
+//!
+//! With `shards`, the same rules hold per shard: [`shards::ShardElector`]
+//! replaces the one lease by one per shard plus one membership lease per
+//! replica, and each replica dials only the clusters of its shards.
 
 use std::time::{Duration, SystemTime};
 
@@ -36,8 +40,10 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
+pub mod shards;
 pub mod spec;
 
+pub use shards::{ShardElector, ShardsStatus};
 pub use spec::LeaderElectionSpec;
 
 /// The election as `/status` shows it (`leader`).
@@ -59,6 +65,11 @@ pub struct LeaderStatus {
     pub transitions: u64,
     /// The last failed call to the API server (cleared by a success).
     pub last_error: Option<String>,
+    /// Sharded dial-out (`leaderElection.shards`): the shards, their
+    /// holders and the ones this replica dials. `is_leader` then means
+    /// "holds at least one shard".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shards: Option<ShardsStatus>,
 }
 
 impl LeaderStatus {
@@ -67,9 +78,20 @@ impl LeaderStatus {
         Self::default()
     }
 
-    /// Whether this replica should run its dialers.
+    /// Whether this replica should run its dialers (some of them, with
+    /// shards).
     pub fn dials(&self) -> bool {
         !self.enabled || self.is_leader
+    }
+
+    /// Whether this replica dials `cluster`: always without election, when
+    /// it leads with one lease, when it holds the cluster's shard with
+    /// shards.
+    pub fn dials_cluster(&self, cluster: &str) -> bool {
+        match &self.shards {
+            Some(shards) if self.enabled => shards.dials(cluster),
+            _ => self.dials(),
+        }
     }
 }
 

@@ -274,7 +274,10 @@ impl Agent {
                     ledger.clone(),
                     shutdown.clone(),
                     tasks.clone(),
-                );
+                )
+                // One hub pushes a cluster: during a handover between hub
+                // replicas the newer stream replaces the older.
+                .one_source_at_a_time();
                 let service = match &config.sink_allowed_identities {
                     Some(allowed) => service.allow_only(allowed.clone()),
                     None => service,

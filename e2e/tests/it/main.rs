@@ -17,6 +17,7 @@ mod leader_election;
 mod multicluster;
 mod reconnect_churn;
 mod rollout_gates;
+mod sharded_dial_out;
 mod shared_pins;
 mod upward;
 mod validation_parity;

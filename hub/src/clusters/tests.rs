@@ -42,6 +42,7 @@ fn remote_views_pick_each_clusters_live_dialer_and_skip_consumers() {
 
     let rows = remote_views(
         &[agent("east"), agent("west")],
+        &LeaderStatus::disabled(),
         &view,
         &Default::default(),
         crate::upward::peer_name,
@@ -65,4 +66,54 @@ fn remote_views_pick_each_clusters_live_dialer_and_skip_consumers() {
 fn endpoints_carry_the_connect_timeout() {
     let e = endpoint(&agent("east")).unwrap();
     assert_eq!(e.uri().to_string(), "http://east.example:9911/");
+}
+
+#[test]
+fn first_dials_spread_with_the_number_started_and_are_bounded() {
+    assert_eq!(first_dial_spread(0), Duration::ZERO);
+    assert_eq!(first_dial_spread(1), Duration::from_millis(1));
+    assert_eq!(first_dial_spread(300), Duration::from_millis(300));
+    assert_eq!(first_dial_spread(1_000), Duration::from_secs(1));
+    assert_eq!(first_dial_spread(50_000), FIRST_DIAL_SPREAD_MAX);
+}
+
+#[test]
+fn with_shards_each_cluster_shows_its_shard_and_who_dials_it() {
+    use crate::leader::ShardsStatus;
+    use meshhub_api::status::ShardView;
+    let count = 4;
+    let (east, west) = (shard_of("east", count), shard_of("west", count));
+    let leader = LeaderStatus {
+        enabled: true,
+        identity: Some("hub-a".into()),
+        shards: Some(ShardsStatus {
+            count,
+            members: vec!["hub-a".into(), "hub-b".into()],
+            held: [east].into(),
+            shards: (0..count)
+                .map(|shard| ShardView {
+                    shard,
+                    holder: (shard == east)
+                        .then(|| "hub-a".to_owned())
+                        .or_else(|| (shard == west).then(|| "hub-b".to_owned())),
+                    clusters: 0,
+                })
+                .collect(),
+        }),
+        ..LeaderStatus::default()
+    };
+    assert!(leader.dials_cluster("east"));
+    assert_eq!(leader.dials_cluster("west"), west == east);
+    let rows = remote_views(
+        &[agent("east"), agent("west")],
+        &leader,
+        &[],
+        &Default::default(),
+        crate::upward::peer_name,
+    );
+    assert_eq!(rows[0].shard, Some(east));
+    assert_eq!(rows[0].dialed_by.as_deref(), Some("hub-a"));
+    assert_eq!(rows[1].shard, Some(west));
+    let expected = if west == east { "hub-a" } else { "hub-b" };
+    assert_eq!(rows[1].dialed_by.as_deref(), Some(expected));
 }

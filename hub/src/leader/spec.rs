@@ -18,6 +18,12 @@ pub const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(15);
 pub const DEFAULT_RENEW_DEADLINE: Duration = Duration::from_secs(10);
 /// Default `leaderElection.retryPeriod`.
 pub const DEFAULT_RETRY_PERIOD: Duration = Duration::from_secs(2);
+/// The most shards `leaderElection.shards` may name (each is one Lease
+/// written every `retryPeriod` by its holder).
+pub const MAX_SHARDS: u32 = 1024;
+/// The longest `leaderElection.leaseName` with shards: the name is also the
+/// value of a label (at most 63 characters) on every lease of the group.
+pub const MAX_SHARDED_LEASE_NAME: usize = 40;
 
 /// Leader election among hub replicas for the dial-out role
 /// (`leaderElection`, when `enabled`): one `coordination.k8s.io/v1` Lease;
@@ -39,6 +45,10 @@ pub struct LeaderElectionSpec {
     pub retry_period: Duration,
     /// The API server holding the Lease (and the shared pins).
     pub connection: Connection,
+    /// Sharded dial-out (`shards`): the clusters are split into this many
+    /// shards, one Lease each, shared out among the live replicas; `None`:
+    /// one leader dials every cluster.
+    pub shards: Option<u32>,
 }
 
 /// `leaderElection:` as written.
@@ -63,6 +73,8 @@ pub struct RawLeaderElection {
     kubeconfig: Option<PathBuf>,
     #[serde(default)]
     context: Option<String>,
+    #[serde(default)]
+    shards: Option<u32>,
 }
 
 impl RawLeaderElection {
@@ -112,6 +124,24 @@ impl RawLeaderElection {
             self.renew_deadline.unwrap_or(DEFAULT_RENEW_DEADLINE),
             self.retry_period.unwrap_or(DEFAULT_RETRY_PERIOD),
         )?;
+        let shards = match self.shards {
+            None | Some(0) => None,
+            Some(n) if n > MAX_SHARDS => {
+                return Err(SettingError::new(
+                    "shards",
+                    format!("{n} is more than {MAX_SHARDS} (0: one leader dials every cluster)"),
+                ));
+            }
+            Some(_) if lease_name.len() > MAX_SHARDED_LEASE_NAME => {
+                return Err(SettingError::new(
+                    "leaseName",
+                    format!(
+                        "{lease_name:?} is longer than {MAX_SHARDED_LEASE_NAME} characters, the most with shards (it labels every lease of the group)"
+                    ),
+                ));
+            }
+            Some(n) => Some(n),
+        };
         let connection =
             crate::source::kube::spec::connection(self.kubeconfig, self.context, base)?;
         Ok(Some(LeaderElectionSpec {
@@ -122,6 +152,7 @@ impl RawLeaderElection {
             renew_deadline,
             retry_period,
             connection,
+            shards,
         }))
     }
 }

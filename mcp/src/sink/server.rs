@@ -1,7 +1,18 @@
 //! The `istio.mcp.v1alpha1.ResourceSink` service: a source (the hub) dials
 //! in and pushes; we subscribe on its stream and answer every response.
+//!
+//! By default every stream is served on its own. With
+//! [`SinkServer::one_source_at_a_time`] (the agent's setting: one hub
+//! pushes one cluster's configuration) the newest stream replaces the
+//! older one: when a stream arrives while another is open, the older ends
+//! with `ABORTED` ("superseded by a newer stream"), so two hub replicas
+//! dialing at once during a shard's or the leadership's handover never
+//! interleave their pushes; the one that connected last is served, and the
+//! content it holds is what it pushes first (its initial response per
+//! collection is full state, or a delta against what the sink declared).
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use meshhub_proto::mcp::resource_sink_server::{ResourceSink, ResourceSinkServer};
 use meshhub_proto::mcp::{RequestResources, Resources};
@@ -25,7 +36,44 @@ pub struct SinkServer<U> {
     shutdown: CancellationToken,
     tasks: TaskTracker,
     allowed: Option<AllowList>,
+    /// With one source at a time: the open stream (its number, its stop).
+    current: Option<Arc<Current>>,
 }
+
+/// The stream being served when only one is.
+#[derive(Default)]
+struct Current {
+    next: AtomicU64,
+    open: Mutex<Option<(u64, CancellationToken)>>,
+}
+
+impl Current {
+    /// Makes a stream stopped by `stop` the current one; stops the one it
+    /// replaces. Returns its number.
+    fn replace(&self, stop: CancellationToken) -> u64 {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let previous = self
+            .open
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .replace((id, stop));
+        if let Some((_, older)) = previous {
+            older.cancel();
+        }
+        id
+    }
+
+    /// Forgets stream `id` if it is still the current one.
+    fn end(&self, id: u64) {
+        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        if open.as_ref().is_some_and(|(i, _)| *i == id) {
+            *open = None;
+        }
+    }
+}
+
+/// Why a stream replaced by a newer one ended.
+pub const SUPERSEDED: &str = "superseded by a newer stream";
 
 impl<U: Updater> SinkServer<U> {
     /// A service applying to `updater`.
@@ -43,7 +91,15 @@ impl<U: Updater> SinkServer<U> {
             shutdown,
             tasks,
             allowed: None,
+            current: None,
         }
+    }
+
+    /// Serves one stream at a time: a new stream ends the open one (with
+    /// `ABORTED`, [`SUPERSEDED`]).
+    pub fn one_source_at_a_time(mut self) -> Self {
+        self.current = Some(Arc::default());
+        self
     }
 
     /// Only sources whose verified client certificate has an identity in
@@ -101,6 +157,10 @@ impl<U: Updater> ResourceSink for SinkServer<U> {
         let config = self.config.clone();
         let ledger = self.ledger.clone();
         let shutdown = self.shutdown.clone();
+        // The stream's own stop: the server's shutdown, or a newer stream.
+        let stop = shutdown.child_token();
+        let current = self.current.clone();
+        let id = current.as_ref().map(|c| c.replace(stop.clone()));
         let span = tracing::info_span!("mcp.sink.stream", peer.addr = %peer, peer.replica = replica.as_deref().unwrap_or(""));
         self.tasks.spawn(
             async move {
@@ -119,15 +179,26 @@ impl<U: Updater> ResourceSink for SinkServer<U> {
                     incoming,
                     &tx,
                     &record,
-                    &shutdown,
+                    &stop,
                     || {},
                 )
                 .await;
+                if let (Some(current), Some(id)) = (&current, id) {
+                    current.end(id);
+                }
                 metrics::gauge!("meshhub_mcp_streams", "role" => "sink").decrement(1.0);
-                tracing::info!(reason = ?end, "source disconnected");
-                record.disconnected(end.error());
-                if let Some(status) = end.status() {
-                    let _ = tx.send(Err(status)).await;
+                let superseded = stop.is_cancelled() && !shutdown.is_cancelled();
+                if superseded {
+                    metrics::counter!("meshhub_mcp_sink_superseded_total").increment(1);
+                    tracing::info!("source disconnected: a newer stream replaces this one");
+                    record.disconnected(Some(SUPERSEDED.to_owned()));
+                    let _ = tx.send(Err(Status::aborted(SUPERSEDED))).await;
+                } else {
+                    tracing::info!(reason = ?end, "source disconnected");
+                    record.disconnected(end.error());
+                    if let Some(status) = end.status() {
+                        let _ = tx.send(Err(status)).await;
+                    }
                 }
             }
             .instrument(span),

@@ -539,3 +539,128 @@ async fn snapshots_published_while_unacked_coalesce_into_the_newest() {
     .await;
     hub.shutdown.cancel();
 }
+
+/// Two hub replicas dialing one agent at once (a shard's handover): with
+/// one source at a time, the newer stream replaces the older (which ends
+/// with ABORTED and is recorded as superseded); the older replica's
+/// dialer reconnecting replaces it back while it still dials; once it
+/// stops, the remaining replica's stream is the only one and the agent
+/// holds what that replica pushes.
+#[tokio::test]
+async fn with_one_source_at_a_time_the_newer_hub_stream_replaces_the_older() {
+    let (a, b) = (start_hub().await, start_hub().await);
+    a.writer.set("east", snapshot(&[("ns/old", "1")], &[]));
+    b.writer.set("east", snapshot(&[("ns/new", "1")], &[]));
+    let updater = Arc::new(InMemoryUpdater::default());
+    let agent_ledger = Ledger::new();
+    let agent_stop = CancellationToken::new();
+    let service = SinkServer::new(
+        updater.clone(),
+        Arc::new(SinkConfig {
+            node: SinkNode {
+                id: "east".into(),
+                annotations: HashMap::new(),
+            },
+            collections: vec![SinkCollection {
+                name: VS.into(),
+                incremental: false,
+            }],
+        }),
+        agent_ledger.clone(),
+        agent_stop.clone(),
+        TaskTracker::new(),
+    )
+    .one_source_at_a_time()
+    .into_service(MAX);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let agent_addr = listener.local_addr().unwrap();
+    let stop = agent_stop.clone();
+    tokio::spawn(async move {
+        Server::builder()
+            .add_service(service)
+            .serve_with_incoming_shutdown(TcpListenerStream::new(listener), stop.cancelled_owned())
+            .await
+            .unwrap();
+    });
+    let dial = |hub: &Hub, replica: &str, stop: CancellationToken| {
+        let target = dialer::SinkTarget {
+            name: "east".into(),
+            group: "east".into(),
+            endpoint: meshhub_mcp::dial::DialTarget::plaintext(
+                Endpoint::from_shared(format!("http://{agent_addr}")).unwrap(),
+            ),
+            reconnect: meshhub_mcp::reconnect::ReconnectPolicy {
+                initial: std::time::Duration::from_millis(50),
+                max: std::time::Duration::from_millis(200),
+                ..Default::default()
+            },
+            config: Arc::new(SourceConfig::default()),
+            max_message_bytes: MAX,
+            replica: Some(replica.into()),
+        };
+        tokio::spawn(dialer::run(
+            target,
+            hub.writer.reader(),
+            hub.ledger.clone(),
+            stop,
+        ))
+    };
+    let live = |ledger: &Ledger| -> Vec<Option<String>> {
+        ledger
+            .view()
+            .into_iter()
+            .filter(|p| p.connected)
+            .map(|p| p.replica)
+            .collect()
+    };
+    let holds = |name: &str| updater.collection(VS).keys().any(|k| k == name);
+
+    let stop_a = CancellationToken::new();
+    let dialer_a = dial(&a, "hub-a", stop_a.clone());
+    eventually("hub-a's content held", async || holds("ns/old")).await;
+    let dialer_b = dial(&b, "hub-b", b.shutdown.child_token());
+    // hub-b's stream replaces hub-a's: recorded as superseded.
+    eventually("hub-a's stream superseded", async || {
+        agent_ledger.view().iter().any(|p| {
+            p.replica.as_deref() == Some("hub-a")
+                && !p.connected
+                && p.last_error.as_deref() == Some(meshhub_mcp::sink::server::SUPERSEDED)
+        })
+    })
+    .await;
+    // hub-a stops dialing (it lost the shard): hub-b alone, its content.
+    stop_a.cancel();
+    dialer_a.await.unwrap();
+    eventually("hub-b alone, its content held", async || {
+        live(&agent_ledger) == [Some("hub-b".to_owned())] && holds("ns/new") && !holds("ns/old")
+    })
+    .await;
+    // At no time were two streams served: each new one ended the other.
+    let streams = agent_ledger.view();
+    for (i, x) in streams.iter().enumerate() {
+        for y in &streams[i + 1..] {
+            let (Some(xs), Some(ys)) = (x.connected_since, y.connected_since) else {
+                continue;
+            };
+            let x_end = x.disconnected_at.map(|t| t.0);
+            let y_end = y.disconnected_at.map(|t| t.0);
+            let overlap_start = xs.0.max(ys.0);
+            let overlap_end = match (x_end, y_end) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (Some(a), None) | (None, Some(a)) => Some(a),
+                (None, None) => None,
+            };
+            let overlap = overlap_end
+                .map(|e| e.duration_since(overlap_start).unwrap_or_default())
+                .expect("at most one stream open");
+            assert!(
+                overlap < std::time::Duration::from_millis(100),
+                "two streams served for {overlap:?}"
+            );
+        }
+    }
+    b.shutdown.cancel();
+    a.shutdown.cancel();
+    dialer_b.await.unwrap();
+    agent_stop.cancel();
+}

@@ -43,7 +43,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "meshhub.config" -}}
 {{- $config := deepCopy .Values.config -}}
 {{- if .Values.leaderElection.enabled -}}
-{{- $_ := set $config "leaderElection" (dict "enabled" true "namespace" .Release.Namespace "leaseName" .Values.leaderElection.leaseName "leaseDuration" .Values.leaderElection.leaseDuration "renewDeadline" .Values.leaderElection.renewDeadline "retryPeriod" .Values.leaderElection.retryPeriod) -}}
+{{- $_ := set $config "leaderElection" (dict "enabled" true "namespace" .Release.Namespace "leaseName" .Values.leaderElection.leaseName "leaseDuration" .Values.leaderElection.leaseDuration "renewDeadline" .Values.leaderElection.renewDeadline "retryPeriod" .Values.leaderElection.retryPeriod "shards" (int (.Values.leaderElection.shards | default 0))) -}}
 {{- end -}}
 {{- if .Values.webhook.enabled -}}
 {{- $_ := set $config "webhook" (dict "addr" (printf "0.0.0.0:%d" (int .Values.webhook.port)) "tls" (dict "cert" "/etc/meshhub/webhook/tls.crt" "key" "/etc/meshhub/webhook/tls.key")) -}}

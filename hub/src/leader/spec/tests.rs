@@ -77,3 +77,28 @@ fn leader_election_errors_name_the_setting() {
     let e = le("  leaseDurationSeconds: 3\n");
     assert!(e.contains("leaseDurationSeconds"), "{e}");
 }
+
+#[test]
+fn shards_are_off_by_default_and_checked() {
+    let c = parse(&format!("{SOURCES}leaderElection: {{enabled: true}}\n")).unwrap();
+    assert_eq!(c.leader_election.unwrap().shards, None);
+    let c = parse(&format!(
+        "{SOURCES}leaderElection: {{enabled: true, shards: 0}}\n"
+    ))
+    .unwrap();
+    assert_eq!(c.leader_election.unwrap().shards, None);
+    let c = parse(&format!(
+        "{SOURCES}leaderElection: {{enabled: true, shards: 12}}\n"
+    ))
+    .unwrap();
+    assert_eq!(c.leader_election.unwrap().shards, Some(12));
+    let e = err(&format!(
+        "{SOURCES}leaderElection: {{enabled: true, shards: 5000}}\n"
+    ));
+    assert!(e.contains("leaderElection.shards"), "{e}");
+    let e = err(&format!(
+        "{SOURCES}leaderElection: {{enabled: true, shards: 4, leaseName: {}}}\n",
+        "a".repeat(41)
+    ));
+    assert!(e.contains("leaderElection.leaseName"), "{e}");
+}

@@ -210,7 +210,10 @@ impl Writer {
         loop {
             let now = Instant::now();
             let can_write = writes.len() < MAX_IN_FLIGHT && self.queue.has_ready(now);
-            let retry_at = self.queue.next_due().filter(|_| writes.len() < MAX_IN_FLIGHT);
+            let retry_at = self
+                .queue
+                .next_due()
+                .filter(|_| writes.len() < MAX_IN_FLIGHT);
             let settle = async {
                 match settle_at {
                     Some(at) => tokio::time::sleep_until(at).await,
@@ -264,7 +267,10 @@ impl Writer {
             metrics::gauge!("meshhub_status_writeback_in_flight", "source" => source.to_string())
                 .set(writes.len() as f64);
         }
-        debug!(dropped = self.queue.len() + writes.len(), "status writer stopped");
+        debug!(
+            dropped = self.queue.len() + writes.len(),
+            "status writer stopped"
+        );
     }
 
     /// Takes in what the source saw.
@@ -477,7 +483,8 @@ impl Writer {
                 self.queue.done(&unit, true, now);
             }
             Err(e) => {
-                metrics::counter!("meshhub_status_writeback_errors_total", "source" => source).increment(1);
+                metrics::counter!("meshhub_status_writeback_errors_total", "source" => source)
+                    .increment(1);
                 if self.failing == 0 {
                     warn!(object = %unit, error = %error_text(&e), "status write failed; retrying with backoff");
                 } else {
@@ -489,4 +496,3 @@ impl Writer {
         }
     }
 }
-

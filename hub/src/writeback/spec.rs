@@ -47,9 +47,8 @@ impl RawWriteBack {
     /// relative to the block.
     pub fn check(self) -> Result<Option<WriteBackSpec>, SettingError> {
         let qps = self.qps.unwrap_or(DEFAULT_QPS);
-        let qps = NonZeroU32::new(qps).ok_or_else(|| {
-            SettingError::new("qps", "must be at least 1 (writes per second)")
-        })?;
+        let qps = NonZeroU32::new(qps)
+            .ok_or_else(|| SettingError::new("qps", "must be at least 1 (writes per second)"))?;
         let burst = self.burst.unwrap_or(DEFAULT_BURST.max(qps.get()));
         let burst = NonZeroU32::new(burst)
             .ok_or_else(|| SettingError::new("burst", "must be at least 1"))?;
@@ -65,7 +64,9 @@ mod tests {
     use super::*;
 
     fn parse(yaml: &str) -> Result<Option<WriteBackSpec>, SettingError> {
-        serde_saphyr::from_str::<RawWriteBack>(yaml).unwrap().check()
+        serde_saphyr::from_str::<RawWriteBack>(yaml)
+            .unwrap()
+            .check()
     }
 
     #[test]
@@ -82,7 +83,10 @@ mod tests {
     #[test]
     fn zero_rates_are_refused_naming_the_key() {
         assert_eq!(parse("{enabled: true, qps: 0}").unwrap_err().field, "qps");
-        assert_eq!(parse("{enabled: true, burst: 0}").unwrap_err().field, "burst");
+        assert_eq!(
+            parse("{enabled: true, burst: 0}").unwrap_err().field,
+            "burst"
+        );
         assert!(serde_saphyr::from_str::<RawWriteBack>("{enabled: true, rate: 3}").is_err());
     }
 }

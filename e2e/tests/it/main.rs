@@ -18,6 +18,7 @@ mod multicluster;
 mod reconnect_churn;
 mod rollout_gates;
 mod shared_pins;
+mod status_writeback;
 mod upward;
 mod validation_parity;
 mod webhook;

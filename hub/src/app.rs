@@ -184,7 +184,7 @@ impl Hub {
                     let client = kube_client(&mut clients, &k.connection, user).await?;
                     let mut source = KubeSource::new(k, &kinds, client.clone());
                     if let Some(spec) = &k.status_write_back {
-                        let (feed_tx, feed_rx) = mpsc::channel(writeback::FEED_QUEUE);
+                        let (feed_tx, feed_rx) = mpsc::channel(crate::source::kube::FEED_QUEUE);
                         source = source.with_feed(feed_tx);
                         status_writers.push((k.name.clone(), spec.clone(), client, feed_rx));
                     }

@@ -27,7 +27,6 @@ use futures::StreamExt as _;
 use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
-use kube::api::ApiResource;
 use meshhub_kube::error::error_text;
 use meshhub_kube::status::{Applied, IstioStatus};
 use meshhub_mcp::cache::SnapshotCache;
@@ -40,19 +39,17 @@ use tracing::{debug, info, warn};
 use crate::clusters::{Agents, remote_views};
 use crate::leader::LeaderStatus;
 use crate::pipeline::Status;
+use crate::source::kube::{Feed, Seen};
 use crate::store::ObjectKey;
 
 pub mod desired;
 pub mod queue;
-pub mod spec;
 
-pub use spec::WriteBackSpec;
+pub use crate::source::kube::spec::write_back::WriteBackSpec;
 
 use desired::Standing;
 use queue::Queue;
 
-/// Capacity of the channel from the source to its writer.
-pub const FEED_QUEUE: usize = 256;
 /// Status writes under way at once.
 pub const MAX_IN_FLIGHT: usize = 8;
 /// How long changes are gathered before the statuses are worked out again.
@@ -64,49 +61,6 @@ const REFRESH: Duration = Duration::from_secs(5);
 /// cluster to be heard from before it writes (so that a restart does not
 /// turn every object `Unknown` and back).
 const STARTUP_GRACE: Duration = Duration::from_secs(30);
-
-/// What a Kubernetes source tells its writer.
-#[derive(Debug)]
-pub enum Feed {
-    /// An Istio object as the source last saw it.
-    Seen(Box<Seen>),
-    /// A unit gone (deleted, or its kind no longer served).
-    Gone(Arc<str>),
-}
-
-/// An Istio object as the source saw it.
-#[derive(Clone, Debug)]
-pub struct Seen {
-    /// The source's unit (`group/Kind/namespace/name`).
-    pub unit: Arc<str>,
-    /// Its kind as served.
-    pub resource: ApiResource,
-    /// Its MCP collection.
-    pub collection: Arc<str>,
-    /// Its namespace.
-    pub namespace: Option<String>,
-    /// Its name.
-    pub name: String,
-    /// `metadata.generation`.
-    pub generation: i64,
-    /// `metadata.resourceVersion`.
-    pub resource_version: Option<String>,
-    /// The `resourceVersion` of the definition delivered to the pipeline
-    /// (older than `resource_version` when only the status changed since).
-    pub delivered: Option<String>,
-    /// Its live status, as far as it reads as Istio's.
-    pub status: Option<IstioStatus>,
-}
-
-impl Seen {
-    /// The MCP name (`namespace/name`).
-    fn mcp_name(&self) -> String {
-        match &self.namespace {
-            Some(ns) => format!("{ns}/{}", self.name),
-            None => format!("/{}", self.name),
-        }
-    }
-}
 
 /// What the writer reads of the rest of the hub.
 #[derive(Clone, Debug)]

@@ -48,10 +48,11 @@ use tracing::{debug, info, warn};
 
 use super::{Entry, Origin, Source, SourceError, SourceEvent};
 use crate::watch_backoff::WatchBackoff;
-use crate::writeback::{Feed, Seen};
 
+pub mod feed;
 pub mod spec;
 
+pub use feed::{FEED_QUEUE, Feed, Seen};
 pub use spec::{ExtraKind, KubeSourceSpec};
 
 /// How often failing watches are probed for recovery.

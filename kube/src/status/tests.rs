@@ -114,9 +114,12 @@ fn the_apply_body_names_the_object_and_holds_only_the_status() {
     );
 }
 
+/// Requests seen: method, path and query, body.
+type Asked = Arc<Mutex<Vec<(String, String, Value)>>>;
+
 /// A fake API server answering every request with `status` and `body`; it
-/// records method, path and query, and the request body.
-fn fake_api(status: u16, body: Value) -> (kube::Client, Arc<Mutex<Vec<(String, String, Value)>>>) {
+/// records every request.
+fn fake_api(status: u16, body: Value) -> (kube::Client, Asked) {
     let asked = Arc::new(Mutex::new(Vec::new()));
     let log = asked.clone();
     let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {

@@ -9,7 +9,9 @@ use serde::Deserialize;
 
 use meshhub_validate::names::is_dns1123_label;
 
-use crate::writeback::spec::{RawWriteBack, WriteBackSpec};
+pub mod write_back;
+
+use write_back::{RawWriteBack, WriteBackSpec};
 
 /// Default interval of the Kubernetes source's API discovery (besides the
 /// immediate one when a CustomResourceDefinition changes).

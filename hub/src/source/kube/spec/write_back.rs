@@ -1,5 +1,5 @@
 //! The `statusWriteBack` block of a Kubernetes source: its serde form,
-//! defaults and checks.
+//! defaults and checks (the writer is `crate::writeback`).
 
 use std::num::NonZeroU32;
 

@@ -79,6 +79,12 @@ pub struct Inputs {
     pub leader: watch::Receiver<LeaderStatus>,
 }
 
+/// Whether an input changed (`ok`), else marks it as ended.
+fn follow(ok: bool, open: &mut bool) -> bool {
+    *open &= ok;
+    ok
+}
+
 /// One object the writer follows.
 #[derive(Debug)]
 struct Tracked {
@@ -160,6 +166,9 @@ impl Writer {
         let mut refresh = tokio::time::interval(REFRESH);
         refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut feed_open = true;
+        // Whether each input may still change (a sender gone never does:
+        // its branch would be ready forever).
+        let mut open = [true; 5];
         let source = self.source.clone();
         loop {
             let now = Instant::now();
@@ -190,11 +199,15 @@ impl Writer {
                     }
                     None => feed_open = false,
                 },
-                r = status.changed() => changed = r.is_ok(),
-                r = reports.changed() => changed = r.is_ok(),
-                r = agents.changed() => changed = r.is_ok(),
-                r = leader.changed() => changed = r.is_ok(),
-                r = deliveries.recv() => changed = !matches!(r, Err(tokio::sync::broadcast::error::RecvError::Closed)),
+                r = status.changed(), if open[0] => changed = follow(r.is_ok(), &mut open[0]),
+                r = reports.changed(), if open[1] => changed = follow(r.is_ok(), &mut open[1]),
+                r = agents.changed(), if open[2] => changed = follow(r.is_ok(), &mut open[2]),
+                // Without leader election its sender is gone from the start.
+                r = leader.changed(), if open[3] => changed = follow(r.is_ok(), &mut open[3]),
+                r = deliveries.recv(), if open[4] => {
+                    let closed = matches!(r, Err(tokio::sync::broadcast::error::RecvError::Closed));
+                    changed = follow(!closed, &mut open[4]);
+                }
                 _ = refresh.tick() => changed = true,
                 _ = settle => {
                     settle_at = None;

@@ -227,7 +227,9 @@ impl Writer {
                 Some((unit, result, took)) = writes.next() => self.finished(unit, result, took),
             }
             if changed {
-                settle_at.get_or_insert(Instant::now() + SETTLE);
+                // Sooner than a startup wait: every cluster may be heard now.
+                let soon = Instant::now() + SETTLE;
+                settle_at = Some(settle_at.map_or(soon, |at| at.min(soon)));
             }
             metrics::gauge!("meshhub_status_writeback_queue_depth", "source" => source.to_string())
                 .set(self.queue.len() as f64);

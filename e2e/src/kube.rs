@@ -295,6 +295,12 @@ impl ControlPlanes {
             .unwrap_or_else(|| panic!("no cluster {name}"))
     }
 
+    /// The process id of cluster `name`'s kube-apiserver (for its CPU
+    /// time, in cost figures).
+    pub fn apiserver_pid(&self, name: &str) -> Option<u32> {
+        self.cluster(name).proc.as_ref().map(Proc::pid)
+    }
+
     /// An admin client of cluster `name`, built from its kubeconfig.
     pub async fn client(&self, name: &str) -> kube::Client {
         client_from_kubeconfig(&self.cluster(name).kubeconfig).await

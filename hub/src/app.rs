@@ -49,6 +49,7 @@ use crate::source::kube::KubeSource;
 use crate::source::mcp::McpSource;
 use crate::store::{SemanticCheck, Store};
 use crate::webhook::{Validator, Webhook};
+use crate::writeback;
 
 /// Capacity of the channel from the sources to the pipeline.
 const EVENT_QUEUE: usize = 64;
@@ -176,13 +177,21 @@ impl Hub {
         // share it (and its connection pool).
         let mut clients = Clients::default();
         let mut sources: Vec<Box<dyn Source>> = Vec::new();
+        // Status write-back: one writer per Kubernetes source that asks.
+        let mut status_writers = Vec::new();
         for s in &config.sources {
             sources.push(match s {
                 SourceSpec::File(f) => Box::new(FileSource::new(f)),
                 SourceSpec::Kubernetes(k) => {
                     let user = format!("source {}", k.name);
                     let client = kube_client(&mut clients, &k.connection, user).await?;
-                    Box::new(KubeSource::new(k, &kinds, client))
+                    let mut source = KubeSource::new(k, &kinds, client.clone());
+                    if let Some(spec) = &k.status_write_back {
+                        let (feed_tx, feed_rx) = mpsc::channel(crate::source::kube::FEED_QUEUE);
+                        source = source.with_feed(feed_tx);
+                        status_writers.push((k.name.clone(), spec.clone(), client, feed_rx));
+                    }
+                    Box::new(source)
                 }
                 SourceSpec::Mcp(m) => Box::new(McpSource::new(
                     m,
@@ -450,6 +459,25 @@ impl Hub {
             )
             .instrument(info_span!("upward")),
         );
+
+        // Status write-back: the objects' distribution into their status.
+        for (name, spec, client, feed) in status_writers {
+            let inputs = writeback::Inputs {
+                status: status.clone(),
+                cache: cache.clone(),
+                ledger: ledger.clone(),
+                agents: agents_rx.clone(),
+                reports: reports_rx.clone(),
+                leader: leader.clone(),
+            };
+            info!(source.name = %name, qps = spec.qps.get(), burst = spec.burst.get(), "status write-back on");
+            let writer = writeback::Writer::new(&name, &spec, client, inputs, feed);
+            tasks.spawn(
+                writer
+                    .run(shutdown.clone())
+                    .instrument(info_span!("status_writeback", source.name = %name)),
+            );
+        }
 
         // Reloads of the clusters configuration.
         let (reloader, reload_status) = Reloader::new(config.clone(), rules_tx, agents_tx);

@@ -29,3 +29,4 @@ pub mod store;
 pub mod upward;
 pub mod watch_backoff;
 pub mod webhook;
+pub mod writeback;

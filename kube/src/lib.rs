@@ -13,6 +13,8 @@
 //!   with a live one.
 //! * [`error`]: a Kubernetes error as one line, with the API server's
 //!   message.
+//! * [`status`]: the `status` of Istio's objects (`IstioStatus`), read from
+//!   a live object and written with server-side apply.
 //!
 //! Nothing here knows MCP: `meshhub-mcp` and `meshhub-proto` never see
 //! Kubernetes; this crate sees `meshhub-proto` only for the kind table and
@@ -22,6 +24,7 @@ pub mod client;
 pub mod discovery;
 pub mod error;
 pub mod object;
+pub mod status;
 
 pub use client::{ClientError, Clients, Connection, ConnectionInvalid};
 pub use discovery::{Served, discover};

@@ -308,6 +308,30 @@ async fn the_charts_render_and_every_object_is_accepted_by_a_real_api_server() {
     })
     .unwrap();
     assert!(!find(&objects(&with_monitor), "ServiceMonitor").is_empty());
+    // Status write-back: `patch` on the Istio kinds' status, only when a
+    // Kubernetes source of the configuration turns it on.
+    let status_rule = |rendered: &str| {
+        find(&objects(rendered), "ClusterRole")
+            .iter()
+            .flat_map(|r| r.data["rules"].as_array().cloned().unwrap_or_default())
+            .any(|rule| {
+                rule["resources"] == json!(["*/status"]) && rule["verbs"] == json!(["patch"])
+            })
+    };
+    assert!(!status_rule(&with_monitor), "no status rule by default");
+    let with_write_back = tokio::task::block_in_place(|| {
+        template(
+            "meshhub",
+            "meshhub",
+            NS,
+            &[
+                "--set-json",
+                r#"config.sources=[{"name":"kubernetes","kubernetes":{"statusWriteBack":{"enabled":true}}}]"#,
+            ],
+        )
+    })
+    .unwrap();
+    assert!(status_rule(&with_write_back), "{with_write_back}");
     let err =
         tokio::task::block_in_place(|| template("x", "meshhub-sink-agent", NS, &[])).unwrap_err();
     assert!(err.contains("cluster"), "{err}");

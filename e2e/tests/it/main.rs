@@ -19,6 +19,7 @@ mod reconnect_churn;
 mod rollout_gates;
 mod sharded_dial_out;
 mod shared_pins;
+mod status_writeback;
 mod upward;
 mod validation_parity;
 mod webhook;

@@ -49,8 +49,10 @@ use tracing::{debug, info, warn};
 use super::{Entry, Origin, Source, SourceError, SourceEvent};
 use crate::watch_backoff::WatchBackoff;
 
+pub mod feed;
 pub mod spec;
 
+pub use feed::{FEED_QUEUE, Feed, Seen};
 pub use spec::{ExtraKind, KubeSourceSpec};
 
 /// How often failing watches are probed for recovery.
@@ -73,6 +75,8 @@ pub struct KubeSource {
     kinds: Vec<Kind>,
     namespaces: Vec<String>,
     discovery_interval: Duration,
+    /// Where the objects are reported for status write-back, when on.
+    feed: Option<mpsc::Sender<Feed>>,
 }
 
 impl std::fmt::Debug for KubeSource {
@@ -106,7 +110,18 @@ impl KubeSource {
             kinds,
             namespaces: spec.namespaces.clone(),
             discovery_interval: spec.discovery_interval,
+            feed: None,
         }
+    }
+
+    /// Reports every Istio object seen (and gone) to `feed`, the status
+    /// writer's: then an object whose change is its status (or its
+    /// `resourceVersion` alone) is not delivered again, so the writer's own
+    /// writes never come back as changes.
+    #[must_use]
+    pub fn with_feed(mut self, feed: mpsc::Sender<Feed>) -> Self {
+        self.feed = Some(feed);
+        self
     }
 }
 
@@ -138,8 +153,11 @@ struct Watch {
     /// once); only their units are kept, to remove at `InitDone` what the
     /// list no longer holds.
     listing: Option<HashSet<Arc<str>>>,
-    /// Units delivered, with the resourceVersion delivered.
-    known: HashMap<Arc<str>, Option<String>>,
+    /// Units delivered, with what was delivered.
+    known: HashMap<Arc<str>, Delivered>,
+    /// Whether objects changed in nothing but their status are left out
+    /// (status write-back on).
+    skip_status_only: bool,
     /// The current failure, if any.
     problem: Option<String>,
 }
@@ -152,14 +170,14 @@ impl Watch {
             Event::Init => self.listing = Some(HashSet::new()),
             Event::InitApply(obj) => {
                 let unit = unit_name(&self.served, &obj);
-                let rv = &obj.metadata.resource_version;
-                let unchanged = rv.is_some() && self.known.get(&unit).is_some_and(|k| k == rv);
+                let unchanged = self.unchanged(&unit, &obj);
                 if let Some(listing) = self.listing.as_mut() {
                     listing.insert(unit.clone());
                 }
                 // A re-list sends only what changed since delivered.
                 if !unchanged {
-                    out.push(apply(source, &self.served, &mut self.known, unit, obj));
+                    let fp = self.fingerprint(&obj);
+                    out.push(apply(source, &self.served, &mut self.known, unit, obj, fp));
                 }
             }
             Event::InitDone => {
@@ -185,7 +203,10 @@ impl Watch {
             }
             Event::Apply(obj) => {
                 let unit = unit_name(&self.served, &obj);
-                out.push(apply(source, &self.served, &mut self.known, unit, obj));
+                if !(self.skip_status_only && self.unchanged(&unit, &obj)) {
+                    let fp = self.fingerprint(&obj);
+                    out.push(apply(source, &self.served, &mut self.known, unit, obj, fp));
+                }
             }
             Event::Delete(obj) => {
                 let unit = unit_name(&self.served, &obj);
@@ -199,6 +220,49 @@ impl Watch {
         }
         out
     }
+
+    /// Whether `obj` is what was delivered of `unit`: the same
+    /// `resourceVersion`, or (status write-back on) the same generation,
+    /// labels and annotations.
+    fn unchanged(&self, unit: &Arc<str>, obj: &DynamicObject) -> bool {
+        let Some(known) = self.known.get(unit) else {
+            return false;
+        };
+        let rv = &obj.metadata.resource_version;
+        (rv.is_some() && known.resource_version == *rv)
+            || known
+                .fingerprint
+                .is_some_and(|f| self.fingerprint(obj) == Some(f))
+    }
+
+    /// What a change of the object's status leaves as it is (only with
+    /// status write-back on, and only for objects with a generation).
+    fn fingerprint(&self, obj: &DynamicObject) -> Option<u64> {
+        use std::hash::{Hash as _, Hasher as _};
+        if !self.skip_status_only {
+            return None;
+        }
+        let m = &obj.metadata;
+        let generation = m.generation?;
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        generation.hash(&mut h);
+        m.labels.hash(&mut h);
+        m.annotations
+            .iter()
+            .flatten()
+            .filter(|(k, _)| k.as_str() != meshhub_kube::object::LAST_APPLIED)
+            .for_each(|kv| kv.hash(&mut h));
+        Some(h.finish())
+    }
+}
+
+/// What was delivered of one unit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Delivered {
+    resource_version: Option<String>,
+    /// The generation, labels and annotations delivered (hashed), when
+    /// status-only changes are left out.
+    fingerprint: Option<u64>,
 }
 
 type Tagged = (u64, Result<Event<DynamicObject>, watcher::Error>);
@@ -415,6 +479,7 @@ impl Runner {
                 synced: false,
                 listing: None,
                 known: HashMap::new(),
+                skip_status_only: self.source.feed.is_some(),
                 problem: None,
             },
         );
@@ -462,7 +527,25 @@ impl Runner {
             self.report().await?;
         }
         let w = self.watches.get_mut(&id).expect("present");
+        let seen = match (&self.source.feed, &ev) {
+            (Some(_), Event::InitApply(obj) | Event::Apply(obj)) => seen(&w.served, obj),
+            _ => None,
+        };
         let out = w.absorb(&source, ev);
+        if let Some(mut seen) = seen {
+            // What the pipeline has of it (a change of status alone is not
+            // delivered).
+            seen.delivered = w
+                .known
+                .get(&seen.unit)
+                .and_then(|k| k.resource_version.clone());
+            if let Some(feed) = &self.source.feed
+                && feed.send(Feed::Seen(Box::new(seen))).await.is_err()
+            {
+                // The writer ended (shutdown): nothing more to report.
+                self.source.feed = None;
+            }
+        }
         for ev in out {
             self.send(ev).await?;
         }
@@ -557,6 +640,12 @@ impl Runner {
     }
 
     async fn send(&mut self, ev: SourceEvent) -> Result<(), Gone> {
+        if let (Some(feed), SourceEvent::Unit { unit, entries, .. }) = (&self.source.feed, &ev)
+            && entries.is_empty()
+            && feed.send(Feed::Gone(unit.clone())).await.is_err()
+        {
+            self.source.feed = None;
+        }
         self.events.send(ev).await.map_err(|_| Gone)
     }
 }
@@ -565,11 +654,18 @@ impl Runner {
 fn apply(
     source: &Arc<str>,
     served: &Served,
-    known: &mut HashMap<Arc<str>, Option<String>>,
+    known: &mut HashMap<Arc<str>, Delivered>,
     unit: Arc<str>,
     obj: DynamicObject,
+    fingerprint: Option<u64>,
 ) -> SourceEvent {
-    known.insert(unit.clone(), obj.metadata.resource_version.clone());
+    known.insert(
+        unit.clone(),
+        Delivered {
+            resource_version: obj.metadata.resource_version.clone(),
+            fingerprint,
+        },
+    );
     let changed_by = last_manager(&obj);
     SourceEvent::Unit {
         source: source.clone(),
@@ -585,6 +681,26 @@ fn apply(
             changed_by,
         }],
     }
+}
+
+/// What the status writer learns of an Istio object (`None` for other
+/// kinds, and objects without a generation).
+fn seen(served: &Served, obj: &DynamicObject) -> Option<Seen> {
+    if served.kind.is_schemaless() || !served.resource.group.ends_with("istio.io") {
+        return None;
+    }
+    let m = &obj.metadata;
+    Some(Seen {
+        unit: unit_name(served, obj),
+        resource: served.resource.clone(),
+        collection: Arc::from(served.kind.collection()),
+        namespace: m.namespace.clone().filter(|_| served.namespaced),
+        name: m.name.clone()?,
+        generation: m.generation?,
+        resource_version: m.resource_version.clone(),
+        delivered: None,
+        status: meshhub_kube::status::observed(obj),
+    })
 }
 
 /// `<group|core>/<Kind>/<namespace>/<name>` (no namespace part for

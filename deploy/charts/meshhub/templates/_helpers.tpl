@@ -73,3 +73,10 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 {{- toYaml $config -}}
 {{- end -}}
+
+{{/* "true" when a Kubernetes source of the configuration writes status back (statusWriteBack.enabled). */}}
+{{- define "meshhub.statusWriteBack" -}}
+{{- range .Values.config.sources -}}
+{{- if and .kubernetes .kubernetes.statusWriteBack .kubernetes.statusWriteBack.enabled -}}true{{- end -}}
+{{- end -}}
+{{- end -}}

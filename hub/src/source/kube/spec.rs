@@ -9,6 +9,10 @@ use serde::Deserialize;
 
 use meshhub_validate::names::is_dns1123_label;
 
+pub mod write_back;
+
+use write_back::{RawWriteBack, WriteBackSpec};
+
 /// Default interval of the Kubernetes source's API discovery (besides the
 /// immediate one when a CustomResourceDefinition changes).
 pub const DEFAULT_DISCOVERY_INTERVAL: Duration = Duration::from_secs(60);
@@ -28,6 +32,9 @@ pub struct KubeSourceSpec {
     pub extra_kinds: Vec<ExtraKind>,
     /// How often the served kinds are discovered again.
     pub discovery_interval: Duration,
+    /// Whether (and how fast) the objects' distribution is written back to
+    /// their `status` (`statusWriteBack`; off by default).
+    pub status_write_back: Option<WriteBackSpec>,
 }
 
 /// A Kubernetes kind outside the kind table (`extraKinds[]`): carried as a
@@ -95,6 +102,8 @@ pub struct RawKubeSource {
     extra_kinds: Vec<RawExtraKind>,
     #[serde(default, deserialize_with = "duration")]
     discovery_interval: Option<Duration>,
+    #[serde(default)]
+    status_write_back: Option<RawWriteBack>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -159,6 +168,10 @@ impl RawKubeSource {
                 "must be at least 1s",
             ));
         }
+        let status_write_back = match self.status_write_back {
+            Some(raw) => raw.check().map_err(|e| e.within("statusWriteBack"))?,
+            None => None,
+        };
         let name = name.unwrap_or_else(|| match &connection.context {
             Some(c) => format!("kubernetes:{c}"),
             None => "kubernetes".to_owned(),
@@ -169,6 +182,7 @@ impl RawKubeSource {
             namespaces,
             extra_kinds,
             discovery_interval,
+            status_write_back,
         })
     }
 }

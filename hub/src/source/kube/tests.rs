@@ -92,6 +92,7 @@ fn lists_are_delivered_as_they_arrive_and_a_relist_sends_only_changes_and_remova
         synced: false,
         listing: None,
         known: HashMap::new(),
+        skip_status_only: false,
         problem: None,
     };
     let source: Arc<str> = Arc::from("k8s");
@@ -132,4 +133,91 @@ fn lists_are_delivered_as_they_arrive_and_a_relist_sends_only_changes_and_remova
         units(&w.absorb(&source, Event::InitApply(vs("a", "2")))),
         [(unit("a"), true)]
     );
+}
+
+fn vs_at(rv: &str, generation: i64, label: &str, status: &str) -> DynamicObject {
+    dynamic(serde_json::json!({
+        "apiVersion": "networking.istio.io/v1",
+        "kind": "VirtualService",
+        "metadata": {"name": "a", "namespace": "default", "resourceVersion": rv,
+                     "generation": generation, "labels": {"l": label}},
+        "spec": {"hosts": ["a"]},
+        "status": {"conditions": [{"type": "Distributed", "status": status}]}
+    }))
+}
+
+#[test]
+fn with_status_write_back_a_change_of_status_alone_is_not_delivered_again() {
+    let mut w = Watch {
+        served: served(
+            "networking.istio.io",
+            "v1",
+            "VirtualService",
+            "virtualservices",
+            true,
+        ),
+        namespace: None,
+        stop: CancellationToken::new(),
+        synced: false,
+        listing: None,
+        known: HashMap::new(),
+        skip_status_only: true,
+        problem: None,
+    };
+    let source: Arc<str> = Arc::from("k8s");
+    let a = "networking.istio.io/VirtualService/default/a".to_owned();
+    assert!(w.absorb(&source, Event::Init).is_empty());
+    assert_eq!(
+        units(&w.absorb(&source, Event::InitApply(vs_at("1", 1, "x", "Unknown")))),
+        [(a.clone(), true)]
+    );
+    assert!(w.absorb(&source, Event::InitDone).is_empty());
+    // The writer's own write: a new resourceVersion, the same generation.
+    assert!(
+        w.absorb(&source, Event::Apply(vs_at("2", 1, "x", "True")))
+            .is_empty()
+    );
+    // Nor on a re-list.
+    assert!(w.absorb(&source, Event::Init).is_empty());
+    assert!(
+        w.absorb(&source, Event::InitApply(vs_at("3", 1, "x", "True")))
+            .is_empty()
+    );
+    assert!(w.absorb(&source, Event::InitDone).is_empty());
+    // A new label, or a new generation, is a change.
+    assert_eq!(
+        units(&w.absorb(&source, Event::Apply(vs_at("4", 1, "y", "True")))),
+        [(a.clone(), true)]
+    );
+    assert_eq!(
+        units(&w.absorb(&source, Event::Apply(vs_at("5", 2, "y", "True")))),
+        [(a.clone(), true)]
+    );
+}
+
+#[test]
+fn the_writer_learns_istio_objects_with_their_generation_and_status() {
+    let s = served(
+        "networking.istio.io",
+        "v1",
+        "VirtualService",
+        "virtualservices",
+        true,
+    );
+    let seen = seen(&s, &vs_at("4", 3, "x", "True")).unwrap();
+    assert_eq!(&*seen.unit, "networking.istio.io/VirtualService/default/a");
+    assert_eq!(seen.generation, 3);
+    assert_eq!(seen.namespace.as_deref(), Some("default"));
+    assert_eq!(seen.resource_version.as_deref(), Some("4"));
+    assert_eq!(
+        seen.status.unwrap().conditions[0].status,
+        "True",
+        "the live status, to compare with"
+    );
+    let cm = served("", "v1", "ConfigMap", "configmaps", true);
+    let obj = dynamic(serde_json::json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "m", "namespace": "default", "generation": 1},
+    }));
+    assert!(super::seen(&cm, &obj).is_none(), "not an Istio kind");
 }

@@ -15,6 +15,10 @@ fn kubernetes_sources_are_checked_and_get_defaults() {
     assert!(k.namespaces.is_empty());
     assert_eq!(k.discovery_interval, DEFAULT_DISCOVERY_INTERVAL);
     assert_eq!(
+        k.status_write_back, None,
+        "status write-back is off by default"
+    );
+    assert_eq!(
         c.kinds.iter().count(),
         meshhub_proto::kinds::KindTable::builtin().iter().count()
     );
@@ -57,6 +61,24 @@ fn kubernetes_source_errors_name_the_setting() {
     assert!(e.contains("exactly one of"), "{e}");
     let e = err("sources:\n  - kubernetes: {}\n  - kubernetes: {}\n");
     assert!(e.contains("duplicate source name"), "{e}");
+    let e = err("sources:\n  - kubernetes: {statusWriteBack: {enabled: true, qps: 0}}\n");
+    assert!(
+        e.contains("sources[0].kubernetes.statusWriteBack.qps"),
+        "{e}"
+    );
+    let e = err("sources:\n  - kubernetes: {statusWriteBack: {enabled: true, rate: 5}}\n");
+    assert!(e.contains("rate"), "{e}");
+}
+
+#[test]
+fn status_write_back_is_typed_in_the_sources_block() {
+    let c =
+        parse("sources:\n  - kubernetes: {statusWriteBack: {enabled: true, qps: 10}}\n").unwrap();
+    let SourceSpec::Kubernetes(k) = &c.sources[0] else {
+        panic!("a kubernetes source")
+    };
+    let spec = k.status_write_back.as_ref().expect("on");
+    assert_eq!((spec.qps.get(), spec.burst.get()), (10, 100));
 }
 
 #[test]

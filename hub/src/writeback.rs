@@ -300,7 +300,13 @@ impl Writer {
         let agents = self.inputs.agents.borrow().clone();
         let ledger = self.inputs.ledger.view();
         let reports = crate::admin::report_views(&self.inputs.reports.borrow());
-        let remotes = remote_views(&agents, &ledger, &reports, crate::upward::peer_name);
+        let remotes = remote_views(
+            &agents,
+            &leader,
+            &ledger,
+            &reports,
+            crate::upward::peer_name,
+        );
         let now = Instant::now();
         let ready_at = *self.ready_at.get_or_insert(now);
         let heard = remotes.iter().all(|r| {

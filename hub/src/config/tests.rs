@@ -210,3 +210,22 @@ fn a_rollout_needs_history_and_one_replica() {
     let ok = parse(&format!("{base}history: {{dir: h}}\n{rollout}")).unwrap();
     assert_eq!(ok.rollout.unwrap().policy.waves[0].name, "all");
 }
+
+#[test]
+fn status_write_back_needs_unsharded_replicas() {
+    let base = "sources:\n  - kubernetes: {statusWriteBack: {enabled: true}}\n";
+    let e = err(&format!(
+        "{base}leaderElection: {{enabled: true, shards: 12}}\n"
+    ));
+    assert!(
+        e.contains(
+            "sources[0].kubernetes.statusWriteBack: can't be used with leaderElection.shards"
+        ),
+        "{e}"
+    );
+    let ok = format!("{base}leaderElection: {{enabled: true}}\n");
+    assert!(
+        parse(&ok).is_ok(),
+        "write-back with one elected replica is fine"
+    );
+}

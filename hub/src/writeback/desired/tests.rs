@@ -40,6 +40,8 @@ fn remote(status: Option<CollectionStatus>) -> RemoteView {
         disconnected_at: None,
         last_error: None,
         streams: 1,
+        shard: None,
+        dialed_by: None,
         collections: status.into_iter().map(|s| (VS.to_owned(), s)).collect(),
         dropped: BTreeMap::new(),
         report: None,

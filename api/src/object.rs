@@ -152,7 +152,9 @@ pub struct ClusterDelivery {
     /// The group's current version of the collection (empty when the group
     /// is not published).
     pub collection_version: String,
-    /// Whether the group's current snapshot holds the object.
+    /// Whether the group's current snapshot holds the object's current
+    /// definition (a group a rollout holds on its previous version serves
+    /// an older one, or none).
     pub in_snapshot: bool,
     /// Every peer of the group: the agent's dialer, connected consumers.
     pub peers: Vec<PeerDelivery>,

@@ -367,11 +367,11 @@ impl Controller {
                         versions.insert(
                             cluster.clone(),
                             Versions {
+                                // Every cluster not yet ACKed: a held one
+                                // is released later and must ACK then.
                                 unacked: match t.state {
-                                    ClusterState::Released { .. } => {
-                                        changed_collections(from.as_ref(), &to)
-                                    }
-                                    _ => BTreeMap::new(),
+                                    ClusterState::Acked { .. } => BTreeMap::new(),
+                                    _ => changed_collections(from.as_ref(), &to),
                                 },
                                 from,
                                 to,

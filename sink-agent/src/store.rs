@@ -109,6 +109,9 @@ pub struct Store {
     accepted: BTreeSet<String>,
     cache: SnapshotCache,
     status: watch::Receiver<Arc<StoreStatus>>,
+    /// What the hub takes the agent to hold (the last ACKed state of each
+    /// collection): what a new stream declares.
+    declared: watch::Receiver<Arc<Snapshot>>,
     writer: mpsc::Sender<writer::Change>,
     // Held for the store's life: the OS lock on `<data>/v1/LOCK`.
     _lock: File,
@@ -186,6 +189,7 @@ impl Store {
             }
         }
         let (status_tx, status_rx) = watch::channel(Arc::new(status));
+        let (declared_tx, declared) = watch::channel(Arc::new(snapshot.clone()));
         let reader = cache.reader();
         let (tx, rx) = mpsc::channel(QUEUE);
         let w = writer::Writer {
@@ -193,6 +197,9 @@ impl Store {
             dir: dir.clone(),
             applier: config.applier,
             cache,
+            acked: held.clone(),
+            acked_snapshot: snapshot.clone(),
+            declared: declared_tx,
             held,
             snapshot,
             status: status_tx,
@@ -208,6 +215,7 @@ impl Store {
             accepted,
             cache: reader,
             status: status_rx,
+            declared,
             writer: tx,
             _lock: lock,
         })
@@ -295,17 +303,20 @@ impl Updater for Store {
         tracing::Instrument::instrument(self.accept(change), span).await
     }
 
-    /// What is published (and therefore persisted) of the collection.
+    /// What the hub takes the agent to hold of the collection: its last
+    /// ACKed state (what is published, unless the cluster's API refused
+    /// the newest change).
     fn held(&self, collection: &str) -> HashMap<String, String> {
-        match self.cache.snapshot(&self.group) {
-            Some(s) if s.contains(collection) => s
-                .collection(collection)
-                .keys()
-                .iter()
-                .map(|k| (k.name.to_string(), k.version.to_string()))
-                .collect(),
-            _ => HashMap::new(),
+        let declared = self.declared.borrow().clone();
+        if !declared.contains(collection) {
+            return HashMap::new();
         }
+        declared
+            .collection(collection)
+            .keys()
+            .iter()
+            .map(|k| (k.name.to_string(), k.version.to_string()))
+            .collect()
     }
 }
 

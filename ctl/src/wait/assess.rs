@@ -277,7 +277,7 @@ pub fn assess_object(
         let agent = c.peers.iter().find(|p| p.role == PeerRole::Agent);
         let standing = match agent {
             _ if !c.in_snapshot => Standing::Waiting {
-                reason: "not in the cluster's group yet".into(),
+                reason: "the cluster is not served the current definition yet".into(),
             },
             None => Standing::Waiting {
                 reason: "no agent connected".into(),

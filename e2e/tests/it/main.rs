@@ -16,6 +16,7 @@ mod kube_multicluster;
 mod leader_election;
 mod multicluster;
 mod reconnect_churn;
+mod rollout_clusters;
 mod rollout_gates;
 mod sharded_dial_out;
 mod shared_pins;

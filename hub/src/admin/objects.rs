@@ -20,6 +20,7 @@ use meshhub_api::object::{
     PeerRole, Validation, ValidationResult,
 };
 use meshhub_mcp::ledger::{CollectionStatus, PeerStatus, Role};
+use meshhub_mcp::snapshot::EncodedResource;
 use meshhub_proto::kinds::Kind;
 
 use super::AdminState;
@@ -126,7 +127,7 @@ pub fn describe(s: &AdminState, kind: &Kind, q: &ObjectQuery) -> Option<ObjectVi
             object
                 .groups
                 .iter()
-                .map(|g| delivery(s, kind, &name, g, &ledger))
+                .map(|g| delivery(s, kind, &object.resource, g, &ledger))
                 .collect()
         })
         .unwrap_or_default();
@@ -161,23 +162,28 @@ pub fn describe(s: &AdminState, kind: &Kind, q: &ObjectQuery) -> Option<ObjectVi
 }
 
 /// The object in group `group`: the group's collection version and what
-/// each of its peers has.
+/// each of its peers has. The group holds the object only when it holds
+/// its current definition (`current`): a group a rollout keeps on its
+/// previous version serves an older one, or none.
 fn delivery(
     s: &AdminState,
     kind: &Kind,
-    name: &str,
+    current: &EncodedResource,
     group: &str,
     ledger: &[PeerStatus],
 ) -> ClusterDelivery {
+    let name = &*current.name;
     let snapshot = s.cache.snapshot(group);
     let collection = snapshot.map(|snap| snap.collection(kind.collection()));
     let version = collection
         .as_ref()
         .map(|c| c.version().to_owned())
         .unwrap_or_default();
-    let in_snapshot = collection
-        .as_ref()
-        .is_some_and(|c| c.keys().iter().any(|k| &*k.name == name));
+    let in_snapshot = collection.as_ref().is_some_and(|c| {
+        c.keys()
+            .iter()
+            .any(|k| k.name == current.name && k.version == current.version)
+    });
     let peers = ledger
         .iter()
         .filter(|p| p.role == Role::Source && p.group == group && (p.connected || is_dialer(p)))

@@ -183,5 +183,11 @@ async fn a_restarted_hub_keeps_holding_the_later_waves_and_goes_on_where_it_was(
         mesh.holds("b", "bookinfo/two") && mesh.holds("c", "bookinfo/two")
     })
     .await;
+    // Their ACKs count: clusters held at the restart were released after
+    // it, and the rollout completes.
+    eventually("the rollout completes", || async {
+        mesh.rollout().await["rollout"]["phase"]["phase"] == "completed"
+    })
+    .await;
     mesh.stop().await;
 }

@@ -70,6 +70,16 @@ pub(super) struct Writer {
     pub(super) held: BTreeMap<String, Held>,
     pub(super) snapshot: Snapshot,
     pub(super) status: watch::Sender<Arc<StoreStatus>>,
+    /// What the hub takes the agent to hold: per collection, the state of
+    /// the last change ACKed (or loaded at start). A change the cluster's
+    /// API refused is still held and served (the applier retries it), but
+    /// NACKed: the hub's next delta is from this state, not from that
+    /// change, so incremental changes are applied to it.
+    pub(super) acked: BTreeMap<String, Held>,
+    /// The same as published for [`super::Store`]'s `held` (what a new
+    /// stream declares to the hub).
+    pub(super) acked_snapshot: Snapshot,
+    pub(super) declared: watch::Sender<Arc<Snapshot>>,
 }
 
 /// A change between its steps.
@@ -97,6 +107,9 @@ struct Finished {
     served_version: String,
     resources: usize,
     result: Result<(), ApplyError>,
+    /// What the change left held (the hub's base once it is ACKed).
+    held: Held,
+    snapshot: Arc<CollectionSnapshot>,
 }
 
 /// A collection whose writes fail, and when to ask for it again.
@@ -205,7 +218,8 @@ impl Run {
                 return;
             }
         };
-        let mut resources = match (incremental, self.w.held.get(&collection)) {
+        // A delta is from what the hub takes the agent to hold.
+        let mut resources = match (incremental, self.w.acked.get(&collection)) {
             (true, Some(h)) => h.clone(),
             _ => BTreeMap::new(),
         };
@@ -308,7 +322,7 @@ impl Run {
         let w = &mut self.w;
         w.snapshot.insert(collection.clone(), c.clone());
         w.cache.set(&w.group, Arc::new(w.snapshot.clone()));
-        w.held.insert(collection.clone(), resources);
+        w.held.insert(collection.clone(), resources.clone());
         let now = At(SystemTime::now());
         w.status.send_modify(|s| {
             Arc::make_mut(s).collections.insert(
@@ -328,6 +342,8 @@ impl Run {
                         change,
                         served_version,
                         resources: count,
+                        held: resources,
+                        snapshot: c,
                     }
                 }));
             }
@@ -336,6 +352,8 @@ impl Run {
                 served_version,
                 resources: count,
                 result: Ok(()),
+                held: resources,
+                snapshot: c,
             }),
         }
     }
@@ -347,10 +365,16 @@ impl Run {
             served_version,
             resources,
             result,
+            held,
+            snapshot,
         } = done;
         let (collection, version) = (&change.collection, &change.version);
         match &result {
             Ok(()) => {
+                let w = &mut self.w;
+                w.acked.insert(collection.clone(), held);
+                w.acked_snapshot.insert(collection.clone(), snapshot);
+                w.declared.send_replace(Arc::new(w.acked_snapshot.clone()));
                 metrics::counter!("meshhub_agent_changes_total", "result" => "accepted")
                     .increment(1);
                 tracing::info!(%collection, %version, served.version = %served_version, resources, "accepted and persisted");

@@ -118,7 +118,13 @@ pub async fn run(args: WaitArgs) -> Result<Outcome, String> {
                     let observed = awaited.observe(&status, &which);
                     match observed {
                         Err(e) if first => return Err(e.to_string()),
-                        _ => Ok(awaited.assess(&status)),
+                        _ => {
+                            let mut report = awaited.assess(&status);
+                            if let Some(rollout) = current_rollout(&admin).await {
+                                assess::under_rollout(&mut report, &rollout);
+                            }
+                            Ok(report)
+                        }
                     }
                 }
                 Err(e) => Err(e),
@@ -175,6 +181,21 @@ pub async fn run(args: WaitArgs) -> Result<Outcome, String> {
     };
     print!("{text}");
     Ok(outcome)
+}
+
+/// The hub's current staged rollout, if it has one (a hub without a
+/// rollout policy, or one too old to have `/rollout`, has none).
+async fn current_rollout(admin: &Admin) -> Option<meshhub_rollout::Rollout> {
+    #[derive(serde::Deserialize)]
+    struct View {
+        #[serde(default)]
+        rollout: Option<meshhub_rollout::Rollout>,
+    }
+    admin
+        .get_json::<View>("/rollout")
+        .await
+        .ok()
+        .and_then(|v| v.rollout)
 }
 
 /// Every named cluster (or the object as one row) waiting for `reason`.

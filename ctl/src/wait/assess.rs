@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use meshhub_api::object::{DefinitionState, Delivery, ObjectView, PeerRole};
 use meshhub_api::status::StatusSummary;
 use meshhub_mcp::ledger::SyncState;
+use meshhub_rollout::{ClusterState, Phase, Rollout};
 use serde::Serialize;
 
 /// Per cluster, per collection: the versions that count. The versions the
@@ -205,6 +206,62 @@ fn standing(
         Standing::Waiting {
             reason: format!("{connected}{}", waiting.join(", ")),
         }
+    }
+}
+
+/// Corrects `report` by the hub's staged rollout (`GET /rollout`): a
+/// cluster the rollout still holds on its previous version has ACKed that
+/// version, which `/status` serves it, but not the change waited for; a
+/// cluster the rollout failed or rolled back will not get it.
+pub fn under_rollout(report: &mut Report, rollout: &Rollout) {
+    for (cluster, standing) in report.iter_mut() {
+        if *standing != Standing::Acked {
+            continue;
+        }
+        let Some(target) = rollout.targets.get(cluster) else {
+            continue;
+        };
+        let wave = rollout
+            .waves
+            .get(target.wave)
+            .map_or("?", |w| w.name.as_str());
+        let stopped = match &rollout.phase {
+            Phase::Halted { failure } | Phase::RolledBack { failure } => Some(failure),
+            _ => None,
+        };
+        *standing = match (&target.state, stopped) {
+            (ClusterState::Acked { .. }, _) => continue,
+            (ClusterState::Failed { message }, _) => Standing::Nacked {
+                collection: format!("rollout {}", rollout.id),
+                message: message.clone(),
+            },
+            (_, Some(failure)) => Standing::Nacked {
+                collection: format!("rollout {}", rollout.id),
+                message: format!(
+                    "the rollout stopped in wave {}{}: {}",
+                    failure.wave,
+                    failure
+                        .cluster
+                        .as_ref()
+                        .map(|c| format!(" ({c})"))
+                        .unwrap_or_default(),
+                    failure.message
+                ),
+            },
+            (ClusterState::Held, None) if !rollout.phase.is_terminal() => Standing::Waiting {
+                reason: format!("held by rollout {} until its wave {wave}", rollout.id),
+            },
+            (ClusterState::Released { .. }, None) => Standing::Waiting {
+                reason: format!("being updated by rollout {} (wave {wave})", rollout.id),
+            },
+            (ClusterState::Excluded, None) => Standing::Waiting {
+                reason: format!(
+                    "taken out of rollout {} by an operator (meshhubctl rollout resume --cluster {cluster})",
+                    rollout.id
+                ),
+            },
+            _ => continue,
+        };
     }
 }
 

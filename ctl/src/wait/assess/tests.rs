@@ -182,3 +182,103 @@ fn a_collection_never_sent_waits_and_one_never_requested_does_not_count() {
         Standing::Waiting { reason } if reason.contains("no collection requested yet")
     ));
 }
+
+/// A rollout of two waves (`canary`: east, `rest`: west) in `phase`, east
+/// in `east`, west held.
+fn rollout(
+    phase: meshhub_rollout::Phase,
+    east: meshhub_rollout::ClusterState,
+) -> meshhub_rollout::Rollout {
+    use meshhub_rollout::{OnFailure, PlannedWave, Promotion, Rollout, Step};
+    let wave = |name: &str, cluster: &str| PlannedWave {
+        name: name.into(),
+        clusters: vec![cluster.into()],
+        max_concurrent: None,
+        bake_ms: 5_000,
+        promotion: Promotion::Automatic,
+    };
+    let steps = ["east", "west"]
+        .map(|c| {
+            (
+                c.to_owned(),
+                Step {
+                    from: Some("v1".into()),
+                    to: "v2".into(),
+                },
+            )
+        })
+        .into();
+    let (mut r, _) = Rollout::start(
+        7,
+        0,
+        vec![wave("canary", "east"), wave("rest", "west")],
+        steps,
+        60_000,
+        OnFailure::Rollback,
+        None,
+    );
+    r.phase = phase;
+    r.targets.get_mut("east").unwrap().state = east;
+    r
+}
+
+#[test]
+fn clusters_a_rollout_holds_or_rolled_back_have_not_acked_the_change() {
+    use meshhub_rollout::{Cause, ClusterState, Failure, Phase};
+    let acked = || -> Report {
+        [
+            ("east", Standing::Acked),
+            ("west", Standing::Acked),
+            ("north", Standing::Acked),
+        ]
+        .map(|(c, s)| (c.to_owned(), s))
+        .into()
+    };
+    // In flight: west (held on its previous version, which it ACKed) waits.
+    let mut report = acked();
+    under_rollout(
+        &mut report,
+        &rollout(
+            Phase::Baking { until: 5_000 },
+            ClusterState::Acked { at: 1 },
+        ),
+    );
+    assert_eq!(report["east"], Standing::Acked);
+    assert_eq!(report["north"], Standing::Acked, "not in the rollout");
+    assert!(
+        matches!(&report["west"], Standing::Waiting { reason } if reason.contains("held by rollout 7 until its wave rest")),
+        "{:?}",
+        report["west"]
+    );
+    // Rolled back after east's NACK: both refused, with the reason.
+    let failure = Failure {
+        wave: "canary".into(),
+        cluster: Some("east".into()),
+        cause: Cause::Nack,
+        message: "admission denied".into(),
+    };
+    let mut report = acked();
+    under_rollout(
+        &mut report,
+        &rollout(
+            Phase::RolledBack { failure },
+            ClusterState::Failed {
+                message: "admission denied".into(),
+            },
+        ),
+    );
+    assert!(
+        matches!(&report["east"], Standing::Nacked { message, .. } if message == "admission denied")
+    );
+    assert!(
+        matches!(&report["west"], Standing::Nacked { message, .. } if message.contains("stopped in wave canary (east): admission denied")),
+        "{:?}",
+        report["west"]
+    );
+    // Completed: nothing changes.
+    let mut report = acked();
+    let mut done = rollout(Phase::Completed, ClusterState::Acked { at: 1 });
+    done.targets.get_mut("west").unwrap().state = ClusterState::Acked { at: 2 };
+    under_rollout(&mut report, &done);
+    assert_eq!(report, acked());
+}

@@ -21,7 +21,7 @@ use meshhub_mcp::source::SourceConfig;
 use meshhub_mcp::source::server::Shared;
 use meshhub_mcp::tls::reload::{ReloadingServerTls, TlsLoadError};
 use meshhub_proto::object::Object;
-use meshhub_runtime::admin::{AdminBase, BindError, Identity, bind};
+use meshhub_runtime::admin::{AdminPort, BindError, Identity, bind};
 use meshhub_runtime::grpc::ReflectionError;
 use meshhub_runtime::lifecycle::Lifecycle;
 use meshhub_runtime::signal::{Signal, Signals};
@@ -150,9 +150,10 @@ impl Hub {
             None => None,
         };
         let grpc = bind("grpc", config.grpc_addr).await?;
-        let admin_listener = bind("admin", config.admin_addr).await?;
+        let admin_port =
+            AdminPort::bind(config.admin_addr, config.admin_token_file.clone()).await?;
         let grpc_addr = grpc.local_addr().unwrap_or(config.grpc_addr);
-        let admin_addr = admin_listener.local_addr().unwrap_or(config.admin_addr);
+        let admin_addr = admin_port.addr();
         // The admission webhook: the same checks as the store's.
         let webhook = match &config.webhook {
             Some(spec) => {
@@ -497,11 +498,9 @@ impl Hub {
             reload: reload_status.clone(),
             ledger: ledger.clone(),
             leader: leader.clone(),
-            base: AdminBase::new(
+            base: admin_port.base(
                 admin::readiness(status.clone()),
                 Identity::new("meshhub", process_config(&config)),
-                config.admin_token_file.clone(),
-                admin_addr,
                 shutdown.clone(),
             ),
             kinds: kinds.clone(),
@@ -534,7 +533,7 @@ impl Hub {
                         .protect(crate::history::routes::write_routes(state)),
                 );
         }
-        meshhub_runtime::admin::spawn(&life, admin_listener, admin_routes);
+        admin_port.serve(&life, admin_routes);
         let webhook_reload = webhook.map(|w| {
             let (tx, rx) = mpsc::channel(1);
             w.spawn(&tasks, shutdown.clone(), rx);

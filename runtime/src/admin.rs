@@ -179,3 +179,45 @@ pub struct BindError {
     #[source]
     pub source: std::io::Error,
 }
+
+/// A bound admin port: its listener, the address it got (the one asked
+/// for, with the port the OS chose for `:0`) and the token file guarding
+/// its state-changing endpoints. The hub and the agent open theirs alike.
+#[derive(Debug)]
+pub struct AdminPort {
+    listener: TcpListener,
+    addr: SocketAddr,
+    token_file: Option<std::path::PathBuf>,
+}
+
+impl AdminPort {
+    /// Binds `listen`, with `token_file` for [`AdminAuth`].
+    pub async fn bind(
+        listen: SocketAddr,
+        token_file: Option<std::path::PathBuf>,
+    ) -> Result<Self, BindError> {
+        let listener = bind("admin", listen).await?;
+        let addr = listener.local_addr().unwrap_or(listen);
+        Ok(Self {
+            listener,
+            addr,
+            token_file,
+        })
+    }
+
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The base of its router: readiness by `ready`, introspection of
+    /// `who`, authorization with its token file.
+    pub fn base(&self, ready: Readiness, who: Identity, shutdown: CancellationToken) -> AdminBase {
+        AdminBase::new(ready, who, self.token_file.clone(), self.addr, shutdown)
+    }
+
+    /// Serves `router` on it, owned by `life` ([`spawn`]).
+    pub fn serve(self, life: &Lifecycle, router: Router) {
+        spawn(life, self.listener, router);
+    }
+}

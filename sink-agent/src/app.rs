@@ -27,7 +27,7 @@ use meshhub_mcp::source::{IncrementalPolicy, SourceConfig};
 use meshhub_mcp::tls::reload::{ReloadingServerTls, TlsLoadError};
 use meshhub_proto::kinds::KindTable;
 use meshhub_proto::mcp::SinkNode;
-use meshhub_runtime::admin::{AdminBase, BindError, Identity, bind};
+use meshhub_runtime::admin::{AdminPort, BindError, Identity, bind};
 use meshhub_runtime::grpc::{RESOURCE_SINK, RESOURCE_SOURCE, ReflectionError};
 use meshhub_runtime::lifecycle::Lifecycle;
 use meshhub_runtime::signal::{Signal, Signals};
@@ -117,10 +117,11 @@ impl Agent {
             Mode::Pull { .. } => None,
         };
         let grpc = bind("grpc", config.grpc_addr).await?;
-        let admin_listener = bind("admin", config.admin_addr).await?;
+        let admin_port =
+            AdminPort::bind(config.admin_addr, config.admin_token_file.clone()).await?;
         let sink_addr = sink_listener.as_ref().and_then(|l| l.local_addr().ok());
         let grpc_addr = grpc.local_addr().unwrap_or(config.grpc_addr);
-        let admin_addr = admin_listener.local_addr().unwrap_or(config.admin_addr);
+        let admin_addr = admin_port.addr();
 
         // Admin first, so /healthz answers while a large store loads.
         let (ready_tx, ready_rx) = watch::channel(false);
@@ -136,15 +137,13 @@ impl Agent {
             apply: apply_status.clone(),
             ledger: ledger.clone(),
             upward: upward_ledger.clone(),
-            base: AdminBase::new(
+            base: admin_port.base(
                 admin::readiness(ready_rx.clone()),
                 Identity::new("meshhub-sink-agent", process_config(&config)),
-                config.admin_token_file.clone(),
-                admin_addr,
                 shutdown.clone(),
             ),
         };
-        meshhub_runtime::admin::spawn(&life, admin_listener, admin::router(admin_state));
+        admin_port.serve(&life, admin::router(admin_state));
 
         // Local re-serve: consumers may connect at once; they wait for the
         // first snapshot, which the store publishes as soon as it loaded.

@@ -40,6 +40,7 @@ use crate::history::shared::SharedPins;
 use crate::leader::{Elector, LeaderStatus, ShardElector};
 use crate::pipeline::{Pipeline, Status};
 use crate::reload::{ReloadStatus, Reloader, Trigger};
+use crate::rollout::shared::SharedRollout;
 use crate::rollout::{self, routes::RolloutState};
 use crate::source::Source;
 use crate::source::SourceError;
@@ -250,6 +251,34 @@ impl Hub {
         let mut pipeline = pipeline
             .audit(audit.clone())
             .analyse(config.analysis.clone());
+        // Leader election for the dial-out role (off: this replica dials).
+        let leader = match &leader_election {
+            Some((spec, client)) if spec.shards.is_some() => {
+                let count = spec.shards.unwrap_or(1);
+                let (elector, leader) = ShardElector::new(spec, count, client.clone());
+                tasks.spawn(elector.run(shutdown.clone()).instrument(info_span!(
+                    "shards",
+                    leader.identity = %spec.identity,
+                    lease.name = %spec.lease_name,
+                    lease.namespace = %spec.namespace,
+                    shards = count
+                )));
+                leader
+            }
+            Some((spec, client)) => {
+                let (elector, leader) = Elector::new(spec, client.clone());
+                tasks.spawn(elector.run(shutdown.clone()).instrument(info_span!(
+                    "leader",
+                    leader.identity = %spec.identity,
+                    lease.name = %spec.lease_name,
+                    lease.namespace = %spec.namespace
+                )));
+                leader
+            }
+            // The sender is dropped: the value never changes.
+            None => watch::channel(LeaderStatus::disabled()).1,
+        };
+
         // Staged rollout: the dialed clusters' changes wait for their wave.
         let rollout = match &config.rollout {
             Some(spec) => {
@@ -283,20 +312,51 @@ impl Hub {
                     gate_answers = Some(answer_rx);
                 }
                 // Configuration checks that a rollout has a history.
-                if let (Some(history_spec), Some(history)) = (&config.history, &history) {
-                    let file = rollout::persist::StateFile::in_dir(&history_spec.dir);
-                    if let Some(restored) = rollout::restore(&file, history)? {
-                        controller = controller.restoring(restored);
+                let mut mirrored = None;
+                match (&config.history, &history, &leader_election) {
+                    // Several replicas: the leader decides and shares its
+                    // decisions; the others follow them.
+                    (_, Some(history), Some((le, client))) => {
+                        let shared = SharedRollout::new(client.clone(), &le.namespace);
+                        let (mirror_tx, mirror_rx) = watch::channel(None);
+                        controller = controller.following();
+                        tasks.spawn(
+                            shared
+                                .clone()
+                                .publish(controller.states(), leader.clone(), shutdown.clone())
+                                .instrument(
+                                    info_span!("rollout_share", configmap = %shared.location()),
+                                ),
+                        );
+                        tasks.spawn(
+                            shared
+                                .clone()
+                                .follow(history.clone(), mirror_tx, shutdown.clone())
+                                .instrument(
+                                    info_span!("rollout_follow", configmap = %shared.location()),
+                                ),
+                        );
+                        mirrored = Some(mirror_rx);
                     }
-                    tasks.spawn(
-                        file.run(controller.states(), shutdown.clone())
-                            .instrument(info_span!("rollout_state")),
-                    );
+                    (Some(history_spec), Some(history), None) => {
+                        let file = rollout::persist::StateFile::in_dir(&history_spec.dir);
+                        if let Some(restored) = rollout::restore(&file, history)? {
+                            controller = controller.restoring(restored);
+                        }
+                        tasks.spawn(
+                            file.run(controller.states(), shutdown.clone())
+                                .instrument(info_span!("rollout_state")),
+                        );
+                    }
+                    _ => {}
                 }
                 let (requests_tx, requests_rx) = mpsc::channel(8);
                 pipeline = pipeline
                     .stage_rollouts(controller, ledger.clone(), requests_rx, gate_answers)
                     .follow_reports(reports_rx.clone());
+                if let Some(mirrored) = mirrored {
+                    pipeline = pipeline.share_rollouts(leader.clone(), mirrored);
+                }
                 RolloutState {
                     view,
                     requests: Some(requests_tx),
@@ -394,34 +454,6 @@ impl Hub {
             }
             .instrument(info_span!("grpc", listen.addr = %grpc_addr)),
         );
-
-        // Leader election for the dial-out role (off: this replica dials).
-        let leader = match leader_election {
-            Some((spec, client)) if spec.shards.is_some() => {
-                let count = spec.shards.unwrap_or(1);
-                let (elector, leader) = ShardElector::new(spec, count, client);
-                tasks.spawn(elector.run(shutdown.clone()).instrument(info_span!(
-                    "shards",
-                    leader.identity = %spec.identity,
-                    lease.name = %spec.lease_name,
-                    lease.namespace = %spec.namespace,
-                    shards = count
-                )));
-                leader
-            }
-            Some((spec, client)) => {
-                let (elector, leader) = Elector::new(spec, client);
-                tasks.spawn(elector.run(shutdown.clone()).instrument(info_span!(
-                    "leader",
-                    leader.identity = %spec.identity,
-                    lease.name = %spec.lease_name,
-                    lease.namespace = %spec.namespace
-                )));
-                leader
-            }
-            // The sender is dropped: the value never changes.
-            None => watch::channel(LeaderStatus::disabled()).1,
-        };
 
         // Remote clusters: one dialer per agent (on the leader, or on the
         // holder of the cluster's shard).

@@ -314,15 +314,15 @@ impl Config {
             .map(|h| h.check(base))
             .transpose()
             .map_err(|e| invalid(e.within("history")))?;
-        if rollout.is_some() && leader_election.is_some() {
-            // Each replica would run a rollout of its own, and only the
-            // leader's dialers see the ACKs.
+        let sharded = leader_election.as_ref().is_some_and(|l| l.shards.is_some());
+        if rollout.is_some() && sharded {
+            // The leader decides every wave from its dialers' ACKs; a
+            // sharded replica dials part of the clusters.
             return Err(invalid(SettingError::new(
                 "rollout",
-                "can't be used with leaderElection yet: the rollout's state is not shared between replicas (run one replica with a rollout)",
+                "can't be used with leaderElection.shards yet: the replica deciding the rollout must dial every cluster to see its ACKs (use leader election without shards)",
             )));
         }
-        let sharded = leader_election.as_ref().is_some_and(|l| l.shards.is_some());
         if sharded
             && let Some(i) = sources.iter().position(
                 |s| matches!(s, SourceSpec::Kubernetes(k) if k.status_write_back.is_some()),

@@ -18,6 +18,7 @@ pub mod app;
 pub mod audit;
 pub mod clusters;
 pub mod config;
+pub mod configmap;
 pub mod groups;
 pub mod history;
 pub mod leader;

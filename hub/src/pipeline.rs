@@ -31,6 +31,7 @@ use crate::analysis::{Analysis, AnalysisSpec, Decision};
 use crate::audit::{AuditEvent, AuditLog};
 use crate::groups::GroupRules;
 use crate::history::{History, Pins, version_id};
+use crate::leader::LeaderStatus;
 use crate::rollout;
 use crate::source::SourceEvent;
 use crate::store::{Conflict, Rejected, ServedObjects, Store, Warning};
@@ -183,6 +184,23 @@ struct Staged {
     /// What the clusters report up (their istiod's drops); `None`: not
     /// followed, or its owner ended.
     reports: Option<watch::Receiver<crate::upward::Reports>>,
+    /// With leader election: whether this replica leads, and the leader's
+    /// decisions ([`rollout::shared`]).
+    replicas: Option<Replicas>,
+}
+
+/// What decides whether this replica's controller leads or follows.
+struct Replicas {
+    leader: watch::Receiver<LeaderStatus>,
+    mirrored: rollout::shared::MirrorReceiver,
+}
+
+impl Replicas {
+    /// It leads once it holds the lease and has read the shared decisions
+    /// (so it continues them instead of starting over).
+    fn leads(&self) -> bool {
+        self.leader.borrow().is_leader && self.mirrored.borrow().is_some()
+    }
 }
 
 impl std::fmt::Debug for Pipeline {
@@ -265,7 +283,22 @@ impl Pipeline {
             requests: Some(requests),
             gate_answers,
             reports: None,
+            replicas: None,
         });
+        self
+    }
+
+    /// The staged rollout is decided by the leader among the replicas
+    /// (`leader`) and followed by the others through the shared decisions
+    /// (`mirrored`); the controller starts as a follower.
+    pub fn share_rollouts(
+        mut self,
+        leader: watch::Receiver<LeaderStatus>,
+        mirrored: rollout::shared::MirrorReceiver,
+    ) -> Self {
+        if let Some(s) = self.rollout.as_mut() {
+            s.replicas = Some(Replicas { leader, mirrored });
+        }
         self
     }
 
@@ -371,11 +404,21 @@ impl Pipeline {
                         None => std::future::pending().await,
                     }
                 };
+                let replicas = async {
+                    match s.replicas.as_mut() {
+                        Some(r) => tokio::select! {
+                            c = r.leader.changed() => c.is_ok(),
+                            c = r.mirrored.changed() => c.is_ok(),
+                        },
+                        None => std::future::pending().await,
+                    }
+                };
                 tokio::select! {
                     d = s.deliveries.recv() => StagedEvent::Delivery(d),
                     r = request => StagedEvent::Request(r),
                     a = gate_answer => StagedEvent::Gates(a),
                     ok = report => StagedEvent::Reports(ok),
+                    ok = replicas => StagedEvent::Replicas(ok),
                     _ = sleep_until_ms(tick_at) => StagedEvent::Tick,
                 }
             };
@@ -707,6 +750,30 @@ impl Pipeline {
                 s.reports = None;
                 Vec::new()
             }
+            StagedEvent::Replicas(true) => match s.replicas.as_mut() {
+                Some(r) => {
+                    let mirrored = r.mirrored.borrow_and_update().clone();
+                    r.leader.borrow_and_update();
+                    match (r.leads(), s.controller.leading()) {
+                        (true, false) => {
+                            let mut serve = s.controller.lead(now);
+                            // The dialers may have been ACKed before.
+                            serve.extend(s.controller.reconcile(now, &s.ledger.view()));
+                            serve
+                        }
+                        (false, true) => s.controller.follow(mirrored),
+                        (false, false) => s.controller.mirror(mirrored),
+                        (true, true) => Vec::new(),
+                    }
+                }
+                None => Vec::new(),
+            },
+            // The election or the follower ended (shutting down): keep
+            // the role as it is.
+            StagedEvent::Replicas(false) => {
+                s.replicas = None;
+                Vec::new()
+            }
             StagedEvent::Request(None) => {
                 s.requests = None;
                 Vec::new()
@@ -763,6 +830,9 @@ enum StagedEvent {
     Gates(Option<rollout::gates::GateAnswer>),
     /// The clusters' reports changed (`false`: their owner ended).
     Reports(bool),
+    /// The leadership or the leader's decisions changed (`false`: their
+    /// owner ended).
+    Replicas(bool),
     Tick,
 }
 

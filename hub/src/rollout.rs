@@ -37,7 +37,10 @@ pub mod gates;
 mod gating;
 pub mod persist;
 pub mod routes;
+pub mod shared;
 pub mod spec;
+
+use self::shared::{Decisions, Mirrored};
 
 /// Gauge: 1 for the current rollout's phase (label `phase`).
 pub const METRIC_PHASE: &str = "meshhub_rollout_phase";
@@ -88,6 +91,12 @@ pub enum ActionError {
     /// The pipeline is gone (shutting down).
     #[error("the hub is shutting down")]
     Gone,
+    /// Another replica leads and decides the rollout.
+    #[error("this replica does not lead the rollout; send it to the leader ({})", leader.as_deref().unwrap_or("not known yet"))]
+    NotLeader {
+        /// The leader's identity, when its decisions were read.
+        leader: Option<String>,
+    },
 }
 
 /// An operator's request, sent to the pipeline task.
@@ -115,6 +124,13 @@ pub struct View {
     /// The current (or last) rollout.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rollout: Option<Rollout>,
+    /// This replica follows the leader's decisions (leader election): the
+    /// rollout shown is the leader's, and operators' actions go to it.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub following: bool,
+    /// The replica whose decisions these are (with leader election).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub leader: Option<String>,
 }
 
 /// One cluster's snapshots in the current rollout.
@@ -136,13 +152,21 @@ pub struct Controller {
     clusters: Vec<(String, BTreeMap<String, String>)>,
     rollout: Option<Rollout>,
     versions: HashMap<String, Versions>,
-    /// What each governed group is served now.
+    /// What each governed group is served now, and its version id.
     serving: HashMap<String, Arc<Snapshot>>,
+    serving_ids: BTreeMap<String, String>,
+    /// Every governed group's newest snapshot (the last build's).
+    latest: HashMap<Group, Arc<Snapshot>>,
+    /// Whether this replica decides or follows another's decisions.
+    mode: Mode,
+    /// Shared versions this replica could not serve, already warned of.
+    unresolved: BTreeSet<(String, String)>,
     next_id: u64,
     audit: AuditLog,
     view: watch::Sender<Arc<View>>,
-    /// The state to save ([`persist::StateFile`] writes it).
-    saved: watch::Sender<Option<Arc<Rollout>>>,
+    /// The decisions to save or share ([`persist::StateFile`],
+    /// [`shared::SharedRollout`]).
+    saved: watch::Sender<Option<Arc<Decisions>>>,
     /// A rollout saved before a restart, applied at the first build.
     restored: Option<Restored>,
     /// Where metric gates are evaluated (`None`: no wave has one).
@@ -152,6 +176,16 @@ pub struct Controller {
     next_evaluation: Option<Millis>,
 }
 
+/// Who decides the rollout.
+#[derive(Debug)]
+enum Mode {
+    /// This replica (a hub alone, or the leader).
+    Leading,
+    /// Another replica, the leader: this one serves what its decisions say
+    /// (`None` until they were read once: governed groups wait).
+    Following(Option<Arc<Mirrored>>),
+}
+
 /// The controller's side of the metric gates' task.
 #[derive(Debug)]
 struct GateLink {
@@ -159,14 +193,16 @@ struct GateLink {
     interval_ms: Millis,
 }
 
-/// A rollout saved before a restart, with the snapshots of its clusters'
-/// versions read back from the history.
-#[derive(Debug)]
+/// Decisions saved before a restart (or followed before this replica led),
+/// with the snapshots of the versions they name.
+#[derive(Debug, Default)]
 pub struct Restored {
-    /// The saved state.
-    pub rollout: Rollout,
+    /// The rollout.
+    pub rollout: Option<Rollout>,
+    /// Per cluster, the version id it was served.
+    pub serving: BTreeMap<String, String>,
     /// `(cluster, version id)` → the snapshot.
-    pub snapshots: HashMap<(String, String), Arc<Snapshot>>,
+    pub snapshots: shared::Snapshots,
 }
 
 /// What a group must be served now.
@@ -189,7 +225,7 @@ impl Controller {
         let (view, rx) = watch::channel(Arc::new(View {
             enabled: true,
             policy: Some(policy.clone()),
-            rollout: None,
+            ..View::default()
         }));
         let c = Self {
             policy,
@@ -197,6 +233,10 @@ impl Controller {
             rollout: None,
             versions: HashMap::new(),
             serving: HashMap::new(),
+            serving_ids: BTreeMap::new(),
+            latest: HashMap::new(),
+            mode: Mode::Leading,
+            unresolved: BTreeSet::new(),
             next_id: 1,
             audit,
             view,
@@ -211,14 +251,42 @@ impl Controller {
     /// Continues `restored` (saved before a restart) at the first build.
     #[must_use]
     pub fn restoring(mut self, restored: Restored) -> Self {
-        self.next_id = restored.rollout.id + 1;
-        self.restored = Some(restored);
+        self.restore_from(restored);
         self
     }
 
-    /// The states to save, newest first (for [`persist::StateFile::run`]).
-    pub fn states(&self) -> watch::Receiver<Option<Arc<Rollout>>> {
+    fn restore_from(&mut self, restored: Restored) {
+        if let Some(r) = &restored.rollout {
+            self.next_id = self.next_id.max(r.id + 1);
+        }
+        self.restored = Some(restored);
+    }
+
+    /// Starts as a follower of another replica's decisions (leader
+    /// election: every replica starts so, and leads once it holds the
+    /// lease and has read the shared decisions).
+    #[must_use]
+    pub fn following(mut self) -> Self {
+        self.mode = Mode::Following(None);
+        self.publish_view();
+        self
+    }
+
+    /// Whether this replica decides the rollout.
+    pub fn leading(&self) -> bool {
+        matches!(self.mode, Mode::Leading)
+    }
+
+    /// The decisions to save or share, newest first (for
+    /// [`persist::StateFile::run`], [`shared::SharedRollout::publish`]).
+    pub fn states(&self) -> watch::Receiver<Option<Arc<Decisions>>> {
         self.saved.subscribe()
+    }
+
+    fn set_serving(&mut self, cluster: &str, snapshot: Arc<Snapshot>) {
+        self.serving_ids
+            .insert(cluster.to_owned(), version_id(&snapshot));
+        self.serving.insert(cluster.to_owned(), snapshot);
     }
 
     /// Whether changes of `group` go through the rollout.
@@ -232,22 +300,31 @@ impl Controller {
     /// one in flight) for every group whose served snapshot differs from
     /// its newest. Returns what to serve now.
     pub fn built(&mut self, now: Millis, latest: &HashMap<Group, Arc<Snapshot>>) -> Serve {
+        self.latest = latest
+            .iter()
+            .filter(|(g, _)| self.governs(g))
+            .map(|(g, s)| (g.clone(), s.clone()))
+            .collect();
+        if !self.leading() {
+            return self.mirror_serve();
+        }
         let mut serve = Serve::new();
         if let Some(restored) = self.restored.take()
             && self.resume(now, restored, latest, &mut serve)
         {
+            self.publish_view();
             return serve;
         }
         let mut steps = BTreeMap::new();
         let mut versions = HashMap::new();
+        let mut first = Vec::new();
         for (cluster, _) in &self.clusters {
             let Some(to) = latest.get(cluster.as_str()) else {
                 continue;
             };
             let Some(from) = self.serving.get(cluster) else {
                 // The first snapshot of a cluster: nothing to protect.
-                self.serving.insert(cluster.clone(), to.clone());
-                serve.push((Group::from(cluster.as_str()), to.clone()));
+                first.push((cluster.clone(), to.clone()));
                 continue;
             };
             if Arc::ptr_eq(from, to) || version_id(from) == version_id(to) {
@@ -269,7 +346,12 @@ impl Controller {
                 },
             );
         }
+        for (cluster, to) in first {
+            self.set_serving(&cluster, to.clone());
+            serve.push((Group::from(cluster.as_str()), to));
+        }
         if steps.is_empty() || self.is_current(&steps, latest) {
+            self.publish_view();
             return serve;
         }
         let changed: BTreeSet<String> = steps.keys().cloned().collect();
@@ -328,12 +410,14 @@ impl Controller {
             })
     }
 
-    /// The first build after a restart with a saved rollout: every cluster
-    /// of it is served what its state says (its previous or its new
-    /// version, read back from the history); the others their newest. If
-    /// the sources still produce the rollout's new versions, it goes on
-    /// where it was (returns true); otherwise the caller starts a new one
-    /// from what is served now, superseding it.
+    /// The first build after a restart with saved decisions (or after this
+    /// replica took the lead): every cluster of the rollout is served what
+    /// its state says (its previous or its new version), every other one
+    /// the version it was served (so a change made meanwhile goes through
+    /// a rollout too), as far as the snapshots are known; the others their
+    /// newest. If the rollout is unfinished and the sources still produce
+    /// its new versions, it goes on where it was (returns true); otherwise
+    /// the caller starts a new one from what is served now, superseding it.
     fn resume(
         &mut self,
         now: Millis,
@@ -341,20 +425,34 @@ impl Controller {
         latest: &HashMap<Group, Arc<Snapshot>>,
         serve: &mut Serve,
     ) -> bool {
-        let Restored { rollout, snapshots } = restored;
-        let snapshot = |cluster: &str, id: &Option<String>| {
-            id.as_ref()
-                .and_then(|id| snapshots.get(&(cluster.to_owned(), id.clone())).cloned())
+        let Restored {
+            rollout,
+            serving,
+            snapshots,
+        } = restored;
+        let find = |cluster: &str, id: &str| {
+            snapshots
+                .get(&(cluster.to_owned(), id.to_owned()))
+                .cloned()
+                .or_else(|| latest.get(cluster).filter(|l| version_id(l) == id).cloned())
         };
+        let finished = rollout
+            .as_ref()
+            .is_none_or(|r| matches!(r.phase, Phase::Completed | Phase::Superseded { .. }));
         let mut versions = HashMap::new();
-        for (cluster, _) in &self.clusters {
+        let names: Vec<String> = self.clusters.iter().map(|(c, _)| c.clone()).collect();
+        for cluster in names {
             let Some(newest) = latest.get(cluster.as_str()) else {
                 continue;
             };
             let mut served = newest.clone();
-            if let Some(t) = rollout.targets.get(cluster) {
-                let from = snapshot(cluster, &t.step.from);
-                let to = snapshot(cluster, &Some(t.step.to.clone()));
+            let target = rollout
+                .as_ref()
+                .filter(|_| !finished)
+                .and_then(|r| r.targets.get(&cluster));
+            if let Some(t) = target {
+                let from = t.step.from.as_deref().and_then(|id| find(&cluster, id));
+                let to = find(&cluster, &t.step.to);
                 let want = match t.state {
                     ClusterState::Held | ClusterState::Excluded | ClusterState::RolledBack => {
                         from.clone()
@@ -383,10 +481,24 @@ impl Controller {
                         "a version of the saved rollout is not in the history; the cluster is served its newest"
                     ),
                 }
+            } else if let Some(id) = serving.get(&cluster) {
+                match find(&cluster, id) {
+                    Some(s) => served = s,
+                    None => warn!(
+                        cluster = %cluster,
+                        version = %id,
+                        "the version the cluster was served is not in the history; it is served its newest"
+                    ),
+                }
             }
-            self.serving.insert(cluster.clone(), served.clone());
-            serve.push((Group::from(cluster.as_str()), served));
+            if self.serving_ids.get(&cluster) != Some(&version_id(&served)) {
+                self.set_serving(&cluster, served.clone());
+                serve.push((Group::from(cluster.as_str()), served));
+            }
         }
+        let Some(rollout) = rollout else {
+            return false;
+        };
         let unchanged = rollout.targets.iter().all(|(c, t)| {
             latest
                 .get(c.as_str())
@@ -396,16 +508,128 @@ impl Controller {
             rollout = rollout.id,
             phase = rollout.phase.name(),
             unchanged,
-            "rollout restored after a restart"
+            "rollout restored"
         );
         let commands = rollout.restore();
         self.rollout = Some(rollout);
         self.versions = versions;
-        if !unchanged {
+        if finished || !unchanged {
             return false;
         }
         serve.extend(self.carry_out(now, commands));
         true
+    }
+
+    /// Takes the lead (leader election): continues from the decisions
+    /// followed so far, as a restarted hub continues from its state file.
+    /// The caller then reads the ledger ([`Controller::reconcile`]): the
+    /// dialers may have been ACKed before this.
+    pub fn lead(&mut self, now: Millis) -> Serve {
+        let Mode::Following(mirrored) = std::mem::replace(&mut self.mode, Mode::Leading) else {
+            return Serve::new();
+        };
+        let m = mirrored.as_deref().cloned().unwrap_or_default();
+        let mut snapshots = m.snapshots;
+        for (cluster, s) in &self.serving {
+            if let Some(id) = self.serving_ids.get(cluster) {
+                snapshots
+                    .entry((cluster.clone(), id.clone()))
+                    .or_insert_with(|| s.clone());
+            }
+        }
+        info!(
+            rollout = m.decisions.rollout.as_ref().map(|r| r.id),
+            previous_leader = ?m.decisions.by,
+            "leading the rollout: continuing from the shared decisions"
+        );
+        let restored = Restored {
+            rollout: m.decisions.rollout,
+            serving: m.decisions.serving,
+            snapshots,
+        };
+        self.restore_from(restored);
+        if self.latest.is_empty() {
+            // Applied at the first build.
+            self.publish_view();
+            return Serve::new();
+        }
+        let latest = self.latest.clone();
+        self.built(now, &latest)
+    }
+
+    /// Follows another replica's decisions (this one lost the lead, or
+    /// never had it): its own rollout stops deciding.
+    pub fn follow(&mut self, mirrored: Option<Arc<Mirrored>>) -> Serve {
+        if self.leading() {
+            info!("following the leader's rollout decisions");
+        }
+        self.mode = Mode::Following(mirrored);
+        self.versions.clear();
+        self.restored = None;
+        self.next_evaluation = None;
+        self.mirror_serve()
+    }
+
+    /// The leader's decisions changed (ignored while leading: they are this
+    /// replica's own).
+    pub fn mirror(&mut self, mirrored: Option<Arc<Mirrored>>) -> Serve {
+        if self.leading() {
+            return Serve::new();
+        }
+        self.follow(mirrored)
+    }
+
+    /// A follower serves each governed cluster the version the leader
+    /// serves it, found among its newest builds, what it serves and its
+    /// history; one it can't find keeps what it is served (warned once,
+    /// counted in [`shared::METRIC_UNRESOLVED`]). A cluster the leader has
+    /// not served yet gets its newest, as the leader does a first build.
+    fn mirror_serve(&mut self) -> Serve {
+        let Mode::Following(Some(m)) = &self.mode else {
+            return Serve::new();
+        };
+        let m = m.clone();
+        let mut serve = Serve::new();
+        let mut unresolved = 0_u32;
+        let names: Vec<String> = self.clusters.iter().map(|(c, _)| c.clone()).collect();
+        for cluster in names {
+            let Some(newest) = self.latest.get(cluster.as_str()).cloned() else {
+                continue;
+            };
+            let want = match m.decisions.serving.get(&cluster) {
+                None => Some(newest),
+                Some(id) if self.serving_ids.get(&cluster) == Some(id) => continue,
+                Some(id) => {
+                    let found = [Some(&newest), self.serving.get(&cluster)]
+                        .into_iter()
+                        .flatten()
+                        .find(|s| version_id(s) == *id)
+                        .cloned()
+                        .or_else(|| m.snapshots.get(&(cluster.clone(), id.clone())).cloned());
+                    if found.is_none() {
+                        unresolved += 1;
+                        if self.unresolved.insert((cluster.clone(), id.clone())) {
+                            warn!(cluster = %cluster, version = %id, "the leader serves a version this replica has not recorded; it keeps serving what it served");
+                        }
+                    }
+                    found
+                }
+            };
+            let Some(want) = want else { continue };
+            if self
+                .serving
+                .get(&cluster)
+                .is_none_or(|s| !Arc::ptr_eq(s, &want))
+            {
+                self.set_serving(&cluster, want.clone());
+                serve.push((Group::from(cluster.as_str()), want));
+            }
+        }
+        metrics::gauge!(shared::METRIC_UNRESOLVED).set(f64::from(unresolved));
+        self.rollout = m.decisions.rollout.clone();
+        self.gauges();
+        self.publish_view();
+        serve
     }
 
     /// A delivery recorded by the ledger.
@@ -518,6 +742,9 @@ impl Controller {
 
     /// Time passed.
     pub fn tick(&mut self, now: Millis) -> Serve {
+        if !self.leading() {
+            return Serve::new();
+        }
         if let (Some(at), Some(r)) = (self.next_evaluation, &self.rollout)
             && now >= at
         {
@@ -542,6 +769,9 @@ impl Controller {
     /// When the current rollout next needs [`Controller::tick`] (the end of
     /// a bake, the progress deadline).
     pub fn next_tick(&self) -> Option<Millis> {
+        if !self.leading() {
+            return None;
+        }
         let r = self.rollout.as_ref()?;
         let deadline = r.wave_started.saturating_add(r.deadline_ms);
         let next = match r.phase {
@@ -563,6 +793,11 @@ impl Controller {
         cluster: Option<&str>,
         by: &str,
     ) -> Result<Serve, ActionError> {
+        if let Mode::Following(m) = &self.mode {
+            return Err(ActionError::NotLeader {
+                leader: m.as_ref().and_then(|m| m.decisions.by.clone()),
+            });
+        }
         let r = self.rollout.as_mut().ok_or(ActionError::NoRollout)?;
         let commands = match action {
             Action::Promote => r.promote(now, cluster, by)?,
@@ -573,6 +808,9 @@ impl Controller {
     }
 
     fn feed(&mut self, now: Millis, input: Input) -> Serve {
+        if !self.leading() {
+            return Serve::new();
+        }
         let Some(r) = self.rollout.as_mut() else {
             return Serve::new();
         };
@@ -628,15 +866,13 @@ impl Controller {
         let Some(r) = &self.rollout else {
             return Serve::new();
         };
-        let mut serve = Serve::new();
-        let mut held = 0;
+        let mut serve = Vec::new();
         for (cluster, t) in &r.targets {
             let Some(v) = self.versions.get(cluster) else {
                 continue;
             };
             let want = match t.state {
                 ClusterState::Held | ClusterState::Excluded | ClusterState::RolledBack => {
-                    held += 1;
                     v.from.clone()
                 }
                 ClusterState::Released { .. }
@@ -646,11 +882,34 @@ impl Controller {
             let Some(want) = want else { continue };
             let current = self.serving.get(cluster);
             if current.is_none_or(|s| !Arc::ptr_eq(s, &want)) {
-                self.serving.insert(cluster.clone(), want.clone());
-                serve.push((Group::from(cluster.as_str()), want));
+                serve.push((cluster.clone(), want));
             }
         }
-        metrics::gauge!(METRIC_HELD).set(f64::from(held));
+        for (cluster, want) in &serve {
+            self.set_serving(cluster, want.clone());
+        }
+        self.gauges();
+        serve
+            .into_iter()
+            .map(|(c, s)| (Group::from(c.as_str()), s))
+            .collect()
+    }
+
+    /// The phase and held-clusters gauges, for the rollout (this replica's
+    /// or the one it follows).
+    fn gauges(&self) {
+        let Some(r) = &self.rollout else { return };
+        let held = r
+            .targets
+            .values()
+            .filter(|t| {
+                matches!(
+                    t.state,
+                    ClusterState::Held | ClusterState::Excluded | ClusterState::RolledBack
+                )
+            })
+            .count();
+        metrics::gauge!(METRIC_HELD).set(held as f64);
         for p in PHASES {
             metrics::gauge!(METRIC_PHASE, "phase" => p).set(if p == r.phase.name() {
                 1.0
@@ -658,7 +917,6 @@ impl Controller {
                 0.0
             });
         }
-        serve
     }
 
     fn report(&self, event: Event) {
@@ -690,42 +948,61 @@ impl Controller {
     }
 
     fn publish_view(&self) {
-        self.saved.send_replace(self.rollout.clone().map(Arc::new));
+        let decisions = Decisions {
+            by: None,
+            rollout: self.rollout.clone(),
+            serving: self.serving_ids.clone(),
+        };
+        self.saved.send_if_modified(|saved| {
+            if saved.as_deref() == Some(&decisions) {
+                return false;
+            }
+            *saved = Some(Arc::new(decisions));
+            true
+        });
+        let (following, leader) = match &self.mode {
+            Mode::Leading => (false, None),
+            Mode::Following(m) => (true, m.as_ref().and_then(|m| m.decisions.by.clone())),
+        };
         self.view.send_replace(Arc::new(View {
             enabled: true,
             policy: Some(self.policy.clone()),
             rollout: self.rollout.clone(),
+            following,
+            leader,
         }));
     }
 }
 
-/// The rollout saved in `file`, with its clusters' versions read back from
-/// `history` (blocking; at start). A finished rollout holds nothing and is
-/// not restored.
+/// The decisions saved in `file`, with the snapshots of the versions they
+/// name read back from `history` (blocking; at start).
 pub fn restore(
     file: &persist::StateFile,
     history: &crate::history::History,
 ) -> Result<Option<Restored>, persist::LoadError> {
-    let Some(rollout) = file.load()? else {
+    let Some(decisions) = file.load()? else {
         return Ok(None);
     };
-    if matches!(rollout.phase, Phase::Completed | Phase::Superseded { .. }) {
-        return Ok(None);
-    }
-    let mut snapshots = HashMap::new();
-    for (cluster, t) in &rollout.targets {
-        for id in t.step.from.iter().chain(std::iter::once(&t.step.to)) {
-            match history.snapshot(cluster, id) {
-                Ok(s) => {
-                    snapshots.insert((cluster.clone(), id.clone()), s);
-                }
-                Err(e) => {
-                    warn!(cluster = %cluster, version = %id, error = %e, "a version of the saved rollout can't be read from the history");
-                }
+    let mut snapshots = shared::Snapshots::new();
+    for (cluster, id) in decisions.versions() {
+        let key = (cluster.to_owned(), id.to_owned());
+        if snapshots.contains_key(&key) {
+            continue;
+        }
+        match history.snapshot(cluster, id) {
+            Ok(s) => {
+                snapshots.insert(key, s);
+            }
+            Err(e) => {
+                warn!(cluster = %cluster, version = %id, error = %e, "a version of the saved rollout can't be read from the history");
             }
         }
     }
-    Ok(Some(Restored { rollout, snapshots }))
+    Ok(Some(Restored {
+        rollout: decisions.rollout,
+        serving: decisions.serving,
+        snapshots,
+    }))
 }
 
 /// The collections of `to` whose version differs from `from`'s, with

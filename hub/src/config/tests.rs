@@ -186,7 +186,7 @@ fn limits_default_for_a_large_hub_and_are_checked() {
 }
 
 #[test]
-fn a_rollout_needs_history_and_one_replica() {
+fn a_rollout_needs_history_and_unsharded_replicas() {
     let base = format!(
         "{SOURCES}clusters:\n- name: east\n  agent: {{address: 'http://127.0.0.1:9911'}}\n"
     );
@@ -194,12 +194,16 @@ fn a_rollout_needs_history_and_one_replica() {
     let e = err(&format!("{base}{rollout}"));
     assert!(e.contains("rollout: needs `history:`"), "{e}");
     let e = err(&format!(
-        "{base}{rollout}history: {{dir: h}}\nleaderElection: {{enabled: true}}\n"
+        "{base}{rollout}history: {{dir: h}}\nleaderElection: {{enabled: true, shards: 4}}\n"
     ));
     assert!(
-        e.contains("rollout: can't be used with leaderElection"),
+        e.contains("rollout: can't be used with leaderElection.shards"),
         "{e}"
     );
+    let elected = parse(&format!(
+        "{base}{rollout}history: {{dir: h}}\nleaderElection: {{enabled: true}}\n"
+    ));
+    assert!(elected.is_ok(), "replicas share the rollout: {elected:?}");
     let e = err(&format!(
         "{base}history: {{dir: h}}\nrollout:\n  waves:\n  - {{name: w, clusters: [west]}}\n"
     ));

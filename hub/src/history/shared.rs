@@ -10,14 +10,10 @@ use std::collections::BTreeMap;
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
-use kube::api::{Patch, PatchParams, PostParams};
-use kube::runtime::WatchStreamExt as _;
-use kube::runtime::watcher::{self, Event};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::{History, PinRecord};
-use crate::watch_backoff::WatchBackoff;
 
 /// The ConfigMap holding the pins.
 pub const CONFIGMAP: &str = "meshhub-pins";
@@ -66,71 +62,25 @@ impl SharedPins {
     /// Sets (or, with `None`, removes) `cluster`'s pin.
     pub async fn write(&self, cluster: &str, pin: Option<&PinRecord>) -> Result<(), SharedError> {
         let value = pin.map(serde_json::to_string).transpose()?;
-        let patch = serde_json::json!({ "data": { cluster: value } });
-        match self
-            .api
-            .patch(CONFIGMAP, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(e)) if e.code == 404 => {
-                let Some(value) = value else { return Ok(()) };
-                let cm = ConfigMap {
-                    metadata: kube::api::ObjectMeta {
-                        name: Some(CONFIGMAP.to_owned()),
-                        labels: Some(meshhub_kube::object::own_labels()),
-                        ..Default::default()
-                    },
-                    data: Some([(cluster.to_owned(), value)].into()),
-                    ..Default::default()
-                };
-                match self.api.create(&PostParams::default(), &cm).await {
-                    Ok(_) => Ok(()),
-                    // Created meanwhile by another replica: patch it.
-                    Err(kube::Error::Api(e)) if e.code == 409 => {
-                        self.api
-                            .patch(CONFIGMAP, &PatchParams::default(), &Patch::Merge(&patch))
-                            .await?;
-                        Ok(())
-                    }
-                    Err(e) => Err(e.into()),
-                }
-            }
-            Err(e) => Err(e.into()),
-        }
+        let data = [(cluster.to_owned(), value)].into();
+        crate::configmap::write_keys(&self.api, CONFIGMAP, data).await?;
+        Ok(())
     }
 
     /// Follows the ConfigMap until `shutdown` and makes `history` serve
     /// what it says.
     pub async fn follow(self, history: History, shutdown: CancellationToken) {
-        let config = watcher::Config::default().fields(&format!("metadata.name={CONFIGMAP}"));
-        // Backed off like every Kubernetes watch of the hub: a failing API
-        // server is not retried in a tight loop.
-        let mut events = watcher::watcher(self.api.clone(), config)
-            .backoff(WatchBackoff::new())
-            .boxed();
-        // The ConfigMap as listed so far (an initial list ends with InitDone).
-        let mut listing: Option<BTreeMap<String, String>> = None;
+        let mut changes = crate::configmap::watch_data(self.api.clone(), CONFIGMAP);
         loop {
             let ev = tokio::select! {
                 _ = shutdown.cancelled() => return,
-                ev = events.next() => match ev {
+                ev = changes.next() => match ev {
                     Some(ev) => ev,
                     None => return,
                 },
             };
             let desired = match ev {
-                Ok(Event::Init) => {
-                    listing = Some(BTreeMap::new());
-                    continue;
-                }
-                Ok(Event::InitApply(cm)) => {
-                    listing = Some(cm.data.unwrap_or_default());
-                    continue;
-                }
-                Ok(Event::InitDone) => listing.take().unwrap_or_default(),
-                Ok(Event::Apply(cm)) => cm.data.unwrap_or_default(),
-                Ok(Event::Delete(_)) => BTreeMap::new(),
+                Ok(data) => data,
                 Err(e) => {
                     warn!(error = %e, configmap = %self.location(), "watching the shared pins failed; retrying");
                     continue;

@@ -1,13 +1,15 @@
 //! The rollout's state on disk (`rollout.json` beside the history
-//! database), so a restarted hub keeps holding the clusters a rollout holds
-//! and continues where it was. The controller publishes its state on a
+//! database): the [`Decisions`] — the rollout and what each dialed cluster
+//! is served — so a restarted hub keeps serving and holding what it did
+//! and continues where it was (with `leaderElection` the replicas share
+//! them through [`super::shared`] instead). The controller publishes its state on a
 //! watch channel; one task writes the newest (atomically: a temporary file
 //! renamed over the old), so the pipeline never waits for the disk.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use meshhub_rollout::Rollout;
+use super::shared::Decisions;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
@@ -55,8 +57,8 @@ impl StateFile {
         }
     }
 
-    /// The saved rollout (`None`: none saved; blocking).
-    pub fn load(&self) -> Result<Option<Rollout>, LoadError> {
+    /// The saved decisions (`None`: none saved; blocking).
+    pub fn load(&self) -> Result<Option<Decisions>, LoadError> {
         let text = match std::fs::read_to_string(&self.path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -67,7 +69,7 @@ impl StateFile {
                 });
             }
         };
-        serde_json::from_str(&text)
+        Decisions::parse(&text)
             .map(Some)
             .map_err(|source| LoadError::Parse {
                 path: self.path.clone(),
@@ -79,7 +81,7 @@ impl StateFile {
     /// last one once more, so nothing decided is lost).
     pub async fn run(
         self,
-        mut states: watch::Receiver<Option<Arc<Rollout>>>,
+        mut states: watch::Receiver<Option<Arc<Decisions>>>,
         shutdown: CancellationToken,
     ) {
         metrics::counter!(METRIC_WRITE_ERRORS).increment(0);
@@ -107,7 +109,7 @@ impl StateFile {
         }
     }
 
-    fn write(&self, state: &Rollout) -> std::io::Result<()> {
+    fn write(&self, state: &Decisions) -> std::io::Result<()> {
         let text = serde_json::to_vec_pretty(state).map_err(std::io::Error::other)?;
         let tmp = self.path.with_extension("json.tmp");
         {

@@ -88,7 +88,8 @@ async fn act(
         Err(e) => {
             let code = match &e {
                 ActionError::NotConfigured | ActionError::NoRollout => StatusCode::NOT_FOUND,
-                ActionError::Refused(_) => StatusCode::CONFLICT,
+                // The leader is named: the caller retries there.
+                ActionError::Refused(_) | ActionError::NotLeader { .. } => StatusCode::CONFLICT,
                 ActionError::Gone => StatusCode::SERVICE_UNAVAILABLE,
             };
             (code, format!("{e}\n")).into_response()

@@ -259,3 +259,153 @@ fn a_drop_of_the_new_version_by_the_canarys_istiod_rolls_it_back_and_an_old_one_
         failure.message
     );
 }
+
+/// What a follower reads: `leader`'s newest decisions, signed by
+/// `hub-a`, with the snapshots of `known` (its history).
+fn mirrored(
+    leader: &Controller,
+    known: &[&HashMap<Group, Arc<Snapshot>>],
+) -> Option<Arc<Mirrored>> {
+    let decisions = leader
+        .states()
+        .borrow()
+        .as_deref()
+        .cloned()
+        .unwrap_or_default();
+    let mut snapshots = shared::Snapshots::new();
+    for l in known {
+        for (g, s) in l.iter() {
+            snapshots.insert((g.to_string(), version_id(s)), s.clone());
+        }
+    }
+    Some(Arc::new(Mirrored {
+        decisions: Decisions {
+            by: Some("hub-a".into()),
+            ..decisions
+        },
+        snapshots,
+    }))
+}
+
+fn served(serve: &Serve) -> BTreeMap<String, String> {
+    serve
+        .iter()
+        .map(|(g, s)| (g.to_string(), version_id(s)))
+        .collect()
+}
+
+#[test]
+fn a_follower_serves_what_the_leader_decided_and_sends_operators_to_it() {
+    let (mut leader, mut follower) = (controller(), controller().following());
+    let (v1, v2) = (latest("1"), latest("2"));
+    let id = |l: &HashMap<Group, Arc<Snapshot>>| version_id(&l[&Group::from("a")]);
+    leader.built(0, &v1);
+    // Nothing read from the leader yet: the dialed clusters wait.
+    assert!(follower.built(0, &v1).is_empty());
+    let serve = follower.mirror(mirrored(&leader, &[]));
+    assert_eq!(names(&serve), ["a", "b", "c"]);
+
+    leader.built(10, &v2);
+    // The follower built v2 too, but only the leader's decision moves it.
+    assert!(follower.built(10, &v2).is_empty());
+    let serve = follower.mirror(mirrored(&leader, &[]));
+    assert_eq!(served(&serve), BTreeMap::from([("a".to_owned(), id(&v2))]));
+    let view = follower.view.borrow().clone();
+    assert!(view.following);
+    assert_eq!(view.leader.as_deref(), Some("hub-a"));
+    assert_eq!(view.rollout.as_ref().map(|r| r.id), Some(1));
+
+    // Followers decide nothing: operators are sent to the leader; ACKs,
+    // ticks and gates are the leader's.
+    let Err(ActionError::NotLeader { leader: who }) =
+        follower.act(20, Action::Promote, None, "ops")
+    else {
+        panic!("a follower must refuse operators' actions");
+    };
+    assert_eq!(who.as_deref(), Some("hub-a"));
+    assert!(
+        follower
+            .delivery(20, &delivery("a", &v2[&Group::from("a")], Outcome::Ack))
+            .is_empty()
+    );
+    assert_eq!(follower.next_tick(), None);
+    assert!(follower.tick(1_000_000).is_empty());
+}
+
+#[test]
+fn a_follower_that_takes_the_lead_continues_the_rollout_where_the_leader_left_it() {
+    let (mut leader, mut follower) = (controller(), controller().following());
+    let (v1, v2) = (latest("1"), latest("2"));
+    leader.built(0, &v1);
+    follower.built(0, &v1);
+    follower.mirror(mirrored(&leader, &[]));
+    leader.built(10, &v2);
+    leader.delivery(20, &delivery("a", &v2[&Group::from("a")], Outcome::Ack));
+    follower.built(10, &v2);
+    follower.mirror(mirrored(&leader, &[&v1]));
+    // The leader is gone; the follower leads: same rollout, same holds.
+    let serve = follower.lead(30);
+    assert!(
+        serve.is_empty(),
+        "nothing served changes: {:?}",
+        names(&serve)
+    );
+    let r = follower.rollout.as_ref().unwrap();
+    assert_eq!(r.id, 1);
+    assert!(matches!(r.phase, Phase::Baking { .. }), "{:?}", r.phase);
+    assert!(!follower.view.borrow().following);
+    let serve = follower.tick(1_020);
+    assert_eq!(names(&serve), ["b", "c"]);
+    for cl in ["b", "c"] {
+        follower.delivery(40, &delivery(cl, &v2[&Group::from(cl)], Outcome::Ack));
+    }
+    follower.tick(2_040);
+    assert_eq!(follower.rollout.as_ref().unwrap().phase, Phase::Completed);
+    // Its decisions are what the next follower reads.
+    let shared = follower.states().borrow().clone().unwrap();
+    assert_eq!(shared.rollout.as_ref().map(|r| r.id), Some(1));
+    assert_eq!(shared.serving["c"], version_id(&v2[&Group::from("c")]));
+}
+
+#[test]
+fn a_change_the_old_leader_never_rolled_out_goes_through_the_waves_under_the_new_one() {
+    let (mut leader, mut follower) = (controller(), controller().following());
+    let (v1, v2) = (latest("1"), latest("2"));
+    leader.built(0, &v1);
+    follower.built(0, &v1);
+    follower.mirror(mirrored(&leader, &[&v1]));
+    // The change reached the follower's sources; the leader died first.
+    follower.built(10, &v2);
+    let serve = follower.lead(20);
+    assert_eq!(names(&serve), ["a"], "only the canary gets it");
+    let r = follower.rollout.as_ref().unwrap();
+    assert_eq!(r.id, 1);
+    assert_eq!(r.targets["c"].state, ClusterState::Held);
+}
+
+#[test]
+fn a_restarted_hub_serves_what_it_served_and_rolls_out_what_changed_while_it_was_down() {
+    let (v1, v2) = (latest("1"), latest("2"));
+    let mut before = controller();
+    before.built(0, &v1);
+    let saved = before.states().borrow().as_deref().cloned().unwrap();
+    let snapshots = v1
+        .iter()
+        .map(|(g, s)| ((g.to_string(), version_id(s)), s.clone()))
+        .collect();
+    let mut after = controller().restoring(Restored {
+        rollout: saved.rollout,
+        serving: saved.serving,
+        snapshots,
+    });
+    let serve = after.built(10, &v2);
+    let versions = served(&serve);
+    assert_eq!(versions["a"], version_id(&v2[&Group::from("a")]));
+    for cl in ["b", "c"] {
+        assert_eq!(versions[cl], version_id(&v1[&Group::from(cl)]), "{cl} held");
+    }
+    assert_eq!(
+        after.rollout.as_ref().unwrap().targets["b"].state,
+        ClusterState::Held
+    );
+}

@@ -1,0 +1,92 @@
+//! State the hub replicas share through one ConfigMap each (the pins, the
+//! rollout): writing some of its keys, and following its data.
+
+use std::collections::BTreeMap;
+
+use futures::stream::BoxStream;
+use futures::{StreamExt as _, TryStreamExt as _};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::runtime::WatchStreamExt as _;
+use kube::runtime::watcher::{self, Event};
+
+use crate::watch_backoff::WatchBackoff;
+
+/// Sets the keys of `data` in ConfigMap `name` (a `None` value removes
+/// its key), creating the ConfigMap (labelled as meshhub's) when it does
+/// not exist yet. Keys not named keep their values.
+pub async fn write_keys(
+    api: &Api<ConfigMap>,
+    name: &str,
+    data: BTreeMap<String, Option<String>>,
+) -> Result<(), kube::Error> {
+    let patch = serde_json::json!({ "data": &data });
+    match api
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => {
+            let values: BTreeMap<String, String> = data
+                .into_iter()
+                .filter_map(|(k, v)| v.map(|v| (k, v)))
+                .collect();
+            if values.is_empty() {
+                return Ok(());
+            }
+            let cm = ConfigMap {
+                metadata: kube::api::ObjectMeta {
+                    name: Some(name.to_owned()),
+                    labels: Some(meshhub_kube::object::own_labels()),
+                    ..Default::default()
+                },
+                data: Some(values),
+                ..Default::default()
+            };
+            match api.create(&PostParams::default(), &cm).await {
+                Ok(_) => Ok(()),
+                // Created meanwhile by another replica: patch it.
+                Err(kube::Error::Api(e)) if e.code == 409 => {
+                    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                        .await?;
+                    Ok(())
+                }
+                Err(e) => Err(e),
+            }
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The data of ConfigMap `name`, whole, after the first listing and after
+/// every change (empty while the ConfigMap does not exist). Errors are
+/// the watch's; it goes on after them, backed off like every Kubernetes
+/// watch of the hub.
+pub fn watch_data(
+    api: Api<ConfigMap>,
+    name: &str,
+) -> BoxStream<'static, Result<BTreeMap<String, String>, watcher::Error>> {
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    // The ConfigMap as listed so far (an initial list ends with InitDone).
+    let mut listing: Option<BTreeMap<String, String>> = None;
+    watcher::watcher(api, config)
+        .backoff(WatchBackoff::new())
+        .try_filter_map(move |ev| {
+            let data = match ev {
+                Event::Init => {
+                    listing = Some(BTreeMap::new());
+                    None
+                }
+                Event::InitApply(cm) => {
+                    listing = Some(cm.data.unwrap_or_default());
+                    None
+                }
+                Event::InitDone => Some(listing.take().unwrap_or_default()),
+                Event::Apply(cm) => Some(cm.data.unwrap_or_default()),
+                Event::Delete(_) => Some(BTreeMap::new()),
+            };
+            futures::future::ready(Ok(data))
+        })
+        .boxed()
+}

@@ -1,0 +1,310 @@
+//! The rollout shared by hub replicas (`leaderElection`). The leader
+//! decides; its [`Decisions`] — the rollout's state and the version each
+//! dialed cluster is served — go to the ConfigMap [`CONFIGMAP`] in the
+//! Lease's namespace. Every other replica follows that ConfigMap and
+//! serves the same versions, read from its own history (version ids are
+//! content digests, equal on every replica), so a consumer dialing any
+//! replica sees what the rollout allows. A replica that becomes leader
+//! continues from the decisions it followed, as a restarted hub continues
+//! from its state file: the same rollout, the same holds.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt as _;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
+use meshhub_mcp::snapshot::Snapshot;
+use meshhub_rollout::Rollout;
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use crate::history::History;
+use crate::leader::LeaderStatus;
+
+/// The ConfigMap holding the leader's decisions.
+pub const CONFIGMAP: &str = "meshhub-rollout";
+/// Its data key.
+pub const KEY: &str = "decisions";
+
+/// Counter: failed writes of the shared decisions.
+pub const METRIC_WRITE_ERRORS: &str = "meshhub_rollout_shared_write_errors_total";
+/// Gauge: clusters whose shared version this replica can't serve (not in
+/// its history); it keeps serving what it served.
+pub const METRIC_UNRESOLVED: &str = "meshhub_rollout_unresolved_clusters";
+
+/// What the deciding replica (the leader, or a hub alone) decided: what
+/// its state file and the shared ConfigMap hold.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Decisions {
+    /// The replica that decided (with leader election).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+    /// The current (or last) rollout.
+    #[serde(default)]
+    pub rollout: Option<Rollout>,
+    /// Per dialed cluster, the id of the version it is served (always
+    /// written: it tells decisions from a bare rollout).
+    pub serving: BTreeMap<String, String>,
+}
+
+impl Decisions {
+    /// The decisions in `text`: this format, or a rollout alone (the state
+    /// file of hubs before the decisions were shared).
+    pub fn parse(text: &str) -> Result<Self, serde_json::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Saved {
+            Rollout(Box<Rollout>),
+            Decisions(Box<Decisions>),
+        }
+        Ok(match serde_json::from_str(text)? {
+            Saved::Rollout(r) => Decisions {
+                rollout: Some(*r),
+                ..Decisions::default()
+            },
+            Saved::Decisions(d) => *d,
+        })
+    }
+
+    /// The `(cluster, version id)` pairs the decisions name.
+    pub fn versions(&self) -> impl Iterator<Item = (&str, &str)> {
+        let serving = self.serving.iter().map(|(c, v)| (c.as_str(), v.as_str()));
+        let targets = self.rollout.iter().flat_map(|r| {
+            r.targets.iter().flat_map(|(c, t)| {
+                t.step
+                    .from
+                    .iter()
+                    .chain(std::iter::once(&t.step.to))
+                    .map(move |v| (c.as_str(), v.as_str()))
+            })
+        });
+        serving.chain(targets)
+    }
+}
+
+/// The snapshots behind decisions' version ids, as far as this replica's
+/// history has them.
+pub type Snapshots = HashMap<(String, String), Arc<Snapshot>>;
+
+/// The leader's decisions as a follower sees them, with the snapshots
+/// its history has of the versions they name.
+#[derive(Clone, Debug, Default)]
+pub struct Mirrored {
+    /// The decisions.
+    pub decisions: Decisions,
+    /// Their versions' snapshots read from the history (a version this
+    /// replica has just built may not be recorded yet: the controller also
+    /// looks at its newest builds).
+    pub snapshots: Snapshots,
+}
+
+/// The followers' view: `None` until the ConfigMap was listed once.
+pub type MirrorReceiver = watch::Receiver<Option<Arc<Mirrored>>>;
+
+/// The ConfigMap's client.
+#[derive(Clone)]
+pub struct SharedRollout {
+    api: Api<ConfigMap>,
+    namespace: String,
+}
+
+impl std::fmt::Debug for SharedRollout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedRollout")
+            .field("namespace", &self.namespace)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SharedRollout {
+    /// The decisions in `namespace` (the leader election's), over `client`.
+    pub fn new(client: kube::Client, namespace: &str) -> Self {
+        Self {
+            api: Api::namespaced(client, namespace),
+            namespace: namespace.to_owned(),
+        }
+    }
+
+    /// `namespace/name` of the ConfigMap.
+    pub fn location(&self) -> String {
+        format!("{}/{CONFIGMAP}", self.namespace)
+    }
+
+    /// Writes the newest of `decisions` while this replica leads (`leader`),
+    /// signed with its identity, until `shutdown` (then the last one once
+    /// more if it still leads). A failed write is retried after a second
+    /// unless newer decisions came.
+    pub async fn publish(
+        self,
+        mut decisions: watch::Receiver<Option<Arc<Decisions>>>,
+        mut leader: watch::Receiver<LeaderStatus>,
+        shutdown: CancellationToken,
+    ) {
+        metrics::counter!(METRIC_WRITE_ERRORS).increment(0);
+        let mut written: Option<Arc<Decisions>> = None;
+        let mut retry = false;
+        loop {
+            let stop = tokio::select! {
+                changed = decisions.changed() => changed.is_err(),
+                changed = leader.changed() => changed.is_err(),
+                () = tokio::time::sleep(Duration::from_secs(1)), if retry => false,
+                () = shutdown.cancelled() => true,
+            };
+            let status = leader.borrow_and_update().clone();
+            let newest = decisions.borrow_and_update().clone();
+            retry = false;
+            if !status.is_leader {
+                // Written again when this replica leads again.
+                written = None;
+            }
+            if let (true, Some(d)) = (status.is_leader, newest) {
+                let fresh = written.as_ref().is_none_or(|w| !Arc::ptr_eq(w, &d));
+                if fresh {
+                    match self.write(&d, status.identity.clone()).await {
+                        Ok(()) => {
+                            debug!(configmap = %self.location(), "rollout decisions shared");
+                            written = Some(d);
+                        }
+                        Err(e) => {
+                            metrics::counter!(METRIC_WRITE_ERRORS).increment(1);
+                            warn!(configmap = %self.location(), error = %e, "can't share the rollout's decisions; retrying");
+                            retry = true;
+                        }
+                    }
+                }
+            }
+            if stop {
+                break;
+            }
+        }
+    }
+
+    async fn write(&self, d: &Decisions, by: Option<String>) -> Result<(), WriteError> {
+        let signed = Decisions {
+            by,
+            ..Decisions::clone(d)
+        };
+        let text = serde_json::to_string(&signed)?;
+        let data = [(KEY.to_owned(), Some(text))].into();
+        crate::configmap::write_keys(&self.api, CONFIGMAP, data).await?;
+        Ok(())
+    }
+
+    /// Follows the ConfigMap until `shutdown`, sending what it says with
+    /// the snapshots `history` has of its versions (read once each).
+    pub async fn follow(
+        self,
+        history: History,
+        mirrored: watch::Sender<Option<Arc<Mirrored>>>,
+        shutdown: CancellationToken,
+    ) {
+        let mut changes = crate::configmap::watch_data(self.api.clone(), CONFIGMAP);
+        let mut known = Snapshots::new();
+        loop {
+            let ev = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                ev = changes.next() => match ev {
+                    Some(ev) => ev,
+                    None => return,
+                },
+            };
+            let data = match ev {
+                Ok(data) => data,
+                Err(e) => {
+                    warn!(error = %e, configmap = %self.location(), "watching the shared rollout failed; retrying");
+                    continue;
+                }
+            };
+            let decisions = match data.get(KEY).map(|t| Decisions::parse(t)) {
+                None => Decisions::default(),
+                Some(Ok(d)) => d,
+                Some(Err(e)) => {
+                    // Keep following what was last readable.
+                    warn!(error = %e, configmap = %self.location(), "unreadable rollout decisions in the shared ConfigMap; ignored");
+                    continue;
+                }
+            };
+            let wanted: Vec<(String, String)> = decisions
+                .versions()
+                .map(|(c, v)| (c.to_owned(), v.to_owned()))
+                .collect();
+            known.retain(|k, _| wanted.contains(k));
+            let missing: Vec<(String, String)> = wanted
+                .into_iter()
+                .filter(|k| !known.contains_key(k))
+                .collect();
+            if !missing.is_empty() {
+                let h = history.clone();
+                let read = tokio::task::spawn_blocking(move || {
+                    missing
+                        .into_iter()
+                        .filter_map(|(c, v)| h.snapshot(&c, &v).ok().map(|s| ((c, v), s)))
+                        .collect::<Vec<_>>()
+                })
+                .await;
+                match read {
+                    Ok(found) => known.extend(found),
+                    Err(e) => std::panic::resume_unwind(e.into_panic()),
+                }
+            }
+            if let Some(r) = &decisions.rollout {
+                info!(rollout = r.id, phase = r.phase.name(), by = ?decisions.by, "shared rollout decisions read");
+            }
+            mirrored.send_replace(Some(Arc::new(Mirrored {
+                decisions,
+                snapshots: known.clone(),
+            })));
+        }
+    }
+}
+
+/// Why the decisions can't be shared.
+#[derive(Debug, thiserror::Error)]
+enum WriteError {
+    #[error("ConfigMap {CONFIGMAP}")]
+    Api(#[from] kube::Error),
+    #[error("rollout decisions")]
+    Json(#[from] serde_json::Error),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_state_file_of_an_older_hub_reads_as_its_rollout() {
+        let (old, _) = Rollout::start(
+            7,
+            1,
+            Vec::new(),
+            BTreeMap::new(),
+            60_000,
+            meshhub_rollout::OnFailure::Rollback,
+            None,
+        );
+        let rollout = serde_json::to_string(&old).unwrap();
+        let d = Decisions::parse(&rollout).unwrap();
+        assert_eq!(d.rollout.as_ref().map(|r| r.id), Some(7));
+        assert!(d.serving.is_empty());
+        let text = serde_json::to_string(&Decisions {
+            by: Some("hub-a".into()),
+            rollout: d.rollout.clone(),
+            serving: [("east".to_owned(), "abc".to_owned())].into(),
+        })
+        .unwrap();
+        let back = Decisions::parse(&text).unwrap();
+        assert_eq!(back.by.as_deref(), Some("hub-a"));
+        assert_eq!(back.rollout, d.rollout);
+        assert_eq!(back.serving["east"], "abc");
+        assert!(Decisions::parse("{\"rollout\": 3}").is_err());
+        assert!(
+            Decisions::parse("{\"id\": 7}").is_err(),
+            "neither a rollout nor decisions"
+        );
+    }
+}

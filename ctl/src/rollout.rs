@@ -59,6 +59,12 @@ struct View {
     policy: Option<Policy>,
     #[serde(default)]
     rollout: Option<Rollout>,
+    /// The replica asked follows the leader's decisions.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    following: bool,
+    /// The replica deciding (with leader election).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    leader: Option<String>,
 }
 
 pub async fn run(args: RolloutArgs) -> Result<(), String> {
@@ -140,6 +146,12 @@ fn table(view: &View) -> String {
         }
         Phase::Superseded { by } => out.push_str(&format!("superseded by rollout {by}\n")),
         _ => {}
+    }
+    if view.following {
+        out.push_str(&format!(
+            "decided by the leader {} (this replica follows; promote, abort and resume go to the leader)\n",
+            view.leader.as_deref().unwrap_or("(not known yet)")
+        ));
     }
     let mut rows = vec![vec![
         "WAVE".to_owned(),

@@ -18,6 +18,7 @@ mod multicluster;
 mod reconnect_churn;
 mod rollout_clusters;
 mod rollout_gates;
+mod rollout_replicas;
 mod sharded_dial_out;
 mod shared_pins;
 mod status_writeback;

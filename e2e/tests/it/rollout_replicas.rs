@@ -1,0 +1,227 @@
+//! The staged rollout shared by two hub replicas, with a real
+//! kube-apiserver: both run as the hub's ServiceAccount (the RBAC of
+//! deploy/rbac/hub.yaml), elect a leader through the Lease, and share the
+//! rollout through the ConfigMap `meshhub-rollout`; three real agents.
+//!
+//! Covered: the follower shows the leader's rollout (same id, phase and
+//! holds) and serves its consumers what the leader decided (a held
+//! cluster's previous version), and sends operators to the leader; after
+//! a SIGKILL of the leader the follower takes the lead and continues the
+//! same rollout — the held clusters stay held until it is promoted there —
+//! and completes it. Prints the time from the kill to the new leader
+//! deciding.
+
+use std::time::Instant;
+
+use ::kube::Api;
+use k8s_openapi::api::core::v1::ConfigMap;
+use meshhub_e2e::kube::ControlPlanes;
+use meshhub_e2e::yaml::{cluster, files_hub};
+use meshhub_e2e::*;
+use meshhub_testkit::eventually_blocking;
+use meshhub_testkit::fixtures::write_atomic;
+use meshhub_testkit::http::get_blocking;
+use meshhub_testkit::objects::vs;
+use serde_json::Value;
+
+/// `GET /rollout` of `hub`.
+fn rollout(hub: &HubProc) -> Value {
+    let (code, body) = eventually_blocking("hub /rollout", || get_blocking(hub.admin, "/rollout"));
+    assert_eq!(code, 200, "{body}");
+    serde_json::from_str(&body).expect("rollout JSON")
+}
+
+fn phase(view: &Value) -> String {
+    view["rollout"]["phase"]["phase"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// The hosts of the virtual services served at `server` to `cluster`.
+fn hosts(server: std::net::SocketAddr, cluster: &str) -> Vec<String> {
+    let (status, out, _) = watch_once(server, Some(cluster));
+    if !status.success() {
+        return Vec::new();
+    }
+    let mut h: Vec<String> = out
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|o| o["spec"]["hosts"][0].as_str().map(str::to_owned))
+        .collect();
+    h.sort();
+    h
+}
+
+fn is_leader(hub: &HubProc) -> bool {
+    hub.status()["leader"]["is_leader"] == true
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_share_the_rollout_and_a_new_leader_continues_it() {
+    let _turn = turn(module_path!());
+    let planes = ControlPlanes::start_bare(&["primary"]).await;
+    let kubeconfig = planes.hub_service_account("primary").await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path().join("logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    let objects = dir.path().join("objects");
+    std::fs::create_dir_all(&objects).unwrap();
+    write_atomic(&objects.join("reviews.yaml"), &vs("reviews", "reviews-v1"));
+    let agents: Vec<AgentProc> = ["a", "b", "c"]
+        .iter()
+        .map(|c| AgentProc::start(c, dir.path(), &logs, None))
+        .collect();
+    let clusters: String = agents
+        .iter()
+        .map(|a| {
+            cluster(
+                &a.cluster,
+                "    namespaces: [bookinfo]\n",
+                format!("http://{}", a.sink),
+                "",
+            )
+        })
+        .collect();
+    // Canary, then a wave after which an operator promotes, then the rest.
+    let policy = "rollout:\n  waves:\n  - {name: canary, clusters: [a], bake: 1s}\n  - {name: second, clusters: [b], bake: 1s, promotion: manual}\n  - {name: rest, rest: true, bake: 1s}\n";
+    let config = |id: &str| {
+        let path = dir.path().join(format!("{id}.yaml"));
+        let leader = format!(
+            "leaderElection:\n  enabled: true\n  namespace: meshhub\n  identity: {id}\n  leaseDuration: 3s\n  renewDeadline: 2s\n  retryPeriod: 500ms\n  kubeconfig: {}\nhistory:\n  dir: {}\n{policy}",
+            kubeconfig.display(),
+            dir.path().join(format!("history-{id}")).display()
+        );
+        std::fs::write(&path, files_hub(objects.display(), &clusters, &leader)).unwrap();
+        path
+    };
+    let ids = ["hub-a", "hub-b"];
+    let mut hubs: Vec<HubProc> = ids
+        .iter()
+        .map(|id| HubProc::start(id, &config(id), &logs))
+        .collect();
+    let li = eventually_blocking("a leader", || hubs.iter().position(is_leader));
+    let (leader_id, follower_id) = (ids[li], ids[1 - li]);
+    for agent in &agents {
+        eventually_blocking(&format!("{} holds v1", agent.cluster), || {
+            (hosts(agent.grpc, &agent.cluster) == ["reviews-v1"]).then_some(())
+        });
+    }
+
+    let (leader, follower) = (&hubs[li], &hubs[1 - li]);
+    // A change: the canary and the second wave get it, the rest waits for
+    // an operator.
+    write_atomic(&objects.join("reviews.yaml"), &vs("reviews", "reviews-v2"));
+    eventually_blocking("the last wave awaits promotion", || {
+        (phase(&rollout(leader)) == "awaitingPromotion").then_some(())
+    });
+    let decided = rollout(leader);
+    let id = decided["rollout"]["id"].clone();
+    assert_eq!(decided["following"], Value::Null, "{decided}");
+    // The follower shows the leader's rollout, and who decided it.
+    let seen = eventually_blocking("the follower shows the leader's rollout", || {
+        let v = rollout(follower);
+        (phase(&v) == "awaitingPromotion").then_some(v)
+    });
+    assert_eq!(seen["following"], true, "{seen}");
+    assert_eq!(seen["leader"], leader_id, "{seen}");
+    assert_eq!(seen["rollout"], decided["rollout"], "the same rollout");
+    // Both replicas serve each cluster's group what the rollout allows:
+    // consumers dialing the follower see the held clusters' v1 too.
+    for (cluster, want) in [
+        ("a", "reviews-v2"),
+        ("b", "reviews-v2"),
+        ("c", "reviews-v1"),
+    ] {
+        for hub in [leader, follower] {
+            eventually_blocking(&format!("{cluster} served {want}"), || {
+                (hosts(hub.grpc, cluster) == [want]).then_some(())
+            });
+        }
+    }
+    assert_eq!(hosts(agents[1].grpc, "b"), ["reviews-v2"]);
+    assert_eq!(hosts(agents[2].grpc, "c"), ["reviews-v1"]);
+    // The decisions are in the ConfigMap, signed by the leader.
+    let cms: Api<ConfigMap> = Api::namespaced(planes.client("primary").await, "meshhub");
+    let cm = cms.get("meshhub-rollout").await.unwrap();
+    let shared: Value = serde_json::from_str(&cm.data.unwrap()["decisions"]).unwrap();
+    assert_eq!(shared["by"], leader_id);
+    assert_eq!(shared["rollout"]["id"], id);
+    // Operators are sent to the leader.
+    let (status, _, err) = meshhubctl(&[
+        "rollout",
+        "promote",
+        "--admin",
+        &format!("http://{}", follower.admin),
+    ]);
+    assert!(!status.success());
+    assert!(
+        err.contains("does not lead the rollout") && err.contains(leader_id),
+        "{err}"
+    );
+    let (status, out, err) = meshhubctl(&[
+        "rollout",
+        "status",
+        "--admin",
+        &format!("http://{}", follower.admin),
+    ]);
+    assert!(status.success(), "{err}");
+    assert!(
+        out.contains(&format!("decided by the leader {leader_id}")),
+        "{out}"
+    );
+
+    // The leader dies mid-rollout: the follower leads and continues it.
+    let killed = Instant::now();
+    hubs[li].proc.kill();
+    let follower = &hubs[1 - li];
+    let took_over = eventually_blocking("the follower leads the rollout", || {
+        let v = rollout(follower);
+        (v["following"] == Value::Null && is_leader(follower)).then_some(killed.elapsed())
+    });
+    let continued = rollout(follower);
+    assert_eq!(
+        continued["rollout"]["id"], id,
+        "the same rollout: {continued}"
+    );
+    assert_eq!(phase(&continued), "awaitingPromotion", "{continued}");
+    eventually_blocking("the new leader dials the canary", || {
+        synced(&follower.status(), "a", meshhub_testkit::objects::VS).then_some(())
+    });
+    // The held cluster stays held under the new leader.
+    assert_eq!(hosts(agents[2].grpc, "c"), ["reviews-v1"]);
+    assert_eq!(
+        continued["rollout"]["targets"]["c"]["state"]["state"], "held",
+        "{continued}"
+    );
+    let (status, _, err) = meshhubctl(&[
+        "rollout",
+        "promote",
+        "--as",
+        "ops",
+        "--admin",
+        &format!("http://{}", follower.admin),
+    ]);
+    assert!(status.success(), "{err}");
+    eventually_blocking("the rollout completes under the new leader", || {
+        (phase(&rollout(follower)) == "completed").then_some(())
+    });
+    for agent in &agents {
+        assert_eq!(
+            hosts(agent.grpc, &agent.cluster),
+            ["reviews-v2"],
+            "{}",
+            agent.cluster
+        );
+    }
+    let cm = cms.get("meshhub-rollout").await.unwrap();
+    let shared: Value = serde_json::from_str(&cm.data.unwrap()["decisions"]).unwrap();
+    assert_eq!(shared["by"], follower_id);
+    assert_eq!(shared["rollout"]["phase"]["phase"], "completed");
+    println!(
+        "rollout replicas: leader SIGKILLed -> the other replica leads the same rollout in {:.2} s (lease 3 s)",
+        took_over.as_secs_f64()
+    );
+}

@@ -518,7 +518,9 @@ async fn a_change_walks_three_real_clusters_and_a_refused_one_is_rolled_back() {
             phase(r) == "baking"
                 && r["rollout"]["wave"] == 1
                 && w.seen.contains_key("r2")
-                && saved.is_some_and(|s| s["wave"] == 1 && s["phase"]["phase"] == "baking")
+                && saved.is_some_and(|s| {
+                    s["rollout"]["wave"] == 1 && s["rollout"]["phase"]["phase"] == "baking"
+                })
         })
         .await;
     let id = w.id.unwrap();

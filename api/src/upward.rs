@@ -47,6 +47,9 @@ pub struct HeldView {
     /// The last change it refused (`version: message`).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub refused: String,
+    /// The hub's version of that refused change (empty: none).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub refused_version: String,
 }
 
 /// One local consumer of the agent.

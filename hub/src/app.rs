@@ -37,7 +37,7 @@ use crate::groups::{GroupRules, LiveRules};
 use crate::history::History;
 use crate::history::routes::HistoryState;
 use crate::history::shared::SharedPins;
-use crate::leader::{Elector, LeaderStatus, ShardElector};
+use crate::leader::{Elector, LeaderElectionSpec, LeaderStatus, ShardElector};
 use crate::pipeline::{Pipeline, Status};
 use crate::reload::{ReloadStatus, Reloader, Trigger};
 use crate::rollout::shared::SharedRollout;
@@ -317,13 +317,35 @@ impl Hub {
                     // Several replicas: the leader decides and shares its
                     // decisions; the others follow them.
                     (_, Some(history), Some((le, client))) => {
+                        // Who decides: the leader; with sharded dial-out,
+                        // the holder of a Lease of its own
+                        // (`<leaseName>-rollout`), hearing the clusters
+                        // other replicas dial through their agents' reports.
+                        let decider = match le.shards {
+                            Some(_) => {
+                                let spec = LeaderElectionSpec {
+                                    lease_name: format!("{}-rollout", le.lease_name),
+                                    shards: None,
+                                    ..LeaderElectionSpec::clone(le)
+                                };
+                                let (elector, status) = Elector::new(&spec, client.clone());
+                                tasks.spawn(elector.run(shutdown.clone()).instrument(info_span!(
+                                    "rollout_leader",
+                                    leader.identity = %spec.identity,
+                                    lease.name = %spec.lease_name,
+                                    lease.namespace = %spec.namespace
+                                )));
+                                status
+                            }
+                            None => leader.clone(),
+                        };
                         let shared = SharedRollout::new(client.clone(), &le.namespace);
                         let (mirror_tx, mirror_rx) = watch::channel(None);
                         controller = controller.following();
                         tasks.spawn(
                             shared
                                 .clone()
-                                .publish(controller.states(), leader.clone(), shutdown.clone())
+                                .publish(controller.states(), decider.clone(), shutdown.clone())
                                 .instrument(
                                     info_span!("rollout_share", configmap = %shared.location()),
                                 ),
@@ -336,7 +358,7 @@ impl Hub {
                                     info_span!("rollout_follow", configmap = %shared.location()),
                                 ),
                         );
-                        mirrored = Some(mirror_rx);
+                        mirrored = Some((decider, mirror_rx));
                     }
                     (Some(history_spec), Some(history), None) => {
                         let file = rollout::persist::StateFile::in_dir(&history_spec.dir);
@@ -354,8 +376,8 @@ impl Hub {
                 pipeline = pipeline
                     .stage_rollouts(controller, ledger.clone(), requests_rx, gate_answers)
                     .follow_reports(reports_rx.clone());
-                if let Some(mirrored) = mirrored {
-                    pipeline = pipeline.share_rollouts(leader.clone(), mirrored);
+                if let Some((decider, mirrored)) = mirrored {
+                    pipeline = pipeline.share_rollouts(decider, mirrored);
                 }
                 RolloutState {
                     view,

@@ -315,14 +315,6 @@ impl Config {
             .transpose()
             .map_err(|e| invalid(e.within("history")))?;
         let sharded = leader_election.as_ref().is_some_and(|l| l.shards.is_some());
-        if rollout.is_some() && sharded {
-            // The leader decides every wave from its dialers' ACKs; a
-            // sharded replica dials part of the clusters.
-            return Err(invalid(SettingError::new(
-                "rollout",
-                "can't be used with leaderElection.shards yet: the replica deciding the rollout must dial every cluster to see its ACKs (use leader election without shards)",
-            )));
-        }
         if sharded
             && let Some(i) = sources.iter().position(
                 |s| matches!(s, SourceSpec::Kubernetes(k) if k.status_write_back.is_some()),

@@ -161,6 +161,8 @@ pub struct Controller {
     mode: Mode,
     /// Shared versions this replica could not serve, already warned of.
     unresolved: BTreeSet<(String, String)>,
+    /// The last refused version each agent reported, per collection.
+    refusals: HashMap<(String, String), String>,
     next_id: u64,
     audit: AuditLog,
     view: watch::Sender<Arc<View>>,
@@ -237,6 +239,7 @@ impl Controller {
             latest: HashMap::new(),
             mode: Mode::Leading,
             unresolved: BTreeSet::new(),
+            refusals: HashMap::new(),
             next_id: 1,
             audit,
             view,
@@ -706,11 +709,16 @@ impl Controller {
         serve
     }
 
-    /// The clusters' reports changed: a cluster of the rollout whose
-    /// istiod dropped an object of its new version fails it (istiod ACKs
-    /// what it drops, so only this report tells).
+    /// The clusters' reports changed: what each agent holds and refused
+    /// counts as its ACK or NACK (the only way this replica hears a cluster
+    /// another replica dials: sharded dial-out), and a cluster of the
+    /// rollout whose istiod dropped an object of its new version fails it
+    /// (istiod ACKs what it drops, so only this report tells).
     pub fn reports(&mut self, now: Millis, reports: &crate::upward::Reports) -> Serve {
         let mut serve = Serve::new();
+        for d in held_deliveries(&self.versions, reports, &mut self.refusals) {
+            serve.extend(self.delivery(now, &d));
+        }
         let mut drops = Vec::new();
         for (cluster, v) in &self.versions {
             let Some(istiod) = reports.get(cluster).and_then(|r| r.view.istiod.as_ref()) else {
@@ -1003,6 +1011,58 @@ pub fn restore(
         serving: decisions.serving,
         snapshots,
     }))
+}
+
+/// What the agents' reports say of the rollout's collections awaiting an
+/// ACK, as the deliveries the ledger would record had this replica pushed
+/// them: an agent holding the awaited version ACKed it; one whose last
+/// refused change *became* that version (`refusals`: the last refused
+/// version seen per cluster and collection) NACKed it — a refusal already
+/// there when first seen may be an old one (a rolled-back version resumed)
+/// and is left to the ledger of the replica that dials the cluster, or to
+/// the progress deadline.
+fn held_deliveries(
+    versions: &HashMap<String, Versions>,
+    reports: &crate::upward::Reports,
+    refusals: &mut HashMap<(String, String), String>,
+) -> Vec<Delivery> {
+    let mut out = Vec::new();
+    for (cluster, report) in reports.iter() {
+        for (collection, held) in &report.view.collections {
+            let key = (cluster.clone(), collection.clone());
+            let before = refusals.insert(key, held.refused_version.clone());
+            let Some(version) = versions.get(cluster).and_then(|v| v.unacked.get(collection))
+            else {
+                continue;
+            };
+            let newly_refused = before.is_some_and(|b| b != held.refused_version);
+            let outcome = if held.hub_version == *version {
+                Outcome::Ack
+            } else if held.refused_version == *version && newly_refused {
+                Outcome::Nack
+            } else {
+                continue;
+            };
+            let prefix = format!("{version}: ");
+            out.push(Delivery {
+                role: Role::Source,
+                peer: cluster.clone(),
+                node_id: cluster.clone(),
+                group: cluster.clone(),
+                collection: collection.clone(),
+                version: version.clone(),
+                outcome,
+                code: None,
+                message: (outcome == Outcome::Nack).then(|| {
+                    held.refused
+                        .strip_prefix(&prefix)
+                        .unwrap_or(&held.refused)
+                        .to_owned()
+                }),
+            });
+        }
+    }
+    out
 }
 
 /// The collections of `to` whose version differs from `from`'s, with

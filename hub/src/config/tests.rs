@@ -186,20 +186,17 @@ fn limits_default_for_a_large_hub_and_are_checked() {
 }
 
 #[test]
-fn a_rollout_needs_history_and_unsharded_replicas() {
+fn a_rollout_needs_history_and_works_with_replicas() {
     let base = format!(
         "{SOURCES}clusters:\n- name: east\n  agent: {{address: 'http://127.0.0.1:9911'}}\n"
     );
     let rollout = "rollout:\n  waves:\n  - {name: all, rest: true}\n";
     let e = err(&format!("{base}{rollout}"));
     assert!(e.contains("rollout: needs `history:`"), "{e}");
-    let e = err(&format!(
+    let sharded = parse(&format!(
         "{base}{rollout}history: {{dir: h}}\nleaderElection: {{enabled: true, shards: 4}}\n"
     ));
-    assert!(
-        e.contains("rollout: can't be used with leaderElection.shards"),
-        "{e}"
-    );
+    assert!(sharded.is_ok(), "sharded replicas share it too: {sharded:?}");
     let elected = parse(&format!(
         "{base}{rollout}history: {{dir: h}}\nleaderElection: {{enabled: true}}\n"
     ));

@@ -409,3 +409,73 @@ fn a_restarted_hub_serves_what_it_served_and_rolls_out_what_changed_while_it_was
         ClusterState::Held
     );
 }
+
+/// The reports with `cluster`'s agent holding the hub's `holds` version
+/// of the virtual services, its last refused change `refused`.
+fn holding(cluster: &str, holds: &str, refused: &str) -> crate::upward::Reports {
+    let mut report = crate::upward::state::ClusterReport::default();
+    report.view.collections.insert(
+        VS.into(),
+        meshhub_api::upward::HeldView {
+            hub_version: holds.into(),
+            refused: if refused.is_empty() {
+                String::new()
+            } else {
+                format!("{refused}: the cluster's API refused it")
+            },
+            refused_version: refused.into(),
+            ..Default::default()
+        },
+    );
+    Arc::new(BTreeMap::from([(cluster.to_owned(), report)]))
+}
+
+#[test]
+fn an_agents_report_speaks_for_a_cluster_another_replica_dials() {
+    let mut c = controller();
+    let (v1, v2, v3) = (latest("1"), latest("2"), latest("3"));
+    let vs_of = |l: &HashMap<Group, Arc<Snapshot>>| {
+        l[&Group::from("a")].collection(VS).version().to_owned()
+    };
+    c.built(0, &v1);
+    c.built(10, &v2);
+    // Still the old version: nothing; then the new one held: the ACK.
+    assert!(c.reports(20, &holding("a", &vs_of(&v1), "")).is_empty());
+    assert_eq!(c.rollout.as_ref().unwrap().phase, Phase::Updating);
+    c.reports(30, &holding("a", &vs_of(&v2), ""));
+    assert!(matches!(
+        c.rollout.as_ref().unwrap().phase,
+        Phase::Baking { .. }
+    ));
+
+    // The next change refused by the canary's cluster: rolled back.
+    c.built(40, &v3);
+    let serve = c.reports(50, &holding("a", &vs_of(&v2), &vs_of(&v3)));
+    assert_eq!(names(&serve), ["a"]);
+    let Phase::RolledBack { failure } = &c.rollout.as_ref().unwrap().phase else {
+        panic!("{:?}", c.rollout)
+    };
+    assert!(
+        failure.message.contains("the cluster's API refused it"),
+        "{}",
+        failure.message
+    );
+}
+
+#[test]
+fn a_refusal_already_reported_before_does_not_fail_a_new_rollout() {
+    let mut c = controller();
+    let (v1, v2) = (latest("1"), latest("2"));
+    let vs2 = v2[&Group::from("a")].collection(VS).version().to_owned();
+    let vs1 = v1[&Group::from("a")].collection(VS).version().to_owned();
+    c.built(0, &v1);
+    c.built(10, &v2);
+    // First seen already refusing v2 (an old refusal): not this rollout's.
+    assert!(c.reports(20, &holding("a", &vs1, &vs2)).is_empty());
+    assert_eq!(c.rollout.as_ref().unwrap().phase, Phase::Updating);
+    c.reports(30, &holding("a", &vs2, &vs2));
+    assert!(matches!(
+        c.rollout.as_ref().unwrap().phase,
+        Phase::Baking { .. }
+    ));
+}

@@ -65,6 +65,7 @@ pub fn view_of(r: &ClusterStatus) -> ClusterReportView {
                         served_version: c.served_version.clone(),
                         resources: c.resources,
                         refused: c.refused.clone(),
+                        refused_version: c.refused_version.clone(),
                     },
                 )
             })

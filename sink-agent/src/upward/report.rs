@@ -54,6 +54,11 @@ pub fn build(i: &Inputs<'_>) -> ClusterStatus {
                 .as_ref()
                 .map(|r| format!("{}: {}", r.version, r.message))
                 .unwrap_or_default(),
+            refused_version: c
+                .refused
+                .as_ref()
+                .map(|r| r.version.clone())
+                .unwrap_or_default(),
         })
         .collect();
     // Local consumers that are connected now (a gone one is history, and

@@ -1031,7 +1031,9 @@ fn held_deliveries(
         for (collection, held) in &report.view.collections {
             let key = (cluster.clone(), collection.clone());
             let before = refusals.insert(key, held.refused_version.clone());
-            let Some(version) = versions.get(cluster).and_then(|v| v.unacked.get(collection))
+            let Some(version) = versions
+                .get(cluster)
+                .and_then(|v| v.unacked.get(collection))
             else {
                 continue;
             };

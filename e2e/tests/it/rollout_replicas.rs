@@ -225,3 +225,158 @@ async fn replicas_share_the_rollout_and_a_new_leader_continues_it() {
         took_over.as_secs_f64()
     );
 }
+
+/// With sharded dial-out the replica deciding the rollout (the holder of
+/// `<leaseName>-rollout`) does not dial every cluster: it hears the others
+/// through their agents' reports, and the replica dialing them pushes what
+/// it decided. Six real agents, two replicas, four shards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sharded_replicas_roll_out_clusters_the_decider_does_not_dial() {
+    let _turn = turn(module_path!());
+    let planes = ControlPlanes::start_bare(&["primary"]).await;
+    let kubeconfig = planes.hub_service_account("primary").await;
+    meshhub_e2e::kube::apply_yaml(
+        &planes.client("primary").await,
+        &meshhub_e2e::kube::rbac_manifest("hub-shards.yaml"),
+    )
+    .await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path().join("logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    let objects = dir.path().join("objects");
+    std::fs::create_dir_all(&objects).unwrap();
+    write_atomic(&objects.join("reviews.yaml"), &vs("reviews", "reviews-v1"));
+    let names = ["a", "b", "c", "d", "e", "f"];
+    let agents: Vec<AgentProc> = names
+        .iter()
+        .map(|c| AgentProc::start(c, dir.path(), &logs, None))
+        .collect();
+    let clusters: String = agents
+        .iter()
+        .map(|a| {
+            cluster(
+                &a.cluster,
+                "    namespaces: [bookinfo]\n",
+                format!("http://{}", a.sink),
+                "",
+            )
+        })
+        .collect();
+    let policy = "rollout:\n  waves:\n  - {name: canary, clusters: [a], bake: 1s}\n  - {name: second, clusters: [b], bake: 1s, promotion: manual}\n  - {name: rest, rest: true, bake: 1s}\n";
+    let ids = ["hub-a", "hub-b"];
+    let hubs: Vec<HubProc> = ids
+        .iter()
+        .map(|id| {
+            let path = dir.path().join(format!("{id}.yaml"));
+            let extra = format!(
+                "leaderElection:\n  enabled: true\n  namespace: meshhub\n  identity: {id}\n  shards: 4\n  leaseDuration: 3s\n  renewDeadline: 2s\n  retryPeriod: 500ms\n  kubeconfig: {}\nhistory:\n  dir: {}\n{policy}",
+                kubeconfig.display(),
+                dir.path().join(format!("history-{id}")).display()
+            );
+            std::fs::write(&path, files_hub(objects.display(), &clusters, &extra)).unwrap();
+            HubProc::start(id, &path, &logs)
+        })
+        .collect();
+    // Every cluster dialed by one replica; one replica decides.
+    let dialer = |cluster: &str| -> Option<String> {
+        hubs.iter().find_map(|h| {
+            let s = h.status();
+            let r = remote(&s, cluster);
+            (r["connected"] == true).then(|| r["dialed_by"].as_str().map(str::to_owned))?
+        })
+    };
+    let di = eventually_blocking("one replica decides, the other follows", || {
+        let views: Vec<Value> = hubs.iter().map(rollout).collect();
+        let leading: Vec<usize> = (0..2)
+            .filter(|i| views[*i]["following"].is_null())
+            .collect();
+        (leading.len() == 1 && views[1 - leading[0]]["following"] == true).then(|| leading[0])
+    });
+    let (decider, follower) = (&hubs[di], &hubs[1 - di]);
+    eventually_blocking("the shards shared out, two each", || {
+        hubs.iter()
+            .all(|h| {
+                h.status()["leader"]["shards"]["held"]
+                    .as_array()
+                    .map(Vec::len)
+                    == Some(2)
+            })
+            .then_some(())
+    });
+    let dialed_by: Vec<String> = names
+        .iter()
+        .map(|c| eventually_blocking(&format!("{c} dialed"), || dialer(c)))
+        .collect();
+    let theirs: Vec<&str> = names
+        .iter()
+        .zip(&dialed_by)
+        .filter(|(_, d)| d.as_str() == ids[1 - di])
+        .map(|(c, _)| *c)
+        .collect();
+    // The clusters' shards are fixed by their names, and each replica holds
+    // two shards: the follower dials some of them (a or b: their waves'
+    // ACKs come through reports; the rest: it holds them back as decided).
+    assert!(
+        !theirs.is_empty(),
+        "the follower must dial a cluster for this test to mean anything: {dialed_by:?}"
+    );
+    println!(
+        "sharded rollout: the follower ({}) dials {theirs:?}",
+        ids[1 - di]
+    );
+    for agent in &agents {
+        eventually_blocking(&format!("{} holds v1", agent.cluster), || {
+            (hosts(agent.grpc, &agent.cluster) == ["reviews-v1"]).then_some(())
+        });
+    }
+
+    write_atomic(&objects.join("reviews.yaml"), &vs("reviews", "reviews-v2"));
+    eventually_blocking("the last wave awaits promotion", || {
+        (phase(&rollout(decider)) == "awaitingPromotion").then_some(())
+    });
+    let seen = eventually_blocking("the follower shows it", || {
+        let v = rollout(follower);
+        (phase(&v) == "awaitingPromotion").then_some(v)
+    });
+    assert_eq!(seen["leader"], ids[di], "{seen}");
+    for agent in &agents {
+        let want = if ["a", "b"].contains(&agent.cluster.as_str()) {
+            "reviews-v2"
+        } else {
+            "reviews-v1"
+        };
+        assert_eq!(
+            hosts(agent.grpc, &agent.cluster),
+            [want],
+            "{} (dialed by {:?})",
+            agent.cluster,
+            dialer(&agent.cluster)
+        );
+    }
+    let (status, _, err) = meshhubctl(&[
+        "rollout",
+        "promote",
+        "--admin",
+        &format!("http://{}", decider.admin),
+    ]);
+    assert!(status.success(), "{err}");
+    let done = eventually_blocking("the rollout completes", || {
+        let v = rollout(decider);
+        (phase(&v) == "completed").then_some(v)
+    });
+    for c in &theirs {
+        assert_eq!(
+            done["rollout"]["targets"][*c]["state"]["state"], "acked",
+            "{c}, dialed by the follower, ACKed through its report: {done}"
+        );
+    }
+    for agent in &agents {
+        assert_eq!(
+            hosts(agent.grpc, &agent.cluster),
+            ["reviews-v2"],
+            "{}",
+            agent.cluster
+        );
+    }
+}

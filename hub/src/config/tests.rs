@@ -196,7 +196,10 @@ fn a_rollout_needs_history_and_works_with_replicas() {
     let sharded = parse(&format!(
         "{base}{rollout}history: {{dir: h}}\nleaderElection: {{enabled: true, shards: 4}}\n"
     ));
-    assert!(sharded.is_ok(), "sharded replicas share it too: {sharded:?}");
+    assert!(
+        sharded.is_ok(),
+        "sharded replicas share it too: {sharded:?}"
+    );
     let elected = parse(&format!(
         "{base}{rollout}history: {{dir: h}}\nleaderElection: {{enabled: true}}\n"
     ));

@@ -265,16 +265,7 @@ impl Hub {
                 )));
                 leader
             }
-            Some((spec, client)) => {
-                let (elector, leader) = Elector::new(spec, client.clone());
-                tasks.spawn(elector.run(shutdown.clone()).instrument(info_span!(
-                    "leader",
-                    leader.identity = %spec.identity,
-                    lease.name = %spec.lease_name,
-                    lease.namespace = %spec.namespace
-                )));
-                leader
-            }
+            Some((spec, client)) => Elector::spawn(spec, client.clone(), &tasks, shutdown.clone()),
             // The sender is dropped: the value never changes.
             None => watch::channel(LeaderStatus::disabled()).1,
         };
@@ -328,14 +319,7 @@ impl Hub {
                                     shards: None,
                                     ..LeaderElectionSpec::clone(le)
                                 };
-                                let (elector, status) = Elector::new(&spec, client.clone());
-                                tasks.spawn(elector.run(shutdown.clone()).instrument(info_span!(
-                                    "rollout_leader",
-                                    leader.identity = %spec.identity,
-                                    lease.name = %spec.lease_name,
-                                    lease.namespace = %spec.namespace
-                                )));
-                                status
+                                Elector::spawn(&spec, client.clone(), &tasks, shutdown.clone())
                             }
                             None => leader.clone(),
                         };

@@ -13,6 +13,50 @@ use kube::runtime::watcher::{self, Event};
 
 use crate::watch_backoff::WatchBackoff;
 
+/// One ConfigMap the replicas share, in the leader election's namespace.
+#[derive(Clone)]
+pub struct Shared {
+    api: Api<ConfigMap>,
+    namespace: String,
+    name: &'static str,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("namespace", &self.namespace)
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Shared {
+    /// ConfigMap `name` in `namespace`, over `client` (the app's client
+    /// of the leader election's connection).
+    pub fn new(client: kube::Client, namespace: &str, name: &'static str) -> Self {
+        Self {
+            api: Api::namespaced(client, namespace),
+            namespace: namespace.to_owned(),
+            name,
+        }
+    }
+
+    /// `namespace/name`.
+    pub fn location(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+
+    /// [`write_keys`] on it.
+    pub async fn write(&self, data: BTreeMap<String, Option<String>>) -> Result<(), kube::Error> {
+        write_keys(&self.api, self.name, data).await
+    }
+
+    /// [`watch_data`] of it.
+    pub fn watch(&self) -> BoxStream<'static, Result<BTreeMap<String, String>, watcher::Error>> {
+        watch_data(self.api.clone(), self.name)
+    }
+}
+
 /// Sets the keys of `data` in ConfigMap `name` (a `None` value removes
 /// its key), creating the ConfigMap (labelled as meshhub's) when it does
 /// not exist yet. Keys not named keep their values.

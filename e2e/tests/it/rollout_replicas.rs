@@ -58,57 +58,99 @@ fn is_leader(hub: &HubProc) -> bool {
     hub.status()["leader"]["is_leader"] == true
 }
 
+/// Two hub replicas `IDS` (leader election, `shards` if given, each with
+/// its own history, the rollout policy below) over one real
+/// kube-apiserver, and a real agent per name of `clusters`, each holding
+/// v1 of the `reviews` route.
+struct Replicas {
+    planes: ControlPlanes,
+    // Removed last: the processes' logs and data live in it.
+    _dir: tempfile::TempDir,
+    objects: std::path::PathBuf,
+    agents: Vec<AgentProc>,
+    hubs: Vec<HubProc>,
+}
+
+const IDS: [&str; 2] = ["hub-a", "hub-b"];
+
+impl Replicas {
+    async fn start(clusters: &[&str], shards: Option<u32>) -> Self {
+        let planes = ControlPlanes::start_bare(&["primary"]).await;
+        let kubeconfig = planes.hub_service_account("primary").await;
+        if shards.is_some() {
+            meshhub_e2e::kube::apply_yaml(
+                &planes.client("primary").await,
+                &meshhub_e2e::kube::rbac_manifest("hub-shards.yaml"),
+            )
+            .await;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let logs = dir.path().join("logs");
+        std::fs::create_dir_all(&logs).unwrap();
+        let objects = dir.path().join("objects");
+        std::fs::create_dir_all(&objects).unwrap();
+        write_atomic(&objects.join("reviews.yaml"), &vs("reviews", "reviews-v1"));
+        let agents: Vec<AgentProc> = clusters
+            .iter()
+            .map(|c| AgentProc::start(c, dir.path(), &logs, None))
+            .collect();
+        let entries: String = agents
+            .iter()
+            .map(|a| {
+                cluster(
+                    &a.cluster,
+                    "    namespaces: [bookinfo]\n",
+                    format!("http://{}", a.sink),
+                    "",
+                )
+            })
+            .collect();
+        // Canary, then a wave after which an operator promotes, then the rest.
+        let policy = "rollout:\n  waves:\n  - {name: canary, clusters: [a], bake: 1s}\n  - {name: second, clusters: [b], bake: 1s, promotion: manual}\n  - {name: rest, rest: true, bake: 1s}\n";
+        let shards = shards
+            .map(|n| format!("  shards: {n}\n"))
+            .unwrap_or_default();
+        let hubs = IDS
+            .iter()
+            .map(|id| {
+                let path = dir.path().join(format!("{id}.yaml"));
+                let extra = format!(
+                    "leaderElection:\n  enabled: true\n  namespace: meshhub\n  identity: {id}\n{shards}  leaseDuration: 3s\n  renewDeadline: 2s\n  retryPeriod: 500ms\n  kubeconfig: {}\nhistory:\n  dir: {}\n{policy}",
+                    kubeconfig.display(),
+                    dir.path().join(format!("history-{id}")).display()
+                );
+                std::fs::write(&path, files_hub(objects.display(), &entries, &extra)).unwrap();
+                HubProc::start(id, &path, &logs)
+            })
+            .collect();
+        for agent in &agents {
+            eventually_blocking(&format!("{} holds v1", agent.cluster), || {
+                (hosts(agent.grpc, &agent.cluster) == ["reviews-v1"]).then_some(())
+            });
+        }
+        Self {
+            planes,
+            _dir: dir,
+            objects,
+            agents,
+            hubs,
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replicas_share_the_rollout_and_a_new_leader_continues_it() {
     let _turn = turn(module_path!());
-    let planes = ControlPlanes::start_bare(&["primary"]).await;
-    let kubeconfig = planes.hub_service_account("primary").await;
-
-    let dir = tempfile::tempdir().unwrap();
-    let logs = dir.path().join("logs");
-    std::fs::create_dir_all(&logs).unwrap();
-    let objects = dir.path().join("objects");
-    std::fs::create_dir_all(&objects).unwrap();
-    write_atomic(&objects.join("reviews.yaml"), &vs("reviews", "reviews-v1"));
-    let agents: Vec<AgentProc> = ["a", "b", "c"]
-        .iter()
-        .map(|c| AgentProc::start(c, dir.path(), &logs, None))
-        .collect();
-    let clusters: String = agents
-        .iter()
-        .map(|a| {
-            cluster(
-                &a.cluster,
-                "    namespaces: [bookinfo]\n",
-                format!("http://{}", a.sink),
-                "",
-            )
-        })
-        .collect();
-    // Canary, then a wave after which an operator promotes, then the rest.
-    let policy = "rollout:\n  waves:\n  - {name: canary, clusters: [a], bake: 1s}\n  - {name: second, clusters: [b], bake: 1s, promotion: manual}\n  - {name: rest, rest: true, bake: 1s}\n";
-    let config = |id: &str| {
-        let path = dir.path().join(format!("{id}.yaml"));
-        let leader = format!(
-            "leaderElection:\n  enabled: true\n  namespace: meshhub\n  identity: {id}\n  leaseDuration: 3s\n  renewDeadline: 2s\n  retryPeriod: 500ms\n  kubeconfig: {}\nhistory:\n  dir: {}\n{policy}",
-            kubeconfig.display(),
-            dir.path().join(format!("history-{id}")).display()
-        );
-        std::fs::write(&path, files_hub(objects.display(), &clusters, &leader)).unwrap();
-        path
-    };
-    let ids = ["hub-a", "hub-b"];
-    let mut hubs: Vec<HubProc> = ids
-        .iter()
-        .map(|id| HubProc::start(id, &config(id), &logs))
-        .collect();
+    let Replicas {
+        planes,
+        _dir,
+        objects,
+        agents,
+        mut hubs,
+    } = Replicas::start(&["a", "b", "c"], None).await;
+    let ids = IDS;
     let li = eventually_blocking("a leader", || hubs.iter().position(is_leader));
     let (leader_id, follower_id) = (ids[li], ids[1 - li]);
-    for agent in &agents {
-        eventually_blocking(&format!("{} holds v1", agent.cluster), || {
-            (hosts(agent.grpc, &agent.cluster) == ["reviews-v1"]).then_some(())
-        });
-    }
 
     let (leader, follower) = (&hubs[li], &hubs[1 - li]);
     // A change: the canary and the second wave get it, the rest waits for
@@ -233,51 +275,15 @@ async fn replicas_share_the_rollout_and_a_new_leader_continues_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sharded_replicas_roll_out_clusters_the_decider_does_not_dial() {
     let _turn = turn(module_path!());
-    let planes = ControlPlanes::start_bare(&["primary"]).await;
-    let kubeconfig = planes.hub_service_account("primary").await;
-    meshhub_e2e::kube::apply_yaml(
-        &planes.client("primary").await,
-        &meshhub_e2e::kube::rbac_manifest("hub-shards.yaml"),
-    )
-    .await;
-
-    let dir = tempfile::tempdir().unwrap();
-    let logs = dir.path().join("logs");
-    std::fs::create_dir_all(&logs).unwrap();
-    let objects = dir.path().join("objects");
-    std::fs::create_dir_all(&objects).unwrap();
-    write_atomic(&objects.join("reviews.yaml"), &vs("reviews", "reviews-v1"));
     let names = ["a", "b", "c", "d", "e", "f"];
-    let agents: Vec<AgentProc> = names
-        .iter()
-        .map(|c| AgentProc::start(c, dir.path(), &logs, None))
-        .collect();
-    let clusters: String = agents
-        .iter()
-        .map(|a| {
-            cluster(
-                &a.cluster,
-                "    namespaces: [bookinfo]\n",
-                format!("http://{}", a.sink),
-                "",
-            )
-        })
-        .collect();
-    let policy = "rollout:\n  waves:\n  - {name: canary, clusters: [a], bake: 1s}\n  - {name: second, clusters: [b], bake: 1s, promotion: manual}\n  - {name: rest, rest: true, bake: 1s}\n";
-    let ids = ["hub-a", "hub-b"];
-    let hubs: Vec<HubProc> = ids
-        .iter()
-        .map(|id| {
-            let path = dir.path().join(format!("{id}.yaml"));
-            let extra = format!(
-                "leaderElection:\n  enabled: true\n  namespace: meshhub\n  identity: {id}\n  shards: 4\n  leaseDuration: 3s\n  renewDeadline: 2s\n  retryPeriod: 500ms\n  kubeconfig: {}\nhistory:\n  dir: {}\n{policy}",
-                kubeconfig.display(),
-                dir.path().join(format!("history-{id}")).display()
-            );
-            std::fs::write(&path, files_hub(objects.display(), &clusters, &extra)).unwrap();
-            HubProc::start(id, &path, &logs)
-        })
-        .collect();
+    let Replicas {
+        _dir,
+        objects,
+        agents,
+        hubs,
+        ..
+    } = Replicas::start(&names, Some(4)).await;
+    let ids = IDS;
     // Every cluster dialed by one replica; one replica decides.
     let dialer = |cluster: &str| -> Option<String> {
         hubs.iter().find_map(|h| {

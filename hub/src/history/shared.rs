@@ -8,8 +8,6 @@
 use std::collections::BTreeMap;
 
 use futures::StreamExt as _;
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::Api;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
@@ -30,18 +28,9 @@ pub enum SharedError {
 }
 
 /// The ConfigMap's client.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct SharedPins {
-    api: Api<ConfigMap>,
-    namespace: String,
-}
-
-impl std::fmt::Debug for SharedPins {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SharedPins")
-            .field("namespace", &self.namespace)
-            .finish_non_exhaustive()
-    }
+    cm: crate::configmap::Shared,
 }
 
 impl SharedPins {
@@ -49,28 +38,27 @@ impl SharedPins {
     /// (the app's client of the leader election's connection).
     pub fn new(client: kube::Client, namespace: &str) -> Self {
         Self {
-            api: Api::namespaced(client, namespace),
-            namespace: namespace.to_owned(),
+            cm: crate::configmap::Shared::new(client, namespace, CONFIGMAP),
         }
     }
 
     /// `namespace/name` of the ConfigMap.
     pub fn location(&self) -> String {
-        format!("{}/{CONFIGMAP}", self.namespace)
+        self.cm.location()
     }
 
     /// Sets (or, with `None`, removes) `cluster`'s pin.
     pub async fn write(&self, cluster: &str, pin: Option<&PinRecord>) -> Result<(), SharedError> {
         let value = pin.map(serde_json::to_string).transpose()?;
         let data = [(cluster.to_owned(), value)].into();
-        crate::configmap::write_keys(&self.api, CONFIGMAP, data).await?;
+        self.cm.write(data).await?;
         Ok(())
     }
 
     /// Follows the ConfigMap until `shutdown` and makes `history` serve
     /// what it says.
     pub async fn follow(self, history: History, shutdown: CancellationToken) {
-        let mut changes = crate::configmap::watch_data(self.api.clone(), CONFIGMAP);
+        let mut changes = self.cm.watch();
         loop {
             let ev = tokio::select! {
                 _ = shutdown.cancelled() => return,

@@ -13,8 +13,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt as _;
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::Api;
 use meshhub_mcp::snapshot::Snapshot;
 use meshhub_rollout::Rollout;
 use serde::{Deserialize, Serialize};
@@ -107,32 +105,22 @@ pub struct Mirrored {
 pub type MirrorReceiver = watch::Receiver<Option<Arc<Mirrored>>>;
 
 /// The ConfigMap's client.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct SharedRollout {
-    api: Api<ConfigMap>,
-    namespace: String,
-}
-
-impl std::fmt::Debug for SharedRollout {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SharedRollout")
-            .field("namespace", &self.namespace)
-            .finish_non_exhaustive()
-    }
+    cm: crate::configmap::Shared,
 }
 
 impl SharedRollout {
     /// The decisions in `namespace` (the leader election's), over `client`.
     pub fn new(client: kube::Client, namespace: &str) -> Self {
         Self {
-            api: Api::namespaced(client, namespace),
-            namespace: namespace.to_owned(),
+            cm: crate::configmap::Shared::new(client, namespace, CONFIGMAP),
         }
     }
 
     /// `namespace/name` of the ConfigMap.
     pub fn location(&self) -> String {
-        format!("{}/{CONFIGMAP}", self.namespace)
+        self.cm.location()
     }
 
     /// Writes the newest of `decisions` while this replica leads (`leader`),
@@ -191,7 +179,7 @@ impl SharedRollout {
         };
         let text = serde_json::to_string(&signed)?;
         let data = [(KEY.to_owned(), Some(text))].into();
-        crate::configmap::write_keys(&self.api, CONFIGMAP, data).await?;
+        self.cm.write(data).await?;
         Ok(())
     }
 
@@ -203,7 +191,7 @@ impl SharedRollout {
         mirrored: watch::Sender<Option<Arc<Mirrored>>>,
         shutdown: CancellationToken,
     ) {
-        let mut changes = crate::configmap::watch_data(self.api.clone(), CONFIGMAP);
+        let mut changes = self.cm.watch();
         let mut known = Snapshots::new();
         loop {
             let ev = tokio::select! {

@@ -1015,7 +1015,8 @@ pub fn restore(
 
 /// What the agents' reports say of the rollout's collections awaiting an
 /// ACK, as the deliveries the ledger would record had this replica pushed
-/// them: an agent holding the awaited version ACKed it; one whose last
+/// them: an agent whose last ACKed change is the awaited version ACKed it;
+/// one whose last
 /// refused change *became* that version (`refusals`: the last refused
 /// version seen per cluster and collection) NACKed it — a refusal already
 /// there when first seen may be an old one (a rolled-back version resumed)
@@ -1038,10 +1039,15 @@ fn held_deliveries(
                 continue;
             };
             let newly_refused = before.is_some_and(|b| b != held.refused_version);
-            let outcome = if held.hub_version == *version {
-                Outcome::Ack
-            } else if held.refused_version == *version && newly_refused {
+            // The version held may still be on its way into the cluster's
+            // API (and refused there): only the one ACKed counts.
+            let outcome = if held.refused_version == *version {
+                if !newly_refused {
+                    continue;
+                }
                 Outcome::Nack
+            } else if held.acked_version == *version {
+                Outcome::Ack
             } else {
                 continue;
             };

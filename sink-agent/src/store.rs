@@ -149,7 +149,7 @@ impl Store {
                     let c = CollectionSnapshot::new(resources.clone());
                     status.collections.insert(
                         collection.clone(),
-                        status::info(&version, &c, Origin::Disk, now, None),
+                        status::info(&version, &c, Origin::Disk, now, None, version.clone()),
                     );
                     tracing::info!(%collection, %version, resources = c.len(), "loaded persisted collection");
                     snapshot.insert(collection.clone(), Arc::new(c));

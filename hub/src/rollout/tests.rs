@@ -410,14 +410,19 @@ fn a_restarted_hub_serves_what_it_served_and_rolls_out_what_changed_while_it_was
     );
 }
 
-/// The reports with `cluster`'s agent holding the hub's `holds` version
-/// of the virtual services, its last refused change `refused`.
+/// The reports with `cluster`'s agent having ACKed the hub's `holds`
+/// version of the virtual services, its last refused change `refused`.
 fn holding(cluster: &str, holds: &str, refused: &str) -> crate::upward::Reports {
     let mut report = crate::upward::state::ClusterReport::default();
     report.view.collections.insert(
         VS.into(),
         meshhub_api::upward::HeldView {
-            hub_version: holds.into(),
+            hub_version: if refused.is_empty() {
+                holds.into()
+            } else {
+                refused.into()
+            },
+            acked_version: holds.into(),
             refused: if refused.is_empty() {
                 String::new()
             } else {
@@ -473,7 +478,20 @@ fn a_refusal_already_reported_before_does_not_fail_a_new_rollout() {
     // First seen already refusing v2 (an old refusal): not this rollout's.
     assert!(c.reports(20, &holding("a", &vs1, &vs2)).is_empty());
     assert_eq!(c.rollout.as_ref().unwrap().phase, Phase::Updating);
-    c.reports(30, &holding("a", &vs2, &vs2));
+    // Held while the cluster's API takes it: not yet an ACK.
+    let mut applying = holding("a", &vs1, "");
+    Arc::make_mut(&mut applying)
+        .get_mut("a")
+        .unwrap()
+        .view
+        .collections
+        .get_mut(VS)
+        .unwrap()
+        .hub_version = vs2.clone();
+    assert!(c.reports(25, &applying).is_empty());
+    assert_eq!(c.rollout.as_ref().unwrap().phase, Phase::Updating);
+    // Received again (the refusal cleared) and ACKed.
+    c.reports(30, &holding("a", &vs2, ""));
     assert!(matches!(
         c.rollout.as_ref().unwrap().phase,
         Phase::Baking { .. }

@@ -66,6 +66,7 @@ pub fn view_of(r: &ClusterStatus) -> ClusterReportView {
                         resources: c.resources,
                         refused: c.refused.clone(),
                         refused_version: c.refused_version.clone(),
+                        acked_version: c.acked_version.clone(),
                     },
                 )
             })

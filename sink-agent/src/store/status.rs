@@ -51,6 +51,11 @@ pub struct CollectionInfo {
     pub updated_at: At,
     /// The last refused change, if any since start.
     pub refused: Option<Refusal>,
+    /// The hub's version of the last change ACKed (or the state loaded at
+    /// start; empty: none). `version` is held as soon as it is persisted,
+    /// before the cluster's API has taken it, so it may be one that is
+    /// then refused.
+    pub acked_version: String,
 }
 
 /// What the store holds, for `/status` and readiness.
@@ -90,6 +95,7 @@ pub(super) fn info(
     origin: Origin,
     at: At,
     refused: Option<Refusal>,
+    acked_version: String,
 ) -> CollectionInfo {
     CollectionInfo {
         version: version.to_owned(),
@@ -99,6 +105,7 @@ pub(super) fn info(
         origin,
         updated_at: at,
         refused,
+        acked_version,
     }
 }
 
@@ -130,6 +137,7 @@ pub(super) fn refused(
                         origin: Origin::Hub,
                         updated_at: refusal.at,
                         refused: Some(refusal),
+                        acked_version: String::new(),
                     },
                 );
             }

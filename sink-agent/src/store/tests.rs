@@ -208,6 +208,10 @@ async fn changes_are_accepted_persisted_published_and_reloaded() {
     assert_eq!(status.collections[VS].version, "v2");
     assert_eq!(status.collections[VS].origin, Origin::Disk);
     assert_eq!(
+        status.collections[VS].acked_version, "v2",
+        "the state loaded is the one a new stream declares as ACKed"
+    );
+    assert_eq!(
         cache.snapshot("local").unwrap().collection(VS).version(),
         served,
         "the served version is stable across restarts"
@@ -383,6 +387,7 @@ async fn changes_sent_at_once_are_taken_in_order_per_collection() {
     assert_eq!(names(&store, DR), BTreeSet::from(["ns/r".to_owned()]));
     let status = store.status().borrow().clone();
     assert_eq!(status.collections[VS].version, "v4");
+    assert_eq!(status.collections[VS].acked_version, "v4");
     assert_eq!(
         status.collections[VS]
             .refused
@@ -518,6 +523,10 @@ async fn a_kubernetes_round_trip_holds_up_no_other_collection() {
     }
     let status = store.status().borrow().clone();
     assert!(status.collections[VS].refused.is_some());
+    assert_eq!(
+        status.collections[VS].acked_version, "",
+        "held (and served) but never ACKed"
+    );
     // Refused: still published (the applier retries it), but the hub's
     // next delta is from the last ACKed state, which a new stream declares.
     assert_eq!(cache.snapshot("local").unwrap().collection(VS).len(), 1);

@@ -325,9 +325,15 @@ impl Run {
         w.held.insert(collection.clone(), resources.clone());
         let now = At(SystemTime::now());
         w.status.send_modify(|s| {
-            Arc::make_mut(s).collections.insert(
+            let s = Arc::make_mut(s);
+            let acked = s
+                .collections
+                .get(&collection)
+                .map(|c| c.acked_version.clone())
+                .unwrap_or_default();
+            s.collections.insert(
                 collection.clone(),
-                info(&change.version, &c, Origin::Hub, now, None),
+                info(&change.version, &c, Origin::Hub, now, None, acked),
             );
         });
         metrics::gauge!("meshhub_agent_collections").set(w.held.len() as f64);
@@ -375,6 +381,11 @@ impl Run {
                 w.acked.insert(collection.clone(), held);
                 w.acked_snapshot.insert(collection.clone(), snapshot);
                 w.declared.send_replace(Arc::new(w.acked_snapshot.clone()));
+                w.status.send_modify(|s| {
+                    if let Some(c) = Arc::make_mut(s).collections.get_mut(collection) {
+                        c.acked_version = version.clone();
+                    }
+                });
                 metrics::counter!("meshhub_agent_changes_total", "result" => "accepted")
                     .increment(1);
                 tracing::info!(%collection, %version, served.version = %served_version, resources, "accepted and persisted");

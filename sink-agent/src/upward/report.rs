@@ -54,6 +54,7 @@ pub fn build(i: &Inputs<'_>) -> ClusterStatus {
                 .as_ref()
                 .map(|r| format!("{}: {}", r.version, r.message))
                 .unwrap_or_default(),
+            acked_version: c.acked_version.clone(),
             refused_version: c
                 .refused
                 .as_ref()

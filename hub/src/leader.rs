@@ -453,7 +453,7 @@ impl Elector {
             metrics::gauge!("meshhub_leader").set(1.0);
             metrics::counter!("meshhub_leader_transitions_total", "event" => "acquired")
                 .increment(1);
-            info!(leader.identity = %me, lease.name = %self.spec.lease_name, lease.namespace = %self.spec.namespace, "became the leader; dialing the agents");
+            info!(leader.identity = %me, lease.name = %self.spec.lease_name, lease.namespace = %self.spec.namespace, "became the leader (of the dial-out, or of the rollout: lease.name says)");
         }
     }
 
@@ -473,7 +473,7 @@ impl Elector {
         if lost {
             metrics::gauge!("meshhub_leader").set(0.0);
             metrics::counter!("meshhub_leader_transitions_total", "event" => "lost").increment(1);
-            info!(leader.identity = %self.spec.identity, leader.holder = ?holder, "not the leader any more; dialers stopped");
+            info!(leader.identity = %self.spec.identity, lease.name = %self.spec.lease_name, leader.holder = ?holder, "not the leader any more (lease.name says of what)");
         }
     }
 }

@@ -276,12 +276,14 @@ async fn replicas_share_the_rollout_and_a_new_leader_continues_it() {
 async fn sharded_replicas_roll_out_clusters_the_decider_does_not_dial() {
     let _turn = turn(module_path!());
     let names = ["a", "b", "c", "d", "e", "f"];
+    // Every field bound: what is not would end with the statement (the
+    // API server with `planes`).
     let Replicas {
+        planes: _planes,
         _dir,
         objects,
         agents,
         hubs,
-        ..
     } = Replicas::start(&names, Some(4)).await;
     let ids = IDS;
     // Every cluster dialed by one replica; one replica decides.

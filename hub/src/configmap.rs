@@ -10,6 +10,8 @@ use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::WatchStreamExt as _;
 use kube::runtime::watcher::{self, Event};
+use tokio_util::sync::CancellationToken;
+use tracing::warn;
 
 use crate::watch_backoff::WatchBackoff;
 
@@ -52,10 +54,34 @@ impl Shared {
     }
 
     /// [`watch_data`] of it.
-    pub fn watch(&self) -> BoxStream<'static, Result<BTreeMap<String, String>, watcher::Error>> {
+    pub fn watch(&self) -> DataStream {
         watch_data(self.api.clone(), self.name)
     }
+
+    /// The next data from `changes` (a failed watch is logged and goes
+    /// on); `None` once `shutdown` fires or the watch ends.
+    pub async fn next_data(
+        &self,
+        changes: &mut DataStream,
+        shutdown: &CancellationToken,
+    ) -> Option<BTreeMap<String, String>> {
+        loop {
+            let ev = tokio::select! {
+                () = shutdown.cancelled() => return None,
+                ev = changes.next() => ev?,
+            };
+            match ev {
+                Ok(data) => return Some(data),
+                Err(e) => {
+                    warn!(error = %e, configmap = %self.location(), "watching a shared ConfigMap failed; retrying");
+                }
+            }
+        }
+    }
 }
+
+/// A ConfigMap's data as it changes ([`watch_data`]).
+pub type DataStream = BoxStream<'static, Result<BTreeMap<String, String>, watcher::Error>>;
 
 /// Sets the keys of `data` in ConfigMap `name` (a `None` value removes
 /// its key), creating the ConfigMap (labelled as meshhub's) when it does
@@ -107,10 +133,7 @@ pub async fn write_keys(
 /// every change (empty while the ConfigMap does not exist). Errors are
 /// the watch's; it goes on after them, backed off like every Kubernetes
 /// watch of the hub.
-pub fn watch_data(
-    api: Api<ConfigMap>,
-    name: &str,
-) -> BoxStream<'static, Result<BTreeMap<String, String>, watcher::Error>> {
+pub fn watch_data(api: Api<ConfigMap>, name: &str) -> DataStream {
     let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
     // The ConfigMap as listed so far (an initial list ends with InitDone).
     let mut listing: Option<BTreeMap<String, String>> = None;

@@ -7,7 +7,6 @@
 
 use std::collections::BTreeMap;
 
-use futures::StreamExt as _;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
@@ -59,21 +58,7 @@ impl SharedPins {
     /// what it says.
     pub async fn follow(self, history: History, shutdown: CancellationToken) {
         let mut changes = self.cm.watch();
-        loop {
-            let ev = tokio::select! {
-                _ = shutdown.cancelled() => return,
-                ev = changes.next() => match ev {
-                    Some(ev) => ev,
-                    None => return,
-                },
-            };
-            let desired = match ev {
-                Ok(data) => data,
-                Err(e) => {
-                    warn!(error = %e, configmap = %self.location(), "watching the shared pins failed; retrying");
-                    continue;
-                }
-            };
+        while let Some(desired) = self.cm.next_data(&mut changes, &shutdown).await {
             let mut pins = BTreeMap::new();
             for (cluster, text) in desired {
                 match serde_json::from_str::<PinRecord>(&text) {

@@ -12,7 +12,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt as _;
 use meshhub_mcp::snapshot::Snapshot;
 use meshhub_rollout::Rollout;
 use serde::{Deserialize, Serialize};
@@ -193,21 +192,7 @@ impl SharedRollout {
     ) {
         let mut changes = self.cm.watch();
         let mut known = Snapshots::new();
-        loop {
-            let ev = tokio::select! {
-                _ = shutdown.cancelled() => return,
-                ev = changes.next() => match ev {
-                    Some(ev) => ev,
-                    None => return,
-                },
-            };
-            let data = match ev {
-                Ok(data) => data,
-                Err(e) => {
-                    warn!(error = %e, configmap = %self.location(), "watching the shared rollout failed; retrying");
-                    continue;
-                }
-            };
+        while let Some(data) = self.cm.next_data(&mut changes, &shutdown).await {
             let decisions = match data.get(KEY).map(|t| Decisions::parse(t)) {
                 None => Decisions::default(),
                 Some(Ok(d)) => d,

@@ -756,7 +756,8 @@ impl Pipeline {
                     r.leader.borrow_and_update();
                     match (r.leads(), s.controller.leading()) {
                         (true, false) => {
-                            let mut serve = s.controller.lead(now);
+                            let term = r.leader.borrow().transitions;
+                            let mut serve = s.controller.lead(now, term);
                             // The dialers may have been ACKed before.
                             serve.extend(s.controller.reconcile(now, &s.ledger.view()));
                             serve

@@ -163,6 +163,8 @@ pub struct Controller {
     unresolved: BTreeSet<(String, String)>,
     /// The last refused version each agent reported, per collection.
     refusals: HashMap<(String, String), String>,
+    /// The leadership term of this replica's decisions ([`Decisions::term`]).
+    term: u64,
     next_id: u64,
     audit: AuditLog,
     view: watch::Sender<Arc<View>>,
@@ -240,6 +242,7 @@ impl Controller {
             mode: Mode::Leading,
             unresolved: BTreeSet::new(),
             refusals: HashMap::new(),
+            term: 0,
             next_id: 1,
             audit,
             view,
@@ -525,9 +528,11 @@ impl Controller {
 
     /// Takes the lead (leader election): continues from the decisions
     /// followed so far, as a restarted hub continues from its state file.
-    /// The caller then reads the ledger ([`Controller::reconcile`]): the
-    /// dialers may have been ACKed before this.
-    pub fn lead(&mut self, now: Millis) -> Serve {
+    /// `term` marks its decisions (the elector's `transitions`). The caller
+    /// then reads the ledger ([`Controller::reconcile`]): the dialers may
+    /// have been ACKed before this.
+    pub fn lead(&mut self, now: Millis, term: u64) -> Serve {
+        self.term = term;
         let Mode::Following(mirrored) = std::mem::replace(&mut self.mode, Mode::Leading) else {
             return Serve::new();
         };
@@ -960,6 +965,7 @@ impl Controller {
             by: None,
             rollout: self.rollout.clone(),
             serving: self.serving_ids.clone(),
+            term: self.term,
         };
         self.saved.send_if_modified(|saved| {
             if saved.as_deref() == Some(&decisions) {

@@ -47,6 +47,11 @@ pub struct Decisions {
     /// Per dialed cluster, the id of the version it is served (always
     /// written: it tells decisions from a bare rollout).
     pub serving: BTreeMap<String, String>,
+    /// The leadership term they were made in (the elector's `transitions`
+    /// when this replica took the lead; not shared): only decisions of the
+    /// current term are written, never ones left from an earlier term.
+    #[serde(skip)]
+    pub term: u64,
 }
 
 impl Decisions {
@@ -122,8 +127,9 @@ impl SharedRollout {
         self.cm.location()
     }
 
-    /// Writes the newest of `decisions` while this replica leads (`leader`),
-    /// signed with its identity, until `shutdown` (then the last one once
+    /// Writes the newest of `decisions` while this replica leads (`leader`)
+    /// — those made in the current leadership term only —, signed with its
+    /// identity, until `shutdown` (then the last one once
     /// more if it still leads). A failed write is retried after a second
     /// unless newer decisions came.
     pub async fn publish(
@@ -149,7 +155,8 @@ impl SharedRollout {
                 // Written again when this replica leads again.
                 written = None;
             }
-            if let (true, Some(d)) = (status.is_leader, newest) {
+            let current = newest.filter(|d| status.is_leader && d.term == status.transitions);
+            if let Some(d) = current {
                 let fresh = written.as_ref().is_none_or(|w| !Arc::ptr_eq(w, &d));
                 if fresh {
                     match self.write(&d, status.identity.clone()).await {
@@ -268,12 +275,14 @@ mod tests {
             by: Some("hub-a".into()),
             rollout: d.rollout.clone(),
             serving: [("east".to_owned(), "abc".to_owned())].into(),
+            term: 3,
         })
         .unwrap();
         let back = Decisions::parse(&text).unwrap();
         assert_eq!(back.by.as_deref(), Some("hub-a"));
         assert_eq!(back.rollout, d.rollout);
         assert_eq!(back.serving["east"], "abc");
+        assert_eq!(back.term, 0, "the term is this replica's, not shared");
         assert!(Decisions::parse("{\"rollout\": 3}").is_err());
         assert!(
             Decisions::parse("{\"id\": 7}").is_err(),

@@ -344,7 +344,7 @@ fn a_follower_that_takes_the_lead_continues_the_rollout_where_the_leader_left_it
     follower.built(10, &v2);
     follower.mirror(mirrored(&leader, &[&v1]));
     // The leader is gone; the follower leads: same rollout, same holds.
-    let serve = follower.lead(30);
+    let serve = follower.lead(30, 1);
     assert!(
         serve.is_empty(),
         "nothing served changes: {:?}",
@@ -365,6 +365,7 @@ fn a_follower_that_takes_the_lead_continues_the_rollout_where_the_leader_left_it
     let shared = follower.states().borrow().clone().unwrap();
     assert_eq!(shared.rollout.as_ref().map(|r| r.id), Some(1));
     assert_eq!(shared.serving["c"], version_id(&v2[&Group::from("c")]));
+    assert_eq!(shared.term, 1, "made in the term it leads in");
 }
 
 #[test]
@@ -376,7 +377,7 @@ fn a_change_the_old_leader_never_rolled_out_goes_through_the_waves_under_the_new
     follower.mirror(mirrored(&leader, &[&v1]));
     // The change reached the follower's sources; the leader died first.
     follower.built(10, &v2);
-    let serve = follower.lead(20);
+    let serve = follower.lead(20, 1);
     assert_eq!(names(&serve), ["a"], "only the canary gets it");
     let r = follower.rollout.as_ref().unwrap();
     assert_eq!(r.id, 1);

@@ -21,9 +21,9 @@ use meshhub_mcp::source::SourceConfig;
 use meshhub_mcp::source::server::Shared;
 use meshhub_mcp::tls::reload::{ReloadingServerTls, TlsLoadError};
 use meshhub_proto::object::Object;
-use meshhub_runtime::admin::{AdminPort, BindError, Identity, bind};
-use meshhub_runtime::grpc::ReflectionError;
+use meshhub_runtime::admin::{AdminPort, Identity, bind};
 use meshhub_runtime::lifecycle::Lifecycle;
+use meshhub_runtime::port::PortError;
 use meshhub_runtime::signal::{Signal, Signals};
 use tokio::sync::{mpsc, watch};
 use tonic_health::ServingStatus;
@@ -58,12 +58,9 @@ const EVENT_QUEUE: usize = 64;
 /// Why the hub could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
-    /// A listen address can't be bound.
+    /// A port can't be opened (its address bound, its reflection built).
     #[error(transparent)]
-    Bind(#[from] BindError),
-    /// gRPC reflection can't be set up.
-    #[error(transparent)]
-    Reflection(#[from] ReflectionError),
+    Port(#[from] PortError),
     /// A source can't be set up (an upstream MCP source's address).
     #[error(transparent)]
     Source(#[from] SourceError),

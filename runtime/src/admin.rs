@@ -161,10 +161,13 @@ pub fn spawn(life: &Lifecycle, listener: TcpListener, router: Router) {
 }
 
 /// Binds `addr` for the port called `what`.
-pub async fn bind(what: &'static str, addr: SocketAddr) -> Result<TcpListener, BindError> {
+pub async fn bind(
+    what: &'static str,
+    addr: SocketAddr,
+) -> Result<TcpListener, crate::port::PortError> {
     TcpListener::bind(addr)
         .await
-        .map_err(|source| BindError { what, addr, source })
+        .map_err(|source| BindError { what, addr, source }.into())
 }
 
 /// A listen address can't be bound.
@@ -195,7 +198,7 @@ impl AdminPort {
     pub async fn bind(
         listen: SocketAddr,
         token_file: Option<std::path::PathBuf>,
-    ) -> Result<Self, BindError> {
+    ) -> Result<Self, crate::port::PortError> {
         let listener = bind("admin", listen).await?;
         let addr = listener.local_addr().unwrap_or(listen);
         Ok(Self {

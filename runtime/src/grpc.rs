@@ -58,7 +58,7 @@ pub const HEALTH: &str = "grpc.health.v1.Health";
 pub async fn base<L: Clone>(
     mut server: Server<L>,
     services: &[&str],
-) -> Result<Base<L>, ReflectionError> {
+) -> Result<Base<L>, crate::port::PortError> {
     let (health, health_service) = tonic_health::server::health_reporter();
     health
         .set_service_status("", ServingStatus::NotServing)
@@ -112,7 +112,7 @@ pub async fn serving_port(
     kinds: KindTable,
     limits: &Limits,
     max_message_bytes: usize,
-) -> Result<Base<ServingLayer>, ReflectionError> {
+) -> Result<Base<ServingLayer>, crate::port::PortError> {
     let types: TypeMap = Arc::new(move |type_url: &str| {
         kinds
             .by_type_url(type_url)

@@ -15,6 +15,7 @@ pub mod grpc;
 pub mod lifecycle;
 pub mod logging;
 pub mod metrics;
+pub mod port;
 pub mod signal;
 
 /// `e` and its causes on one line (defined in `meshhub-proto`, the lowest

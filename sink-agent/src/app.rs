@@ -27,9 +27,10 @@ use meshhub_mcp::source::{IncrementalPolicy, SourceConfig};
 use meshhub_mcp::tls::reload::{ReloadingServerTls, TlsLoadError};
 use meshhub_proto::kinds::KindTable;
 use meshhub_proto::mcp::SinkNode;
-use meshhub_runtime::admin::{AdminPort, BindError, Identity, bind};
-use meshhub_runtime::grpc::{RESOURCE_SINK, RESOURCE_SOURCE, ReflectionError};
+use meshhub_runtime::admin::{AdminPort, Identity, bind};
+use meshhub_runtime::grpc::{RESOURCE_SINK, RESOURCE_SOURCE};
 use meshhub_runtime::lifecycle::Lifecycle;
+use meshhub_runtime::port::PortError;
 use meshhub_runtime::signal::{Signal, Signals};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -50,12 +51,9 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Why the agent could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
-    /// A listen address can't be bound.
+    /// A port can't be opened (its address bound, its reflection built).
     #[error(transparent)]
-    Bind(#[from] BindError),
-    /// gRPC reflection can't be set up.
-    #[error(transparent)]
-    Reflection(#[from] ReflectionError),
+    Port(#[from] PortError),
     /// The data directory can't be opened.
     #[error("can't open the store")]
     Store(#[from] StoreError),

@@ -19,12 +19,11 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use meshhub_mcp::cache::Group;
-use meshhub_mcp::ledger::{Delivery, Outcome, PeerStatus, Role};
+
 use meshhub_mcp::snapshot::Snapshot;
 pub use meshhub_rollout::Millis;
 use meshhub_rollout::{
-    ClusterInfo, ClusterState, Command, Event, Input, Phase, Policy, Refused, Rejection, Rollout,
-    Step, plan,
+    ClusterInfo, ClusterState, Command, Event, Input, Phase, Policy, Refused, Rollout, Step, plan,
 };
 use serde::Serialize;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -36,9 +35,14 @@ use crate::history::version_id;
 pub mod gates;
 mod gating;
 pub mod persist;
+mod replicas;
+mod restore;
 pub mod routes;
 pub mod shared;
+mod signals;
 pub mod spec;
+
+pub use self::restore::{Restored, restore};
 
 use self::shared::{Decisions, Mirrored};
 
@@ -197,18 +201,6 @@ struct GateLink {
     interval_ms: Millis,
 }
 
-/// Decisions saved before a restart (or followed before this replica led),
-/// with the snapshots of the versions they name.
-#[derive(Debug, Default)]
-pub struct Restored {
-    /// The rollout.
-    pub rollout: Option<Rollout>,
-    /// Per cluster, the version id it was served.
-    pub serving: BTreeMap<String, String>,
-    /// `(cluster, version id)` → the snapshot.
-    pub snapshots: shared::Snapshots,
-}
-
 /// What a group must be served now.
 pub type Serve = Vec<(Group, Arc<Snapshot>)>;
 
@@ -252,20 +244,6 @@ impl Controller {
             next_evaluation: None,
         };
         (c, rx)
-    }
-
-    /// Continues `restored` (saved before a restart) at the first build.
-    #[must_use]
-    pub fn restoring(mut self, restored: Restored) -> Self {
-        self.restore_from(restored);
-        self
-    }
-
-    fn restore_from(&mut self, restored: Restored) {
-        if let Some(r) = &restored.rollout {
-            self.next_id = self.next_id.max(r.id + 1);
-        }
-        self.restored = Some(restored);
     }
 
     /// Starts as a follower of another replica's decisions (leader
@@ -414,343 +392,6 @@ impl Controller {
                     .get(c.as_str())
                     .is_none_or(|l| version_id(l) == t.step.to)
             })
-    }
-
-    /// The first build after a restart with saved decisions (or after this
-    /// replica took the lead): every cluster of the rollout is served what
-    /// its state says (its previous or its new version), every other one
-    /// the version it was served (so a change made meanwhile goes through
-    /// a rollout too), as far as the snapshots are known; the others their
-    /// newest. If the rollout is unfinished and the sources still produce
-    /// its new versions, it goes on where it was (returns true); otherwise
-    /// the caller starts a new one from what is served now, superseding it.
-    fn resume(
-        &mut self,
-        now: Millis,
-        restored: Restored,
-        latest: &HashMap<Group, Arc<Snapshot>>,
-        serve: &mut Serve,
-    ) -> bool {
-        let Restored {
-            rollout,
-            serving,
-            snapshots,
-        } = restored;
-        let find = |cluster: &str, id: &str| {
-            snapshots
-                .get(&(cluster.to_owned(), id.to_owned()))
-                .cloned()
-                .or_else(|| latest.get(cluster).filter(|l| version_id(l) == id).cloned())
-        };
-        let finished = rollout
-            .as_ref()
-            .is_none_or(|r| matches!(r.phase, Phase::Completed | Phase::Superseded { .. }));
-        let mut versions = HashMap::new();
-        let names: Vec<String> = self.clusters.iter().map(|(c, _)| c.clone()).collect();
-        for cluster in names {
-            let Some(newest) = latest.get(cluster.as_str()) else {
-                continue;
-            };
-            let mut served = newest.clone();
-            let target = rollout
-                .as_ref()
-                .filter(|_| !finished)
-                .and_then(|r| r.targets.get(&cluster));
-            if let Some(t) = target {
-                let from = t.step.from.as_deref().and_then(|id| find(&cluster, id));
-                let to = find(&cluster, &t.step.to);
-                let want = match t.state {
-                    ClusterState::Held | ClusterState::Excluded | ClusterState::RolledBack => {
-                        from.clone()
-                    }
-                    _ => to.clone(),
-                };
-                match (want, to) {
-                    (Some(want), Some(to)) => {
-                        served = want;
-                        versions.insert(
-                            cluster.clone(),
-                            Versions {
-                                // Every cluster not yet ACKed: a held one
-                                // is released later and must ACK then.
-                                unacked: match t.state {
-                                    ClusterState::Acked { .. } => BTreeMap::new(),
-                                    _ => changed_collections(from.as_ref(), &to),
-                                },
-                                from,
-                                to,
-                            },
-                        );
-                    }
-                    _ => warn!(
-                        cluster = %cluster,
-                        "a version of the saved rollout is not in the history; the cluster is served its newest"
-                    ),
-                }
-            } else if let Some(id) = serving.get(&cluster) {
-                match find(&cluster, id) {
-                    Some(s) => served = s,
-                    None => warn!(
-                        cluster = %cluster,
-                        version = %id,
-                        "the version the cluster was served is not in the history; it is served its newest"
-                    ),
-                }
-            }
-            if self.serving_ids.get(&cluster) != Some(&version_id(&served)) {
-                self.set_serving(&cluster, served.clone());
-                serve.push((Group::from(cluster.as_str()), served));
-            }
-        }
-        let Some(rollout) = rollout else {
-            return false;
-        };
-        let unchanged = rollout.targets.iter().all(|(c, t)| {
-            latest
-                .get(c.as_str())
-                .is_some_and(|l| version_id(l) == t.step.to)
-        });
-        info!(
-            rollout = rollout.id,
-            phase = rollout.phase.name(),
-            unchanged,
-            "rollout restored"
-        );
-        let commands = rollout.restore();
-        self.rollout = Some(rollout);
-        self.versions = versions;
-        if finished || !unchanged {
-            return false;
-        }
-        serve.extend(self.carry_out(now, commands));
-        true
-    }
-
-    /// Takes the lead (leader election): continues from the decisions
-    /// followed so far, as a restarted hub continues from its state file.
-    /// `term` marks its decisions (the elector's `transitions`). The caller
-    /// then reads the ledger ([`Controller::reconcile`]): the dialers may
-    /// have been ACKed before this.
-    pub fn lead(&mut self, now: Millis, term: u64) -> Serve {
-        self.term = term;
-        let Mode::Following(mirrored) = std::mem::replace(&mut self.mode, Mode::Leading) else {
-            return Serve::new();
-        };
-        let m = mirrored.as_deref().cloned().unwrap_or_default();
-        let mut snapshots = m.snapshots;
-        for (cluster, s) in &self.serving {
-            if let Some(id) = self.serving_ids.get(cluster) {
-                snapshots
-                    .entry((cluster.clone(), id.clone()))
-                    .or_insert_with(|| s.clone());
-            }
-        }
-        info!(
-            rollout = m.decisions.rollout.as_ref().map(|r| r.id),
-            previous_leader = ?m.decisions.by,
-            "leading the rollout: continuing from the shared decisions"
-        );
-        let restored = Restored {
-            rollout: m.decisions.rollout,
-            serving: m.decisions.serving,
-            snapshots,
-        };
-        self.restore_from(restored);
-        if self.latest.is_empty() {
-            // Applied at the first build.
-            self.publish_view();
-            return Serve::new();
-        }
-        let latest = self.latest.clone();
-        self.built(now, &latest)
-    }
-
-    /// Follows another replica's decisions (this one lost the lead, or
-    /// never had it): its own rollout stops deciding.
-    pub fn follow(&mut self, mirrored: Option<Arc<Mirrored>>) -> Serve {
-        if self.leading() {
-            info!("following the leader's rollout decisions");
-        }
-        self.mode = Mode::Following(mirrored);
-        self.versions.clear();
-        self.restored = None;
-        self.next_evaluation = None;
-        self.mirror_serve()
-    }
-
-    /// The leader's decisions changed (ignored while leading: they are this
-    /// replica's own).
-    pub fn mirror(&mut self, mirrored: Option<Arc<Mirrored>>) -> Serve {
-        if self.leading() {
-            return Serve::new();
-        }
-        self.follow(mirrored)
-    }
-
-    /// A follower serves each governed cluster the version the leader
-    /// serves it, found among its newest builds, what it serves and its
-    /// history; one it can't find keeps what it is served (warned once,
-    /// counted in [`shared::METRIC_UNRESOLVED`]). A cluster the leader has
-    /// not served yet gets its newest, as the leader does a first build.
-    fn mirror_serve(&mut self) -> Serve {
-        let Mode::Following(Some(m)) = &self.mode else {
-            return Serve::new();
-        };
-        let m = m.clone();
-        let mut serve = Serve::new();
-        let mut unresolved = 0_u32;
-        let names: Vec<String> = self.clusters.iter().map(|(c, _)| c.clone()).collect();
-        for cluster in names {
-            let Some(newest) = self.latest.get(cluster.as_str()).cloned() else {
-                continue;
-            };
-            let want = match m.decisions.serving.get(&cluster) {
-                None => Some(newest),
-                Some(id) if self.serving_ids.get(&cluster) == Some(id) => continue,
-                Some(id) => {
-                    let found = [Some(&newest), self.serving.get(&cluster)]
-                        .into_iter()
-                        .flatten()
-                        .find(|s| version_id(s) == *id)
-                        .cloned()
-                        .or_else(|| m.snapshots.get(&(cluster.clone(), id.clone())).cloned());
-                    if found.is_none() {
-                        unresolved += 1;
-                        if self.unresolved.insert((cluster.clone(), id.clone())) {
-                            warn!(cluster = %cluster, version = %id, "the leader serves a version this replica has not recorded; it keeps serving what it served");
-                        }
-                    }
-                    found
-                }
-            };
-            let Some(want) = want else { continue };
-            if self
-                .serving
-                .get(&cluster)
-                .is_none_or(|s| !Arc::ptr_eq(s, &want))
-            {
-                self.set_serving(&cluster, want.clone());
-                serve.push((Group::from(cluster.as_str()), want));
-            }
-        }
-        metrics::gauge!(shared::METRIC_UNRESOLVED).set(f64::from(unresolved));
-        self.rollout = m.decisions.rollout.clone();
-        self.gauges();
-        self.publish_view();
-        serve
-    }
-
-    /// A delivery recorded by the ledger.
-    pub fn delivery(&mut self, now: Millis, d: &Delivery) -> Serve {
-        // Only the hub's dialer to the cluster speaks for it.
-        if d.role != Role::Source || d.peer != d.group {
-            return Serve::new();
-        }
-        let Some(v) = self.versions.get_mut(&d.group) else {
-            return Serve::new();
-        };
-        if v.unacked.get(&d.collection) != Some(&d.version) {
-            return Serve::new();
-        }
-        let input = match d.outcome {
-            Outcome::Ack => {
-                v.unacked.remove(&d.collection);
-                if !v.unacked.is_empty() {
-                    return Serve::new();
-                }
-                Input::Acked {
-                    cluster: d.group.clone(),
-                    version: version_id(&v.to),
-                }
-            }
-            Outcome::Nack => Input::Rejected {
-                cluster: d.group.clone(),
-                version: version_id(&v.to),
-                how: Rejection::Nack,
-                message: format!(
-                    "{} {}: {}",
-                    d.collection,
-                    d.version,
-                    d.message.as_deref().unwrap_or("NACKed")
-                ),
-            },
-        };
-        self.feed(now, input)
-    }
-
-    /// Deliveries were missed (the ledger's broadcast lagged): what the
-    /// dialers ACKed, read from the ledger's view instead.
-    pub fn reconcile(&mut self, now: Millis, peers: &[PeerStatus]) -> Serve {
-        let mut serve = Serve::new();
-        let clusters: Vec<String> = self.versions.keys().cloned().collect();
-        for cluster in clusters {
-            let Some(p) = peers
-                .iter()
-                .find(|p| p.role == Role::Source && p.peer == cluster && p.group == cluster)
-            else {
-                continue;
-            };
-            for (collection, c) in &p.collections {
-                for (version, outcome) in [
-                    (c.acked.as_ref().map(|a| &a.version), Outcome::Ack),
-                    (c.nacked.as_ref().map(|n| &n.version), Outcome::Nack),
-                ] {
-                    let Some(version) = version else { continue };
-                    let d = Delivery {
-                        role: Role::Source,
-                        peer: cluster.clone(),
-                        node_id: p.node_id.clone(),
-                        group: cluster.clone(),
-                        collection: collection.clone(),
-                        version: version.clone(),
-                        outcome,
-                        code: None,
-                        message: c.nacked.as_ref().map(|n| n.message.clone()),
-                    };
-                    serve.extend(self.delivery(now, &d));
-                }
-            }
-        }
-        serve
-    }
-
-    /// The clusters' reports changed: what each agent holds and refused
-    /// counts as its ACK or NACK (the only way this replica hears a cluster
-    /// another replica dials: sharded dial-out), and a cluster of the
-    /// rollout whose istiod dropped an object of its new version fails it
-    /// (istiod ACKs what it drops, so only this report tells).
-    pub fn reports(&mut self, now: Millis, reports: &crate::upward::Reports) -> Serve {
-        let mut serve = Serve::new();
-        for d in held_deliveries(&self.versions, reports, &mut self.refusals) {
-            serve.extend(self.delivery(now, &d));
-        }
-        let mut drops = Vec::new();
-        for (cluster, v) in &self.versions {
-            let Some(istiod) = reports.get(cluster).and_then(|r| r.view.istiod.as_ref()) else {
-                continue;
-            };
-            let of_new_version = istiod.dropped.iter().find(|d| {
-                v.to.collection(&d.collection)
-                    .keys()
-                    .iter()
-                    .any(|k| *k.name == *d.name && *k.version == *d.version)
-            });
-            if let Some(d) = of_new_version {
-                drops.push(Input::Rejected {
-                    cluster: cluster.clone(),
-                    version: version_id(&v.to),
-                    how: Rejection::Dropped,
-                    message: format!(
-                        "istiod dropped {} {} (version {}): {}",
-                        d.collection, d.name, d.version, d.reason
-                    ),
-                });
-            }
-        }
-        for input in drops {
-            serve.extend(self.feed(now, input));
-        }
-        serve
     }
 
     /// Time passed.
@@ -986,97 +627,6 @@ impl Controller {
             leader,
         }));
     }
-}
-
-/// The decisions saved in `file`, with the snapshots of the versions they
-/// name read back from `history` (blocking; at start).
-pub fn restore(
-    file: &persist::StateFile,
-    history: &crate::history::History,
-) -> Result<Option<Restored>, persist::LoadError> {
-    let Some(decisions) = file.load()? else {
-        return Ok(None);
-    };
-    let mut snapshots = shared::Snapshots::new();
-    for (cluster, id) in decisions.versions() {
-        let key = (cluster.to_owned(), id.to_owned());
-        if snapshots.contains_key(&key) {
-            continue;
-        }
-        match history.snapshot(cluster, id) {
-            Ok(s) => {
-                snapshots.insert(key, s);
-            }
-            Err(e) => {
-                warn!(cluster = %cluster, version = %id, error = %e, "a version of the saved rollout can't be read from the history");
-            }
-        }
-    }
-    Ok(Some(Restored {
-        rollout: decisions.rollout,
-        serving: decisions.serving,
-        snapshots,
-    }))
-}
-
-/// What the agents' reports say of the rollout's collections awaiting an
-/// ACK, as the deliveries the ledger would record had this replica pushed
-/// them: an agent whose last ACKed change is the awaited version ACKed it;
-/// one whose last
-/// refused change *became* that version (`refusals`: the last refused
-/// version seen per cluster and collection) NACKed it — a refusal already
-/// there when first seen may be an old one (a rolled-back version resumed)
-/// and is left to the ledger of the replica that dials the cluster, or to
-/// the progress deadline.
-fn held_deliveries(
-    versions: &HashMap<String, Versions>,
-    reports: &crate::upward::Reports,
-    refusals: &mut HashMap<(String, String), String>,
-) -> Vec<Delivery> {
-    let mut out = Vec::new();
-    for (cluster, report) in reports.iter() {
-        for (collection, held) in &report.view.collections {
-            let key = (cluster.clone(), collection.clone());
-            let before = refusals.insert(key, held.refused_version.clone());
-            let Some(version) = versions
-                .get(cluster)
-                .and_then(|v| v.unacked.get(collection))
-            else {
-                continue;
-            };
-            let newly_refused = before.is_some_and(|b| b != held.refused_version);
-            // The version held may still be on its way into the cluster's
-            // API (and refused there): only the one ACKed counts.
-            let outcome = if held.refused_version == *version {
-                if !newly_refused {
-                    continue;
-                }
-                Outcome::Nack
-            } else if held.acked_version == *version {
-                Outcome::Ack
-            } else {
-                continue;
-            };
-            let prefix = format!("{version}: ");
-            out.push(Delivery {
-                role: Role::Source,
-                peer: cluster.clone(),
-                node_id: cluster.clone(),
-                group: cluster.clone(),
-                collection: collection.clone(),
-                version: version.clone(),
-                outcome,
-                code: None,
-                message: (outcome == Outcome::Nack).then(|| {
-                    held.refused
-                        .strip_prefix(&prefix)
-                        .unwrap_or(&held.refused)
-                        .to_owned()
-                }),
-            });
-        }
-    }
-    out
 }
 
 /// The collections of `to` whose version differs from `from`'s, with

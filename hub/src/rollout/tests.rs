@@ -1,4 +1,5 @@
 use meshhub_mcp::snapshot::{CollectionSnapshot, EncodedResource};
+use meshhub_mcp::ledger::{Delivery, Outcome, PeerStatus, Role};
 use meshhub_rollout::{Members, OnFailure, Promotion, Wave};
 
 use super::*;

@@ -1,0 +1,128 @@
+//! Several replicas: the controller of the replica that does not decide
+//! follows the leader's decisions ([`super::shared`]); one that takes the
+//! lead continues them.
+
+use std::sync::Arc;
+
+use meshhub_mcp::cache::Group;
+use tracing::{info, warn};
+
+use super::shared::{self, Mirrored};
+use super::{Controller, Millis, Mode, Restored, Serve};
+use crate::history::version_id;
+
+impl Controller {
+    /// Takes the lead (leader election): continues from the decisions
+    /// followed so far, as a restarted hub continues from its state file.
+    /// `term` marks its decisions (the elector's `transitions`). The caller
+    /// then reads the ledger ([`Controller::reconcile`]): the dialers may
+    /// have been ACKed before this.
+    pub fn lead(&mut self, now: Millis, term: u64) -> Serve {
+        self.term = term;
+        let Mode::Following(mirrored) = std::mem::replace(&mut self.mode, Mode::Leading) else {
+            return Serve::new();
+        };
+        let m = mirrored.as_deref().cloned().unwrap_or_default();
+        let mut snapshots = m.snapshots;
+        for (cluster, s) in &self.serving {
+            if let Some(id) = self.serving_ids.get(cluster) {
+                snapshots
+                    .entry((cluster.clone(), id.clone()))
+                    .or_insert_with(|| s.clone());
+            }
+        }
+        info!(
+            rollout = m.decisions.rollout.as_ref().map(|r| r.id),
+            previous_leader = ?m.decisions.by,
+            "leading the rollout: continuing from the shared decisions"
+        );
+        let restored = Restored {
+            rollout: m.decisions.rollout,
+            serving: m.decisions.serving,
+            snapshots,
+        };
+        self.restore_from(restored);
+        if self.latest.is_empty() {
+            // Applied at the first build.
+            self.publish_view();
+            return Serve::new();
+        }
+        let latest = self.latest.clone();
+        self.built(now, &latest)
+    }
+
+    /// Follows another replica's decisions (this one lost the lead, or
+    /// never had it): its own rollout stops deciding.
+    pub fn follow(&mut self, mirrored: Option<Arc<Mirrored>>) -> Serve {
+        if self.leading() {
+            info!("following the leader's rollout decisions");
+        }
+        self.mode = Mode::Following(mirrored);
+        self.versions.clear();
+        self.restored = None;
+        self.next_evaluation = None;
+        self.mirror_serve()
+    }
+
+    /// The leader's decisions changed (ignored while leading: they are this
+    /// replica's own).
+    pub fn mirror(&mut self, mirrored: Option<Arc<Mirrored>>) -> Serve {
+        if self.leading() {
+            return Serve::new();
+        }
+        self.follow(mirrored)
+    }
+
+    /// A follower serves each governed cluster the version the leader
+    /// serves it, found among its newest builds, what it serves and its
+    /// history; one it can't find keeps what it is served (warned once,
+    /// counted in [`shared::METRIC_UNRESOLVED`]). A cluster the leader has
+    /// not served yet gets its newest, as the leader does a first build.
+    pub(super) fn mirror_serve(&mut self) -> Serve {
+        let Mode::Following(Some(m)) = &self.mode else {
+            return Serve::new();
+        };
+        let m = m.clone();
+        let mut serve = Serve::new();
+        let mut unresolved = 0_u32;
+        let names: Vec<String> = self.clusters.iter().map(|(c, _)| c.clone()).collect();
+        for cluster in names {
+            let Some(newest) = self.latest.get(cluster.as_str()).cloned() else {
+                continue;
+            };
+            let want = match m.decisions.serving.get(&cluster) {
+                None => Some(newest),
+                Some(id) if self.serving_ids.get(&cluster) == Some(id) => continue,
+                Some(id) => {
+                    let found = [Some(&newest), self.serving.get(&cluster)]
+                        .into_iter()
+                        .flatten()
+                        .find(|s| version_id(s) == *id)
+                        .cloned()
+                        .or_else(|| m.snapshots.get(&(cluster.clone(), id.clone())).cloned());
+                    if found.is_none() {
+                        unresolved += 1;
+                        if self.unresolved.insert((cluster.clone(), id.clone())) {
+                            warn!(cluster = %cluster, version = %id, "the leader serves a version this replica has not recorded; it keeps serving what it served");
+                        }
+                    }
+                    found
+                }
+            };
+            let Some(want) = want else { continue };
+            if self
+                .serving
+                .get(&cluster)
+                .is_none_or(|s| !Arc::ptr_eq(s, &want))
+            {
+                self.set_serving(&cluster, want.clone());
+                serve.push((Group::from(cluster.as_str()), want));
+            }
+        }
+        metrics::gauge!(shared::METRIC_UNRESOLVED).set(f64::from(unresolved));
+        self.rollout = m.decisions.rollout.clone();
+        self.gauges();
+        self.publish_view();
+        serve
+    }
+}

@@ -1,0 +1,182 @@
+//! Continuing from saved decisions: after a restart (the state file) or
+//! when this replica takes the lead (the decisions it followed).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use meshhub_mcp::cache::Group;
+use meshhub_mcp::snapshot::Snapshot;
+use meshhub_rollout::{ClusterState, Phase, Rollout};
+use tracing::{info, warn};
+
+use super::{Controller, Millis, Serve, Versions, changed_collections, persist, shared};
+use crate::history::version_id;
+
+/// Decisions saved before a restart (or followed before this replica led),
+/// with the snapshots of the versions they name.
+#[derive(Debug, Default)]
+pub struct Restored {
+    /// The rollout.
+    pub rollout: Option<Rollout>,
+    /// Per cluster, the version id it was served.
+    pub serving: BTreeMap<String, String>,
+    /// `(cluster, version id)` → the snapshot.
+    pub snapshots: shared::Snapshots,
+}
+
+impl Controller {
+    /// Continues `restored` (saved before a restart) at the first build.
+    #[must_use]
+    pub fn restoring(mut self, restored: Restored) -> Self {
+        self.restore_from(restored);
+        self
+    }
+
+    pub(super) fn restore_from(&mut self, restored: Restored) {
+        if let Some(r) = &restored.rollout {
+            self.next_id = self.next_id.max(r.id + 1);
+        }
+        self.restored = Some(restored);
+    }
+
+    /// The first build after a restart with saved decisions (or after this
+    /// replica took the lead): every cluster of the rollout is served what
+    /// its state says (its previous or its new version), every other one
+    /// the version it was served (so a change made meanwhile goes through
+    /// a rollout too), as far as the snapshots are known; the others their
+    /// newest. If the rollout is unfinished and the sources still produce
+    /// its new versions, it goes on where it was (returns true); otherwise
+    /// the caller starts a new one from what is served now, superseding it.
+    pub(super) fn resume(
+        &mut self,
+        now: Millis,
+        restored: Restored,
+        latest: &HashMap<Group, Arc<Snapshot>>,
+        serve: &mut Serve,
+    ) -> bool {
+        let Restored {
+            rollout,
+            serving,
+            snapshots,
+        } = restored;
+        let find = |cluster: &str, id: &str| {
+            snapshots
+                .get(&(cluster.to_owned(), id.to_owned()))
+                .cloned()
+                .or_else(|| latest.get(cluster).filter(|l| version_id(l) == id).cloned())
+        };
+        let finished = rollout
+            .as_ref()
+            .is_none_or(|r| matches!(r.phase, Phase::Completed | Phase::Superseded { .. }));
+        let mut versions = HashMap::new();
+        let names: Vec<String> = self.clusters.iter().map(|(c, _)| c.clone()).collect();
+        for cluster in names {
+            let Some(newest) = latest.get(cluster.as_str()) else {
+                continue;
+            };
+            let mut served = newest.clone();
+            let target = rollout
+                .as_ref()
+                .filter(|_| !finished)
+                .and_then(|r| r.targets.get(&cluster));
+            if let Some(t) = target {
+                let from = t.step.from.as_deref().and_then(|id| find(&cluster, id));
+                let to = find(&cluster, &t.step.to);
+                let want = match t.state {
+                    ClusterState::Held | ClusterState::Excluded | ClusterState::RolledBack => {
+                        from.clone()
+                    }
+                    _ => to.clone(),
+                };
+                match (want, to) {
+                    (Some(want), Some(to)) => {
+                        served = want;
+                        versions.insert(
+                            cluster.clone(),
+                            Versions {
+                                // Every cluster not yet ACKed: a held one
+                                // is released later and must ACK then.
+                                unacked: match t.state {
+                                    ClusterState::Acked { .. } => BTreeMap::new(),
+                                    _ => changed_collections(from.as_ref(), &to),
+                                },
+                                from,
+                                to,
+                            },
+                        );
+                    }
+                    _ => warn!(
+                        cluster = %cluster,
+                        "a version of the saved rollout is not in the history; the cluster is served its newest"
+                    ),
+                }
+            } else if let Some(id) = serving.get(&cluster) {
+                match find(&cluster, id) {
+                    Some(s) => served = s,
+                    None => warn!(
+                        cluster = %cluster,
+                        version = %id,
+                        "the version the cluster was served is not in the history; it is served its newest"
+                    ),
+                }
+            }
+            if self.serving_ids.get(&cluster) != Some(&version_id(&served)) {
+                self.set_serving(&cluster, served.clone());
+                serve.push((Group::from(cluster.as_str()), served));
+            }
+        }
+        let Some(rollout) = rollout else {
+            return false;
+        };
+        let unchanged = rollout.targets.iter().all(|(c, t)| {
+            latest
+                .get(c.as_str())
+                .is_some_and(|l| version_id(l) == t.step.to)
+        });
+        info!(
+            rollout = rollout.id,
+            phase = rollout.phase.name(),
+            unchanged,
+            "rollout restored"
+        );
+        let commands = rollout.restore();
+        self.rollout = Some(rollout);
+        self.versions = versions;
+        if finished || !unchanged {
+            return false;
+        }
+        serve.extend(self.carry_out(now, commands));
+        true
+    }
+}
+
+/// The decisions saved in `file`, with the snapshots of the versions they
+/// name read back from `history` (blocking; at start).
+pub fn restore(
+    file: &persist::StateFile,
+    history: &crate::history::History,
+) -> Result<Option<Restored>, persist::LoadError> {
+    let Some(decisions) = file.load()? else {
+        return Ok(None);
+    };
+    let mut snapshots = shared::Snapshots::new();
+    for (cluster, id) in decisions.versions() {
+        let key = (cluster.to_owned(), id.to_owned());
+        if snapshots.contains_key(&key) {
+            continue;
+        }
+        match history.snapshot(cluster, id) {
+            Ok(s) => {
+                snapshots.insert(key, s);
+            }
+            Err(e) => {
+                warn!(cluster = %cluster, version = %id, error = %e, "a version of the saved rollout can't be read from the history");
+            }
+        }
+    }
+    Ok(Some(Restored {
+        rollout: decisions.rollout,
+        serving: decisions.serving,
+        snapshots,
+    }))
+}

@@ -1,0 +1,187 @@
+//! What tells the controller a cluster took or refused its new version:
+//! the ledger's deliveries of this replica's dialers, and the agents'
+//! reports (the only word of a cluster another replica dials), including
+//! what the cluster's istiod dropped.
+
+use std::collections::HashMap;
+
+use meshhub_mcp::ledger::{Delivery, Outcome, PeerStatus, Role};
+use meshhub_rollout::{Input, Rejection};
+
+use super::{Controller, Millis, Serve, Versions};
+use crate::history::version_id;
+
+impl Controller {
+    /// A delivery recorded by the ledger.
+    pub fn delivery(&mut self, now: Millis, d: &Delivery) -> Serve {
+        // Only the hub's dialer to the cluster speaks for it.
+        if d.role != Role::Source || d.peer != d.group {
+            return Serve::new();
+        }
+        let Some(v) = self.versions.get_mut(&d.group) else {
+            return Serve::new();
+        };
+        if v.unacked.get(&d.collection) != Some(&d.version) {
+            return Serve::new();
+        }
+        let input = match d.outcome {
+            Outcome::Ack => {
+                v.unacked.remove(&d.collection);
+                if !v.unacked.is_empty() {
+                    return Serve::new();
+                }
+                Input::Acked {
+                    cluster: d.group.clone(),
+                    version: version_id(&v.to),
+                }
+            }
+            Outcome::Nack => Input::Rejected {
+                cluster: d.group.clone(),
+                version: version_id(&v.to),
+                how: Rejection::Nack,
+                message: format!(
+                    "{} {}: {}",
+                    d.collection,
+                    d.version,
+                    d.message.as_deref().unwrap_or("NACKed")
+                ),
+            },
+        };
+        self.feed(now, input)
+    }
+
+    /// Deliveries were missed (the ledger's broadcast lagged): what the
+    /// dialers ACKed, read from the ledger's view instead.
+    pub fn reconcile(&mut self, now: Millis, peers: &[PeerStatus]) -> Serve {
+        let mut serve = Serve::new();
+        let clusters: Vec<String> = self.versions.keys().cloned().collect();
+        for cluster in clusters {
+            let Some(p) = peers
+                .iter()
+                .find(|p| p.role == Role::Source && p.peer == cluster && p.group == cluster)
+            else {
+                continue;
+            };
+            for (collection, c) in &p.collections {
+                for (version, outcome) in [
+                    (c.acked.as_ref().map(|a| &a.version), Outcome::Ack),
+                    (c.nacked.as_ref().map(|n| &n.version), Outcome::Nack),
+                ] {
+                    let Some(version) = version else { continue };
+                    let d = Delivery {
+                        role: Role::Source,
+                        peer: cluster.clone(),
+                        node_id: p.node_id.clone(),
+                        group: cluster.clone(),
+                        collection: collection.clone(),
+                        version: version.clone(),
+                        outcome,
+                        code: None,
+                        message: c.nacked.as_ref().map(|n| n.message.clone()),
+                    };
+                    serve.extend(self.delivery(now, &d));
+                }
+            }
+        }
+        serve
+    }
+
+    /// The clusters' reports changed: what each agent holds and refused
+    /// counts as its ACK or NACK (the only way this replica hears a cluster
+    /// another replica dials: sharded dial-out), and a cluster of the
+    /// rollout whose istiod dropped an object of its new version fails it
+    /// (istiod ACKs what it drops, so only this report tells).
+    pub fn reports(&mut self, now: Millis, reports: &crate::upward::Reports) -> Serve {
+        let mut serve = Serve::new();
+        for d in held_deliveries(&self.versions, reports, &mut self.refusals) {
+            serve.extend(self.delivery(now, &d));
+        }
+        let mut drops = Vec::new();
+        for (cluster, v) in &self.versions {
+            let Some(istiod) = reports.get(cluster).and_then(|r| r.view.istiod.as_ref()) else {
+                continue;
+            };
+            let of_new_version = istiod.dropped.iter().find(|d| {
+                v.to.collection(&d.collection)
+                    .keys()
+                    .iter()
+                    .any(|k| *k.name == *d.name && *k.version == *d.version)
+            });
+            if let Some(d) = of_new_version {
+                drops.push(Input::Rejected {
+                    cluster: cluster.clone(),
+                    version: version_id(&v.to),
+                    how: Rejection::Dropped,
+                    message: format!(
+                        "istiod dropped {} {} (version {}): {}",
+                        d.collection, d.name, d.version, d.reason
+                    ),
+                });
+            }
+        }
+        for input in drops {
+            serve.extend(self.feed(now, input));
+        }
+        serve
+    }
+}
+
+/// What the agents' reports say of the rollout's collections awaiting an
+/// ACK, as the deliveries the ledger would record had this replica pushed
+/// them: an agent whose last ACKed change is the awaited version ACKed it;
+/// one whose last
+/// refused change *became* that version (`refusals`: the last refused
+/// version seen per cluster and collection) NACKed it — a refusal already
+/// there when first seen may be an old one (a rolled-back version resumed)
+/// and is left to the ledger of the replica that dials the cluster, or to
+/// the progress deadline.
+fn held_deliveries(
+    versions: &HashMap<String, Versions>,
+    reports: &crate::upward::Reports,
+    refusals: &mut HashMap<(String, String), String>,
+) -> Vec<Delivery> {
+    let mut out = Vec::new();
+    for (cluster, report) in reports.iter() {
+        for (collection, held) in &report.view.collections {
+            let key = (cluster.clone(), collection.clone());
+            let before = refusals.insert(key, held.refused_version.clone());
+            let Some(version) = versions
+                .get(cluster)
+                .and_then(|v| v.unacked.get(collection))
+            else {
+                continue;
+            };
+            let newly_refused = before.is_some_and(|b| b != held.refused_version);
+            // The version held may still be on its way into the cluster's
+            // API (and refused there): only the one ACKed counts.
+            let outcome = if held.refused_version == *version {
+                if !newly_refused {
+                    continue;
+                }
+                Outcome::Nack
+            } else if held.acked_version == *version {
+                Outcome::Ack
+            } else {
+                continue;
+            };
+            let prefix = format!("{version}: ");
+            out.push(Delivery {
+                role: Role::Source,
+                peer: cluster.clone(),
+                node_id: cluster.clone(),
+                group: cluster.clone(),
+                collection: collection.clone(),
+                version: version.clone(),
+                outcome,
+                code: None,
+                message: (outcome == Outcome::Nack).then(|| {
+                    held.refused
+                        .strip_prefix(&prefix)
+                        .unwrap_or(&held.refused)
+                        .to_owned()
+                }),
+            });
+        }
+    }
+    out
+}

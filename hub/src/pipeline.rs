@@ -19,10 +19,9 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use meshhub_mcp::cache::{Group, SnapshotWriter};
-use meshhub_mcp::ledger::{Delivery, Ledger};
 use meshhub_mcp::snapshot::{CollectionSnapshot, EncodedResource, Snapshot};
 use serde::Serialize;
-use tokio::sync::{broadcast, mpsc, watch};
+use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
@@ -31,7 +30,6 @@ use crate::analysis::{Analysis, AnalysisSpec, Decision};
 use crate::audit::{AuditEvent, AuditLog};
 use crate::groups::GroupRules;
 use crate::history::{History, Pins, version_id};
-use crate::leader::LeaderStatus;
 use crate::rollout;
 use crate::source::SourceEvent;
 use crate::store::{Conflict, Rejected, ServedObjects, Store, Warning};
@@ -172,37 +170,6 @@ pub struct Pipeline {
     good: HashMap<Group, Arc<Snapshot>>,
 }
 
-/// A staged rollout's controller and what feeds it in the pipeline task.
-struct Staged {
-    controller: rollout::Controller,
-    ledger: Ledger,
-    deliveries: broadcast::Receiver<Delivery>,
-    /// `None` once every sender is gone.
-    requests: Option<mpsc::Receiver<rollout::Request>>,
-    /// The metric gates' answers (`None`: no gates, or their task ended).
-    gate_answers: Option<mpsc::Receiver<rollout::gates::GateAnswer>>,
-    /// What the clusters report up (their istiod's drops); `None`: not
-    /// followed, or its owner ended.
-    reports: Option<watch::Receiver<crate::upward::Reports>>,
-    /// With leader election: whether this replica leads, and the leader's
-    /// decisions ([`rollout::shared`]).
-    replicas: Option<Replicas>,
-}
-
-/// What decides whether this replica's controller leads or follows.
-struct Replicas {
-    leader: watch::Receiver<LeaderStatus>,
-    mirrored: rollout::shared::MirrorReceiver,
-}
-
-impl Replicas {
-    /// It leads once it holds the lease and has read the shared decisions
-    /// (so it continues them instead of starting over).
-    fn leads(&self) -> bool {
-        self.leader.borrow().is_leader && self.mirrored.borrow().is_some()
-    }
-}
-
 impl std::fmt::Debug for Pipeline {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Pipeline")
@@ -263,51 +230,6 @@ impl Pipeline {
     pub fn record_history(mut self, history: History) -> Self {
         self.record.pins = Some(history.pins());
         self.record.history = Some(history);
-        self
-    }
-
-    /// Stages changes of the dialed clusters through `controller` (see
-    /// [`crate::rollout`]): it learns their ACKs and NACKs from `ledger`
-    /// and operators' actions from `requests`.
-    pub fn stage_rollouts(
-        mut self,
-        controller: rollout::Controller,
-        ledger: Ledger,
-        requests: mpsc::Receiver<rollout::Request>,
-        gate_answers: Option<mpsc::Receiver<rollout::gates::GateAnswer>>,
-    ) -> Self {
-        self.rollout = Some(Staged {
-            controller,
-            deliveries: ledger.deliveries(),
-            ledger,
-            requests: Some(requests),
-            gate_answers,
-            reports: None,
-            replicas: None,
-        });
-        self
-    }
-
-    /// The staged rollout is decided by the leader among the replicas
-    /// (`leader`) and followed by the others through the shared decisions
-    /// (`mirrored`); the controller starts as a follower.
-    pub fn share_rollouts(
-        mut self,
-        leader: watch::Receiver<LeaderStatus>,
-        mirrored: rollout::shared::MirrorReceiver,
-    ) -> Self {
-        if let Some(s) = self.rollout.as_mut() {
-            s.replicas = Some(Replicas { leader, mirrored });
-        }
-        self
-    }
-
-    /// The staged rollout also fails a cluster whose istiod dropped an
-    /// object of the new version (the upward channel's `reports`).
-    pub fn follow_reports(mut self, reports: watch::Receiver<crate::upward::Reports>) -> Self {
-        if let Some(s) = self.rollout.as_mut() {
-            s.reports = Some(reports);
-        }
         self
     }
 
@@ -380,46 +302,10 @@ impl Pipeline {
                     None => std::future::pending().await,
                 }
             };
-            let staged = self.rollout.as_mut();
-            let tick_at = staged.as_ref().and_then(|s| s.controller.next_tick());
             let rollout_event = async {
-                let Some(s) = staged else {
-                    return std::future::pending().await;
-                };
-                let request = async {
-                    match s.requests.as_mut() {
-                        Some(r) => r.recv().await,
-                        None => std::future::pending().await,
-                    }
-                };
-                let gate_answer = async {
-                    match s.gate_answers.as_mut() {
-                        Some(r) => r.recv().await,
-                        None => std::future::pending().await,
-                    }
-                };
-                let report = async {
-                    match s.reports.as_mut() {
-                        Some(r) => r.changed().await.is_ok(),
-                        None => std::future::pending().await,
-                    }
-                };
-                let replicas = async {
-                    match s.replicas.as_mut() {
-                        Some(r) => tokio::select! {
-                            c = r.leader.changed() => c.is_ok(),
-                            c = r.mirrored.changed() => c.is_ok(),
-                        },
-                        None => std::future::pending().await,
-                    }
-                };
-                tokio::select! {
-                    d = s.deliveries.recv() => StagedEvent::Delivery(d),
-                    r = request => StagedEvent::Request(r),
-                    a = gate_answer => StagedEvent::Gates(a),
-                    ok = report => StagedEvent::Reports(ok),
-                    ok = replicas => StagedEvent::Replicas(ok),
-                    _ = sleep_until_ms(tick_at) => StagedEvent::Tick,
+                match self.rollout.as_mut() {
+                    Some(s) => s.next().await,
+                    None => std::future::pending().await,
                 }
             };
             tokio::select! {
@@ -727,71 +613,7 @@ impl Pipeline {
         let Some(s) = self.rollout.as_mut() else {
             return;
         };
-        let now = rollout::now_ms();
-        let serve = match ev {
-            StagedEvent::Delivery(Ok(d)) => s.controller.delivery(now, &d),
-            StagedEvent::Delivery(Err(broadcast::error::RecvError::Lagged(missed))) => {
-                debug!(missed, "rollout: deliveries missed; reading the ledger");
-                s.controller.reconcile(now, &s.ledger.view())
-            }
-            // The ledger lives as long as the hub.
-            StagedEvent::Delivery(Err(broadcast::error::RecvError::Closed)) => Vec::new(),
-            StagedEvent::Tick => s.controller.tick(now),
-            StagedEvent::Gates(Some(answer)) => s.controller.gate_answer(now, answer),
-            StagedEvent::Gates(None) => {
-                s.gate_answers = None;
-                Vec::new()
-            }
-            StagedEvent::Reports(true) => {
-                let reports = s.reports.as_mut().map(|r| r.borrow_and_update().clone());
-                reports.map_or_else(Vec::new, |r| s.controller.reports(now, &r))
-            }
-            StagedEvent::Reports(false) => {
-                s.reports = None;
-                Vec::new()
-            }
-            StagedEvent::Replicas(true) => match s.replicas.as_mut() {
-                Some(r) => {
-                    let mirrored = r.mirrored.borrow_and_update().clone();
-                    r.leader.borrow_and_update();
-                    match (r.leads(), s.controller.leading()) {
-                        (true, false) => {
-                            let term = r.leader.borrow().transitions;
-                            let mut serve = s.controller.lead(now, term);
-                            // The dialers may have been ACKed before.
-                            serve.extend(s.controller.reconcile(now, &s.ledger.view()));
-                            serve
-                        }
-                        (false, true) => s.controller.follow(mirrored),
-                        (false, false) => s.controller.mirror(mirrored),
-                        (true, true) => Vec::new(),
-                    }
-                }
-                None => Vec::new(),
-            },
-            // The election or the follower ended (shutting down): keep
-            // the role as it is.
-            StagedEvent::Replicas(false) => {
-                s.replicas = None;
-                Vec::new()
-            }
-            StagedEvent::Request(None) => {
-                s.requests = None;
-                Vec::new()
-            }
-            StagedEvent::Request(Some(r)) => {
-                match s.controller.act(now, r.action, r.cluster.as_deref(), &r.by) {
-                    Ok(serve) => {
-                        let _ = r.reply.send(Ok(()));
-                        serve
-                    }
-                    Err(e) => {
-                        let _ = r.reply.send(Err(e));
-                        Vec::new()
-                    }
-                }
-            }
-        };
+        let serve = s.handle(ev);
         self.serve(serve);
     }
 
@@ -822,34 +644,11 @@ impl Pipeline {
     }
 }
 
-/// What wakes the pipeline for the rollout.
-enum StagedEvent {
-    Delivery(Result<Delivery, broadcast::error::RecvError>),
-    /// `None`: every sender is gone.
-    Request(Option<rollout::Request>),
-    /// `None`: the gates' task ended.
-    Gates(Option<rollout::gates::GateAnswer>),
-    /// The clusters' reports changed (`false`: their owner ended).
-    Reports(bool),
-    /// The leadership or the leader's decisions changed (`false`: their
-    /// owner ended).
-    Replicas(bool),
-    Tick,
-}
-
-/// Sleeps until `at` (milliseconds since the epoch), forever if `None`.
-async fn sleep_until_ms(at: Option<rollout::Millis>) {
-    match at {
-        Some(at) => {
-            let wait = at.saturating_sub(rollout::now_ms());
-            tokio::time::sleep(Duration::from_millis(wait)).await;
-        }
-        None => std::future::pending().await,
-    }
-}
-
 pub mod recording;
 pub mod spec;
+mod staged;
+
+use self::staged::{Staged, StagedEvent};
 
 pub use spec::{Debounce, RawDebounce};
 

@@ -12,6 +12,11 @@ use super::{Controller, Millis, Mode, Restored, Serve};
 use crate::history::version_id;
 
 impl Controller {
+    /// The leadership term of this replica's decisions (0: never led).
+    pub fn term(&self) -> u64 {
+        self.term
+    }
+
     /// Takes the lead (leader election): continues from the decisions
     /// followed so far, as a restarted hub continues from its state file.
     /// `term` marks its decisions (the elector's `transitions`). The caller
@@ -51,8 +56,8 @@ impl Controller {
         self.built(now, &latest)
     }
 
-    /// Follows another replica's decisions (this one lost the lead, or
-    /// never had it): its own rollout stops deciding.
+    /// Follows another replica's decisions (this one lost the lead, never
+    /// had it, or the decisions changed): its own rollout stops deciding.
     pub fn follow(&mut self, mirrored: Option<Arc<Mirrored>>) -> Serve {
         if self.leading() {
             info!("following the leader's rollout decisions");
@@ -62,15 +67,6 @@ impl Controller {
         self.restored = None;
         self.next_evaluation = None;
         self.mirror_serve()
-    }
-
-    /// The leader's decisions changed (ignored while leading: they are this
-    /// replica's own).
-    pub fn mirror(&mut self, mirrored: Option<Arc<Mirrored>>) -> Serve {
-        if self.leading() {
-            return Serve::new();
-        }
-        self.follow(mirrored)
     }
 
     /// A follower serves each governed cluster the version the leader

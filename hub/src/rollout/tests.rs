@@ -1,5 +1,5 @@
-use meshhub_mcp::snapshot::{CollectionSnapshot, EncodedResource};
 use meshhub_mcp::ledger::{Delivery, Outcome, PeerStatus, Role};
+use meshhub_mcp::snapshot::{CollectionSnapshot, EncodedResource};
 use meshhub_rollout::{Members, OnFailure, Promotion, Wave};
 
 use super::*;
@@ -303,13 +303,13 @@ fn a_follower_serves_what_the_leader_decided_and_sends_operators_to_it() {
     leader.built(0, &v1);
     // Nothing read from the leader yet: the dialed clusters wait.
     assert!(follower.built(0, &v1).is_empty());
-    let serve = follower.mirror(mirrored(&leader, &[]));
+    let serve = follower.follow(mirrored(&leader, &[]));
     assert_eq!(names(&serve), ["a", "b", "c"]);
 
     leader.built(10, &v2);
     // The follower built v2 too, but only the leader's decision moves it.
     assert!(follower.built(10, &v2).is_empty());
-    let serve = follower.mirror(mirrored(&leader, &[]));
+    let serve = follower.follow(mirrored(&leader, &[]));
     assert_eq!(served(&serve), BTreeMap::from([("a".to_owned(), id(&v2))]));
     let view = follower.view.borrow().clone();
     assert!(view.following);
@@ -339,11 +339,11 @@ fn a_follower_that_takes_the_lead_continues_the_rollout_where_the_leader_left_it
     let (v1, v2) = (latest("1"), latest("2"));
     leader.built(0, &v1);
     follower.built(0, &v1);
-    follower.mirror(mirrored(&leader, &[]));
+    follower.follow(mirrored(&leader, &[]));
     leader.built(10, &v2);
     leader.delivery(20, &delivery("a", &v2[&Group::from("a")], Outcome::Ack));
     follower.built(10, &v2);
-    follower.mirror(mirrored(&leader, &[&v1]));
+    follower.follow(mirrored(&leader, &[&v1]));
     // The leader is gone; the follower leads: same rollout, same holds.
     let serve = follower.lead(30, 1);
     assert!(
@@ -375,7 +375,7 @@ fn a_change_the_old_leader_never_rolled_out_goes_through_the_waves_under_the_new
     let (v1, v2) = (latest("1"), latest("2"));
     leader.built(0, &v1);
     follower.built(0, &v1);
-    follower.mirror(mirrored(&leader, &[&v1]));
+    follower.follow(mirrored(&leader, &[&v1]));
     // The change reached the follower's sources; the leader died first.
     follower.built(10, &v2);
     let serve = follower.lead(20, 1);

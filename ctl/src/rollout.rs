@@ -50,15 +50,15 @@ struct Act {
     admin: AdminArgs,
 }
 
-/// `GET /rollout` as the hub answers.
+/// `GET /rollout` as the hub answers (`wait` reads it too).
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct View {
+pub(crate) struct View {
     enabled: bool,
     #[serde(default)]
     policy: Option<Policy>,
     #[serde(default)]
-    rollout: Option<Rollout>,
+    pub(crate) rollout: Option<Rollout>,
     /// The replica asked follows the leader's decisions.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     following: bool,

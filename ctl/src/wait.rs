@@ -120,10 +120,12 @@ pub async fn run(args: WaitArgs) -> Result<Outcome, String> {
                         Err(e) if first => return Err(e.to_string()),
                         _ => {
                             let mut report = awaited.assess(&status);
-                            if let Some(rollout) = current_rollout(&admin).await {
-                                assess::under_rollout(&mut report, &rollout);
-                            }
-                            Ok(report)
+                            current_rollout(&admin).await.map(|rollout| {
+                                if let Some(rollout) = rollout {
+                                    assess::under_rollout(&mut report, &rollout);
+                                }
+                                report
+                            })
                         }
                     }
                 }
@@ -184,18 +186,20 @@ pub async fn run(args: WaitArgs) -> Result<Outcome, String> {
 }
 
 /// The hub's current staged rollout, if it has one (a hub without a
-/// rollout policy, or one too old to have `/rollout`, has none).
-async fn current_rollout(admin: &Admin) -> Option<meshhub_rollout::Rollout> {
-    #[derive(serde::Deserialize)]
-    struct View {
-        #[serde(default)]
-        rollout: Option<meshhub_rollout::Rollout>,
+/// rollout policy, or one too old to have `/rollout`, has none). Any other
+/// failure is the poll's: held clusters must not count as ACKed because
+/// `/rollout` could not be read once.
+async fn current_rollout(admin: &Admin) -> Result<Option<meshhub_rollout::Rollout>, String> {
+    let path = "/rollout";
+    let answer = admin.get(path).await.map_err(|e| e.to_string())?;
+    if answer.status == http::StatusCode::NOT_FOUND {
+        return Ok(None);
     }
-    admin
-        .get_json::<View>("/rollout")
-        .await
-        .ok()
-        .and_then(|v| v.rollout)
+    let url = admin.url(path);
+    let text = answer.ok(&url)?;
+    let view: crate::rollout::View =
+        serde_json::from_str(&text).map_err(|e| format!("{url}: unexpected answer: {e}"))?;
+    Ok(view.rollout)
 }
 
 /// Every named cluster (or the object as one row) waiting for `reason`.

@@ -27,7 +27,7 @@ use meshhub_runtime::port::PortError;
 use meshhub_runtime::signal::{Signal, Signals};
 use tokio::sync::{mpsc, watch};
 use tonic_health::ServingStatus;
-use tracing::{Instrument as _, error, info, info_span};
+use tracing::{Instrument as _, error, info, info_span, warn};
 
 use crate::admin::{self, AdminState};
 use crate::audit::AuditLog;
@@ -320,6 +320,15 @@ impl Hub {
                             }
                             None => leader.clone(),
                         };
+                        if let Some(spec) = &config.history {
+                            let file = rollout::persist::StateFile::in_dir(&spec.dir);
+                            if file.exists() {
+                                // The ConfigMap is the one truth of
+                                // several replicas; a file left by a single
+                                // hub is not merged into it.
+                                warn!(path = %file.path().display(), configmap = %format!("{}/{}", le.namespace, rollout::shared::CONFIGMAP), "a single hub's rollout state is not read with leaderElection: the replicas share the rollout through the ConfigMap");
+                            }
+                        }
                         let shared = SharedRollout::new(client.clone(), &le.namespace);
                         let (mirror_tx, mirror_rx) = watch::channel(None);
                         controller = controller.following();

@@ -166,7 +166,7 @@ pub struct Controller {
     /// Shared versions this replica could not serve, already warned of.
     unresolved: BTreeSet<(String, String)>,
     /// The last refused version each agent reported, per collection.
-    refusals: HashMap<(String, String), String>,
+    refusals: HashMap<String, HashMap<String, String>>,
     /// The leadership term of this replica's decisions ([`Decisions::term`]).
     term: u64,
     next_id: u64,

@@ -57,6 +57,16 @@ impl StateFile {
         }
     }
 
+    /// Where it is.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Whether a state was saved (blocking).
+    pub fn exists(&self) -> bool {
+        self.path.exists()
+    }
+
     /// The saved decisions (`None`: none saved; blocking).
     pub fn load(&self) -> Result<Option<Decisions>, LoadError> {
         let text = match std::fs::read_to_string(&self.path) {

@@ -8,7 +8,7 @@
 //! continues from the decisions it followed, as a restarted hub continues
 //! from its state file: the same rollout, the same holds.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -57,19 +57,16 @@ pub struct Decisions {
 impl Decisions {
     /// The decisions in `text`: this format, or a rollout alone (the state
     /// file of hubs before the decisions were shared).
+    /// Decisions always have `serving`; the error says what is wrong with
+    /// the one shape the text claims to be.
     pub fn parse(text: &str) -> Result<Self, serde_json::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Saved {
-            Rollout(Box<Rollout>),
-            Decisions(Box<Decisions>),
+        let value: serde_json::Value = serde_json::from_str(text)?;
+        if value.get("serving").is_some() {
+            return serde_json::from_value(value);
         }
-        Ok(match serde_json::from_str(text)? {
-            Saved::Rollout(r) => Decisions {
-                rollout: Some(*r),
-                ..Decisions::default()
-            },
-            Saved::Decisions(d) => *d,
+        Ok(Decisions {
+            rollout: Some(serde_json::from_value(value)?),
+            ..Decisions::default()
         })
     }
 
@@ -209,7 +206,7 @@ impl SharedRollout {
                     continue;
                 }
             };
-            let wanted: Vec<(String, String)> = decisions
+            let wanted: HashSet<(String, String)> = decisions
                 .versions()
                 .map(|(c, v)| (c.to_owned(), v.to_owned()))
                 .collect();

@@ -138,20 +138,33 @@ impl Controller {
 fn held_deliveries(
     versions: &HashMap<String, Versions>,
     reports: &crate::upward::Reports,
-    refusals: &mut HashMap<(String, String), String>,
+    refusals: &mut HashMap<String, HashMap<String, String>>,
 ) -> Vec<Delivery> {
     let mut out = Vec::new();
     for (cluster, report) in reports.iter() {
+        let seen = match refusals.get_mut(cluster.as_str()) {
+            Some(seen) => seen,
+            None => refusals.entry(cluster.clone()).or_default(),
+        };
         for (collection, held) in &report.view.collections {
-            let key = (cluster.clone(), collection.clone());
-            let before = refusals.insert(key, held.refused_version.clone());
+            // Allocates only for a collection first seen or a new refusal.
+            let newly_refused = match seen.get_mut(collection.as_str()) {
+                Some(before) if *before == held.refused_version => false,
+                Some(before) => {
+                    before.clone_from(&held.refused_version);
+                    true
+                }
+                None => {
+                    seen.insert(collection.clone(), held.refused_version.clone());
+                    false
+                }
+            };
             let Some(version) = versions
                 .get(cluster)
                 .and_then(|v| v.unacked.get(collection))
             else {
                 continue;
             };
-            let newly_refused = before.is_some_and(|b| b != held.refused_version);
             // The version held may still be on its way into the cluster's
             // API (and refused there): only the one ACKed counts.
             let outcome = if held.refused_version == *version {

@@ -250,19 +250,12 @@ impl Hub {
             .analyse(config.analysis.clone());
         // Leader election for the dial-out role (off: this replica dials).
         let leader = match &leader_election {
-            Some((spec, client)) if spec.shards.is_some() => {
-                let count = spec.shards.unwrap_or(1);
-                let (elector, leader) = ShardElector::new(spec, count, client.clone());
-                tasks.spawn(elector.run(shutdown.clone()).instrument(info_span!(
-                    "shards",
-                    leader.identity = %spec.identity,
-                    lease.name = %spec.lease_name,
-                    lease.namespace = %spec.namespace,
-                    shards = count
-                )));
-                leader
-            }
-            Some((spec, client)) => Elector::spawn(spec, client.clone(), &tasks, shutdown.clone()),
+            Some((spec, client)) => match spec.shards {
+                Some(count) => {
+                    ShardElector::spawn(spec, count, client.clone(), &tasks, shutdown.clone())
+                }
+                None => Elector::spawn(spec, client.clone(), &tasks, shutdown.clone()),
+            },
             // The sender is dropped: the value never changes.
             None => watch::channel(LeaderStatus::disabled()).1,
         };

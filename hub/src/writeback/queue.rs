@@ -122,9 +122,16 @@ impl<K: Clone + Eq + Hash + Ord, V: Clone> Queue<K, V> {
         false
     }
 
-    /// When the next delayed write may go.
-    pub fn next_due(&self) -> Option<Instant> {
-        self.delayed.peek().map(|Reverse((at, _))| *at)
+    /// When the next delayed write may go (delayed keys removed or listed
+    /// again since are dropped here, so no timer fires for them).
+    pub fn next_due(&mut self) -> Option<Instant> {
+        while let Some(Reverse((at, key))) = self.delayed.peek() {
+            if self.waiting.get(key).is_some_and(|w| w.due == Some(*at)) {
+                return Some(*at);
+            }
+            self.delayed.pop();
+        }
+        None
     }
 
     /// The next write that may go at `now`: it is in flight until

@@ -88,3 +88,15 @@ fn clear_drops_what_waits() {
     assert!(!q.has_ready(at(5)));
     assert_eq!(q.next_due(), None);
 }
+
+#[test]
+fn a_removed_delayed_write_sets_no_timer() {
+    let mut q = Queue::default();
+    q.push("a", 1);
+    assert_eq!(q.pop(at(0)), Some(("a", 1)));
+    q.done(&"a", false, at(0));
+    assert_eq!(q.next_due(), Some(at(1)));
+    q.remove(&"a");
+    assert_eq!(q.next_due(), None, "nothing waits for that time any more");
+    assert_eq!(q.pop(at(5)), None);
+}

@@ -197,10 +197,9 @@ impl Store {
             dir: dir.clone(),
             applier: config.applier,
             cache,
-            acked: held.clone(),
+            acked: held,
             acked_snapshot: snapshot.clone(),
             declared: declared_tx,
-            held,
             snapshot,
             status: status_tx,
         };

@@ -67,7 +67,6 @@ pub(super) struct Writer {
     pub(super) dir: PathBuf,
     pub(super) applier: Option<Applier>,
     pub(super) cache: SnapshotWriter,
-    pub(super) held: BTreeMap<String, Held>,
     pub(super) snapshot: Snapshot,
     pub(super) status: watch::Sender<Arc<StoreStatus>>,
     /// What the hub takes the agent to hold: per collection, the state of
@@ -322,7 +321,6 @@ impl Run {
         let w = &mut self.w;
         w.snapshot.insert(collection.clone(), c.clone());
         w.cache.set(&w.group, Arc::new(w.snapshot.clone()));
-        w.held.insert(collection.clone(), resources.clone());
         let now = At(SystemTime::now());
         w.status.send_modify(|s| {
             let s = Arc::make_mut(s);
@@ -336,7 +334,7 @@ impl Run {
                 info(&change.version, &c, Origin::Hub, now, None, acked),
             );
         });
-        metrics::gauge!("meshhub_agent_collections").set(w.held.len() as f64);
+        metrics::gauge!("meshhub_agent_collections").set(w.snapshot.collections().count() as f64);
         // Persisted and served locally; now the cluster's API. Its refusal
         // is the NACK's message (the applier keeps retrying on its own).
         match (&w.applier, objects) {

@@ -30,7 +30,7 @@ use futures::future::join_all;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Api;
-use kube::api::{ListParams, PostParams};
+use kube::api::{DeleteParams, ListParams, PostParams, Preconditions};
 use meshhub_api::status::ShardView;
 use meshhub_kube::error_text;
 use meshhub_mcp::ledger::At;
@@ -55,6 +55,12 @@ pub const GROUP_LABEL: &str = "meshhub.io/dial-out";
 /// The label telling a shard's lease (`shard`) from a replica's
 /// membership (`member`).
 pub const ROLE_LABEL: &str = "meshhub.io/lease-role";
+
+/// A member Lease nobody renewed for this many lease durations belongs to
+/// a replica that is gone for good (identities are pod names: a replaced
+/// pod never comes back) and is deleted, so the group does not grow with
+/// every restart of the Deployment.
+const STALE_MEMBER_LEASES: u32 = 20;
 
 /// The sharded dial-out as `/status` shows it (`leader.shards`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -251,6 +257,8 @@ impl ShardElector {
             .into_iter()
             .filter_map(|l| l.metadata.name.clone().map(|n| (n, l)))
             .collect();
+        // Leases deleted meanwhile are forgotten.
+        observers.retain(|name, _| by_name.contains_key(name));
 
         // Membership: ours renewed (or created), the others' judged live
         // on our clock.
@@ -271,8 +279,16 @@ impl ShardElector {
                 .entry(name.clone())
                 .or_default()
                 .observe(&record.version, now);
-            if let Decision::Wait { holder, .. } = decide(Some(&record), me, observed_at, now) {
-                members.insert(holder);
+            match decide(Some(&record), me, observed_at, now) {
+                Decision::Wait { holder, .. } => {
+                    members.insert(holder);
+                }
+                _ if now.duration_since(observed_at)
+                    >= self.spec.lease_duration * STALE_MEMBER_LEASES =>
+                {
+                    self.forget(name, &record.version).await;
+                }
+                _ => {}
             }
         }
         let members: Vec<String> = members.into_iter().collect();
@@ -447,14 +463,40 @@ impl ShardElector {
 
     /// Releases `shards` and this replica's membership (read afresh).
     async fn release_all(&self, shards: &[u32]) -> Result<(), String> {
-        let member = member_lease(&self.spec.lease_name, &self.spec.identity);
         let names: Vec<String> = shards
             .iter()
             .map(|s| shard_lease(&self.spec.lease_name, *s))
-            .chain([member])
             .collect();
         let results = join_all(names.iter().map(|n| self.release(n, None))).await;
-        results.into_iter().collect()
+        results.into_iter().collect::<Result<(), String>>()?;
+        // The membership is this replica's alone: deleted, not left behind
+        // (the next pod has another identity).
+        let member = member_lease(&self.spec.lease_name, &self.spec.identity);
+        match self.api.delete(&member, &DeleteParams::default()).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+            Err(e) => Err(error_text(&e)),
+        }
+    }
+
+    /// Deletes the stale member Lease `name` at `version` (not if it was
+    /// renewed meanwhile: the precondition fails); a failure is logged and
+    /// tried again next round.
+    async fn forget(&self, name: &str, version: &str) {
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                resource_version: Some(version.to_owned()),
+                uid: None,
+            }),
+            ..DeleteParams::default()
+        };
+        match self.api.delete(name, &params).await {
+            Ok(_) => info!(lease = %name, "deleted the membership of a replica gone for good"),
+            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
+            Err(e) => {
+                warn!(lease = %name, error = %error_text(&e), "can't delete a stale membership")
+            }
+        }
     }
 
     fn labels(&self, role_value: &str) -> BTreeMap<String, String> {

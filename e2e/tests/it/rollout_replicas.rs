@@ -279,11 +279,11 @@ async fn sharded_replicas_roll_out_clusters_the_decider_does_not_dial() {
     // Every field bound: what is not would end with the statement (the
     // API server with `planes`).
     let Replicas {
-        planes: _planes,
+        planes,
         _dir,
         objects,
         agents,
-        hubs,
+        mut hubs,
     } = Replicas::start(&names, Some(4)).await;
     let ids = IDS;
     // Every cluster dialed by one replica; one replica decides.
@@ -387,4 +387,22 @@ async fn sharded_replicas_roll_out_clusters_the_decider_does_not_dial() {
             agent.cluster
         );
     }
+
+    // A replica stopping deletes its membership Lease (the next pod has
+    // another identity: left behind, they would pile up).
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(planes.client("primary").await, "meshhub");
+    let members = || async {
+        let params = ::kube::api::ListParams::default().labels("meshhub.io/lease-role=member");
+        leases.list(&params).await.unwrap().items.len()
+    };
+    assert_eq!(members().await, 2, "one membership per replica");
+    let follower = &mut hubs[1 - di];
+    follower.proc.signal("TERM");
+    follower.proc.wait_exit();
+    assert_eq!(
+        members().await,
+        1,
+        "the stopped replica's membership is gone"
+    );
 }

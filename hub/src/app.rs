@@ -37,7 +37,7 @@ use crate::groups::{GroupRules, LiveRules};
 use crate::history::History;
 use crate::history::routes::HistoryState;
 use crate::history::shared::SharedPins;
-use crate::leader::{Elector, LeaderElectionSpec, LeaderStatus, ShardElector};
+use crate::leader::{self, LeaderElectionSpec, LeaderStatus};
 use crate::pipeline::{Pipeline, Status};
 use crate::reload::{ReloadStatus, Reloader, Trigger};
 use crate::rollout::shared::SharedRollout;
@@ -250,12 +250,7 @@ impl Hub {
             .analyse(config.analysis.clone());
         // Leader election for the dial-out role (off: this replica dials).
         let leader = match &leader_election {
-            Some((spec, client)) => match spec.shards {
-                Some(count) => {
-                    ShardElector::spawn(spec, count, client.clone(), &tasks, shutdown.clone())
-                }
-                None => Elector::spawn(spec, client.clone(), &tasks, shutdown.clone()),
-            },
+            Some((spec, client)) => leader::spawn(spec, client.clone(), &tasks, shutdown.clone()),
             // The sender is dropped: the value never changes.
             None => watch::channel(LeaderStatus::disabled()).1,
         };
@@ -309,7 +304,7 @@ impl Hub {
                                     shards: None,
                                     ..LeaderElectionSpec::clone(le)
                                 };
-                                Elector::spawn(&spec, client.clone(), &tasks, shutdown.clone())
+                                leader::spawn(&spec, client.clone(), &tasks, shutdown.clone())
                             }
                             None => leader.clone(),
                         };

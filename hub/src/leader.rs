@@ -252,26 +252,38 @@ impl std::fmt::Debug for Elector {
     }
 }
 
-impl Elector {
-    /// Runs an elector of `spec` over `client` on `tasks` until
-    /// `shutdown`, in a span naming its Lease; returns its status.
-    pub fn spawn(
-        spec: &LeaderElectionSpec,
-        client: kube::Client,
-        tasks: &tokio_util::task::TaskTracker,
-        shutdown: CancellationToken,
-    ) -> watch::Receiver<LeaderStatus> {
-        use tracing::Instrument as _;
-        let (elector, status) = Self::new(spec, client);
-        tasks.spawn(elector.run(shutdown).instrument(tracing::info_span!(
-            "leader",
-            leader.identity = %spec.identity,
-            lease.name = %spec.lease_name,
-            lease.namespace = %spec.namespace
-        )));
-        status
+/// Runs the election `spec` asks for — one Lease ([`Elector`]) or shards
+/// ([`ShardElector`]) — over `client` on `tasks` until `shutdown`, in a span
+/// naming its Lease; returns its status.
+pub fn spawn(
+    spec: &LeaderElectionSpec,
+    client: kube::Client,
+    tasks: &tokio_util::task::TaskTracker,
+    shutdown: CancellationToken,
+) -> watch::Receiver<LeaderStatus> {
+    use tracing::Instrument as _;
+    let span = tracing::info_span!(
+        "leader",
+        leader.identity = %spec.identity,
+        lease.name = %spec.lease_name,
+        lease.namespace = %spec.namespace,
+        shards = ?spec.shards
+    );
+    match spec.shards {
+        Some(count) => {
+            let (elector, status) = ShardElector::new(spec, count, client);
+            tasks.spawn(elector.run(shutdown).instrument(span));
+            status
+        }
+        None => {
+            let (elector, status) = Elector::new(spec, client);
+            tasks.spawn(elector.run(shutdown).instrument(span));
+            status
+        }
     }
+}
 
+impl Elector {
     /// An elector over `client` (the app's client of the spec's
     /// connection), and the reader of its status.
     pub fn new(

@@ -119,28 +119,6 @@ impl std::fmt::Debug for ShardElector {
 }
 
 impl ShardElector {
-    /// Runs a shard elector of `spec` for `count` shards over `client` on
-    /// `tasks` until `shutdown`, in a span naming its Leases; returns its
-    /// status.
-    pub fn spawn(
-        spec: &LeaderElectionSpec,
-        count: u32,
-        client: kube::Client,
-        tasks: &tokio_util::task::TaskTracker,
-        shutdown: CancellationToken,
-    ) -> watch::Receiver<LeaderStatus> {
-        use tracing::Instrument as _;
-        let (elector, status) = Self::new(spec, count, client);
-        tasks.spawn(elector.run(shutdown).instrument(tracing::info_span!(
-            "shards",
-            leader.identity = %spec.identity,
-            lease.name = %spec.lease_name,
-            lease.namespace = %spec.namespace,
-            shards = count
-        )));
-        status
-    }
-
     /// An elector of `count` shards over `client`, and the reader of its
     /// status.
     pub fn new(

@@ -305,10 +305,13 @@ async fn a_truncated_file_is_not_served_and_the_next_push_repairs_it() {
     let data = tempfile::tempdir().unwrap();
     let a = snapshot(services(5, "a"));
     let version = a.collection(VS).version().to_owned();
+    let dr_version = a.collection(DR).version().to_owned();
     {
         let agent = Agent::start(config(data.path())).await.unwrap();
         let hub = PushHub::dial(agent.sink_addr().unwrap(), a.clone());
         eventually("a ACKed", async || hub.acked(VS, &version)).await;
+        // Both persisted before the stop: the test reads DR back below.
+        eventually("a's DR ACKed", async || hub.acked(DR, &dr_version)).await;
         drop(hub);
         assert!(agent.shutdown().await);
     }

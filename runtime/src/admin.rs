@@ -19,6 +19,7 @@ use tracing::{Instrument as _, error, info_span};
 use crate::auth::AdminAuth;
 use crate::debug::{self, DebugState};
 use crate::lifecycle::Lifecycle;
+use crate::port::bind;
 
 /// The readiness check: `Err(why)` while not ready.
 pub type Readiness = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
@@ -158,29 +159,6 @@ pub fn spawn(life: &Lifecycle, listener: TcpListener, router: Router) {
     );
     life.tasks
         .spawn(crate::metrics::upkeep(metrics, life.shutdown.clone()));
-}
-
-/// Binds `addr` for the port called `what`.
-pub async fn bind(
-    what: &'static str,
-    addr: SocketAddr,
-) -> Result<TcpListener, crate::port::PortError> {
-    TcpListener::bind(addr)
-        .await
-        .map_err(|source| BindError { what, addr, source }.into())
-}
-
-/// A listen address can't be bound.
-#[derive(Debug, thiserror::Error)]
-#[error("can't listen on {addr} ({what})")]
-pub struct BindError {
-    /// Which port (`grpc`, `admin`, `sink`).
-    pub what: &'static str,
-    /// The address.
-    pub addr: SocketAddr,
-    /// Why.
-    #[source]
-    pub source: std::io::Error,
 }
 
 /// A bound admin port: its listener, the address it got (the one asked

@@ -26,10 +26,7 @@ use tracing::error;
 
 pub use meshhub_mcp::transport::server;
 
-/// Why reflection can't be built (a descriptor set that does not decode).
-#[derive(Debug, thiserror::Error)]
-#[error("can't build gRPC reflection")]
-pub struct ReflectionError(#[source] tonic_reflection::server::Error);
+use crate::port::ReflectionError;
 
 /// A port's router with health (not serving until told) and reflection;
 /// `L` is the server's layer stack (flow control).

@@ -8,7 +8,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use meshhub_api::node::{CLUSTER_ANNOTATION, is_unknown_cluster_refusal};
+use meshhub_api::node::{CLUSTER_ANNOTATION, UNKNOWN_CLUSTER};
+use meshhub_mcp::group::refusal_reason;
 use meshhub_mcp::ledger::{Ledger, Role};
 use meshhub_mcp::sink::client::{SourceTarget, connect_once};
 use meshhub_mcp::sink::{ApplyError, Change, SinkCollection, SinkConfig, Updater};
@@ -156,10 +157,10 @@ pub async fn state(target: &Target<'_>, collections: &[String]) -> Result<State,
             .got
             .into_inner()
             .unwrap_or_else(|e| e.into_inner())),
-        Ok((end, _)) if end.error().is_some_and(|e| is_unknown_cluster_refusal(&e)) => {
-            Err(FetchError::UnknownCluster(end.error().unwrap_or_default()))
-        }
-        Err(DialError::Refused(status)) if is_unknown_cluster_refusal(status.message()) => Err(
+        Ok((End::Failed(status), _)) if names_unknown_cluster(&status) => Err(
+            FetchError::UnknownCluster(End::Failed(status).error().unwrap_or_default()),
+        ),
+        Err(DialError::Refused(status)) if names_unknown_cluster(&status) => Err(
             FetchError::UnknownCluster(DialError::Refused(status).to_string()),
         ),
         Ok((end, _)) => Err(FetchError::Other(format!(
@@ -172,4 +173,10 @@ pub async fn state(target: &Target<'_>, collections: &[String]) -> Result<State,
             target.server, target.flag
         ))),
     }
+}
+
+/// Whether the hub refused the stream because the cluster it names is not
+/// configured (the refusal's reason, not its text).
+fn names_unknown_cluster(status: &tonic::Status) -> bool {
+    refusal_reason(status).as_deref() == Some(UNKNOWN_CLUSTER)
 }

@@ -130,7 +130,7 @@ impl GroupIndex for GroupRules {
                 let name = name.trim();
                 Some(
                     self.find(name)
-                        .ok_or_else(|| GroupError::new(unknown_cluster_refusal(&node.id, name)))?,
+                        .ok_or_else(|| unknown_cluster_refusal(&node.id, name))?,
                 )
             }
             None => self

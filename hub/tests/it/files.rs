@@ -193,6 +193,11 @@ async fn consumers_and_objects_are_grouped_as_configured() {
         Ok(mut c) => c.next_acked().await.expect_err("refused"),
     };
     assert!(refused.message().contains("north"), "{refused:?}");
+    assert_eq!(
+        meshhub_mcp::group::refusal_reason(&refused).as_deref(),
+        Some(meshhub_api::node::UNKNOWN_CLUSTER),
+        "the refusal's reason is machine-readable: {refused:?}"
+    );
 
     eventually("the status to list every group", || async {
         let (_, body) = http::get(hub.admin_addr(), "/status").await;

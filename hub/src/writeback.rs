@@ -42,11 +42,13 @@ use crate::pipeline::Status;
 use crate::source::kube::{Feed, Seen};
 use crate::store::ObjectKey;
 
+pub mod basis;
 pub mod desired;
 pub mod queue;
 
 pub use crate::source::kube::spec::write_back::WriteBackSpec;
 
+use basis::Basis;
 use desired::Standing;
 use queue::Queue;
 
@@ -119,6 +121,10 @@ pub struct Writer {
     ready_at: Option<Instant>,
     /// Consecutive failed writes (logged once per run of failures).
     failing: u64,
+    /// What the statuses were last worked out from.
+    basis: Option<Basis>,
+    /// The source saw an object since.
+    seen_since: bool,
 }
 
 impl std::fmt::Debug for Writer {
@@ -151,6 +157,8 @@ impl Writer {
             limiter: RateLimiter::direct(quota),
             ready_at: None,
             failing: 0,
+            basis: None,
+            seen_since: false,
         }
     }
 
@@ -267,6 +275,7 @@ impl Writer {
                             }
                         }
                         t.seen = seen;
+                        self.seen_since = true;
                     }
                     None => {
                         self.objects.insert(
@@ -277,6 +286,7 @@ impl Writer {
                                 written: None,
                             },
                         );
+                        self.seen_since = true;
                     }
                 }
                 metrics::gauge!("meshhub_status_writeback_objects", "source" => self.source.to_string())
@@ -285,12 +295,14 @@ impl Writer {
         }
     }
 
-    /// Works out every object's status and queues what differs. Returns
+    /// Works out every object's status and queues what differs, unless
+    /// nothing that enters a status changed since the last time. Returns
     /// when to look again if writing must wait (startup).
     fn work_out(&mut self) -> Option<Instant> {
         let leader = self.inputs.leader.borrow().clone();
         if leader.enabled && !leader.is_leader {
             self.queue.clear();
+            self.basis = None;
             return None;
         }
         let status = self.inputs.status.borrow().clone();
@@ -317,6 +329,11 @@ impl Writer {
         if !heard && now < ready_at + STARTUP_GRACE {
             return Some(ready_at + STARTUP_GRACE);
         }
+        let basis = Basis::of(&status, &remotes, |c| self.inputs.cache.snapshot(c));
+        if !self.seen_since && self.basis.as_ref() == Some(&basis) {
+            return None;
+        }
+        let started = Instant::now();
         let snapshots: HashMap<&str, _> = remotes
             .iter()
             .map(|r| (r.cluster.as_str(), self.inputs.cache.snapshot(&r.cluster)))
@@ -405,6 +422,10 @@ impl Writer {
                 self.queue.remove(unit);
             }
         }
+        self.basis = Some(basis);
+        self.seen_since = false;
+        metrics::histogram!("meshhub_status_writeback_work_out_seconds", "source" => self.source.to_string())
+            .record(started.elapsed().as_secs_f64());
         None
     }
 

@@ -639,4 +639,4 @@ fn changed_collections(from: Option<&Arc<Snapshot>>, to: &Snapshot) -> BTreeMap<
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -230,3 +230,6 @@ async fn sleep_until_ms(at: Option<rollout::Millis>) {
         None => std::future::pending().await,
     }
 }
+
+#[cfg(test)]
+mod tests;

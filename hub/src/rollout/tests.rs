@@ -4,12 +4,12 @@ use meshhub_rollout::{Members, OnFailure, Promotion, Wave};
 
 use super::*;
 
-const VS: &str = "istio/networking/v1alpha3/virtualservices";
+pub(crate) const VS: &str = "istio/networking/v1alpha3/virtualservices";
 const DR: &str = "istio/networking/v1alpha3/destinationrules";
 
 /// A snapshot whose virtual service `r` is at `version` (and one fixed
 /// destination rule).
-fn snapshot(version: &str) -> Arc<Snapshot> {
+pub(crate) fn snapshot(version: &str) -> Arc<Snapshot> {
     let mut s = Snapshot::new();
     let vs = EncodedResource {
         encoded: bytes::Bytes::from(format!("vs-{version}")),
@@ -37,7 +37,12 @@ fn wave(name: &str, clusters: &[&str]) -> Wave {
     }
 }
 
-fn controller() -> Controller {
+pub(crate) fn controller() -> Controller {
+    controller_and_view().0
+}
+
+/// [`controller`] and its view (what `GET /rollout` shows).
+pub(crate) fn controller_and_view() -> (Controller, watch::Receiver<Arc<View>>) {
     let policy = Policy {
         waves: vec![wave("canary", &["a"]), wave("rest", &["b", "c"])],
         progress_deadline_ms: 60_000,
@@ -47,10 +52,10 @@ fn controller() -> Controller {
         .iter()
         .map(|c| ((*c).to_owned(), BTreeMap::new()))
         .collect();
-    Controller::new(policy, clusters, AuditLog::default()).0
+    Controller::new(policy, clusters, AuditLog::default())
 }
 
-fn latest(version: &str) -> HashMap<Group, Arc<Snapshot>> {
+pub(crate) fn latest(version: &str) -> HashMap<Group, Arc<Snapshot>> {
     let s = snapshot(version);
     ["a", "b", "c", "default"]
         .iter()
@@ -58,13 +63,13 @@ fn latest(version: &str) -> HashMap<Group, Arc<Snapshot>> {
         .collect()
 }
 
-fn names(serve: &Serve) -> Vec<&str> {
+pub(crate) fn names(serve: &Serve) -> Vec<&str> {
     let mut n: Vec<&str> = serve.iter().map(|(g, _)| g.as_ref()).collect();
     n.sort_unstable();
     n
 }
 
-fn delivery(cluster: &str, snapshot: &Snapshot, outcome: Outcome) -> Delivery {
+pub(crate) fn delivery(cluster: &str, snapshot: &Snapshot, outcome: Outcome) -> Delivery {
     Delivery {
         role: Role::Source,
         peer: cluster.into(),
@@ -263,7 +268,7 @@ fn a_drop_of_the_new_version_by_the_canarys_istiod_rolls_it_back_and_an_old_one_
 
 /// What a follower reads: `leader`'s newest decisions, signed by
 /// `hub-a`, with the snapshots of `known` (its history).
-fn mirrored(
+pub(crate) fn mirrored(
     leader: &Controller,
     known: &[&HashMap<Group, Arc<Snapshot>>],
 ) -> Option<Arc<Mirrored>> {
@@ -288,7 +293,7 @@ fn mirrored(
     }))
 }
 
-fn served(serve: &Serve) -> BTreeMap<String, String> {
+pub(crate) fn served(serve: &Serve) -> BTreeMap<String, String> {
     serve
         .iter()
         .map(|(g, s)| (g.to_string(), version_id(s)))

@@ -1,0 +1,119 @@
+//! The pipeline's choice between leading and following the rollout
+//! ([`Staged::role`]), driven through its inputs: the lease and the
+//! leader's shared decisions.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use meshhub_mcp::cache::Group;
+use meshhub_mcp::ledger::{Ledger, Outcome, Role};
+use meshhub_mcp::snapshot::Snapshot;
+use meshhub_rollout::Phase;
+use tokio::sync::watch;
+
+use super::{Replicas, Staged};
+use crate::leader::LeaderStatus;
+use crate::rollout::tests::{VS, controller, controller_and_view, delivery, latest, mirrored};
+
+fn lease(is_leader: bool, transitions: u64) -> LeaderStatus {
+    LeaderStatus {
+        enabled: true,
+        identity: Some("hub-b".into()),
+        is_leader,
+        holder: Some(if is_leader { "hub-b" } else { "hub-a" }.into()),
+        transitions,
+        ..LeaderStatus::default()
+    }
+}
+
+fn canary(l: &HashMap<Group, Arc<Snapshot>>) -> Arc<Snapshot> {
+    l[&Group::from("a")].clone()
+}
+
+#[test]
+fn a_replica_leads_once_it_holds_the_lease_and_has_read_the_decisions_and_continues_them() {
+    let (v1, v2) = (latest("1"), latest("2"));
+    // The other replica (hub-a) leads: v2 awaits the canary's ACK.
+    let mut other = controller();
+    other.built(0, &v1);
+    other.built(10, &v2);
+
+    let (follower, view) = controller_and_view();
+    let mut follower = follower.following();
+    follower.built(0, &v1);
+    follower.built(10, &v2);
+    let ledger = Ledger::new();
+    let (lease_tx, lease_rx) = watch::channel(lease(false, 0));
+    let (mirror_tx, mirror_rx) = watch::channel(None);
+    let mut staged = Staged {
+        controller: follower,
+        deliveries: ledger.deliveries(),
+        ledger: ledger.clone(),
+        requests: None,
+        gate_answers: None,
+        reports: None,
+        replicas: Some(Replicas {
+            leader: lease_rx,
+            mirrored: mirror_rx,
+        }),
+    };
+
+    // The lease is won before the decisions were read: still following
+    // (leading now would start over and overwrite the shared decisions).
+    lease_tx.send_replace(lease(true, 1));
+    assert!(staged.role(20).is_empty());
+    assert!(!staged.controller.leading());
+    assert!(view.borrow().following);
+
+    // This replica's dialer got the canary's ACK of v2 before the switch.
+    let dialer = ledger.register(Role::Source, "a", "a");
+    dialer.identify("a", "a");
+    dialer.connected();
+    let version = delivery("a", &canary(&v2), Outcome::Ack).version;
+    dialer.sent(VS, &version, "1");
+    dialer.acked(VS, &version, "1");
+
+    // The decisions arrive: it leads the same rollout, and the ACK read
+    // from the ledger moves the canary into its bake.
+    mirror_tx.send_replace(mirrored(&other, &[&v1]));
+    staged.role(30);
+    assert!(staged.controller.leading());
+    assert_eq!(staged.controller.term(), 1);
+    let shown = view.borrow().clone();
+    assert!(!shown.following);
+    let rollout = shown
+        .rollout
+        .as_ref()
+        .expect("the leader's rollout goes on");
+    assert_eq!(rollout.id, 1, "the same rollout, not a new one");
+    assert!(
+        matches!(rollout.phase, Phase::Baking { .. }),
+        "the ACK its dialer got before counts: {:?}",
+        rollout.phase
+    );
+
+    // Nothing new: nothing changes.
+    assert!(staged.role(40).is_empty());
+    assert!(staged.controller.leading());
+
+    // The lease lost and won back between two looks while hub-a decided
+    // more (the canary baked, the rest served v2): it leads again from
+    // those decisions, in its new term.
+    other.delivery(20, &delivery("a", &canary(&v2), Outcome::Ack));
+    let served = other.tick(1_020);
+    assert_eq!(served.len(), 2, "hub-a serves b and c v2");
+    mirror_tx.send_replace(mirrored(&other, &[&v1]));
+    lease_tx.send_replace(lease(true, 3));
+    let serve = staged.role(1_100);
+    let mut groups: Vec<&str> = serve.iter().map(|(g, _)| g.as_ref()).collect();
+    groups.sort_unstable();
+    assert_eq!(groups, ["b", "c"], "it serves what hub-a decided since");
+    assert!(staged.controller.leading());
+    assert_eq!(staged.controller.term(), 3);
+
+    // The lease lost: it follows again.
+    lease_tx.send_replace(lease(false, 4));
+    staged.role(1_200);
+    assert!(!staged.controller.leading());
+    assert!(view.borrow().following);
+}

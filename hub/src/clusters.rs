@@ -23,7 +23,8 @@
 //! ([`first_dial_spread`]), so a thousand clusters are not dialed in the
 //! same millisecond and a single one is dialed at once.
 
-use std::collections::BTreeMap;
+use std::collections::hash_map::Entry;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -236,6 +237,26 @@ pub fn is_dialer(p: &PeerStatus) -> bool {
     p.role == Role::Source && p.peer == p.group
 }
 
+/// Per peer name, its first connected entry among `entries`, else its
+/// first (one pass: the rows below look their cluster up, not scan the
+/// ledger once per cluster).
+fn by_peer<'a>(entries: impl Iterator<Item = &'a PeerStatus>) -> HashMap<&'a str, &'a PeerStatus> {
+    let mut found: HashMap<&str, &PeerStatus> = HashMap::new();
+    for p in entries {
+        match found.entry(p.peer.as_str()) {
+            Entry::Vacant(v) => {
+                v.insert(p);
+            }
+            Entry::Occupied(mut o) => {
+                if p.connected && !o.get().connected {
+                    o.insert(p);
+                }
+            }
+        }
+    }
+    found
+}
+
 /// One row per configured agent, with its dialer's ledger entry (the live
 /// one, or the newest retained one). `ledger` is [`Ledger::view`]: live
 /// peers first. `reports` holds what each cluster reported over the
@@ -249,24 +270,16 @@ pub fn remote_views(
     reports: &BTreeMap<String, ClusterReportView>,
     upward_peer: impl Fn(&str) -> String,
 ) -> Vec<RemoteView> {
+    let dialers = by_peer(ledger.iter().filter(|p| is_dialer(p)));
+    let sinks = by_peer(ledger.iter().filter(|p| p.role == Role::Sink));
     agents
         .iter()
         .map(|a| {
-            let p = ledger
-                .iter()
-                .find(|p| is_dialer(p) && p.peer == a.cluster && p.connected)
-                .or_else(|| ledger.iter().find(|p| is_dialer(p) && p.peer == a.cluster));
+            let p = dialers.get(a.cluster.as_str()).copied();
             let mut collections = p.map(|p| p.collections.clone()).unwrap_or_default();
             let report = reports.get(&a.cluster).map(|r| {
                 let name = upward_peer(&a.cluster);
-                let up = ledger
-                    .iter()
-                    .find(|p| p.role == Role::Sink && p.peer == name && p.connected)
-                    .or_else(|| {
-                        ledger
-                            .iter()
-                            .find(|p| p.role == Role::Sink && p.peer == name)
-                    });
+                let up = sinks.get(name.as_str()).copied();
                 let mut r = r.clone();
                 r.connected = up.is_some_and(|p| p.connected);
                 r.last_error = up.and_then(|p| p.last_error.clone());

@@ -84,34 +84,13 @@ impl PartialEq for ClusterBasis {
 
 #[cfg(test)]
 mod tests {
-    use meshhub_mcp::ledger::{At, Versioned};
-
     use super::*;
+    use crate::writeback::desired::tests::{acked, remote};
 
-    fn remote(cluster: &str, acked: &str) -> RemoteView {
+    fn cluster(name: &str, acked_version: &str) -> RemoteView {
         RemoteView {
-            cluster: cluster.into(),
-            address: "127.0.0.1:1".into(),
-            connected: true,
-            connected_since: None,
-            disconnected_at: None,
-            last_error: None,
-            streams: 1,
-            shard: None,
-            dialed_by: None,
-            collections: BTreeMap::from([(
-                "networking.istio.io/v1/VirtualService".into(),
-                CollectionStatus {
-                    acked: Some(Versioned {
-                        version: acked.into(),
-                        nonce: "1".into(),
-                        at: At(std::time::SystemTime::UNIX_EPOCH),
-                    }),
-                    ..Default::default()
-                },
-            )]),
-            dropped: BTreeMap::new(),
-            report: None,
+            cluster: name.into(),
+            ..remote(Some(acked(acked_version)))
         }
     }
 
@@ -122,7 +101,7 @@ mod tests {
         let of = |status: &Arc<Status>, remotes: &[RemoteView], snapshot: &Arc<Snapshot>| {
             Basis::of(status, remotes, |_| Some(snapshot.clone()))
         };
-        let east = remote("east", "v1");
+        let east = cluster("east", "v1");
         let before = of(&status, std::slice::from_ref(&east), &snapshot);
         assert_eq!(before, of(&status, std::slice::from_ref(&east), &snapshot));
 
@@ -134,7 +113,7 @@ mod tests {
 
         // An ACK of another version, a drop, a new snapshot, a new
         // pipeline status, another cluster: a new basis.
-        assert_ne!(before, of(&status, &[remote("east", "v2")], &snapshot));
+        assert_ne!(before, of(&status, &[cluster("east", "v2")], &snapshot));
         let mut dropped = east.clone();
         dropped.dropped.insert(
             "networking.istio.io/v1/VirtualService".into(),
@@ -159,7 +138,7 @@ mod tests {
         );
         assert_ne!(
             before,
-            of(&status, &[east.clone(), remote("west", "v1")], &snapshot)
+            of(&status, &[east.clone(), cluster("west", "v1")], &snapshot)
         );
         assert_ne!(before, Basis::of(&status, &[east], |_| None));
     }

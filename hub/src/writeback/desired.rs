@@ -235,4 +235,4 @@ pub fn status(
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

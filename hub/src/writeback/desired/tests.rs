@@ -31,7 +31,7 @@ fn versioned(v: &str) -> Versioned {
     }
 }
 
-fn remote(status: Option<CollectionStatus>) -> RemoteView {
+pub(crate) fn remote(status: Option<CollectionStatus>) -> RemoteView {
     RemoteView {
         cluster: "west".into(),
         address: String::new(),
@@ -48,7 +48,7 @@ fn remote(status: Option<CollectionStatus>) -> RemoteView {
     }
 }
 
-fn acked(v: &str) -> CollectionStatus {
+pub(crate) fn acked(v: &str) -> CollectionStatus {
     CollectionStatus {
         sent: Some(versioned(v)),
         acked: Some(versioned(v)),

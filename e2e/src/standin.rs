@@ -230,6 +230,47 @@ impl Mesh {
         }
     }
 
+    /// Rewrites the hub's configuration to dial `clusters` (this mesh's
+    /// stand-ins by name, or `extra_sinks`: name and address) with `extra`
+    /// top-level lines, and reloads it; returns once the reload applied.
+    pub async fn reconfigure(
+        &self,
+        clusters: &[&str],
+        extra_sinks: &[(&str, SocketAddr)],
+        extra: &str,
+    ) {
+        let mut entries = String::new();
+        for name in clusters {
+            let addr = match self.sinks.iter().find(|(n, _, _)| n == name) {
+                Some((_, _, sink)) => sink.addr,
+                None => {
+                    extra_sinks
+                        .iter()
+                        .find(|(n, _)| n == name)
+                        .unwrap_or_else(|| panic!("no stand-in for {name}"))
+                        .1
+                }
+            };
+            entries.push_str(&crate::yaml::cluster(
+                name,
+                "",
+                format!("http://{addr}"),
+                "",
+            ));
+        }
+        crate::inproc::write_hub_config(&self.config, &entries, extra);
+        let mut status = self.hub.reload_status();
+        let before = status.borrow_and_update().reloads;
+        self.hub.reload().await;
+        tokio::time::timeout(
+            meshhub_testkit::DEADLINE,
+            status.wait_for(|s| s.reloads > before),
+        )
+        .await
+        .expect("the reload applies")
+        .expect("the reloader runs");
+    }
+
     /// `cluster`'s stand-in's updater.
     pub fn picky(&self, cluster: &str) -> &Picky {
         &self

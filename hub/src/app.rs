@@ -137,6 +137,7 @@ impl Hub {
         // follow these.
         let (rules_tx, rules_rx) = watch::channel(rules.clone());
         let (agents_tx, agents_rx) = watch::channel(Arc::new(config.agents.clone()));
+        let (labels_tx, labels_rx) = watch::channel(Arc::new(config.cluster_labels.clone()));
         // The recorder first: what the features set while they are built
         // (a shard's or the leader's gauge at 0) would be lost otherwise.
         let _ = meshhub_runtime::metrics::prometheus();
@@ -259,18 +260,7 @@ impl Hub {
         // Staged rollout: the dialed clusters' changes wait for their wave.
         let rollout = match &config.rollout {
             Some(spec) => {
-                let clusters = config
-                    .agents
-                    .iter()
-                    .map(|a| {
-                        let labels = config
-                            .cluster_labels
-                            .get(&a.cluster)
-                            .cloned()
-                            .unwrap_or_default();
-                        (a.cluster.clone(), labels)
-                    })
-                    .collect();
+                let clusters = rollout::dialed_clusters(&config.agents, &config.cluster_labels);
                 let (mut controller, view) =
                     rollout::Controller::new(spec.policy.clone(), clusters, audit.clone());
                 // Metric gates: their own task, so the pipeline never waits
@@ -354,7 +344,8 @@ impl Hub {
                 let (requests_tx, requests_rx) = mpsc::channel(8);
                 pipeline = pipeline
                     .stage_rollouts(controller, ledger.clone(), requests_rx, gate_answers)
-                    .follow_reports(reports_rx.clone());
+                    .follow_reports(reports_rx.clone())
+                    .follow_clusters(agents_rx.clone(), labels_rx);
                 if let Some((decider, mirrored)) = mirrored {
                     pipeline = pipeline.share_rollouts(decider, mirrored);
                 }
@@ -514,7 +505,8 @@ impl Hub {
         }
 
         // Reloads of the clusters configuration.
-        let (reloader, reload_status) = Reloader::new(config.clone(), rules_tx, agents_tx);
+        let (reloader, reload_status) =
+            Reloader::new(config.clone(), rules_tx, agents_tx, labels_tx);
         let (reload_tx, reload_rx) = mpsc::channel(4);
         tasks.spawn(
             reloader

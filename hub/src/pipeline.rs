@@ -501,19 +501,7 @@ impl Pipeline {
             }
         }
         self.record.rejections(&resolved.rejected);
-        if self.rollout.is_some() {
-            // The rollout stages what analysis lets through: a held-back
-            // build is not offered (the cluster's last good one is).
-            let servable: HashMap<Group, Arc<Snapshot>> = self
-                .published
-                .keys()
-                .filter_map(|g| self.servable(g).map(|s| (g.clone(), s.clone())))
-                .collect();
-            if let Some(s) = self.rollout.as_mut() {
-                let serve = s.controller.built(rollout::now_ms(), &servable);
-                self.serve(serve);
-            }
-        }
+        self.stage_built();
 
         self.generation += 1;
         metrics::counter!(METRIC_PUBLICATIONS).increment(1);
@@ -613,8 +601,32 @@ impl Pipeline {
         let Some(s) = self.rollout.as_mut() else {
             return;
         };
+        let reclustered = matches!(ev, StagedEvent::Clusters(true));
         let serve = s.handle(ev);
         self.serve(serve);
+        if reclustered {
+            // A cluster now governed was served its builds directly until
+            // now: the rollout learns what it is served.
+            self.stage_built();
+        }
+    }
+
+    /// Offers the rollout the newest builds. It stages what analysis lets
+    /// through: a held-back build is not offered (the cluster's last good
+    /// one is).
+    fn stage_built(&mut self) {
+        if self.rollout.is_none() {
+            return;
+        }
+        let servable: HashMap<Group, Arc<Snapshot>> = self
+            .published
+            .keys()
+            .filter_map(|g| self.servable(g).map(|s| (g.clone(), s.clone())))
+            .collect();
+        if let Some(s) = self.rollout.as_mut() {
+            let serve = s.controller.built(rollout::now_ms(), &servable);
+            self.serve(serve);
+        }
     }
 
     /// Serves what the rollout decided (a group pinned by an operator keeps

@@ -25,6 +25,7 @@ use crate::clusters::AgentSpec;
 use crate::clusters::Agents;
 use crate::config::Config;
 use crate::groups::{ClusterSpec, GroupRules};
+use crate::rollout::ClusterLabels;
 
 /// How long file events must be quiet before the file is read: editors and
 /// ConfigMap updates produce bursts.
@@ -63,6 +64,7 @@ pub struct Reloader {
     last_text: Option<String>,
     rules: watch::Sender<GroupRules>,
     agents: watch::Sender<Agents>,
+    labels: watch::Sender<ClusterLabels>,
     status: watch::Sender<Arc<ReloadStatus>>,
 }
 
@@ -75,12 +77,13 @@ impl std::fmt::Debug for Reloader {
 }
 
 impl Reloader {
-    /// A reloader of `current` (the configuration running), writing rules
-    /// and agents. Returns the status reader too.
+    /// A reloader of `current` (the configuration running), writing rules,
+    /// agents and the clusters' labels. Returns the status reader too.
     pub fn new(
         current: Config,
         rules: watch::Sender<GroupRules>,
         agents: watch::Sender<Agents>,
+        labels: watch::Sender<ClusterLabels>,
     ) -> (Self, watch::Receiver<Arc<ReloadStatus>>) {
         let (status, rx) = watch::channel(Arc::new(ReloadStatus {
             file: current.config_file.clone(),
@@ -94,6 +97,7 @@ impl Reloader {
                 last_text,
                 rules,
                 agents,
+                labels,
                 status,
             },
             rx,
@@ -196,9 +200,6 @@ impl Reloader {
         if new.rollout != self.current.rollout {
             pending.push("rollout".to_owned());
         }
-        if new.cluster_labels != self.current.cluster_labels {
-            pending.push("clusters[].clusterLabels".to_owned());
-        }
         if !pending.is_empty() {
             warn!(settings = ?pending, "these settings are read at start only; restart to apply them");
         }
@@ -237,12 +238,17 @@ impl Reloader {
         if new.agents != self.current.agents {
             self.agents.send_replace(Arc::new(new.agents.clone()));
         }
+        if new.cluster_labels != self.current.cluster_labels {
+            self.labels
+                .send_replace(Arc::new(new.cluster_labels.clone()));
+        }
         if new.clusters != self.current.clusters {
             self.rules
                 .send_replace(GroupRules::new(&new.clusters).with_access(new.access.clone()));
         }
         self.current.clusters = new.clusters;
         self.current.agents = new.agents;
+        self.current.cluster_labels = new.cluster_labels;
         info!(file = %self.current.config_file.display(), "configuration reloaded");
         self.status.send_modify(|s| {
             let s = Arc::make_mut(s);

@@ -204,6 +204,24 @@ struct GateLink {
 /// What a group must be served now.
 pub type Serve = Vec<(Group, Arc<Snapshot>)>;
 
+/// Every cluster's labels (`clusters[].clusterLabels`), by name.
+pub type ClusterLabels = Arc<BTreeMap<String, BTreeMap<String, String>>>;
+
+/// The clusters a rollout governs: the dialed ones (`agents`), in
+/// configuration order, with their labels.
+pub fn dialed_clusters(
+    agents: &[crate::clusters::AgentSpec],
+    labels: &BTreeMap<String, BTreeMap<String, String>>,
+) -> Vec<(String, BTreeMap<String, String>)> {
+    agents
+        .iter()
+        .map(|a| {
+            let l = labels.get(&a.cluster).cloned().unwrap_or_default();
+            (a.cluster.clone(), l)
+        })
+        .collect()
+}
+
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> Millis {
     SystemTime::now()
@@ -259,6 +277,55 @@ impl Controller {
     /// Whether this replica decides the rollout.
     pub fn leading(&self) -> bool {
         matches!(self.mode, Mode::Leading)
+    }
+
+    /// The dialed clusters changed (a configuration reload): `clusters`
+    /// (name, labels) are governed from now on. A removed cluster leaves
+    /// the rollout in flight (its wave stops waiting for it) and is
+    /// forgotten; an added one is governed from its first snapshot on
+    /// (served at once, as any cluster's first); new labels place clusters
+    /// in the waves of the next rollout (one in flight keeps its plan).
+    /// Returns what to serve.
+    pub fn set_clusters(
+        &mut self,
+        now: Millis,
+        clusters: Vec<(String, BTreeMap<String, String>)>,
+    ) -> Serve {
+        let kept: BTreeSet<&str> = clusters.iter().map(|(c, _)| c.as_str()).collect();
+        let removed: Vec<String> = self
+            .clusters
+            .iter()
+            .map(|(c, _)| c.clone())
+            .filter(|c| !kept.contains(c.as_str()))
+            .collect();
+        for (c, _) in &clusters {
+            if !self.governs(c) {
+                info!(cluster = %c, "rollout: cluster added; its changes go through the waves from its first snapshot on");
+            }
+        }
+        self.clusters = clusters;
+        if removed.is_empty() {
+            self.publish_view();
+            return Serve::new();
+        }
+        let mut commands = Vec::new();
+        for c in &removed {
+            info!(cluster = %c, "rollout: cluster removed");
+            self.serving.remove(c);
+            self.serving_ids.remove(c);
+            self.latest.remove(c.as_str());
+            self.versions.remove(c);
+            self.refusals.remove(c);
+            self.unresolved.retain(|(cluster, _)| cluster != c);
+            // The leader's decisions say what its rollout does; a
+            // follower only stops serving the cluster.
+            if self.leading()
+                && let Some(r) = self.rollout.as_mut()
+            {
+                commands.extend(r.forget(now, c));
+            }
+        }
+        self.carry_out(now, commands)
     }
 
     /// The decisions to save or share, newest first (for
@@ -582,6 +649,7 @@ impl Controller {
             Event::WavePassed { wave } => ("wave_passed", wave.clone()),
             Event::AwaitingPromotion { wave } => ("awaiting_promotion", wave.clone()),
             Event::Operator { action, by, .. } => ("operator", format!("{action} by {by}")),
+            Event::ClusterRemoved { cluster } => ("cluster_removed", cluster.clone()),
             Event::Completed => ("completed", String::new()),
             Event::Failed {
                 failure,

@@ -317,6 +317,11 @@ pub enum Event {
         /// Who.
         by: String,
     },
+    /// A cluster left the configuration and so the rollout.
+    ClusterRemoved {
+        /// The cluster.
+        cluster: String,
+    },
     /// Every wave passed.
     Completed,
     /// The rollout stopped.
@@ -409,13 +414,23 @@ impl Rollout {
         }
         // A step no wave names (the caller's plan left it out) is updated
         // with the last wave rather than never.
+        let mut waves = waves;
         let last = waves.len().saturating_sub(1);
         for (c, step) in steps {
-            targets.entry(c).or_insert(Target {
-                step,
-                wave: last,
-                state: ClusterState::Held,
-            });
+            if targets.contains_key(&c) {
+                continue;
+            }
+            if let Some(w) = waves.get_mut(last) {
+                w.clusters.push(c.clone());
+            }
+            targets.insert(
+                c,
+                Target {
+                    step,
+                    wave: last,
+                    state: ClusterState::Held,
+                },
+            );
         }
         let mut rollout = Self {
             id,
@@ -495,6 +510,41 @@ impl Rollout {
                 failures,
             } => self.gates(now, wave, last, failures, &mut out),
             Input::Tick => self.tick(now, &mut out),
+        }
+        out
+    }
+
+    /// `cluster` left the configuration: it leaves the rollout (its wave
+    /// no longer waits for it; a wave it alone was left in is done, and
+    /// bakes). Nothing is served to it any more, so no command names it.
+    pub fn forget(&mut self, now: Millis, cluster: &str) -> Vec<Command> {
+        let mut out = Vec::new();
+        if self.targets.remove(cluster).is_none() {
+            return out;
+        }
+        for w in &mut self.waves {
+            w.clusters.retain(|c| c != cluster);
+        }
+        // A later wave left without clusters is dropped (it would bake
+        // and gate nothing); the current one finishes as it is.
+        let mut i = self.wave + 1;
+        while i < self.waves.len() {
+            if self.waves[i].clusters.is_empty() && !self.targets.values().any(|t| t.wave == i) {
+                self.waves.remove(i);
+                for t in self.targets.values_mut() {
+                    if t.wave > i {
+                        t.wave -= 1;
+                    }
+                }
+            } else {
+                i += 1;
+            }
+        }
+        out.push(Command::Report(Event::ClusterRemoved {
+            cluster: cluster.to_owned(),
+        }));
+        if self.phase == Phase::Updating {
+            self.fill(now, &mut out);
         }
         out
     }

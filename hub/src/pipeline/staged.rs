@@ -28,6 +28,15 @@ pub(super) struct Staged {
     /// With leader election: whether this replica leads, and the leader's
     /// decisions ([`rollout::shared`]).
     replicas: Option<Replicas>,
+    /// The dialed clusters and their labels, as configuration reloads
+    /// change them (`None`: not followed, or their owner ended).
+    clusters: Option<Clusters>,
+}
+
+/// Which clusters the rollout governs.
+struct Clusters {
+    agents: watch::Receiver<crate::clusters::Agents>,
+    labels: watch::Receiver<rollout::ClusterLabels>,
 }
 
 /// What decides whether this replica's controller leads or follows.
@@ -48,6 +57,9 @@ pub(super) enum StagedEvent {
     /// The leadership or the leader's decisions changed (`false`: their
     /// owner ended).
     Replicas(bool),
+    /// The dialed clusters or their labels changed (`false`: their owner
+    /// ended).
+    Clusters(bool),
     Tick,
 }
 
@@ -70,6 +82,7 @@ impl Pipeline {
             gate_answers,
             reports: None,
             replicas: None,
+            clusters: None,
         });
         self
     }
@@ -84,6 +97,19 @@ impl Pipeline {
     ) -> Self {
         if let Some(s) = self.rollout.as_mut() {
             s.replicas = Some(Replicas { leader, mirrored });
+        }
+        self
+    }
+
+    /// The staged rollout governs the dialed clusters `agents` has, placed
+    /// in waves by their `labels`, as configuration reloads change them.
+    pub fn follow_clusters(
+        mut self,
+        agents: watch::Receiver<crate::clusters::Agents>,
+        labels: watch::Receiver<rollout::ClusterLabels>,
+    ) -> Self {
+        if let Some(s) = self.rollout.as_mut() {
+            s.clusters = Some(Clusters { agents, labels });
         }
         self
     }
@@ -129,8 +155,18 @@ impl Staged {
                 None => std::future::pending().await,
             }
         };
+        let clusters = async {
+            match self.clusters.as_mut() {
+                Some(c) => tokio::select! {
+                    c = c.agents.changed() => c.is_ok(),
+                    c = c.labels.changed() => c.is_ok(),
+                },
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             d = self.deliveries.recv() => StagedEvent::Delivery(d),
+            ok = clusters => StagedEvent::Clusters(ok),
             r = request => StagedEvent::Request(r),
             a = gate_answer => StagedEvent::Gates(a),
             ok = report => StagedEvent::Reports(ok),
@@ -169,6 +205,19 @@ impl Staged {
             // the role as it is.
             StagedEvent::Replicas(false) => {
                 self.replicas = None;
+                Vec::new()
+            }
+            StagedEvent::Clusters(true) => match self.clusters.as_mut() {
+                Some(c) => {
+                    let agents = c.agents.borrow_and_update().clone();
+                    let labels = c.labels.borrow_and_update().clone();
+                    let clusters = rollout::dialed_clusters(&agents, &labels);
+                    self.controller.set_clusters(now, clusters)
+                }
+                None => Vec::new(),
+            },
+            StagedEvent::Clusters(false) => {
+                self.clusters = None;
                 Vec::new()
             }
             StagedEvent::Request(None) => {

@@ -504,3 +504,94 @@ fn a_refusal_already_reported_before_does_not_fail_a_new_rollout() {
         Phase::Baking { .. }
     ));
 }
+
+/// `latest(version)` with cluster `d` too.
+fn latest_with_d(version: &str) -> HashMap<Group, Arc<Snapshot>> {
+    let mut l = latest(version);
+    let s = l[&Group::from("a")].clone();
+    l.insert(Group::from("d"), s);
+    l
+}
+
+#[test]
+fn clusters_added_and_removed_by_a_reload_join_and_leave_the_rollout() {
+    let mut c = controller();
+    c.built(0, &latest("1"));
+    let v2 = latest("2");
+    assert_eq!(names(&c.built(10, &v2)), ["a"]);
+
+    // c leaves the configuration mid-rollout and d joins.
+    let clusters = |names: &[&str]| {
+        names
+            .iter()
+            .map(|n| ((*n).to_owned(), BTreeMap::new()))
+            .collect::<Vec<_>>()
+    };
+    assert!(c.set_clusters(15, clusters(&["a", "b", "d"])).is_empty());
+    assert!(!c.governs("c") && c.governs("d"));
+    let r = c.rollout.as_ref().unwrap();
+    assert!(!r.targets.contains_key("c"), "c left the rollout");
+    assert!(
+        !c.states()
+            .borrow()
+            .as_ref()
+            .unwrap()
+            .serving
+            .contains_key("c")
+    );
+
+    // d's first snapshot is served at once, as any cluster's first.
+    let v2d = latest_with_d("2");
+    assert_eq!(names(&c.built(16, &v2d)), ["d"]);
+
+    // The rollout in flight completes without c.
+    c.delivery(20, &delivery("a", &v2[&Group::from("a")], Outcome::Ack));
+    assert_eq!(names(&c.tick(1_020)), ["b"]);
+    c.delivery(30, &delivery("b", &v2[&Group::from("b")], Outcome::Ack));
+    c.tick(2_030);
+    assert_eq!(c.rollout.as_ref().unwrap().phase, Phase::Completed);
+
+    // The next change reaches d only after the policy's waves (no wave
+    // names it: the implicit last one takes it).
+    let v3 = latest_with_d("3");
+    assert_eq!(names(&c.built(3_000, &v3)), ["a"]);
+    c.delivery(3_010, &delivery("a", &v3[&Group::from("a")], Outcome::Ack));
+    assert_eq!(names(&c.tick(4_010)), ["b"]);
+    c.delivery(4_020, &delivery("b", &v3[&Group::from("b")], Outcome::Ack));
+    assert_eq!(names(&c.tick(5_020)), ["d"]);
+}
+
+#[test]
+fn new_labels_place_a_cluster_in_the_waves_of_the_next_rollout() {
+    let policy = Policy {
+        waves: vec![
+            Wave {
+                members: Members::Labels(BTreeMap::from([(
+                    "tier".to_owned(),
+                    "canary".to_owned(),
+                )])),
+                ..wave("canary", &[])
+            },
+            wave("rest", &["a", "b", "c"]),
+        ],
+        progress_deadline_ms: 60_000,
+        on_failure: OnFailure::Rollback,
+    };
+    let unlabelled: Vec<(String, BTreeMap<String, String>)> = ["a", "b", "c"]
+        .iter()
+        .map(|c| ((*c).to_owned(), BTreeMap::new()))
+        .collect();
+    let mut c = Controller::new(policy, unlabelled.clone(), AuditLog::default()).0;
+    c.built(0, &latest("1"));
+    // Nobody is a canary: the change goes to everyone with "rest".
+    assert_eq!(names(&c.built(10, &latest("2"))), ["a", "b", "c"]);
+
+    let mut labelled = unlabelled;
+    labelled[1].1.insert("tier".into(), "canary".into());
+    c.set_clusters(20, labelled);
+    assert_eq!(
+        names(&c.built(30, &latest("3"))),
+        ["b"],
+        "b is the canary now"
+    );
+}

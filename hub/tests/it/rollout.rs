@@ -191,3 +191,72 @@ async fn a_restarted_hub_keeps_holding_the_later_waves_and_goes_on_where_it_was(
     .await;
     mesh.stop().await;
 }
+
+/// A canary that waits for promotion, then the rest.
+const CANARY_MANUAL: &str = "history:\n  dir: history\nrollout:\n  progressDeadline: 60s\n  waves:\n  - name: canary\n    clusters: [a]\n    promotion: manual\n  - name: rest\n    rest: true\n";
+
+#[tokio::test]
+async fn clusters_a_reload_removes_leave_the_rollout_and_ones_it_adds_join_it() {
+    let mesh = Mesh::start(&ABC, CANARY_MANUAL).await;
+    std::fs::write(mesh.objects.join("two.yaml"), vs("two", "two")).unwrap();
+    eventually("the canary passed and waits for promotion", || async {
+        mesh.phase().await == "awaitingPromotion"
+    })
+    .await;
+    assert!(!mesh.holds("c", "bookinfo/two"));
+
+    // c leaves the configuration while held for the rest wave, and d, a
+    // new cluster, joins.
+    let d_picky = std::sync::Arc::new(meshhub_e2e::standin::Picky::default());
+    let d = meshhub_e2e::standin::StandIn::start_for("d", d_picky.clone()).await;
+    mesh.reconfigure(&["a", "b", "d"], &[("d", d.addr)], CANARY_MANUAL)
+        .await;
+    eventually("c left the rollout", || async {
+        let r = mesh.rollout().await;
+        r["rollout"]["targets"].get("c").is_none()
+            && !r["rollout"]["waves"][1]["clusters"]
+                .as_array()
+                .unwrap()
+                .contains(&"c".into())
+    })
+    .await;
+    // d's first snapshot is served at once: there is nothing to protect.
+    eventually("d holds its first version", || async {
+        d_picky.names().contains(&"bookinfo/two".to_owned())
+    })
+    .await;
+
+    // Promoted, the rest wave completes without waiting for c.
+    let (code, body) = mesh.post("/rollout/promote").await;
+    assert_eq!(code, 200, "{body}");
+    eventually("the rollout completes without c", || async {
+        mesh.phase().await == "completed"
+    })
+    .await;
+    assert!(mesh.holds("b", "bookinfo/two"));
+    assert!(!mesh.holds("c", "bookinfo/two"), "c is no longer dialed");
+
+    // The next change goes through the waves for d too: held while the
+    // canary waits for promotion.
+    let offered_to_d = d_picky.offered.lock().unwrap().len();
+    std::fs::write(mesh.objects.join("three.yaml"), vs("three", "three")).unwrap();
+    eventually("the canary holds the next change", || async {
+        mesh.holds("a", "bookinfo/three") && mesh.phase().await == "awaitingPromotion"
+    })
+    .await;
+    let r = mesh.rollout().await;
+    assert_eq!(
+        r["rollout"]["targets"]["d"]["state"]["state"], "held",
+        "{r}"
+    );
+    assert!(!d_picky.names().contains(&"bookinfo/three".to_owned()));
+    assert_eq!(d_picky.offered.lock().unwrap().len(), offered_to_d);
+    let (code, body) = mesh.post("/rollout/promote").await;
+    assert_eq!(code, 200, "{body}");
+    eventually("d holds the change after the promotion", || async {
+        d_picky.names().contains(&"bookinfo/three".to_owned())
+    })
+    .await;
+    mesh.stop().await;
+    d.stop().await;
+}

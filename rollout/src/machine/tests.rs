@@ -569,3 +569,82 @@ fn a_cluster_that_never_had_a_version_is_held_on_nothing() {
     );
     assert_eq!(held(&out), vec![("new", None)]);
 }
+
+#[test]
+fn a_cluster_removed_from_the_configuration_leaves_the_rollout_and_its_wave_goes_on() {
+    let (mut r, _) = three_waves(OnFailure::Rollback);
+    let out = pass_wave(&mut r, 1_000, &["a"]);
+    assert_eq!(released(&out), vec!["b", "c"]);
+    r.handle(7_000, acked("b"));
+    assert_eq!(r.phase, Phase::Updating, "c has not ACKed");
+
+    // c leaves: the wave no longer waits for it and bakes.
+    let out = r.forget(7_100, "c");
+    assert_eq!(
+        events(&out),
+        vec![&Event::ClusterRemoved {
+            cluster: "c".into()
+        }]
+    );
+    assert!(!r.targets.contains_key("c"));
+    assert_eq!(r.waves[1].clusters, vec!["b".to_owned()]);
+    assert_eq!(
+        r.phase,
+        Phase::Baking {
+            until: 7_100 + BAKE
+        }
+    );
+    // Its gates are evaluated over the clusters left.
+    let out = r.handle(7_100 + BAKE, Input::Tick);
+    assert_eq!(evaluates(&out), Some((1, vec!["b".to_owned()])));
+
+    // d, alone in the last wave, leaves: that wave is gone, and passing
+    // this one completes the rollout.
+    r.forget(8_000, "d");
+    assert_eq!(r.waves.len(), 2);
+    let out = r.handle(12_200, gates(1, true, &[]));
+    assert_eq!(r.phase, Phase::Completed);
+    assert!(released(&out).is_empty());
+    // A cluster the rollout never had: nothing.
+    assert!(r.forget(13_000, "zz").is_empty());
+}
+
+#[test]
+fn a_later_wave_keeps_its_place_when_an_earlier_one_empties() {
+    let (mut r, _) = start_with(
+        vec![
+            wave("canary", &["a"], None, Promotion::Automatic),
+            wave("early", &["b"], None, Promotion::Automatic),
+            wave("rest", &["c", "d"], None, Promotion::Automatic),
+        ],
+        OnFailure::Rollback,
+    );
+    // "early" loses its only cluster before it starts: dropped, and "rest"
+    // (now wave 1) follows the canary.
+    r.forget(10, "b");
+    assert_eq!(
+        r.waves.iter().map(|w| w.name.as_str()).collect::<Vec<_>>(),
+        ["canary", "rest"]
+    );
+    assert_eq!(r.wave_of("c"), Some(1));
+    let out = pass_wave(&mut r, 1_000, &["a"]);
+    assert_eq!(released(&out), vec!["c", "d"]);
+}
+
+#[test]
+fn a_step_no_wave_names_is_released_with_the_last_wave() {
+    let step = Step {
+        from: Some("v1".into()),
+        to: "v2".into(),
+    };
+    let steps = BTreeMap::from([("a".to_owned(), step.clone()), ("z".to_owned(), step)]);
+    let waves = vec![
+        wave("canary", &["a"], None, Promotion::Automatic),
+        wave("rest", &[], None, Promotion::Automatic),
+    ];
+    let (mut r, out) = Rollout::start(1, 0, waves, steps, DEADLINE, OnFailure::Rollback, None);
+    assert_eq!(released(&out), vec!["a"]);
+    assert_eq!(r.wave_of("z"), Some(1));
+    let out = pass_wave(&mut r, 1_000, &["a"]);
+    assert_eq!(released(&out), vec!["z"], "not held until the deadline");
+}

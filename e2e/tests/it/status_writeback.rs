@@ -356,6 +356,33 @@ async fn cost_of_writing_back_10000_statuses() {
         100.0 * cpu / converged.as_secs_f64()
     );
     assert_eq!(acked, n, "every object says ACKed by 2/2");
+    let passes = metric(
+        &metrics,
+        "meshhub_status_writeback_work_out_seconds_count",
+        "",
+    );
+    let passes_sum = metric(
+        &metrics,
+        "meshhub_status_writeback_work_out_seconds_sum",
+        "",
+    );
+    println!(
+        "statuses worked out {passes} times until convergence, {:.1} ms per pass",
+        1000.0 * passes_sum / passes.max(1.0)
+    );
+    // At rest: every status written, nothing changing. The hub runs in
+    // this process: its CPU is this process's.
+    let idle = std::time::Duration::from_secs(20);
+    let cpu_at_rest = cpu_seconds(std::process::id());
+    tokio::time::sleep(idle).await;
+    let rest_cpu = cpu_seconds(std::process::id()) - cpu_at_rest;
+    let (_, text) = meshhub_testkit::http::get(hub.admin_addr(), "/metrics").await;
+    let rest_passes = metric(&text, "meshhub_status_writeback_work_out_seconds_count", "") - passes;
+    println!(
+        "at rest for {} s: {rest_passes} passes, hub CPU {rest_cpu:.2} s ({:.1}% of one core)",
+        idle.as_secs(),
+        100.0 * rest_cpu / idle.as_secs_f64()
+    );
     hub.shutdown().await;
     east.stop().await;
     west.stop().await;

@@ -317,13 +317,15 @@ impl Controller {
             self.versions.remove(c);
             self.refusals.remove(c);
             self.unresolved.retain(|(cluster, _)| cluster != c);
-            // The leader's decisions say what its rollout does; a
-            // follower only stops serving the cluster.
-            if self.leading()
-                && let Some(r) = self.rollout.as_mut()
-            {
+            if let Some(r) = self.rollout.as_mut() {
                 commands.extend(r.forget(now, c));
             }
+        }
+        if !self.leading() {
+            // The leader's decisions say what its rollout does (this copy
+            // is replaced by the next ones it publishes).
+            self.publish_view();
+            return Serve::new();
         }
         self.carry_out(now, commands)
     }

@@ -19,7 +19,7 @@
 //! ACKs). On shutdown, writes under way are dropped: the next start works
 //! the statuses out again.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -123,8 +123,8 @@ pub struct Writer {
     failing: u64,
     /// What the statuses were last worked out from.
     basis: Option<Basis>,
-    /// The source saw an object since.
-    seen_since: bool,
+    /// The objects the source saw since the last pass.
+    dirty: HashSet<Arc<str>>,
 }
 
 impl std::fmt::Debug for Writer {
@@ -158,7 +158,7 @@ impl Writer {
             ready_at: None,
             failing: 0,
             basis: None,
-            seen_since: false,
+            dirty: HashSet::new(),
         }
     }
 
@@ -255,6 +255,7 @@ impl Writer {
         match ev {
             Feed::Gone(unit) => {
                 self.objects.remove(&unit);
+                self.dirty.remove(&unit);
                 self.queue.remove(&unit);
             }
             Feed::Seen(seen) => {
@@ -274,10 +275,11 @@ impl Writer {
                                 t.written = None;
                             }
                         }
+                        self.dirty.insert(seen.unit.clone());
                         t.seen = seen;
-                        self.seen_since = true;
                     }
                     None => {
+                        self.dirty.insert(seen.unit.clone());
                         self.objects.insert(
                             seen.unit.clone(),
                             Tracked {
@@ -286,7 +288,6 @@ impl Writer {
                                 written: None,
                             },
                         );
-                        self.seen_since = true;
                     }
                 }
                 metrics::gauge!("meshhub_status_writeback_objects", "source" => self.source.to_string())
@@ -295,8 +296,10 @@ impl Writer {
         }
     }
 
-    /// Works out every object's status and queues what differs, unless
-    /// nothing that enters a status changed since the last time. Returns
+    /// Works out the objects' statuses and queues what differs: every
+    /// object's when what enters a status changed since the last pass
+    /// ([`Basis`]), else only those the source saw since (its own writes
+    /// come back so), else none. Returns
     /// when to look again if writing must wait (startup).
     fn work_out(&mut self) -> Option<Instant> {
         let leader = self.inputs.leader.borrow().clone();
@@ -330,9 +333,12 @@ impl Writer {
             return Some(ready_at + STARTUP_GRACE);
         }
         let basis = Basis::of(&status, &remotes, |c| self.inputs.cache.snapshot(c));
-        if !self.seen_since && self.basis.as_ref() == Some(&basis) {
+        // The same basis: only the objects seen since can have changed.
+        let all = self.basis.as_ref() != Some(&basis);
+        if !all && self.dirty.is_empty() {
             return None;
         }
+        let dirty = std::mem::take(&mut self.dirty);
         let started = Instant::now();
         let snapshots: HashMap<&str, _> = remotes
             .iter()
@@ -349,7 +355,11 @@ impl Writer {
             })
             .collect();
         let time = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
-        for (unit, t) in &mut self.objects {
+        let visit = self
+            .objects
+            .iter_mut()
+            .filter(|(unit, _)| all || dirty.contains(*unit));
+        for (unit, t) in visit {
             let generation = t.seen.generation;
             let name = t.seen.mcp_name();
             let key = ObjectKey {
@@ -423,8 +433,8 @@ impl Writer {
             }
         }
         self.basis = Some(basis);
-        self.seen_since = false;
-        metrics::histogram!("meshhub_status_writeback_work_out_seconds", "source" => self.source.to_string())
+        let scope = if all { "all" } else { "seen" };
+        metrics::histogram!("meshhub_status_writeback_work_out_seconds", "source" => self.source.to_string(), "scope" => scope)
             .record(started.elapsed().as_secs_f64());
         None
     }

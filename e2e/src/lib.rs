@@ -570,6 +570,35 @@ pub fn remote<'a>(status: &'a Value, cluster: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no remote {cluster} in {}", status["remotes"]))
 }
 
+/// Sharded replicas `hubs`: waits until each holds `each` shards, then
+/// returns, per cluster of `clusters`, the identity of the replica that
+/// dials it (a live stream from that replica).
+pub fn shard_dialers(hubs: &[HubProc], each: usize, clusters: &[&str]) -> Vec<String> {
+    meshhub_testkit::eventually_blocking(&format!("the shards shared out, {each} each"), || {
+        hubs.iter()
+            .all(|h| {
+                h.status()["leader"]["shards"]["held"]
+                    .as_array()
+                    .map(Vec::len)
+                    == Some(each)
+            })
+            .then_some(())
+    });
+    clusters
+        .iter()
+        .map(|c| {
+            meshhub_testkit::eventually_blocking(&format!("{c} dialed"), || {
+                hubs.iter().find_map(|h| {
+                    let s = h.status();
+                    let by = remote(&s, c)["dialed_by"].as_str()?.to_owned();
+                    (remote(&s, c)["connected"] == true && s["leader"]["identity"] == by.as_str())
+                        .then_some(by)
+                })
+            })
+        })
+        .collect()
+}
+
 /// The version the hub's group `cluster` has of `collection`.
 pub fn group_version(status: &Value, cluster: &str, collection: &str) -> Option<String> {
     status["groups"]

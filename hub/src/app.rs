@@ -256,6 +256,25 @@ impl Hub {
             // The sender is dropped: the value never changes.
             None => watch::channel(LeaderStatus::disabled()).1,
         };
+        // The replica that decides the rollout and writes statuses: the
+        // leader; with sharded dial-out (no replica dials every cluster),
+        // the holder of a Lease of its own (`<leaseName>-rollout`), which
+        // hears the clusters other replicas dial through their agents'
+        // reports.
+        let decider = match &leader_election {
+            Some((le, client))
+                if le.shards.is_some()
+                    && (config.rollout.is_some() || !status_writers.is_empty()) =>
+            {
+                let spec = LeaderElectionSpec {
+                    lease_name: format!("{}-rollout", le.lease_name),
+                    shards: None,
+                    ..LeaderElectionSpec::clone(le)
+                };
+                leader::spawn(&spec, client.clone(), &tasks, shutdown.clone())
+            }
+            _ => leader.clone(),
+        };
 
         // Staged rollout: the dialed clusters' changes wait for their wave.
         let rollout = match &config.rollout {
@@ -284,21 +303,7 @@ impl Hub {
                     // Several replicas: the leader decides and shares its
                     // decisions; the others follow them.
                     (_, Some(history), Some((le, client))) => {
-                        // Who decides: the leader; with sharded dial-out,
-                        // the holder of a Lease of its own
-                        // (`<leaseName>-rollout`), hearing the clusters
-                        // other replicas dial through their agents' reports.
-                        let decider = match le.shards {
-                            Some(_) => {
-                                let spec = LeaderElectionSpec {
-                                    lease_name: format!("{}-rollout", le.lease_name),
-                                    shards: None,
-                                    ..LeaderElectionSpec::clone(le)
-                                };
-                                leader::spawn(&spec, client.clone(), &tasks, shutdown.clone())
-                            }
-                            None => leader.clone(),
-                        };
+                        let decider = decider.clone();
                         if let Some(spec) = &config.history {
                             let file = rollout::persist::StateFile::in_dir(&spec.dir);
                             if file.exists() {
@@ -494,6 +499,7 @@ impl Hub {
                 agents: agents_rx.clone(),
                 reports: reports_rx.clone(),
                 leader: leader.clone(),
+                writes: decider.clone(),
             };
             info!(source.name = %name, qps = spec.qps.get(), burst = spec.burst.get(), "status write-back on");
             let writer = writeback::Writer::new(&name, &spec, client, inputs, feed);

@@ -29,10 +29,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use meshhub_api::status::RemoteView;
-use meshhub_api::upward::ClusterReportView;
+use meshhub_api::upward::{ClusterReportView, ObjectProblemView};
 use meshhub_mcp::cache::{Group, SnapshotCache};
 use meshhub_mcp::dial::DialTarget;
-use meshhub_mcp::ledger::{Ledger, PeerStatus, Role, SyncState};
+use meshhub_mcp::ledger::{CollectionStatus, Ledger, PeerStatus, Role, SyncState};
 use meshhub_mcp::source::SourceConfig;
 use meshhub_mcp::source::dialer::{self, SinkTarget};
 use tokio::sync::watch;
@@ -257,6 +257,26 @@ fn by_peer<'a>(entries: impl Iterator<Item = &'a PeerStatus>) -> HashMap<&'a str
     found
 }
 
+/// The objects the cluster's istiod dropped per `report`, of the versions
+/// `collections` ACKed; those collections are marked `DROPPED`.
+pub fn mark_dropped(
+    collections: &mut BTreeMap<String, CollectionStatus>,
+    report: &ClusterReportView,
+) -> BTreeMap<String, Vec<ObjectProblemView>> {
+    let dropped = report.dropped_at(|c| {
+        collections
+            .get(c)
+            .filter(|s| s.state == SyncState::Synced)
+            .and_then(|s| s.acked.as_ref().map(|v| v.version.clone()))
+    });
+    for c in dropped.keys() {
+        if let Some(s) = collections.get_mut(c) {
+            s.state = SyncState::Dropped;
+        }
+    }
+    dropped
+}
+
 /// One row per configured agent, with its dialer's ledger entry (the live
 /// one, or the newest retained one). `ledger` is [`Ledger::view`]: live
 /// peers first. `reports` holds what each cluster reported over the
@@ -287,20 +307,8 @@ pub fn remote_views(
             });
             let dropped = report
                 .as_ref()
-                .map(|r| {
-                    r.dropped_at(|c| {
-                        collections
-                            .get(c)
-                            .filter(|s| s.state == SyncState::Synced)
-                            .and_then(|s| s.acked.as_ref().map(|v| v.version.clone()))
-                    })
-                })
+                .map(|r| mark_dropped(&mut collections, r))
                 .unwrap_or_default();
-            for c in dropped.keys() {
-                if let Some(s) = collections.get_mut(c) {
-                    s.state = SyncState::Dropped;
-                }
-            }
             let shard = leader
                 .shards
                 .as_ref()

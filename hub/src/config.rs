@@ -314,19 +314,6 @@ impl Config {
             .map(|h| h.check(base))
             .transpose()
             .map_err(|e| invalid(e.within("history")))?;
-        let sharded = leader_election.as_ref().is_some_and(|l| l.shards.is_some());
-        if sharded
-            && let Some(i) = sources.iter().position(
-                |s| matches!(s, SourceSpec::Kubernetes(k) if k.status_write_back.is_some()),
-            )
-        {
-            // Each replica sees the ACKs of its own shards only: every
-            // replica would write statuses counting part of the clusters.
-            return Err(invalid(SettingError::new(
-                format!("sources[{i}].kubernetes.statusWriteBack"),
-                "can't be used with leaderElection.shards yet: each replica hears only its shards' clusters (use leader election without shards)",
-            )));
-        }
         if rollout.is_some() && history.is_none() {
             return Err(invalid(SettingError::new(
                 "rollout",

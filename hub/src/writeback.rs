@@ -14,9 +14,10 @@
 //! subresource under meshhub's field manager, one per object at a time,
 //! coalesced (a newer status replaces a queued one), rate-limited (`qps`,
 //! `burst`), at most [`MAX_IN_FLIGHT`] at once, and retried with backoff
-//! ([`queue`]); an object deleted meanwhile is not an error. Only the
-//! replica that dials the clusters writes (the others' ledgers know no
-//! ACKs). On shutdown, writes under way are dropped: the next start works
+//! ([`queue`]); an object deleted meanwhile is not an error. One replica
+//! writes: the leader, which dials the clusters; with sharded dial-out the
+//! holder of `<leaseName>-rollout`, which hears the clusters other
+//! replicas dial through their agents' reports ([`reported`]). On shutdown, writes under way are dropped: the next start works
 //! the statuses out again.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -45,6 +46,7 @@ use crate::store::ObjectKey;
 pub mod basis;
 pub mod desired;
 pub mod queue;
+pub mod reported;
 
 pub use crate::source::kube::spec::write_back::WriteBackSpec;
 
@@ -77,8 +79,11 @@ pub struct Inputs {
     pub agents: watch::Receiver<Agents>,
     /// The clusters' upward reports.
     pub reports: watch::Receiver<crate::upward::Reports>,
-    /// Whether this replica dials the clusters.
+    /// Whether this replica dials the clusters (which of them, sharded).
     pub leader: watch::Receiver<LeaderStatus>,
+    /// Whether this replica writes the statuses: the leader; with sharded
+    /// dial-out the holder of `<leaseName>-rollout`.
+    pub writes: watch::Receiver<LeaderStatus>,
 }
 
 /// Whether an input changed (`ok`), else marks it as ended.
@@ -169,6 +174,7 @@ impl Writer {
         let mut reports = self.inputs.reports.clone();
         let mut agents = self.inputs.agents.clone();
         let mut leader = self.inputs.leader.clone();
+        let mut writer = self.inputs.writes.clone();
         let mut writes: FuturesUnordered<BoxFuture<'static, Write>> = FuturesUnordered::new();
         let mut settle_at: Option<Instant> = Some(Instant::now());
         let mut refresh = tokio::time::interval(REFRESH);
@@ -176,7 +182,7 @@ impl Writer {
         let mut feed_open = true;
         // Whether each input may still change (a sender gone never does:
         // its branch would be ready forever).
-        let mut open = [true; 5];
+        let mut open = [true; 6];
         let source = self.source.clone();
         loop {
             let now = Instant::now();
@@ -212,6 +218,7 @@ impl Writer {
                 r = agents.changed(), if open[2] => changed = follow(r.is_ok(), &mut open[2]),
                 // Without leader election its sender is gone from the start.
                 r = leader.changed(), if open[3] => changed = follow(r.is_ok(), &mut open[3]),
+                r = writer.changed(), if open[5] => changed = follow(r.is_ok(), &mut open[5]),
                 r = deliveries.recv(), if open[4] => {
                     let closed = matches!(r, Err(tokio::sync::broadcast::error::RecvError::Closed));
                     changed = follow(!closed, &mut open[4]);
@@ -302,12 +309,13 @@ impl Writer {
     /// come back so), else none. Returns
     /// when to look again if writing must wait (startup).
     fn work_out(&mut self) -> Option<Instant> {
-        let leader = self.inputs.leader.borrow().clone();
-        if leader.enabled && !leader.is_leader {
+        let writes = self.inputs.writes.borrow().clone();
+        if writes.enabled && !writes.is_leader {
             self.queue.clear();
             self.basis = None;
             return None;
         }
+        let leader = self.inputs.leader.borrow().clone();
         let status = self.inputs.status.borrow().clone();
         if !status.ready {
             return None;
@@ -315,13 +323,18 @@ impl Writer {
         let agents = self.inputs.agents.borrow().clone();
         let ledger = self.inputs.ledger.view();
         let reports = crate::admin::report_views(&self.inputs.reports.borrow());
-        let remotes = remote_views(
+        let mut remotes = remote_views(
             &agents,
             &leader,
             &ledger,
             &reports,
             crate::upward::peer_name,
         );
+        // Clusters another replica dials (sharded): their agents' reports.
+        reported::fill_from_reports(&mut remotes, |cluster, collection| {
+            let snapshot = self.inputs.cache.snapshot(cluster)?;
+            Some(snapshot.collection(collection).version().to_owned())
+        });
         let now = Instant::now();
         let ready_at = *self.ready_at.get_or_insert(now);
         let heard = remotes.iter().all(|r| {

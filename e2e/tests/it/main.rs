@@ -22,6 +22,7 @@ mod rollout_replicas;
 mod sharded_dial_out;
 mod shared_pins;
 mod status_writeback;
+mod status_writeback_shards;
 mod upward;
 mod validation_parity;
 mod webhook;

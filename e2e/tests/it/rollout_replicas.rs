@@ -302,20 +302,7 @@ async fn sharded_replicas_roll_out_clusters_the_decider_does_not_dial() {
         (leading.len() == 1 && views[1 - leading[0]]["following"] == true).then(|| leading[0])
     });
     let (decider, follower) = (&hubs[di], &hubs[1 - di]);
-    eventually_blocking("the shards shared out, two each", || {
-        hubs.iter()
-            .all(|h| {
-                h.status()["leader"]["shards"]["held"]
-                    .as_array()
-                    .map(Vec::len)
-                    == Some(2)
-            })
-            .then_some(())
-    });
-    let dialed_by: Vec<String> = names
-        .iter()
-        .map(|c| eventually_blocking(&format!("{c} dialed"), || dialer(c)))
-        .collect();
+    let dialed_by = shard_dialers(&hubs, 2, &names);
     let theirs: Vec<&str> = names
         .iter()
         .zip(&dialed_by)

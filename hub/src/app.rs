@@ -138,6 +138,8 @@ impl Hub {
         let (rules_tx, rules_rx) = watch::channel(rules.clone());
         let (agents_tx, agents_rx) = watch::channel(Arc::new(config.agents.clone()));
         let (labels_tx, labels_rx) = watch::channel(Arc::new(config.cluster_labels.clone()));
+        let (policy_tx, policy_rx) =
+            watch::channel(config.rollout.as_ref().map(|r| r.policy.clone()));
         // The recorder first: what the features set while they are built
         // (a shard's or the leader's gauge at 0) would be lost otherwise.
         let _ = meshhub_runtime::metrics::prometheus();
@@ -350,7 +352,7 @@ impl Hub {
                 pipeline = pipeline
                     .stage_rollouts(controller, ledger.clone(), requests_rx, gate_answers)
                     .follow_reports(reports_rx.clone())
-                    .follow_clusters(agents_rx.clone(), labels_rx);
+                    .follow_reloads(agents_rx.clone(), labels_rx, policy_rx);
                 if let Some((decider, mirrored)) = mirrored {
                     pipeline = pipeline.share_rollouts(decider, mirrored);
                 }
@@ -511,8 +513,15 @@ impl Hub {
         }
 
         // Reloads of the clusters configuration.
-        let (reloader, reload_status) =
-            Reloader::new(config.clone(), rules_tx, agents_tx, labels_tx);
+        let (reloader, reload_status) = Reloader::new(
+            config.clone(),
+            crate::reload::Outputs {
+                rules: rules_tx,
+                agents: agents_tx,
+                labels: labels_tx,
+                policy: policy_tx,
+            },
+        );
         let (reload_tx, reload_rx) = mpsc::channel(4);
         tasks.spawn(
             reloader

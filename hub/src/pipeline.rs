@@ -601,7 +601,7 @@ impl Pipeline {
         let Some(s) = self.rollout.as_mut() else {
             return;
         };
-        let reclustered = matches!(ev, StagedEvent::Clusters(true));
+        let reclustered = matches!(ev, StagedEvent::Reloaded(true));
         let serve = s.handle(ev);
         self.serve(serve);
         if reclustered {

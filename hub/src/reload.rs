@@ -26,6 +26,7 @@ use crate::clusters::Agents;
 use crate::config::Config;
 use crate::groups::{ClusterSpec, GroupRules};
 use crate::rollout::ClusterLabels;
+use meshhub_rollout::Policy;
 
 /// How long file events must be quiet before the file is read: editors and
 /// ConfigMap updates produce bursts.
@@ -65,7 +66,21 @@ pub struct Reloader {
     rules: watch::Sender<GroupRules>,
     agents: watch::Sender<Agents>,
     labels: watch::Sender<ClusterLabels>,
+    policy: watch::Sender<Option<Policy>>,
     status: watch::Sender<Arc<ReloadStatus>>,
+}
+
+/// What the reloader writes: the watches the features follow.
+#[derive(Debug)]
+pub struct Outputs {
+    /// The grouping rules.
+    pub rules: watch::Sender<GroupRules>,
+    /// The dialed clusters.
+    pub agents: watch::Sender<Agents>,
+    /// The clusters' labels.
+    pub labels: watch::Sender<ClusterLabels>,
+    /// The rollout policy (`None`: no `rollout:`).
+    pub policy: watch::Sender<Option<Policy>>,
 }
 
 impl std::fmt::Debug for Reloader {
@@ -77,20 +92,21 @@ impl std::fmt::Debug for Reloader {
 }
 
 impl Reloader {
-    /// A reloader of `current` (the configuration running), writing rules,
-    /// agents and the clusters' labels. Returns the status reader too.
-    pub fn new(
-        current: Config,
-        rules: watch::Sender<GroupRules>,
-        agents: watch::Sender<Agents>,
-        labels: watch::Sender<ClusterLabels>,
-    ) -> (Self, watch::Receiver<Arc<ReloadStatus>>) {
+    /// A reloader of `current` (the configuration running), writing
+    /// `outputs`. Returns the status reader too.
+    pub fn new(current: Config, outputs: Outputs) -> (Self, watch::Receiver<Arc<ReloadStatus>>) {
         let (status, rx) = watch::channel(Arc::new(ReloadStatus {
             file: current.config_file.clone(),
             applied_at: Some(At(SystemTime::now())),
             ..ReloadStatus::default()
         }));
         let last_text = std::fs::read_to_string(&current.config_file).ok();
+        let Outputs {
+            rules,
+            agents,
+            labels,
+            policy,
+        } = outputs;
         (
             Self {
                 current,
@@ -98,6 +114,7 @@ impl Reloader {
                 rules,
                 agents,
                 labels,
+                policy,
                 status,
             },
             rx,
@@ -197,8 +214,19 @@ impl Reloader {
         if new.audit != self.current.audit {
             pending.push("audit".to_owned());
         }
-        if new.rollout != self.current.rollout {
-            pending.push("rollout".to_owned());
+        // The policy follows reloads; turning the rollout on or off, or
+        // another Prometheus, needs a restart (the gates' task).
+        match (&self.current.rollout, &new.rollout) {
+            (Some(old), Some(now))
+                if old.prometheus == now.prometheus && old.policy != now.policy =>
+            {
+                info!("rollout policy changed: it applies to the next rollout");
+                self.policy.send_replace(Some(now.policy.clone()));
+            }
+            (Some(old), Some(now)) if old.prometheus == now.prometheus => {}
+            (old, now) if old.is_some() != now.is_some() => pending.push("rollout".to_owned()),
+            (old, now) if old != now => pending.push("rollout.prometheus".to_owned()),
+            _ => {}
         }
         if !pending.is_empty() {
             warn!(settings = ?pending, "these settings are read at start only; restart to apply them");
@@ -249,6 +277,11 @@ impl Reloader {
         self.current.clusters = new.clusters;
         self.current.agents = new.agents;
         self.current.cluster_labels = new.cluster_labels;
+        if let (Some(old), Some(now)) = (&self.current.rollout, &new.rollout)
+            && old.prometheus == now.prometheus
+        {
+            self.current.rollout = new.rollout;
+        }
         info!(file = %self.current.config_file.display(), "configuration reloaded");
         self.status.send_modify(|s| {
             let s = Arc::make_mut(s);

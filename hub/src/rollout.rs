@@ -150,7 +150,11 @@ struct Versions {
 /// The rollout controller (see the module documentation).
 #[derive(Debug)]
 pub struct Controller {
+    /// The policy the next rollout follows.
     policy: Policy,
+    /// The policy the rollout in flight started under, when a reload
+    /// changed it since (its gates keep their definitions).
+    started_under: Option<Policy>,
     /// The clusters the hub dials, with their labels, in configuration
     /// order.
     clusters: Vec<(String, BTreeMap<String, String>)>,
@@ -243,6 +247,7 @@ impl Controller {
         }));
         let c = Self {
             policy,
+            started_under: None,
             clusters,
             rollout: None,
             versions: HashMap::new(),
@@ -277,6 +282,28 @@ impl Controller {
     /// Whether this replica decides the rollout.
     pub fn leading(&self) -> bool {
         matches!(self.mode, Mode::Leading)
+    }
+
+    /// The policy changed (a configuration reload): it applies to the next
+    /// rollout; the one in flight keeps its waves, deadline, failure
+    /// handling and gates.
+    pub fn set_policy(&mut self, policy: Policy) {
+        if policy == self.policy {
+            return;
+        }
+        let in_flight = self
+            .rollout
+            .as_ref()
+            .is_some_and(|r| !r.phase.is_terminal());
+        if in_flight && self.started_under.is_none() {
+            self.started_under = Some(self.policy.clone());
+        }
+        info!(
+            in_flight,
+            "rollout policy changed: the next rollout follows it"
+        );
+        self.policy = policy;
+        self.publish_view();
     }
 
     /// The dialed clusters changed (a configuration reload): `clusters`
@@ -424,6 +451,7 @@ impl Controller {
         };
         let id = self.next_id;
         self.next_id += 1;
+        self.started_under = None;
         let (rollout, commands) = Rollout::start(
             id,
             now,

@@ -28,15 +28,16 @@ pub(super) struct Staged {
     /// With leader election: whether this replica leads, and the leader's
     /// decisions ([`rollout::shared`]).
     replicas: Option<Replicas>,
-    /// The dialed clusters and their labels, as configuration reloads
-    /// change them (`None`: not followed, or their owner ended).
-    clusters: Option<Clusters>,
+    /// The dialed clusters, their labels and the policy, as configuration
+    /// reloads change them (`None`: not followed, or their owner ended).
+    reloads: Option<Reloads>,
 }
 
-/// Which clusters the rollout governs.
-struct Clusters {
+/// What configuration reloads change of the rollout.
+struct Reloads {
     agents: watch::Receiver<crate::clusters::Agents>,
     labels: watch::Receiver<rollout::ClusterLabels>,
+    policy: watch::Receiver<Option<meshhub_rollout::Policy>>,
 }
 
 /// What decides whether this replica's controller leads or follows.
@@ -57,9 +58,9 @@ pub(super) enum StagedEvent {
     /// The leadership or the leader's decisions changed (`false`: their
     /// owner ended).
     Replicas(bool),
-    /// The dialed clusters or their labels changed (`false`: their owner
-    /// ended).
-    Clusters(bool),
+    /// The dialed clusters, their labels or the policy changed (`false`:
+    /// their owner ended).
+    Reloaded(bool),
     Tick,
 }
 
@@ -82,7 +83,7 @@ impl Pipeline {
             gate_answers,
             reports: None,
             replicas: None,
-            clusters: None,
+            reloads: None,
         });
         self
     }
@@ -102,14 +103,20 @@ impl Pipeline {
     }
 
     /// The staged rollout governs the dialed clusters `agents` has, placed
-    /// in waves by their `labels`, as configuration reloads change them.
-    pub fn follow_clusters(
+    /// in waves by their `labels` under `policy`, as configuration reloads
+    /// change them.
+    pub fn follow_reloads(
         mut self,
         agents: watch::Receiver<crate::clusters::Agents>,
         labels: watch::Receiver<rollout::ClusterLabels>,
+        policy: watch::Receiver<Option<meshhub_rollout::Policy>>,
     ) -> Self {
         if let Some(s) = self.rollout.as_mut() {
-            s.clusters = Some(Clusters { agents, labels });
+            s.reloads = Some(Reloads {
+                agents,
+                labels,
+                policy,
+            });
         }
         self
     }
@@ -155,18 +162,19 @@ impl Staged {
                 None => std::future::pending().await,
             }
         };
-        let clusters = async {
-            match self.clusters.as_mut() {
-                Some(c) => tokio::select! {
-                    c = c.agents.changed() => c.is_ok(),
-                    c = c.labels.changed() => c.is_ok(),
+        let reloaded = async {
+            match self.reloads.as_mut() {
+                Some(r) => tokio::select! {
+                    c = r.agents.changed() => c.is_ok(),
+                    c = r.labels.changed() => c.is_ok(),
+                    c = r.policy.changed() => c.is_ok(),
                 },
                 None => std::future::pending().await,
             }
         };
         tokio::select! {
             d = self.deliveries.recv() => StagedEvent::Delivery(d),
-            ok = clusters => StagedEvent::Clusters(ok),
+            ok = reloaded => StagedEvent::Reloaded(ok),
             r = request => StagedEvent::Request(r),
             a = gate_answer => StagedEvent::Gates(a),
             ok = report => StagedEvent::Reports(ok),
@@ -207,17 +215,20 @@ impl Staged {
                 self.replicas = None;
                 Vec::new()
             }
-            StagedEvent::Clusters(true) => match self.clusters.as_mut() {
-                Some(c) => {
-                    let agents = c.agents.borrow_and_update().clone();
-                    let labels = c.labels.borrow_and_update().clone();
+            StagedEvent::Reloaded(true) => match self.reloads.as_mut() {
+                Some(r) => {
+                    let agents = r.agents.borrow_and_update().clone();
+                    let labels = r.labels.borrow_and_update().clone();
+                    if let Some(policy) = r.policy.borrow_and_update().clone() {
+                        self.controller.set_policy(policy);
+                    }
                     let clusters = rollout::dialed_clusters(&agents, &labels);
                     self.controller.set_clusters(now, clusters)
                 }
                 None => Vec::new(),
             },
-            StagedEvent::Clusters(false) => {
-                self.clusters = None;
+            StagedEvent::Reloaded(false) => {
+                self.reloads = None;
                 Vec::new()
             }
             StagedEvent::Request(None) => {

@@ -32,7 +32,9 @@ impl Controller {
         let Some(name) = r.waves.get(index).map(|w| &w.name) else {
             return Vec::new();
         };
-        self.policy
+        self.started_under
+            .as_ref()
+            .unwrap_or(&self.policy)
             .waves
             .iter()
             .find(|w| &w.name == name)

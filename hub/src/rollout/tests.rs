@@ -595,3 +595,54 @@ fn new_labels_place_a_cluster_in_the_waves_of_the_next_rollout() {
         "b is the canary now"
     );
 }
+
+#[test]
+fn a_reloaded_policy_governs_the_next_rollout_and_the_one_in_flight_keeps_its_own() {
+    let gate = |name: &str| meshhub_rollout::MetricGate {
+        name: name.into(),
+        query: "up".into(),
+        comparison: meshhub_rollout::Comparison::Greater,
+        threshold: 0.0,
+        during_bake: false,
+        on_no_data: meshhub_rollout::NoData::default(),
+    };
+    let policy = |canary: &str, gate_name: &str| Policy {
+        waves: vec![
+            Wave {
+                metrics: vec![gate(gate_name)],
+                ..wave("canary", &[canary])
+            },
+            wave("rest", &["a", "b", "c"]),
+        ],
+        progress_deadline_ms: 60_000,
+        on_failure: OnFailure::Rollback,
+    };
+    let clusters = ["a", "b", "c"]
+        .iter()
+        .map(|c| ((*c).to_owned(), BTreeMap::new()))
+        .collect();
+    let (mut c, view) = Controller::new(policy("a", "before"), clusters, AuditLog::default());
+    c.built(0, &latest("1"));
+    assert_eq!(names(&c.built(10, &latest("2"))), ["a"]);
+
+    // b becomes the canary, with another gate, while a's rollout runs.
+    c.set_policy(policy("b", "after"));
+    assert_eq!(
+        view.borrow().policy.as_ref().unwrap().waves[0].members,
+        Members::Names(vec!["b".into()]),
+        "GET /rollout shows the new policy"
+    );
+    let gates = c.wave_gates(0, false);
+    assert_eq!(
+        gates[0].name, "before",
+        "the rollout in flight keeps its gates"
+    );
+    assert_eq!(c.rollout.as_ref().unwrap().waves[0].clusters, ["a"]);
+
+    // The next change follows the new policy.
+    assert_eq!(names(&c.built(20, &latest("3"))), ["b"]);
+    assert_eq!(c.wave_gates(0, false)[0].name, "after");
+    // The same policy again: nothing changes.
+    c.set_policy(policy("b", "after"));
+    assert_eq!(c.wave_gates(0, false)[0].name, "after");
+}

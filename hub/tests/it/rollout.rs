@@ -260,3 +260,33 @@ async fn clusters_a_reload_removes_leave_the_rollout_and_ones_it_adds_join_it() 
     mesh.stop().await;
     d.stop().await;
 }
+
+#[tokio::test]
+async fn a_reloaded_policy_governs_the_next_change_without_a_restart() {
+    let mesh = Mesh::start(&ABC, CANARY_FIRST).await;
+    // The canary now waits for an operator.
+    mesh.reconfigure(&ABC, &[], CANARY_MANUAL).await;
+    let status = mesh.hub.reload_status().borrow().clone();
+    assert!(
+        status.pending_restart.is_empty(),
+        "the policy needs no restart: {:?}",
+        status.pending_restart
+    );
+    eventually("GET /rollout shows the new policy", || async {
+        mesh.rollout().await["policy"]["waves"][0]["promotion"] == "manual"
+    })
+    .await;
+    std::fs::write(mesh.objects.join("two.yaml"), vs("two", "two")).unwrap();
+    eventually("the canary passed and waits for promotion", || async {
+        mesh.phase().await == "awaitingPromotion"
+    })
+    .await;
+    assert!(!mesh.holds("b", "bookinfo/two") && !mesh.holds("c", "bookinfo/two"));
+
+    // Another Prometheus needs a restart, and says so.
+    let with_gates = format!("{CANARY_MANUAL}  prometheus: {{url: 'http://127.0.0.1:9'}}\n");
+    mesh.reconfigure(&ABC, &[], &with_gates).await;
+    let status = mesh.hub.reload_status().borrow().clone();
+    assert_eq!(status.pending_restart, ["rollout.prometheus"]);
+    mesh.stop().await;
+}

@@ -56,7 +56,7 @@ fn a_replica_leads_once_it_holds_the_lease_and_has_read_the_decisions_and_contin
             leader: lease_rx,
             mirrored: mirror_rx,
         }),
-        clusters: None,
+        reloads: None,
     };
 
     // The lease is won before the decisions were read: still following

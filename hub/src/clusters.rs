@@ -339,4 +339,4 @@ pub fn remote_views(
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -604,10 +604,37 @@ impl Pipeline {
         let reclustered = matches!(ev, StagedEvent::Reloaded(true));
         let serve = s.handle(ev);
         self.serve(serve);
-        if reclustered {
+        // Before the first build there is nothing to offer: the first
+        // build offers everything.
+        if reclustered && self.generation > 0 {
+            self.serve_ungoverned();
             // A cluster now governed was served its builds directly until
             // now: the rollout learns what it is served.
             self.stage_built();
+        }
+    }
+
+    /// Groups the rollout no longer governs (a reload took their agent
+    /// away) are served their newest servable build directly, as every
+    /// ungoverned group is, instead of what the rollout last held them on.
+    fn serve_ungoverned(&mut self) {
+        let Some(s) = self.rollout.as_ref() else {
+            return;
+        };
+        let served = self.writer.reader();
+        let serve: Vec<(Group, Arc<Snapshot>)> = self
+            .published
+            .keys()
+            .filter(|g| !s.controller.governs(g) && self.record.served_pin(g).is_none())
+            .filter_map(|g| {
+                let want = self.servable(g)?;
+                let current = served.snapshot(g);
+                (!current.is_some_and(|c| Arc::ptr_eq(&c, want))).then(|| (g.clone(), want.clone()))
+            })
+            .collect();
+        for (group, snapshot) in serve {
+            debug!(cluster = %group, "no longer governed by the rollout: served its newest build");
+            self.writer.set(&group, snapshot);
         }
     }
 

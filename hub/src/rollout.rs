@@ -389,7 +389,10 @@ impl Controller {
             return self.mirror_serve();
         }
         let mut serve = Serve::new();
-        if let Some(restored) = self.restored.take()
+        // Saved decisions wait for a build with snapshots: continuing them
+        // from nothing would drop them.
+        if !latest.is_empty()
+            && let Some(restored) = self.restored.take()
             && self.resume(now, restored, latest, &mut serve)
         {
             self.publish_view();

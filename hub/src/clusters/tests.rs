@@ -5,7 +5,7 @@ use meshhub_mcp::reconnect::ReconnectPolicy;
 
 use super::*;
 
-fn agent(cluster: &str) -> AgentSpec {
+pub(crate) fn agent(cluster: &str) -> AgentSpec {
     AgentSpec {
         cluster: cluster.into(),
         dial: DialSpec {

@@ -381,3 +381,101 @@ async fn rule_updates_replace_groups_and_rebuild_at_once() {
     assert_eq!(groups, ["default", "north"]);
     shutdown.cancel();
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_cluster_a_reload_stops_dialing_gets_its_newest_build_instead_of_its_hold() {
+    use crate::clusters::tests::agent;
+    use meshhub_mcp::ledger::Ledger;
+    use meshhub_rollout::{Members, OnFailure, Policy, Promotion, Wave};
+
+    let rules = GroupRules::new(&[
+        ClusterSpec {
+            name: "east".into(),
+            selector: Selector {
+                namespaces: ["bookinfo".to_owned()].into(),
+                ..Selector::default()
+            },
+        },
+        ClusterSpec {
+            name: "west".into(),
+            selector: Selector {
+                labels: [("region".to_owned(), "west".to_owned())].into(),
+                ..Selector::default()
+            },
+        },
+    ]);
+    let store = Store::new(
+        KindTable::builtin(),
+        rules.clone(),
+        UnknownFields::Reject,
+        crate::app::semantic_check(),
+    );
+    let (writer, cache) = cache::new();
+    let (pipeline, mut status) =
+        Pipeline::new(store, writer, rules, settings(), ["files".to_owned()]);
+    let wave = |name: &str, members: Members| Wave {
+        name: name.into(),
+        members,
+        max_concurrent: None,
+        bake_ms: 0,
+        promotion: Promotion::Automatic,
+        metrics: vec![],
+    };
+    let policy = Policy {
+        waves: vec![
+            wave("canary", Members::Names(vec!["west".into()])),
+            wave("rest", Members::Rest),
+        ],
+        progress_deadline_ms: 600_000,
+        on_failure: OnFailure::Rollback,
+    };
+    let dialed = |names: &[&str]| {
+        names
+            .iter()
+            .map(|n| ((*n).to_owned(), BTreeMap::new()))
+            .collect()
+    };
+    let (controller, view) = rollout::Controller::new(
+        policy.clone(),
+        dialed(&["east", "west"]),
+        Default::default(),
+    );
+    let (agents_tx, agents_rx) = watch::channel(Arc::new(vec![agent("east"), agent("west")]));
+    let (_labels_tx, labels_rx) = watch::channel(Arc::new(BTreeMap::new()));
+    let (_policy_tx, policy_rx) = watch::channel(Some(policy));
+    let (_requests_tx, requests_rx) = mpsc::channel(1);
+    let pipeline = pipeline
+        .stage_rollouts(controller, Ledger::new(), requests_rx, None)
+        .follow_reloads(agents_rx, labels_rx, policy_rx);
+    let (events, rx) = mpsc::channel(64);
+    let shutdown = CancellationToken::new();
+    tokio::spawn(pipeline.run(rx, shutdown.clone()));
+
+    // One object for both clusters (east by namespace, west by label).
+    let labelled = |host: &str| vs("r", "bookinfo", host, "  labels: {region: west}\n");
+    events.send(file("r.yaml", &labelled("v1"))).await.unwrap();
+    events.send(synced()).await.unwrap();
+    status.wait_for(|s| s.ready).await.unwrap();
+    let first = version(&cache, "east", VS);
+    assert_eq!(first, version(&cache, "west", VS));
+
+    // A change: the canary (west) gets it, east is held on its first
+    // version (no ACK comes: nothing dials).
+    events.send(file("r.yaml", &labelled("v2"))).await.unwrap();
+    let mut view = view;
+    view.wait_for(|v| v.rollout.is_some()).await.unwrap();
+    assert_ne!(version(&cache, "west", VS), first);
+    assert_eq!(version(&cache, "east", VS), first, "east held");
+
+    // A reload stops dialing east (its cluster entry stays): east is no
+    // longer governed and is served its newest build.
+    let mut east = cache.watch("east", VS);
+    east.borrow_and_update();
+    agents_tx.send_replace(Arc::new(vec![agent("west")]));
+    tokio::time::timeout(Duration::from_secs(5), east.changed())
+        .await
+        .expect("east served again")
+        .unwrap();
+    assert_eq!(version(&cache, "east", VS), version(&cache, "west", VS));
+    shutdown.cancel();
+}

@@ -125,9 +125,21 @@ impl Controller {
                 serve.push((Group::from(cluster.as_str()), served));
             }
         }
-        let Some(rollout) = rollout else {
+        let Some(mut rollout) = rollout else {
             return false;
         };
+        // Clusters the configuration no longer has leave it (the decisions
+        // may predate a reload), so the rest of it goes on.
+        let gone: Vec<String> = rollout
+            .targets
+            .keys()
+            .filter(|c| !self.governs(c))
+            .cloned()
+            .collect();
+        for c in gone {
+            info!(cluster = %c, "a cluster of the saved rollout is no longer configured; it leaves the rollout");
+            rollout.forget(now, &c);
+        }
         let unchanged = rollout.targets.iter().all(|(c, t)| {
             latest
                 .get(c.as_str())

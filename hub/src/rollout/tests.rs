@@ -646,3 +646,64 @@ fn a_reloaded_policy_governs_the_next_rollout_and_the_one_in_flight_keeps_its_ow
     c.set_policy(policy("b", "after"));
     assert_eq!(c.wave_gates(0, false)[0].name, "after");
 }
+
+/// Decisions saved mid-rollout (v1 → v2, the canary released), with the
+/// snapshots of both versions.
+fn saved_mid_rollout() -> (Restored, HashMap<Group, Arc<Snapshot>>) {
+    let (v1, v2) = (latest("1"), latest("2"));
+    let mut before = controller();
+    before.built(0, &v1);
+    before.built(10, &v2);
+    let saved = before.states().borrow().as_deref().cloned().unwrap();
+    let snapshots = v1
+        .iter()
+        .chain(v2.iter())
+        .map(|(g, s)| ((g.to_string(), version_id(s)), s.clone()))
+        .collect();
+    let restored = Restored {
+        rollout: saved.rollout,
+        serving: saved.serving,
+        snapshots,
+    };
+    (restored, v2)
+}
+
+#[test]
+fn saved_decisions_wait_for_a_build_with_snapshots() {
+    let (restored, v2) = saved_mid_rollout();
+    let mut after = controller().restoring(restored);
+    // Offered nothing (a reload before the sources' first build): the
+    // decisions are kept, not dropped.
+    assert!(after.built(5, &HashMap::new()).is_empty());
+    let serve = after.built(20, &v2);
+    let r = after.rollout.as_ref().expect("the saved rollout goes on");
+    assert_eq!(r.id, 1);
+    assert_eq!(r.targets["b"].state, ClusterState::Held);
+    let versions = served(&serve);
+    assert_eq!(versions["a"], version_id(&v2[&Group::from("a")]));
+    assert_ne!(versions["b"], version_id(&v2[&Group::from("b")]), "b held");
+}
+
+#[test]
+fn saved_decisions_naming_a_cluster_no_longer_configured_go_on_without_it() {
+    let (restored, v2) = saved_mid_rollout();
+    let clusters = ["a", "b"]
+        .iter()
+        .map(|c| ((*c).to_owned(), BTreeMap::new()))
+        .collect();
+    let policy = Policy {
+        waves: vec![wave("canary", &["a"]), wave("rest", &["b", "c"])],
+        progress_deadline_ms: 60_000,
+        on_failure: OnFailure::Rollback,
+    };
+    let mut after = Controller::new(policy, clusters, AuditLog::default())
+        .0
+        .restoring(restored);
+    let mut without_c = v2.clone();
+    without_c.remove(&Group::from("c"));
+    after.built(20, &without_c);
+    let r = after.rollout.as_ref().unwrap();
+    assert_eq!(r.id, 1, "continued, not superseded by a new rollout");
+    assert!(!r.targets.contains_key("c"));
+    assert_eq!(r.targets["b"].state, ClusterState::Held);
+}

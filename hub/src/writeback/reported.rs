@@ -28,7 +28,10 @@ pub fn fill_from_reports(
         else {
             continue;
         };
-        let at = report.observed.unwrap_or(At(SystemTime::UNIX_EPOCH));
+        // No time of its own: a report rebuilt with nothing changed must
+        // not look like a new delivery (it would cost a pass over every
+        // object).
+        let at = At(SystemTime::UNIX_EPOCH);
         let mut collections: BTreeMap<String, CollectionStatus> = report
             .collections
             .iter()

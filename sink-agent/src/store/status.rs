@@ -109,7 +109,8 @@ pub(super) fn info(
     }
 }
 
-/// Records a refused change in the status (the collection's state stays).
+/// Records a refused change in the status (the collection's state stays;
+/// the version refused is no longer the one ACKed).
 pub(super) fn refused(
     status: &watch::Sender<Arc<StoreStatus>>,
     collection: &str,
@@ -125,7 +126,14 @@ pub(super) fn refused(
     status.send_modify(|s| {
         let s = Arc::make_mut(s);
         match s.collections.get_mut(collection) {
-            Some(c) => c.refused = Some(refusal),
+            Some(c) => {
+                // Refused now, so not held as ACKed (a version loaded from
+                // disk counts as ACKed until the API says otherwise).
+                if c.acked_version == version {
+                    c.acked_version.clear();
+                }
+                c.refused = Some(refusal);
+            }
             None => {
                 s.collections.insert(
                     collection.to_owned(),

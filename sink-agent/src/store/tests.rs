@@ -533,3 +533,30 @@ async fn a_kubernetes_round_trip_holds_up_no_other_collection() {
     assert_eq!(names(&store, VS), BTreeSet::new());
     shutdown.cancel();
 }
+
+#[test]
+fn a_refused_version_is_no_longer_the_one_acked() {
+    let info = |acked: &str| status::CollectionInfo {
+        version: acked.into(),
+        served_version: String::new(),
+        resources: 0,
+        bytes: 0,
+        origin: status::Origin::Disk,
+        updated_at: At(SystemTime::UNIX_EPOCH),
+        refused: None,
+        acked_version: acked.into(),
+    };
+    let (tx, rx) = watch::channel(Arc::new(StoreStatus {
+        collections: [(VS.to_owned(), info("v2"))].into_iter().collect(),
+        ..StoreStatus::default()
+    }));
+    // Another version refused: v2 is still what the cluster ACKed.
+    status::refused(&tx, VS, "v3", "bad route");
+    assert_eq!(rx.borrow().collections[VS].acked_version, "v2");
+    // v2 itself refused (loaded from disk, then refused by the API): no
+    // longer counted as ACKed, so the refusal shows.
+    status::refused(&tx, VS, "v2", "bad route");
+    let s = rx.borrow().clone();
+    assert_eq!(s.collections[VS].acked_version, "");
+    assert_eq!(s.collections[VS].refused.as_ref().unwrap().version, "v2");
+}

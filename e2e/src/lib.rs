@@ -562,6 +562,31 @@ pub fn replica_config(
     files_hub(objects.display(), &east, &leader)
 }
 
+/// A temporary tree for hub and agent processes.
+pub struct ProcTree {
+    /// The tree (removed when dropped: keep it to the end of the test).
+    pub dir: tempfile::TempDir,
+    /// The processes' logs.
+    pub logs: PathBuf,
+    /// A file source's directory, holding `reviews.yaml`.
+    pub objects: PathBuf,
+}
+
+/// A [`ProcTree`] whose file source holds the `reviews` route to `host`.
+pub fn proc_tree(host: &str) -> ProcTree {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let logs = dir.path().join("logs");
+    let objects = dir.path().join("objects");
+    for d in [&logs, &objects] {
+        std::fs::create_dir_all(d).expect("the tree");
+    }
+    meshhub_testkit::fixtures::write_atomic(
+        &objects.join("reviews.yaml"),
+        &meshhub_testkit::objects::vs("reviews", host),
+    );
+    ProcTree { dir, logs, objects }
+}
+
 /// The hub's remote row for `cluster` from `/status`.
 pub fn remote<'a>(status: &'a Value, cluster: &str) -> &'a Value {
     status["remotes"]

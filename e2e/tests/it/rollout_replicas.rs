@@ -54,6 +54,16 @@ fn hosts(server: std::net::SocketAddr, cluster: &str) -> Vec<String> {
     h
 }
 
+/// `meshhubctl rollout <action>` against `hub`'s admin port.
+fn rollout_ctl(action: &str, hub: &HubProc) -> (std::process::ExitStatus, String, String) {
+    meshhubctl(&[
+        "rollout",
+        action,
+        "--admin",
+        &format!("http://{}", hub.admin),
+    ])
+}
+
 fn is_leader(hub: &HubProc) -> bool {
     hub.status()["leader"]["is_leader"] == true
 }
@@ -84,12 +94,7 @@ impl Replicas {
             )
             .await;
         }
-        let dir = tempfile::tempdir().unwrap();
-        let logs = dir.path().join("logs");
-        std::fs::create_dir_all(&logs).unwrap();
-        let objects = dir.path().join("objects");
-        std::fs::create_dir_all(&objects).unwrap();
-        write_atomic(&objects.join("reviews.yaml"), &vs("reviews", "reviews-v1"));
+        let ProcTree { dir, logs, objects } = proc_tree("reviews-v1");
         let agents: Vec<AgentProc> = clusters
             .iter()
             .map(|c| AgentProc::start(c, dir.path(), &logs, None))
@@ -192,23 +197,13 @@ async fn replicas_share_the_rollout_and_a_new_leader_continues_it() {
     assert_eq!(shared["by"], leader_id);
     assert_eq!(shared["rollout"]["id"], id);
     // Operators are sent to the leader.
-    let (status, _, err) = meshhubctl(&[
-        "rollout",
-        "promote",
-        "--admin",
-        &format!("http://{}", follower.admin),
-    ]);
+    let (status, _, err) = rollout_ctl("promote", follower);
     assert!(!status.success());
     assert!(
         err.contains("does not lead the rollout") && err.contains(leader_id),
         "{err}"
     );
-    let (status, out, err) = meshhubctl(&[
-        "rollout",
-        "status",
-        "--admin",
-        &format!("http://{}", follower.admin),
-    ]);
+    let (status, out, err) = rollout_ctl("status", follower);
     assert!(status.success(), "{err}");
     assert!(
         out.contains(&format!("decided by the leader {leader_id}")),
@@ -349,12 +344,7 @@ async fn sharded_replicas_roll_out_clusters_the_decider_does_not_dial() {
             dialer(&agent.cluster)
         );
     }
-    let (status, _, err) = meshhubctl(&[
-        "rollout",
-        "promote",
-        "--admin",
-        &format!("http://{}", decider.admin),
-    ]);
+    let (status, _, err) = rollout_ctl("promote", decider);
     assert!(status.success(), "{err}");
     let done = eventually_blocking("the rollout completes", || {
         let v = rollout(decider);

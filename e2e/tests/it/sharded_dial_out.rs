@@ -169,12 +169,7 @@ async fn shards_are_shared_out_and_a_lost_replicas_move_within_the_lease() {
     )
     .await;
 
-    let dir = tempfile::tempdir().unwrap();
-    let logs = dir.path().join("logs");
-    std::fs::create_dir_all(&logs).unwrap();
-    let objects = dir.path().join("objects");
-    std::fs::create_dir_all(&objects).unwrap();
-    write_atomic(&objects.join("reviews.yaml"), &vs("reviews", "reviews"));
+    let ProcTree { dir, logs, objects } = proc_tree("reviews");
 
     // 29 stand-ins and one real agent.
     let mut sinks: Vec<(String, Arc<Picky>, StandIn)> = Vec::new();

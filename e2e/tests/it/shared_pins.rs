@@ -74,12 +74,7 @@ async fn a_pin_sent_to_one_replica_is_served_by_every_replica() {
     let planes = ControlPlanes::start_bare(&["primary"]).await;
     let kubeconfig = planes.hub_service_account("primary").await;
 
-    let dir = tempfile::tempdir().unwrap();
-    let logs = dir.path().join("logs");
-    std::fs::create_dir_all(&logs).unwrap();
-    let objects = dir.path().join("objects");
-    std::fs::create_dir_all(&objects).unwrap();
-    write_atomic(&objects.join("reviews.yaml"), &vs("reviews", "reviews-v1"));
+    let ProcTree { dir, logs, objects } = proc_tree("reviews-v1");
     let agent = AgentProc::start("east", dir.path(), &logs, None);
     let config = |id: &str| {
         let path = dir.path().join(format!("{id}.yaml"));

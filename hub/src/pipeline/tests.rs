@@ -43,8 +43,10 @@ struct Harness {
     shutdown: CancellationToken,
 }
 
-fn start(sources: &[&str]) -> Harness {
-    let rules = GroupRules::new(&[
+/// `east` selects the namespace `bookinfo`, `west` the label
+/// `region: west`.
+fn east_west() -> GroupRules {
+    GroupRules::new(&[
         ClusterSpec {
             name: "east".into(),
             selector: Selector {
@@ -59,7 +61,11 @@ fn start(sources: &[&str]) -> Harness {
                 ..Selector::default()
             },
         },
-    ]);
+    ])
+}
+
+/// The store of `rules` and a snapshot cache.
+fn store_of(rules: &GroupRules) -> (Store, cache::SnapshotWriter, SnapshotCache) {
     let store = Store::new(
         KindTable::builtin(),
         rules.clone(),
@@ -67,6 +73,12 @@ fn start(sources: &[&str]) -> Harness {
         crate::app::semantic_check(),
     );
     let (writer, cache) = cache::new();
+    (store, writer, cache)
+}
+
+fn start(sources: &[&str]) -> Harness {
+    let rules = east_west();
+    let (store, writer, cache) = store_of(&rules);
     let (pipeline, status) = Pipeline::new(
         store,
         writer,
@@ -388,29 +400,8 @@ async fn a_cluster_a_reload_stops_dialing_gets_its_newest_build_instead_of_its_h
     use meshhub_mcp::ledger::Ledger;
     use meshhub_rollout::{Members, OnFailure, Policy, Promotion, Wave};
 
-    let rules = GroupRules::new(&[
-        ClusterSpec {
-            name: "east".into(),
-            selector: Selector {
-                namespaces: ["bookinfo".to_owned()].into(),
-                ..Selector::default()
-            },
-        },
-        ClusterSpec {
-            name: "west".into(),
-            selector: Selector {
-                labels: [("region".to_owned(), "west".to_owned())].into(),
-                ..Selector::default()
-            },
-        },
-    ]);
-    let store = Store::new(
-        KindTable::builtin(),
-        rules.clone(),
-        UnknownFields::Reject,
-        crate::app::semantic_check(),
-    );
-    let (writer, cache) = cache::new();
+    let rules = east_west();
+    let (store, writer, cache) = store_of(&rules);
     let (pipeline, mut status) =
         Pipeline::new(store, writer, rules, settings(), ["files".to_owned()]);
     let wave = |name: &str, members: Members| Wave {

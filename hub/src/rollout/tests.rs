@@ -43,16 +43,25 @@ pub(crate) fn controller() -> Controller {
 
 /// [`controller`] and its view (what `GET /rollout` shows).
 pub(crate) fn controller_and_view() -> (Controller, watch::Receiver<Arc<View>>) {
-    let policy = Policy {
-        waves: vec![wave("canary", &["a"]), wave("rest", &["b", "c"])],
+    let policy = policy_of(vec![wave("canary", &["a"]), wave("rest", &["b", "c"])]);
+    Controller::new(policy, unlabelled(&["a", "b", "c"]), AuditLog::default())
+}
+
+/// A policy of `waves` that rolls back, with a 60 s deadline.
+pub(crate) fn policy_of(waves: Vec<Wave>) -> Policy {
+    Policy {
+        waves,
         progress_deadline_ms: 60_000,
         on_failure: OnFailure::Rollback,
-    };
-    let clusters = ["a", "b", "c"]
+    }
+}
+
+/// Dialed clusters `names`, without labels.
+pub(crate) fn unlabelled(names: &[&str]) -> Vec<(String, BTreeMap<String, String>)> {
+    names
         .iter()
-        .map(|c| ((*c).to_owned(), BTreeMap::new()))
-        .collect();
-    Controller::new(policy, clusters, AuditLog::default())
+        .map(|n| ((*n).to_owned(), BTreeMap::new()))
+        .collect()
 }
 
 pub(crate) fn latest(version: &str) -> HashMap<Group, Arc<Snapshot>> {
@@ -521,13 +530,7 @@ fn clusters_added_and_removed_by_a_reload_join_and_leave_the_rollout() {
     assert_eq!(names(&c.built(10, &v2)), ["a"]);
 
     // c leaves the configuration mid-rollout and d joins.
-    let clusters = |names: &[&str]| {
-        names
-            .iter()
-            .map(|n| ((*n).to_owned(), BTreeMap::new()))
-            .collect::<Vec<_>>()
-    };
-    assert!(c.set_clusters(15, clusters(&["a", "b", "d"])).is_empty());
+    assert!(c.set_clusters(15, unlabelled(&["a", "b", "d"])).is_empty());
     assert!(!c.governs("c") && c.governs("d"));
     let r = c.rollout.as_ref().unwrap();
     assert!(!r.targets.contains_key("c"), "c left the rollout");
@@ -563,30 +566,20 @@ fn clusters_added_and_removed_by_a_reload_join_and_leave_the_rollout() {
 
 #[test]
 fn new_labels_place_a_cluster_in_the_waves_of_the_next_rollout() {
-    let policy = Policy {
-        waves: vec![
-            Wave {
-                members: Members::Labels(BTreeMap::from([(
-                    "tier".to_owned(),
-                    "canary".to_owned(),
-                )])),
-                ..wave("canary", &[])
-            },
-            wave("rest", &["a", "b", "c"]),
-        ],
-        progress_deadline_ms: 60_000,
-        on_failure: OnFailure::Rollback,
-    };
-    let unlabelled: Vec<(String, BTreeMap<String, String>)> = ["a", "b", "c"]
-        .iter()
-        .map(|c| ((*c).to_owned(), BTreeMap::new()))
-        .collect();
-    let mut c = Controller::new(policy, unlabelled.clone(), AuditLog::default()).0;
+    let policy = policy_of(vec![
+        Wave {
+            members: Members::Labels(BTreeMap::from([("tier".to_owned(), "canary".to_owned())])),
+            ..wave("canary", &[])
+        },
+        wave("rest", &["a", "b", "c"]),
+    ]);
+    let plain = unlabelled(&["a", "b", "c"]);
+    let mut c = Controller::new(policy, plain.clone(), AuditLog::default()).0;
     c.built(0, &latest("1"));
     // Nobody is a canary: the change goes to everyone with "rest".
     assert_eq!(names(&c.built(10, &latest("2"))), ["a", "b", "c"]);
 
-    let mut labelled = unlabelled;
+    let mut labelled = plain;
     labelled[1].1.insert("tier".into(), "canary".into());
     c.set_clusters(20, labelled);
     assert_eq!(
@@ -606,22 +599,20 @@ fn a_reloaded_policy_governs_the_next_rollout_and_the_one_in_flight_keeps_its_ow
         during_bake: false,
         on_no_data: meshhub_rollout::NoData::default(),
     };
-    let policy = |canary: &str, gate_name: &str| Policy {
-        waves: vec![
+    let policy = |canary: &str, gate_name: &str| {
+        policy_of(vec![
             Wave {
                 metrics: vec![gate(gate_name)],
                 ..wave("canary", &[canary])
             },
             wave("rest", &["a", "b", "c"]),
-        ],
-        progress_deadline_ms: 60_000,
-        on_failure: OnFailure::Rollback,
+        ])
     };
-    let clusters = ["a", "b", "c"]
-        .iter()
-        .map(|c| ((*c).to_owned(), BTreeMap::new()))
-        .collect();
-    let (mut c, view) = Controller::new(policy("a", "before"), clusters, AuditLog::default());
+    let (mut c, view) = Controller::new(
+        policy("a", "before"),
+        unlabelled(&["a", "b", "c"]),
+        AuditLog::default(),
+    );
     c.built(0, &latest("1"));
     assert_eq!(names(&c.built(10, &latest("2"))), ["a"]);
 
@@ -687,16 +678,8 @@ fn saved_decisions_wait_for_a_build_with_snapshots() {
 #[test]
 fn saved_decisions_naming_a_cluster_no_longer_configured_go_on_without_it() {
     let (restored, v2) = saved_mid_rollout();
-    let clusters = ["a", "b"]
-        .iter()
-        .map(|c| ((*c).to_owned(), BTreeMap::new()))
-        .collect();
-    let policy = Policy {
-        waves: vec![wave("canary", &["a"]), wave("rest", &["b", "c"])],
-        progress_deadline_ms: 60_000,
-        on_failure: OnFailure::Rollback,
-    };
-    let mut after = Controller::new(policy, clusters, AuditLog::default())
+    let policy = policy_of(vec![wave("canary", &["a"]), wave("rest", &["b", "c"])]);
+    let mut after = Controller::new(policy, unlabelled(&["a", "b"]), AuditLog::default())
         .0
         .restoring(restored);
     let mut without_c = v2.clone();

@@ -21,8 +21,9 @@ use serde_json::{Map, Value};
 use crate::report::{Report, at, idx, key};
 use crate::values::parse_duration;
 
-/// Envoy's API as compiled descriptors, zlib-compressed (see build.rs).
-static POOL_ZLIB: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/envoy_types.bin.zz"));
+/// Envoy's API as compiled descriptors, zlib-compressed, from the
+/// envoy-types package this build compiles (envoy-descriptors/src/lib.rs).
+static POOL_ZLIB: &[u8] = meshhub_envoy_descriptors::envoy_descriptor_set!();
 
 /// Envoy's API as a descriptor pool, inflated and decoded on first use.
 static POOL: LazyLock<Option<DescriptorPool>> = LazyLock::new(|| {

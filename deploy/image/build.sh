@@ -51,6 +51,13 @@ if command -v rustup >/dev/null 2>&1 && ! rustup target list --installed | grep 
   log "adding the Rust target $target"
   rustup target add "$target" >&2
 fi
+# ring and mimalloc compile C for musl: cc-rs looks for x86_64-linux-musl-gcc,
+# then musl-gcc, unless CC_x86_64_unknown_linux_musl names a compiler.
+if [ -z "${CC_x86_64_unknown_linux_musl:-}" ] && ! command -v x86_64-linux-musl-gcc >/dev/null 2>&1 \
+  && ! command -v musl-gcc >/dev/null 2>&1; then
+  log "no C compiler for musl (musl-gcc): install Debian's musl-tools, or set CC_x86_64_unknown_linux_musl"
+  exit 1
+fi
 ca_bundle=/etc/ssl/certs/ca-certificates.crt
 [ -s "$ca_bundle" ] || { log "$ca_bundle is missing: install the ca-certificates package"; exit 1; }
 

@@ -8,6 +8,9 @@
 # Usage: e2e/peers/istio.sh istiod       build (or reuse) istiod 1.28, print its path
 #        e2e/peers/istio.sh istiod-1.23  the same for istiod 1.23 (pre-1.24 type URLs)
 #        e2e/peers/istio.sh istio15      build (or reuse) galley, mcpc, mcpsink15; print the bin dir
+#        e2e/peers/istio.sh module       download (or reuse) istiod 1.28's Go module,
+#                                        print its directory (its CRDs and test
+#                                        data are read by tests, never copied)
 #        e2e/peers/istio.sh all          all of them, print nothing
 #
 # Binaries are cached outside the repository, in
@@ -141,7 +144,21 @@ ISTIOD_REPLACES="replace github.com/envoyproxy/go-control-plane => github.com/en
 # (built on the same istio.io/api) is served.
 ISTIOD_OLD_REPLACES="replace istio.io/client-go => istio.io/client-go v1.23.1"
 
+# The directory of istiod 1.28's module in the Go module cache, downloaded
+# when missing: tests read Istio's CRDs and analyzer test data from it, and
+# must not depend on an istiod build having happened to put it there (a
+# prebuilt MESHHUB_ISTIOD_BIN, or a module cache emptied since).
+istio_module() {
+  need_go
+  local dir
+  dir="$(GOFLAGS=-mod=mod go mod download -json "istio.io/istio@$ISTIOD_VERSION" \
+    | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
+  [ -d "$dir" ] || { log "could not download istio.io/istio@$ISTIOD_VERSION"; exit 1; }
+  echo "$dir"
+}
+
 case "${1:-all}" in
+  module) istio_module ;;
   istiod) build_istiod "$ISTIOD_TAG" "$ISTIOD_VERSION" "$ISTIOD_REPLACES" ;;
   istiod-1.23) build_istiod "$ISTIOD_OLD_TAG" "$ISTIOD_OLD_VERSION" "$ISTIOD_OLD_REPLACES" ;;
   istio15) build_istio15 ;;
@@ -150,5 +167,5 @@ case "${1:-all}" in
     build_istiod "$ISTIOD_OLD_TAG" "$ISTIOD_OLD_VERSION" "$ISTIOD_OLD_REPLACES" >/dev/null
     build_istio15 >/dev/null
     ;;
-  *) log "unknown target '$1' (istiod, istiod-1.23, istio15, all)"; exit 2 ;;
+  *) log "unknown target '$1' (istiod, istiod-1.23, istio15, module, all)"; exit 2 ;;
 esac

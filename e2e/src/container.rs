@@ -36,8 +36,10 @@ fn on_path(program: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// `Ok` when podman and buildah are installed; otherwise why the image
-/// tests are skipped (`.ci/run` installs both from Debian's packages).
+/// `Ok` when podman and buildah are installed and the image is there or
+/// can be built (a C compiler for musl, which `deploy/image/build.sh` needs
+/// for ring and mimalloc); otherwise why the image tests are skipped
+/// (`.ci/run` installs all of them from Debian's packages).
 pub fn available() -> Result<(), String> {
     for tool in ["podman", "buildah"] {
         if on_path(tool).is_none() {
@@ -46,6 +48,17 @@ pub fn available() -> Result<(), String> {
                  the image is neither built nor run"
             ));
         }
+    }
+    let name = std::env::var("MESHHUB_IMAGE").unwrap_or_else(|_| DEFAULT_IMAGE.to_owned());
+    let (exists, _, _) = run_bounded("podman", &["image", "exists", &name]);
+    let musl_cc = std::env::var_os("CC_x86_64_unknown_linux_musl").is_some()
+        || on_path("x86_64-linux-musl-gcc").is_some()
+        || on_path("musl-gcc").is_some();
+    if !exists.success() && !musl_cc {
+        return Err(format!(
+            "image {name} is not built and this machine can't build it: no C compiler for \
+             musl (Debian: apt-get install musl-tools)"
+        ));
     }
     Ok(())
 }

@@ -58,35 +58,19 @@ pub fn istiod_1_23_bin() -> &'static Path {
 /// The Go module of the Istio release [`istiod_bin`] is built from, in the
 /// Go module cache (its CRDs at `manifests/charts/base/files/
 /// crd-all.gen.yaml`, its test data under `pkg/config/...`):
-/// `MESHHUB_ISTIO_MODULE_DIR` if set, else `$(go env GOMODCACHE)/istio.io/
-/// istio@<the pseudo-version e2e/peers/istio.sh builds istiod from>`. Call
-/// [`istiod_bin`] first: building istiod downloads the module. Read at test
-/// time, never committed.
+/// `MESHHUB_ISTIO_MODULE_DIR` if set, else what `e2e/peers/istio.sh module`
+/// prints (it downloads the module when the cache lacks it, whether or not
+/// istiod was built here). Read at test time, never committed.
 pub fn istio_module_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("MESHHUB_ISTIO_MODULE_DIR") {
-        return PathBuf::from(dir);
-    }
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("peers/istio.sh");
-    let text =
-        std::fs::read_to_string(&script).unwrap_or_else(|e| panic!("{}: {e}", script.display()));
-    let version = text
-        .lines()
-        .find_map(|l| l.strip_prefix("ISTIOD_VERSION="))
-        .map(|v| v.trim().trim_matches('"').to_owned())
-        .unwrap_or_else(|| panic!("no ISTIOD_VERSION= line in {}", script.display()));
-    let out = std::process::Command::new("go")
-        .args(["env", "GOMODCACHE"])
-        .output()
-        .unwrap_or_else(|e| panic!("go env GOMODCACHE: {e}"));
-    let cache = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-    assert!(!cache.is_empty(), "go env GOMODCACHE printed nothing");
-    let dir = Path::new(&cache).join(format!("istio.io/istio@{version}"));
-    assert!(
-        dir.is_dir(),
-        "{} is missing: e2e/peers/istio.sh istiod downloads it",
-        dir.display()
-    );
-    dir
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = std::env::var_os("MESHHUB_ISTIO_MODULE_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| peer_script("module"));
+        assert!(dir.is_dir(), "Istio's module is not at {}", dir.display());
+        dir
+    })
+    .clone()
 }
 
 fn istiod_from(var: &str, target: &str) -> PathBuf {

@@ -15,6 +15,12 @@ pub struct ClusterReportView {
     /// Why the last upward stream ended or was refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+    /// The agent does not serve the upward report: it answered the
+    /// subscription `UNIMPLEMENTED` (a `ResourceSink`-only sink, an older
+    /// agent). The hub asks again only after a long wait (docs/upward.md);
+    /// what is shown besides is the last report received, if any.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unserved: bool,
     /// When the agent built the report held (none: nothing received yet).
     #[serde(default)]
     pub observed: Option<At>,

@@ -72,6 +72,10 @@ enum Command {
         /// Ask for incremental responses, declaring what is held.
         #[arg(long)]
         incremental: bool,
+        /// Serve only `ResourceSink`, not the agent's upward source (the
+        /// hub's subscription is answered UNIMPLEMENTED).
+        #[arg(long)]
+        sink_only: bool,
     },
     /// (internal) P2's floor: a minimal tonic `ResourceSource` server.
     Floor,
@@ -140,7 +144,11 @@ async fn main() -> ExitCode {
     let result = match cli.command {
         Command::All { quick, only, size } => all(quick, &only, &size).await,
         Command::Server { config, group } => server::run(config, group).await,
-        Command::Sinks { count, incremental } => sinks::run(count, incremental).await,
+        Command::Sinks {
+            count,
+            incremental,
+            sink_only,
+        } => sinks::run(count, incremental, !sink_only).await,
         Command::Floor => floor::run().await,
         Command::Load {
             addr,

@@ -36,6 +36,10 @@ pub struct ClusterSizes {
     pub changes: usize,
     /// Whether the reconnect storms run (0 or 1).
     pub storm: usize,
+    /// Whether the light sinks serve only `ResourceSink` (1), not the
+    /// agent's upward source (0, the default): what a fleet of Istio 1.5
+    /// sinks or older agents costs the hub.
+    pub sink_only: usize,
 }
 
 impl Params {
@@ -55,6 +59,7 @@ impl Params {
                 per_cluster: 2,
                 changes: 5,
                 storm: 1,
+                sink_only: 0,
             },
         }
     }
@@ -62,19 +67,23 @@ impl Params {
     /// Overrides one size: `p1.streams`, `p1.conns`, `p1.resources`,
     /// `p1.changes`, `p2.streams`, `p2.conns`, `p2.resources`,
     /// `p3.streams`, `p3.conns`, `p3.resources`, `p4.resources`,
-    /// `clusters.{n,agents,shared,perCluster,changes,storm}` (agents and
-    /// storm may be 0).
+    /// `clusters.{n,agents,shared,perCluster,changes,storm,sinkOnly}`
+    /// (agents, storm and sinkOnly may be 0).
     pub fn set(&mut self, setting: &str) -> Result<()> {
         let (key, value) = setting
             .split_once('=')
             .with_context(|| format!("size {setting:?} is not key=value"))?;
         let v: usize = value.parse().with_context(|| format!("size {setting:?}"))?;
-        if key == "clusters.storm" || key == "clusters.agents" {
-            if key == "clusters.storm" {
-                self.clusters.storm = v;
-            } else {
-                self.clusters.agents = v;
-            }
+        match key {
+            "clusters.storm" => self.clusters.storm = v,
+            "clusters.agents" => self.clusters.agents = v,
+            "clusters.sinkOnly" => self.clusters.sink_only = v,
+            _ => {}
+        }
+        if matches!(
+            key,
+            "clusters.storm" | "clusters.agents" | "clusters.sinkOnly"
+        ) {
             return Ok(());
         }
         ensure!(v > 0, "size {setting:?} must be positive");
@@ -117,6 +126,7 @@ impl Params {
                 per_cluster: 2,
                 changes: 2,
                 storm: 1,
+                sink_only: 0,
             },
         }
     }

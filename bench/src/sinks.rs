@@ -12,6 +12,13 @@
 //! server, like the agent's disk: `restart` stops every server at once and
 //! starts them again on the same addresses with what they held.
 //!
+//! Each also serves the agent's upward source on the same listener (as
+//! the agent does on its sink port): a minimal valid report of its cluster
+//! (`meshhub_sink_agent::upward::snapshot`) and no exports, so the hub's
+//! upward subscriber costs what it costs with a real fleet. With
+//! `--sink-only` they serve `ResourceSink` only, as Istio 1.5's sink or an
+//! older agent: the hub's subscription is answered UNIMPLEMENTED.
+//!
 //! Events: `listening` (the sink addresses, in cluster order). Commands:
 //! `report` (per cluster, per collection of `collections`, `version|digest`;
 //! content bytes received), `mark` (remember each cluster's version of
@@ -29,11 +36,16 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context as _, Result};
+use meshhub_mcp::cache::SnapshotCache;
+use meshhub_mcp::group::SingleGroup;
 use meshhub_mcp::ledger::Ledger;
 use meshhub_mcp::sink::server::SinkServer;
 use meshhub_mcp::sink::{ApplyError, Change, SinkCollection, SinkConfig, Updater};
+use meshhub_mcp::source::SourceConfig;
+use meshhub_mcp::source::server::{Shared, SourceServer};
 use meshhub_proto::kinds::KindTable;
 use meshhub_proto::mcp::SinkNode;
+use meshhub_proto::upward::ClusterStatus;
 use prost::Message as _;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
@@ -138,6 +150,8 @@ struct Sinks {
     configs: Vec<Arc<SinkConfig>>,
     collections: Vec<String>,
     ledger: Ledger,
+    /// The upward snapshots, one group per cluster (`None`: sink only).
+    upward: Option<SnapshotCache>,
     tasks: TaskTracker,
     /// Stops the current generation of servers.
     stop: CancellationToken,
@@ -146,7 +160,7 @@ struct Sinks {
 }
 
 /// Runs `count` sinks until stdin closes or says quit.
-pub async fn run(count: usize, incremental: bool) -> Result<()> {
+pub async fn run(count: usize, incremental: bool, upward: bool) -> Result<()> {
     let collections: Vec<String> = KindTable::builtin()
         .iter()
         .map(|k| k.collection().to_owned())
@@ -181,6 +195,7 @@ pub async fn run(count: usize, incremental: bool) -> Result<()> {
             .collect(),
         collections,
         ledger: Ledger::new(),
+        upward: upward.then(|| upward_cache(count)),
         tasks: TaskTracker::new(),
         stop: CancellationToken::new(),
         bytes,
@@ -243,6 +258,26 @@ pub async fn run(count: usize, incremental: bool) -> Result<()> {
     Ok(())
 }
 
+/// The upward snapshots of `count` clusters: each a minimal valid report
+/// of its own (what an agent without `--apply` or istiod address reports
+/// before anything arrived) and no exports. Published once: the cache
+/// keeps the snapshots when the writer goes.
+fn upward_cache(count: usize) -> SnapshotCache {
+    let (writer, cache) = meshhub_mcp::cache::new();
+    for i in 0..count {
+        let cluster = cluster_name(i);
+        let report = ClusterStatus {
+            cluster: cluster.clone(),
+            ..ClusterStatus::default()
+        };
+        writer.set(
+            &cluster,
+            Arc::new(meshhub_sink_agent::upward::snapshot(&cluster, report, &[])),
+        );
+    }
+    cache
+}
+
 impl Sinks {
     /// One server per listener, until `self.stop`.
     fn serve(&self, listeners: Vec<TcpListener>) {
@@ -255,10 +290,22 @@ impl Sinks {
                 self.tasks.clone(),
             )
             .into_service(MAX_MESSAGE);
+            let upward = self.upward.as_ref().map(|cache| {
+                SourceServer::new(Shared {
+                    cache: cache.clone(),
+                    groups: Arc::new(SingleGroup(cluster_name(i).into())),
+                    ledger: self.ledger.clone(),
+                    config: Arc::new(SourceConfig::default()),
+                    shutdown: self.stop.clone(),
+                    tasks: self.tasks.clone(),
+                })
+                .into_service(MAX_MESSAGE)
+            });
             let stop = self.stop.clone();
             self.tasks.spawn(async move {
                 let served = meshhub_mcp::transport::server()
                     .add_service(service)
+                    .add_optional_service(upward)
                     .serve_with_incoming_shutdown(TcpListenerStream::new(l), stop.cancelled_owned())
                     .await;
                 if let Err(e) = served {

@@ -122,6 +122,9 @@ fn collections(c: BTreeMap<String, CollectionStatus>) -> BTreeMap<String, Collec
 
 /// What the cluster's istiod holds, as the status table shows it.
 fn held_by_istiod(r: &RemoteView) -> String {
+    if r.report.as_ref().is_some_and(|r| r.unserved) {
+        return "unknown (no upward report: the agent does not serve it)".to_owned();
+    }
     let Some(istiod) = r.report.as_ref().and_then(|r| r.istiod.as_ref()) else {
         return "-".to_owned();
     };

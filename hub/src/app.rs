@@ -485,6 +485,7 @@ impl Hub {
                     ledger: ledger.clone(),
                     tasks: tasks.clone(),
                     max_message_bytes: config.limits.max_message_bytes,
+                    unserved_retry: crate::upward::UNSERVED_RETRY,
                 },
                 updates_tx,
                 shutdown.clone(),

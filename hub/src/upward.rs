@@ -10,10 +10,20 @@
 //!   (`meshhub_upward_refused_total`): an agent can only publish for its
 //!   own cluster. The agent, in turn, serves the channel only to the hub
 //!   identities allowed to push to it.
-//! * **Transport**: the engine's sink client in the engine's reconnect
-//!   loop, with the cluster's `agent` dial settings; one subscriber per
-//!   agent, on every replica (reading is harmless, and every replica must
-//!   generate the same objects from the exports).
+//! * **Transport**: the engine's sink client ([`sink_client::connect_once`])
+//!   in a reconnect loop of its own ([`subscribe`]), with the cluster's
+//!   `agent` dial settings; one subscriber per agent, on every replica
+//!   (reading is harmless, and every replica must generate the same objects
+//!   from the exports).
+//! * **Agents that do not serve it.** A peer that answers the subscription
+//!   `UNIMPLEMENTED` (a `ResourceSink`-only sink: Istio 1.5's, an older
+//!   agent, a bench's light sink) is marked *unserved* and asked again only
+//!   after [`UNSERVED_RETRY`] (jittered), not at the reconnect backoff: the
+//!   answer will not change until another process serves the address, and
+//!   a thousand such peers asked every 30 s cost the hub a core. One log
+//!   line per change of that state; `/status` shows it
+//!   (`report.unserved`), the gauge `meshhub_upward_unserved_clusters`
+//!   counts such clusters.
 //! * **State**: one task ([`state::run`]) owns what the clusters reported
 //!   and publishes it as a `watch` of [`Reports`]. A cut stream keeps the
 //!   last report (the reconnect's full state replaces it); a cluster
@@ -26,10 +36,15 @@ pub mod state;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
-use meshhub_mcp::ledger::Ledger;
+use meshhub_mcp::ledger::{Ledger, PeerRecord, Role};
+use meshhub_mcp::reconnect::{Attempt, Backoff};
 use meshhub_mcp::sink::client::{self as sink_client, SourceTarget};
 use meshhub_mcp::sink::{ApplyError, Change, SinkCollection, SinkConfig, Updater};
+use meshhub_mcp::source::drive::{End, settle};
+use meshhub_mcp::transport::DialError;
 use meshhub_proto::mcp::SinkNode;
 use meshhub_proto::upward::{
     CLUSTER_STATUS, CLUSTER_STATUS_MESSAGE, ClusterStatus, SERVICE_EXPORT_MESSAGE, SERVICE_EXPORTS,
@@ -38,7 +53,7 @@ use meshhub_proto::upward::{
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tracing::{Instrument as _, error, info, info_span};
+use tracing::{Instrument as _, error, info, info_span, warn};
 
 use crate::clusters::{AgentSpec, Agents, endpoint};
 
@@ -70,6 +85,14 @@ pub enum Update {
         /// Its exports.
         exports: Vec<ServiceExport>,
     },
+    /// The agent stopped (`true`) or started (`false`) serving the
+    /// upward report.
+    Unserved {
+        /// The cluster.
+        cluster: String,
+        /// Whether it does not serve it.
+        unserved: bool,
+    },
     /// The cluster has no agent any more.
     Gone {
         /// The cluster.
@@ -81,6 +104,51 @@ pub enum Update {
 struct ClusterUpdater {
     cluster: String,
     tx: mpsc::Sender<Update>,
+    /// Whether the agent answered the last subscription `UNIMPLEMENTED`
+    /// (written by the subscriber task and, through `apply`, by its
+    /// stream: one task).
+    unserved: AtomicBool,
+}
+
+impl ClusterUpdater {
+    fn new(cluster: String, tx: mpsc::Sender<Update>) -> Self {
+        Self {
+            cluster,
+            tx,
+            unserved: AtomicBool::new(false),
+        }
+    }
+
+    /// Records whether the agent serves the upward report; logs, counts
+    /// and tells the state task only when that changes.
+    async fn set_unserved(&self, unserved: bool) {
+        if self.unserved.swap(unserved, Ordering::Relaxed) == unserved {
+            return;
+        }
+        let gauge = metrics::gauge!("meshhub_upward_unserved_clusters");
+        if unserved {
+            gauge.increment(1.0);
+            warn!(cluster = %self.cluster, retry.after = ?UNSERVED_RETRY, "the agent does not serve the upward report (UNIMPLEMENTED); asking again after a long wait");
+        } else {
+            gauge.decrement(1.0);
+            info!(cluster = %self.cluster, "the agent serves the upward report now");
+        }
+        // Only fails when the hub is shutting down.
+        let _ = self
+            .tx
+            .send(Update::Unserved {
+                cluster: self.cluster.clone(),
+                unserved,
+            })
+            .await;
+    }
+
+    /// The subscriber ends: its cluster leaves the gauge.
+    fn stopped(&self) {
+        if self.unserved.swap(false, Ordering::Relaxed) {
+            metrics::gauge!("meshhub_upward_unserved_clusters").decrement(1.0);
+        }
+    }
 }
 
 /// Decodes the body of a resource as `M`, checking its type.
@@ -98,6 +166,7 @@ fn decode<M: prost::Message + Default>(
 
 impl Updater for ClusterUpdater {
     async fn apply(&self, change: Change) -> Result<(), ApplyError> {
+        self.set_unserved(false).await;
         let update = match change.collection.as_str() {
             CLUSTER_STATUS => {
                 let mut report = None;
@@ -166,6 +235,83 @@ pub struct UpwardDeps {
     pub tasks: TaskTracker,
     /// gRPC message limit both ways.
     pub max_message_bytes: usize,
+    /// How long to wait before asking an agent that does not serve the
+    /// upward report again ([`UNSERVED_RETRY`]; shorter in tests).
+    pub unserved_retry: Duration,
+}
+
+/// The longest wait before asking an agent that answered `UNIMPLEMENTED`
+/// again; each wait is uniform in `[½, 1] ×` this (jitter spreads a fleet
+/// of such agents, and no wait is short). A periodic question rather than
+/// one tied to the push stream's reconnect: every replica subscribes, and
+/// only one of them (the leader, the shard holder) pushes.
+pub const UNSERVED_RETRY: Duration = Duration::from_secs(600);
+
+/// A wait before asking an agent that does not serve the report again.
+fn unserved_wait(max: Duration) -> Duration {
+    max.mul_f64(0.5 + rand::random::<f64>() / 2.0)
+}
+
+/// The status of an attempt the agent refused with `UNIMPLEMENTED`, whether
+/// at the call or as the stream's first word.
+fn unimplemented(outcome: &Result<(End, bool), DialError>) -> Option<&tonic::Status> {
+    match outcome {
+        Err(DialError::Refused(s)) | Ok((End::Failed(s), false))
+            if s.code() == tonic::Code::Unimplemented =>
+        {
+            Some(s)
+        }
+        _ => None,
+    }
+}
+
+/// One cluster's subscriber: subscribes until `shutdown`, reconnecting
+/// with the agent's backoff, or after [`unserved_wait`] when the agent
+/// does not serve the report. Each attempt counts in
+/// `meshhub_upward_attempts_total`.
+async fn subscribe(
+    target: SourceTarget,
+    updater: ClusterUpdater,
+    ledger: Ledger,
+    shutdown: CancellationToken,
+    unserved_retry: Duration,
+) {
+    let span =
+        info_span!("mcp.sink.client", source = %target.name, endpoint = %target.endpoint.uri());
+    async {
+        let record: PeerRecord = ledger.register(Role::Sink, target.name.clone(), "");
+        record.identify(&target.config.node.id, "");
+        let mut backoff = Backoff::new(target.reconnect.clone());
+        loop {
+            metrics::counter!("meshhub_upward_attempts_total").increment(1);
+            let outcome =
+                sink_client::connect_once(&target, &updater, &record, &shutdown).await;
+            let delay = if let Some(status) = unimplemented(&outcome) {
+                record.disconnected(Some(format!("{}: {}", status.code(), status.message())));
+                updater.set_unserved(true).await;
+                unserved_wait(unserved_retry)
+            } else {
+                if matches!(&outcome, Ok((end, _)) if !matches!(end, End::Shutdown)) {
+                    // The call was taken: served, even if nothing came yet.
+                    updater.set_unserved(false).await;
+                }
+                match settle(outcome, &record, "source") {
+                    Attempt::Stop => break,
+                    Attempt::Healthy => backoff.reset(),
+                    Attempt::Failed => {}
+                }
+                backoff.next_delay()
+            };
+            metrics::counter!("meshhub_mcp_reconnects_total", "role" => "sink", "peer" => target.name.clone()).increment(1);
+            tokio::select! {
+                () = shutdown.cancelled() => break,
+                () = tokio::time::sleep(delay) => {}
+            }
+        }
+        updater.stopped();
+    }
+    .instrument(span)
+    .await;
 }
 
 struct Running {
@@ -250,13 +396,16 @@ async fn reconcile(
             reconnect: spec.dial.reconnect.clone(),
             max_message_bytes: deps.max_message_bytes,
         };
-        let updater = Arc::new(ClusterUpdater {
-            cluster: cluster.to_owned(),
-            tx: tx.clone(),
-        });
+        let updater = ClusterUpdater::new(cluster.to_owned(), tx.clone());
         deps.tasks.spawn(
-            sink_client::run(target, updater, deps.ledger.clone(), stop.clone())
-                .instrument(info_span!("upward", cluster = %cluster)),
+            subscribe(
+                target,
+                updater,
+                deps.ledger.clone(),
+                stop.clone(),
+                deps.unserved_retry,
+            )
+            .instrument(info_span!("upward", cluster = %cluster)),
         );
         running.insert(
             cluster.to_owned(),

@@ -53,6 +53,7 @@ pub fn view_of(r: &ClusterStatus) -> ClusterReportView {
     ClusterReportView {
         connected: false,
         last_error: None,
+        unserved: false,
         observed: at(r.observed.as_ref()),
         collections: r
             .collections
@@ -209,10 +210,15 @@ pub async fn run(
             Update::Exports { cluster, exports } => {
                 let entry = reports.entry(cluster.clone()).or_default();
                 entry.view.exports = exports.iter().map(export_view).collect();
+                entry.view.unserved = false;
                 metrics::gauge!("meshhub_cluster_service_exports", "cluster" => cluster.clone())
                     .set(exports.len() as f64);
                 entry.exports = exports;
                 entry.exports_received = true;
+            }
+            Update::Unserved { cluster, unserved } => {
+                // The last report (if any) stays, as for a cut stream.
+                reports.entry(cluster).or_default().view.unserved = unserved;
             }
             Update::Gone { cluster } => {
                 reports.remove(&cluster);

@@ -23,10 +23,7 @@ fn change(collection: &str, resources: Vec<Resource>) -> Change {
 #[tokio::test]
 async fn an_agent_may_only_publish_for_its_own_cluster() {
     let (tx, mut rx) = mpsc::channel(4);
-    let u = ClusterUpdater {
-        cluster: "east".into(),
-        tx,
-    };
+    let u = ClusterUpdater::new("east".into(), tx);
     let west = ClusterStatus {
         cluster: "west".into(),
         ..Default::default()
@@ -62,4 +59,165 @@ async fn an_agent_may_only_publish_for_its_own_cluster() {
     let ok = resource("shop/cart", SERVICE_EXPORT_MESSAGE, e.encode_to_vec());
     u.apply(change(SERVICE_EXPORTS, vec![ok])).await.unwrap();
     assert!(matches!(rx.try_recv(), Ok(Update::Exports { exports, .. }) if exports.len() == 1));
+}
+
+#[test]
+fn only_unimplemented_marks_an_agent_unserved() {
+    let unimpl = tonic::Status::unimplemented("no such service");
+    assert!(unimplemented(&Err(DialError::Refused(unimpl.clone()))).is_some());
+    assert!(unimplemented(&Ok((End::Failed(unimpl.clone()), false))).is_some());
+    // Once the stream delivered, the peer served it: not this case.
+    assert!(unimplemented(&Ok((End::Failed(unimpl), true))).is_none());
+    let denied = tonic::Status::permission_denied("not you");
+    assert!(unimplemented(&Err(DialError::Refused(denied))).is_none());
+    assert!(unimplemented(&Err(DialError::Connect("refused".into()))).is_none());
+    assert!(unimplemented(&Ok((End::PeerClosed, false))).is_none());
+}
+
+#[test]
+fn an_unserved_wait_is_long_and_jittered() {
+    let waits: std::collections::BTreeSet<Duration> =
+        (0..50).map(|_| unserved_wait(UNSERVED_RETRY)).collect();
+    assert!(waits.len() > 10, "jittered");
+    for w in waits {
+        assert!(w >= UNSERVED_RETRY / 2 && w <= UNSERVED_RETRY, "{w:?}");
+    }
+}
+
+mod at_rest {
+    //! A hub dialing many `ResourceSink`-only sinks stays at rest.
+
+    use std::net::SocketAddr;
+    use std::sync::atomic::AtomicUsize;
+
+    use futures::StreamExt as _;
+    use meshhub_mcp::dial::DialSpec;
+    use meshhub_mcp::reconnect::ReconnectPolicy;
+    use tokio::net::TcpListener;
+    use tokio_stream::wrappers::TcpListenerStream;
+
+    use super::*;
+
+    /// Every subscriber's backoff: a peer retried at this pace would be
+    /// asked hundreds of times while the test runs.
+    const FAST: ReconnectPolicy = ReconnectPolicy {
+        initial: Duration::from_millis(1),
+        max: Duration::from_millis(2),
+        factor: 2.0,
+    };
+
+    fn spec(cluster: &str, addr: SocketAddr) -> AgentSpec {
+        AgentSpec {
+            cluster: cluster.into(),
+            dial: DialSpec {
+                address: format!("http://{addr}"),
+                tls: None,
+                connect_timeout: Duration::from_secs(5),
+                reconnect: FAST,
+            },
+        }
+    }
+
+    /// A peer serving gRPC without the upward source (only health, as a
+    /// `ResourceSink`-only sink would): tonic answers UNIMPLEMENTED. It
+    /// counts the connections it accepts: each attempt dials anew.
+    async fn sink_only(shutdown: &CancellationToken) -> (SocketAddr, Arc<AtomicUsize>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let count = Arc::new(AtomicUsize::new(0));
+        let c = count.clone();
+        let incoming = TcpListenerStream::new(listener).inspect(move |_| {
+            c.fetch_add(1, Ordering::Relaxed);
+        });
+        let (_, health) = tonic_health::server::health_reporter();
+        let stop = shutdown.clone();
+        tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(health)
+                .serve_with_incoming_shutdown(incoming, stop.cancelled_owned()),
+        );
+        (addr, count)
+    }
+
+    /// A peer that hangs up on every connection: its subscriber retries at
+    /// the backoff, a clock made of attempts.
+    async fn hanging_up(shutdown: &CancellationToken) -> (SocketAddr, Arc<AtomicUsize>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let count = Arc::new(AtomicUsize::new(0));
+        let (c, stop) = (count.clone(), shutdown.clone());
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    r = listener.accept() => {
+                        drop(r);
+                        c.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+        });
+        (addr, count)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_hundred_sink_only_agents_are_asked_once_each() {
+        const N: usize = 100;
+        let shutdown = CancellationToken::new();
+        let mut agents = Vec::new();
+        let mut asked = Vec::new();
+        for i in 0..N {
+            let (addr, count) = sink_only(&shutdown).await;
+            agents.push(spec(&format!("c{i}"), addr));
+            asked.push(count);
+        }
+        let (addr, clock) = hanging_up(&shutdown).await;
+        agents.push(spec("clock", addr));
+        let (_agents_tx, agents_rx) = watch::channel(Arc::new(agents));
+        let (tx, mut rx) = mpsc::channel(16);
+        let tasks = TaskTracker::new();
+        let deps = UpwardDeps {
+            ledger: Ledger::new(),
+            tasks: tasks.clone(),
+            max_message_bytes: 4 << 20,
+            unserved_retry: Duration::from_secs(3600),
+        };
+        tasks.spawn(run(agents_rx, deps, tx, shutdown.clone()));
+
+        // Each sink-only cluster is marked unserved, once.
+        let mut unserved = std::collections::BTreeSet::new();
+        let marked = tokio::time::timeout(meshhub_testkit::wait::DEADLINE, async {
+            while unserved.len() < N {
+                match rx.recv().await {
+                    Some(Update::Unserved {
+                        cluster,
+                        unserved: true,
+                    }) => assert!(unserved.insert(cluster.clone()), "{cluster} marked twice"),
+                    other => panic!("unexpected {other:?}"),
+                }
+            }
+        })
+        .await;
+        assert!(marked.is_ok(), "only {} marked unserved", unserved.len());
+
+        // While the clock's subscriber goes through 200 more attempts at
+        // the same backoff, no sink-only agent is asked again.
+        let start = clock.load(Ordering::Relaxed);
+        meshhub_testkit::wait::eventually("200 attempts of the clock", async || {
+            clock.load(Ordering::Relaxed) >= start + 200
+        })
+        .await;
+        let counts: Vec<usize> = asked.iter().map(|c| c.load(Ordering::Relaxed)).collect();
+        assert!(
+            counts.iter().all(|&c| c == 1),
+            "attempts per agent: {counts:?}"
+        );
+        assert!(rx.try_recv().is_err(), "no state change");
+
+        shutdown.cancel();
+        tasks.close();
+        tokio::time::timeout(meshhub_testkit::wait::DEADLINE, tasks.wait())
+            .await
+            .expect("the subscribers end on shutdown");
+    }
 }

@@ -2,13 +2,15 @@
 //! `clusters` so that the real agent (validation, persistence, its sink
 //! port's limits) is always part of what the hub dials.
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail};
-use tokio::process::{Child, Command};
+use tokio::io::{AsyncBufReadExt as _, BufReader};
+use tokio::process::{Child, ChildStderr, Command};
+use tokio::sync::oneshot;
 
 /// The agent binary: in `MESHHUB_E2E_BIN_DIR` when set, else beside this
 /// harness (`target/<profile>/`).
@@ -53,13 +55,12 @@ impl Agents {
             return Ok(agents);
         }
         let bin = agent_binary()?;
-        let mut sinks = Vec::new();
+        let mut starting = Vec::new();
         for i in 0..count {
             let name = format!("agent-{i}");
-            let sink = free_addr()?;
             let data = dir.join(&name);
             std::fs::create_dir_all(&data)?;
-            let child = Command::new(&bin)
+            let mut child = Command::new(&bin)
                 .args([
                     "--cluster",
                     &name,
@@ -68,45 +69,70 @@ impl Agents {
                     "--mode",
                     "push",
                     "--sink-addr",
-                    &sink.to_string(),
+                    "127.0.0.1:0",
                     "--grpc-addr",
                     "127.0.0.1:0",
                     "--admin-addr",
                     "127.0.0.1:0",
                 ])
-                // Quiet unless asked (the agents log at info by default).
+                // Quiet unless asked (the agents log at info by default),
+                // except for the start line, which says where the sink port
+                // is: the kernel chose it.
                 .env(
                     "MESHHUB_LOG",
-                    std::env::var("MESHHUB_LOG").unwrap_or_else(|_| "warn".into()),
+                    format!(
+                        "{},meshhub_sink_agent::app=info",
+                        std::env::var("MESHHUB_LOG").unwrap_or_else(|_| "warn".into())
+                    ),
                 )
+                .env("MESHHUB_LOG_FORMAT", "json")
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
-                .stderr(Stdio::inherit())
+                .stderr(Stdio::piped())
                 .kill_on_drop(true)
                 .spawn()
                 .with_context(|| format!("starting {}", bin.display()))?;
+            let (tx, rx) = oneshot::channel();
+            let stderr = child.stderr.take().context("the agent's stderr")?;
+            tokio::spawn(forward_log(name.clone(), stderr, tx));
+            starting.push((name, child, rx));
+        }
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        for (name, mut child, sink) in starting {
+            let sink = tokio::select! {
+                sink = sink => sink.ok(),
+                () = tokio::time::sleep_until(deadline) => bail!("{name} did not start within 60 s"),
+            };
+            let Some(sink) = sink else {
+                let status = child.wait().await?;
+                bail!("{name} exited at start ({status}) without saying where its sink listens");
+            };
             agents.children.push(child);
             agents.addresses.push(format!("http://{sink}"));
             agents.names.push(name);
-            sinks.push(sink);
-        }
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-        for (sink, child) in sinks.iter().zip(&mut agents.children) {
-            while tokio::net::TcpStream::connect(sink).await.is_err() {
-                if let Some(status) = child.try_wait()? {
-                    bail!("an agent exited at start: {status}");
-                }
-                if tokio::time::Instant::now() >= deadline {
-                    bail!("agent sink {sink} did not listen within 60 s");
-                }
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
         }
         Ok(agents)
     }
 }
 
-/// A loopback address free now (the agent binds it right after).
-fn free_addr() -> Result<SocketAddr> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?)
+/// Copies agent `name`'s log lines (JSON) to this harness's stderr, except
+/// its start line, whose sink address goes to `sink`.
+async fn forward_log(name: String, stderr: ChildStderr, sink: oneshot::Sender<SocketAddr>) {
+    let mut sink = Some(sink);
+    let mut lines = BufReader::new(stderr).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        let started = serde_json::from_str::<serde_json::Value>(&line)
+            .ok()
+            .map(|v| v["fields"].clone())
+            .filter(|f| f["message"] == "meshhub-sink-agent started");
+        match started {
+            Some(fields) => {
+                let addr = fields["sink.addr"].as_str().and_then(|a| a.parse().ok());
+                if let (Some(tx), Some(addr)) = (sink.take(), addr) {
+                    let _ = tx.send(addr);
+                }
+            }
+            None => eprintln!("{name}: {line}"),
+        }
+    }
 }

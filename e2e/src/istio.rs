@@ -23,8 +23,9 @@ use meshhub_testkit::eventually_blocking;
 use meshhub_testkit::http::{get_blocking, get_large_blocking};
 use serde_json::Value;
 
-use crate::Proc;
-use crate::kube::free_port;
+use meshhub_testkit::ports::free_port;
+
+use crate::{PortAttempts, Proc};
 
 /// How long istiod may take to start serving its debug endpoints.
 pub const ISTIOD_START: Duration = Duration::from_secs(90);
@@ -120,6 +121,21 @@ pub struct Istiod {
     /// Its HTTPS address (`--httpsAddr`), where it serves its validating
     /// webhook at `/validate`.
     pub https: SocketAddr,
+    /// How it was started, to start it again on new ports when one was
+    /// taken.
+    spec: IstiodSpec,
+}
+
+/// What an [`Istiod`] is started with, besides its ports.
+#[derive(Debug, Clone)]
+struct IstiodSpec {
+    name: String,
+    bin: PathBuf,
+    kubeconfig: PathBuf,
+    mesh: PathBuf,
+    logs: PathBuf,
+    /// The HTTP port when its caller chose it (and told someone): it stays.
+    http: Option<u16>,
 }
 
 /// Where an [`Istiod`] reads its Istio configuration from.
@@ -164,12 +180,14 @@ impl Istiod {
         dir: &Path,
         logs: &Path,
     ) -> Self {
-        Self::spawn_at(name, bin, kubeconfig, source, dir, logs, free_port())
+        Self::spawn_with(name, bin, kubeconfig, source, dir, logs, None)
     }
 
     /// [`Istiod::spawn`] with its HTTP (debug) port chosen by the caller,
     /// who must tell it to someone before istiod runs (a sink agent
-    /// comparing what it serves with istiod's `/debug/configz`).
+    /// comparing what it serves with istiod's `/debug/configz`). Its other
+    /// ports may change when it is started again (see
+    /// [`Istiod::wait_ready`]); that one does not.
     pub fn spawn_at(
         name: &str,
         bin: &Path,
@@ -179,6 +197,18 @@ impl Istiod {
         logs: &Path,
         http: u16,
     ) -> Self {
+        Self::spawn_with(name, bin, kubeconfig, source, dir, logs, Some(http))
+    }
+
+    fn spawn_with(
+        name: &str,
+        bin: &Path,
+        kubeconfig: &Path,
+        source: ConfigSource,
+        dir: &Path,
+        logs: &Path,
+        http: Option<u16>,
+    ) -> Self {
         let mesh = dir.join(format!("{name}-mesh.yaml"));
         let sources = match source {
             ConfigSource::Xds(xds) => format!("configSources:\n- address: xds://{xds}\n"),
@@ -186,13 +216,26 @@ impl Istiod {
         };
         std::fs::write(&mesh, format!("{sources}rootNamespace: istio-system\n"))
             .expect("mesh config");
+        Self::launch(IstiodSpec {
+            name: name.to_owned(),
+            bin: bin.to_owned(),
+            kubeconfig: kubeconfig.to_owned(),
+            mesh,
+            logs: logs.to_owned(),
+            http,
+        })
+    }
+
+    /// Starts it as `spec` says, on ports chosen now.
+    fn launch(spec: IstiodSpec) -> Self {
+        let http = spec.http.unwrap_or_else(free_port);
         let (grpc, monitoring, https, ctrlz) = (free_port(), free_port(), free_port(), free_port());
         let args: Vec<String> = [
             "discovery",
             "--kubeconfig",
-            &kubeconfig.display().to_string(),
+            &spec.kubeconfig.display().to_string(),
             "--meshConfig",
-            &mesh.display().to_string(),
+            &spec.mesh.display().to_string(),
             "--grpcAddr",
             &format!("127.0.0.1:{grpc}"),
             "--httpAddr",
@@ -213,15 +256,15 @@ impl Istiod {
         .map(str::to_owned)
         .to_vec();
         let proc = Proc::spawn_program(
-            name,
-            bin,
+            &spec.name,
+            &spec.bin,
             &args,
             &[
                 ("POD_NAMESPACE", "istio-system"),
-                ("POD_NAME", name),
+                ("POD_NAME", &spec.name),
                 ("PILOT_ENABLE_CONFIG_DISTRIBUTION_TRACKING", "false"),
             ],
-            logs,
+            &spec.logs,
         );
         Self {
             proc,
@@ -229,23 +272,42 @@ impl Istiod {
             http: loopback(http),
             monitoring: loopback(monitoring),
             https: loopback(https),
+            spec,
         }
     }
 
     /// Waits until istiod answers `/ready` (its caches, the MCP-over-xDS
     /// store or the Kubernetes informers among them, have synced), failing
-    /// if it exits first or `within` passes.
+    /// if it exits first or `within` passes. When it exits because a port
+    /// chosen for it was taken, it is started again on new ones (its
+    /// addresses here change; an HTTP port its caller chose does not).
     pub fn wait_ready(&mut self, within: Duration) {
-        let end = Instant::now() + within;
+        let mut attempts = PortAttempts::new(&format!("istiod {}", self.spec.name));
+        let mut end = Instant::now() + within;
         loop {
-            if let Some((200, _)) = get_blocking(self.http, "/ready") {
+            // Its own port: another istiod's /ready is no answer.
+            if self.proc.listens_on(self.http.port())
+                && matches!(get_blocking(self.http, "/ready"), Some((200, _)))
+            {
                 return;
             }
             if let Some(status) = self.proc.exited() {
-                panic!(
-                    "istiod exited ({status}) before it was ready\n{}",
-                    tail(&self.proc.stderr(), 40)
-                );
+                let output = self.proc.output();
+                if self
+                    .spec
+                    .http
+                    .is_some_and(|p| std::net::TcpListener::bind(loopback(p)).is_err())
+                {
+                    PortAttempts::fixed(
+                        &format!("istiod {}", self.spec.name),
+                        "its HTTP port was chosen by its caller",
+                    )
+                    .exited(&status, &output);
+                }
+                attempts.exited(&status, &output);
+                *self = Self::launch(self.spec.clone());
+                end = Instant::now() + within;
+                continue;
             }
             assert!(
                 Instant::now() < end,
@@ -340,58 +402,68 @@ impl Galley {
         let access = dir.join(format!("{name}-access.yaml"));
         std::fs::write(&mesh, "{}\n").expect("mesh config");
         std::fs::write(&access, "allowed: []\n").expect("access list");
-        let port = if port == 0 { free_port() } else { port };
-        let args: Vec<String> = [
-            "server",
-            "--configPath",
-            &config_dir.display().to_string(),
-            "--kubeconfig",
-            &kubeconfig.display().to_string(),
-            "--meshConfigFile",
-            &mesh.display().to_string(),
-            "--insecure",
-            "--enable-validation=false",
-            "--enable-reconcileWebhookConfiguration=false",
-            "--accessListFile",
-            &access.display().to_string(),
-            "--livenessProbePath",
-            &dir.join(format!("{name}-live")).display().to_string(),
-            "--readinessProbePath",
-            &dir.join(format!("{name}-ready")).display().to_string(),
-            "--server-address",
-            &format!("tcp://127.0.0.1:{port}"),
-            "--disableResourceReadyCheck",
-            "--monitoringPort",
-            &free_port().to_string(),
-            "--ctrlz_port",
-            &free_port().to_string(),
-            "--ctrlz_address",
-            "127.0.0.1",
-        ]
-        .map(str::to_owned)
-        .to_vec();
-        let proc = Proc::spawn_program(name, &istio15_bin_dir().join("galley"), &args, &[], logs);
-        let mut galley = Self {
-            proc,
-            mcp: loopback(port),
-        };
-        let end = Instant::now() + Duration::from_secs(60);
-        while std::net::TcpStream::connect_timeout(&galley.mcp, Duration::from_millis(200)).is_err()
-        {
-            if let Some(status) = galley.proc.exited() {
-                panic!(
-                    "galley exited ({status})\n{}",
-                    tail(&galley.proc.stderr(), 40)
+        let mut attempts = PortAttempts::new(name);
+        loop {
+            let mcp = if port == 0 { free_port() } else { port };
+            let args: Vec<String> = [
+                "server",
+                "--configPath",
+                &config_dir.display().to_string(),
+                "--kubeconfig",
+                &kubeconfig.display().to_string(),
+                "--meshConfigFile",
+                &mesh.display().to_string(),
+                "--insecure",
+                "--enable-validation=false",
+                "--enable-reconcileWebhookConfiguration=false",
+                "--accessListFile",
+                &access.display().to_string(),
+                "--livenessProbePath",
+                &dir.join(format!("{name}-live")).display().to_string(),
+                "--readinessProbePath",
+                &dir.join(format!("{name}-ready")).display().to_string(),
+                "--server-address",
+                &format!("tcp://127.0.0.1:{mcp}"),
+                "--disableResourceReadyCheck",
+                "--monitoringPort",
+                &free_port().to_string(),
+                "--ctrlz_port",
+                &free_port().to_string(),
+                "--ctrlz_address",
+                "127.0.0.1",
+            ]
+            .map(str::to_owned)
+            .to_vec();
+            let mut proc =
+                Proc::spawn_program(name, &istio15_bin_dir().join("galley"), &args, &[], logs);
+            let end = Instant::now() + Duration::from_secs(60);
+            // Its own socket: whoever else holds the port would accept too.
+            let listening = loop {
+                if proc.listens_on(mcp) {
+                    break true;
+                }
+                if let Some(status) = proc.exited() {
+                    let output = proc.output();
+                    if port != 0 && std::net::TcpListener::bind(loopback(port)).is_err() {
+                        PortAttempts::fixed(name, "restarted on its port").exited(&status, &output);
+                    }
+                    attempts.exited(&status, &output);
+                    break false;
+                }
+                assert!(
+                    Instant::now() < end,
+                    "galley does not listen on {mcp}\n{}",
+                    tail(&proc.output(), 40)
                 );
+                std::thread::sleep(Duration::from_millis(50));
+            };
+            if listening {
+                return Self {
+                    proc,
+                    mcp: loopback(mcp),
+                };
             }
-            assert!(
-                Instant::now() < end,
-                "galley does not listen on {}",
-                galley.mcp
-            );
-            std::thread::sleep(Duration::from_millis(50));
         }
-        galley
     }
 }
 

@@ -12,10 +12,14 @@
 //! so tests can also act as a ServiceAccount with a token from the
 //! TokenRequest API.
 //!
+//! Ports are chosen with [`meshhub_testkit::ports::free_port`]; etcd and
+//! an API server that exit because another process took one in the
+//! meantime are started again on new ones ([`crate::PortAttempts`]).
+//!
 //! Everything started here is killed when the [`ControlPlanes`] guard drops.
 
 use std::collections::BTreeMap;
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -27,8 +31,10 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::core::GroupVersionKind;
 use kube::discovery::{self, Scope};
 use meshhub_testkit::pki::{self, Ca};
+use meshhub_testkit::ports::{free_addr, free_port};
 
-use crate::Proc;
+use crate::istio::tail;
+use crate::{PortAttempts, Proc};
 
 /// How long a control plane may take to become ready.
 pub const START_DEADLINE: Duration = Duration::from_secs(90);
@@ -89,14 +95,6 @@ pub fn etcd_bin() -> PathBuf {
             .find(|p| p.is_file())
     });
     found.unwrap_or_else(|| PathBuf::from("/usr/bin/etcd"))
-}
-
-/// A port the kernel considers free now (closed again at once).
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port on 127.0.0.1")
 }
 
 /// One cluster: a kube-apiserver on its own etcd prefix.
@@ -160,31 +158,7 @@ impl ControlPlanes {
         let etcd_data = etcd_tmpfs
             .as_ref()
             .map_or_else(|| dir.path().join("etcd"), |d| d.path().to_path_buf());
-        let (client, peer) = (free_port(), free_port());
-        let etcd_url = format!("http://127.0.0.1:{client}");
-        let peer_url = format!("http://127.0.0.1:{peer}");
-        let args: Vec<String> = [
-            "--name",
-            "e2e",
-            "--data-dir",
-            &etcd_data.display().to_string(),
-            "--listen-client-urls",
-            &etcd_url,
-            "--advertise-client-urls",
-            &etcd_url,
-            "--listen-peer-urls",
-            &peer_url,
-            "--initial-advertise-peer-urls",
-            &peer_url,
-            "--initial-cluster",
-            &format!("e2e={peer_url}"),
-            "--log-level",
-            "warn",
-        ]
-        .iter()
-        .map(|s| (*s).to_owned())
-        .collect();
-        let etcd = Proc::spawn_program("etcd", &etcd, &args, &[], &logs);
+        let (etcd, etcd_url) = start_etcd(&etcd, &etcd_data, &logs).await;
 
         let mut planes = Self {
             clusters: BTreeMap::new(),
@@ -197,28 +171,29 @@ impl ControlPlanes {
         for name in names {
             let cdir = planes.dir.path().join(name);
             std::fs::create_dir_all(&cdir).expect("cluster dir");
-            let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
             write_pki(&cdir);
-            let kubeconfig = cdir.join("kubeconfig");
-            std::fs::write(&kubeconfig, kubeconfig_text(name, addr, &cdir, ADMIN_TOKEN))
-                .expect("kubeconfig");
-            planes.clusters.insert(
-                (*name).to_owned(),
-                Cluster {
-                    name: (*name).to_owned(),
-                    addr,
-                    kubeconfig,
-                    dir: cdir,
-                    proc: None,
-                },
-            );
+            let cluster = Cluster {
+                name: (*name).to_owned(),
+                addr: free_addr(),
+                kubeconfig: cdir.join("kubeconfig"),
+                dir: cdir,
+                proc: None,
+            };
+            cluster.write_kubeconfig();
+            planes.clusters.insert((*name).to_owned(), cluster);
         }
         let started = Instant::now();
         for name in names {
             planes.spawn_apiserver(name, &apiserver);
         }
         for name in names {
-            planes.wait_ready(name).await;
+            planes
+                .wait_ready(
+                    name,
+                    &apiserver,
+                    PortAttempts::new(&format!("kube-apiserver {name}")),
+                )
+                .await;
         }
         eprintln!(
             "e2e: {} kube-apiserver(s) ready in {:.1}s",
@@ -263,9 +238,12 @@ impl ControlPlanes {
         ));
     }
 
-    async fn wait_ready(&mut self, name: &str) {
-        let client = self.client(name).await;
-        let deadline = Instant::now() + START_DEADLINE;
+    /// Waits until cluster `name`'s API server is ready; when it exits
+    /// because its port was taken, moves it to a new one (`attempts`
+    /// permitting) and starts it again.
+    async fn wait_ready(&mut self, name: &str, apiserver: &Path, mut attempts: PortAttempts) {
+        let mut client = self.client(name).await;
+        let mut deadline = Instant::now() + START_DEADLINE;
         loop {
             let req = http::Request::get("/readyz").body(Vec::new()).unwrap();
             match client.request_text(req).await {
@@ -273,16 +251,20 @@ impl ControlPlanes {
                 _ => {}
             }
             let c = self.clusters.get_mut(name).expect("known cluster");
-            if let Some(status) = c.proc.as_mut().and_then(Proc::exited) {
-                panic!(
-                    "kube-apiserver {name} exited ({status}) before it was ready:\n{}",
-                    tail(&c.proc.as_ref().unwrap().stderr(), 40)
-                );
+            let proc = c.proc.as_mut().expect("started");
+            if let Some(status) = proc.exited() {
+                attempts.exited(&status, &proc.output());
+                c.addr = free_addr();
+                c.write_kubeconfig();
+                self.spawn_apiserver(name, apiserver);
+                client = self.client(name).await;
+                deadline = Instant::now() + START_DEADLINE;
+                continue;
             }
             assert!(
                 Instant::now() < deadline,
                 "kube-apiserver {name} not ready after {START_DEADLINE:?}:\n{}",
-                tail(&c.proc.as_ref().unwrap().stderr(), 40)
+                tail(&proc.stderr(), 40)
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -325,7 +307,11 @@ impl ControlPlanes {
         self.stop(name);
         let apiserver = kube_bin_dir().join("kube-apiserver");
         self.spawn_apiserver(name, &apiserver);
-        self.wait_ready(name).await;
+        let attempts = PortAttempts::fixed(
+            &format!("kube-apiserver {name}"),
+            "a restart keeps its address, which clients hold",
+        );
+        self.wait_ready(name, &apiserver, attempts).await;
     }
 
     /// Installs the Istio CRDs of the shared fixtures into cluster `name`
@@ -521,12 +507,6 @@ pub async fn get(
     }
 }
 
-/// The last `n` lines of `text`.
-fn tail(text: &str, n: usize) -> String {
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(n)..].join("\n")
-}
-
 /// Writes a cluster's PKI into `dir`: `ca.crt`, `serving.crt`/`.key`
 /// (for 127.0.0.1 and localhost), `sa.key`/`sa.pub` (service-account
 /// signing key pair, ECDSA P-256) and `tokens.csv`.
@@ -584,7 +564,70 @@ pub fn kubeconfig_text(name: &str, addr: SocketAddr, dir: &Path, token: &str) ->
     )
 }
 
+/// Starts etcd on two ports chosen for it (client, peer) with its data in
+/// `data` (emptied before each attempt), and waits until it listens on
+/// both: the process and its client URL.
+async fn start_etcd(program: &Path, data: &Path, logs: &Path) -> (Proc, String) {
+    let mut attempts = PortAttempts::new("etcd");
+    loop {
+        let _ = std::fs::remove_dir_all(data);
+        std::fs::create_dir_all(data).expect("etcd data dir");
+        let (client, peer) = (free_port(), free_port());
+        let etcd_url = format!("http://127.0.0.1:{client}");
+        let peer_url = format!("http://127.0.0.1:{peer}");
+        let args: Vec<String> = [
+            "--name",
+            "e2e",
+            "--data-dir",
+            &data.display().to_string(),
+            "--listen-client-urls",
+            &etcd_url,
+            "--advertise-client-urls",
+            &etcd_url,
+            "--listen-peer-urls",
+            &peer_url,
+            "--initial-advertise-peer-urls",
+            &peer_url,
+            "--initial-cluster",
+            &format!("e2e={peer_url}"),
+            "--log-level",
+            "warn",
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        let mut etcd = Proc::spawn_program("etcd", program, &args, &[], logs);
+        // Its own sockets: whoever else holds a port would answer in its
+        // place, and the API servers would be handed its URL.
+        let deadline = Instant::now() + START_DEADLINE;
+        loop {
+            if etcd.listens_on(client) && etcd.listens_on(peer) {
+                return (etcd, etcd_url);
+            }
+            if let Some(status) = etcd.exited() {
+                attempts.exited(&status, &etcd.output());
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "etcd does not listen on {client} and {peer} after {START_DEADLINE:?}:\n{}",
+                tail(&etcd.output(), 40)
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
 impl Cluster {
+    /// Writes its admin kubeconfig (for its current address).
+    fn write_kubeconfig(&self) {
+        std::fs::write(
+            &self.kubeconfig,
+            kubeconfig_text(&self.name, self.addr, &self.dir, ADMIN_TOKEN),
+        )
+        .expect("kubeconfig");
+    }
+
     /// The CA certificate (PEM) that verifies this API server's serving
     /// certificate: what a pod finds as its service account's `ca.crt`.
     pub fn ca_file(&self) -> PathBuf {

@@ -1,8 +1,12 @@
 //! Process-level end-to-end harness: builds the real binaries (`meshhub`,
 //! `meshhubctl`, `meshhub-sink-agent`) once, starts them on 127.0.0.1 with
 //! temporary directories, reads the addresses they bound from their JSON
-//! start logs (so every port is chosen by the kernel, no guessing), and
-//! kills every process it started when its guard drops.
+//! start logs, and kills every process it started when its guard drops.
+//! A hub binds kernel-chosen ports; an agent, which may be restarted on its
+//! ports, gets ports no one else is handed
+//! ([`meshhub_testkit::ports::free_port`]). Every program started on ports
+//! chosen for it is started again on new ones when it finds one taken
+//! ([`PortAttempts`]).
 //!
 //! Synchronisation is by polling with a deadline (`meshhub_testkit`'s
 //! `eventually_blocking`), never by sleeping for a guessed time. The tests
@@ -16,6 +20,7 @@ use std::time::{Instant, SystemTime};
 
 use meshhub_testkit::eventually_blocking;
 use meshhub_testkit::http::get_blocking;
+use meshhub_testkit::ports::free_addr;
 use serde_json::Value;
 
 pub mod chaos;
@@ -165,6 +170,9 @@ pub struct Proc {
     child: Option<Child>,
     stdout: PathBuf,
     stderr: PathBuf,
+    /// The lengths of the log files when it started (they are appended to
+    /// across restarts): where its own output begins.
+    since: [u64; 2],
 }
 
 impl Proc {
@@ -198,6 +206,8 @@ impl Proc {
                 .open(p)
                 .expect("log file")
         };
+        let len = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
+        let since = [len(&stdout), len(&stderr)];
         let child = Command::new(program)
             .args(args)
             .envs(env.iter().copied())
@@ -211,6 +221,7 @@ impl Proc {
             child: Some(child),
             stdout,
             stderr,
+            since,
         }
     }
 
@@ -229,6 +240,26 @@ impl Proc {
         std::fs::read_to_string(&self.stderr).unwrap_or_default()
     }
 
+    /// What this run of it wrote (stdout, then stderr), without what
+    /// earlier runs left in the same log files.
+    pub fn output(&self) -> String {
+        let read = |p: &Path, since: u64| {
+            let bytes = std::fs::read(p).unwrap_or_default();
+            let from = usize::try_from(since).map_or(bytes.len(), |s| s.min(bytes.len()));
+            String::from_utf8_lossy(&bytes[from..]).into_owned()
+        };
+        format!(
+            "{}{}",
+            read(&self.stdout, self.since[0]),
+            read(&self.stderr, self.since[1])
+        )
+    }
+
+    /// Whether this process itself listens on TCP `port` ([`listens_on`]).
+    pub fn listens_on(&self, port: u16) -> bool {
+        listens_on(self.pid(), port)
+    }
+
     /// The fields of the first JSON log line (stdout or stderr) whose
     /// message is `message`, from the `skip`-th such line on.
     pub fn log_fields(&self, message: &str, skip: usize) -> Option<Value> {
@@ -243,23 +274,31 @@ impl Proc {
     /// Waits for the `skip`-th log line `message` (panicking if the process
     /// exits first) and returns its fields.
     pub fn wait_log(&mut self, message: &str, skip: usize) -> Value {
-        eventually_blocking(&format!("{}: log {message:?}", self.name), || {
-            if let Some(f) = self.log_fields(message, skip) {
-                return Some(f);
-            }
-            if let Some(status) = self
-                .child
-                .as_mut()
-                .and_then(|c| c.try_wait().ok().flatten())
-            {
+        self.wait_log_or_exit(message, skip)
+            .unwrap_or_else(|status| {
                 panic!(
                     "{} exited ({status}) before logging {message:?}\nstdout:\n{}\nstderr:\n{}",
                     self.name,
                     self.stdout(),
                     self.stderr()
-                );
+                )
+            })
+    }
+
+    /// Waits for the `skip`-th log line `message` and returns its fields,
+    /// or how the process exited when it exits first.
+    pub fn wait_log_or_exit(
+        &mut self,
+        message: &str,
+        skip: usize,
+    ) -> Result<Value, std::process::ExitStatus> {
+        eventually_blocking(&format!("{}: log {message:?}", self.name), || {
+            if let Some(f) = self.log_fields(message, skip) {
+                return Some(Ok(f));
             }
-            None
+            // It may have logged just before it exited.
+            let status = self.exited()?;
+            Some(self.log_fields(message, skip).ok_or(status))
         })
     }
 
@@ -298,6 +337,125 @@ impl Proc {
         self.child = None;
         status
     }
+}
+
+/// Whether process `pid` itself holds a listening TCP socket on `port`
+/// (any local address), from `/proc`: a readiness check that no other
+/// process holding the port can answer in its place.
+pub fn listens_on(pid: u32, port: u16) -> bool {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    let sockets: Vec<String> = fds
+        .flatten()
+        .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+        .filter_map(|l| {
+            let l = l.to_string_lossy();
+            Some(l.strip_prefix("socket:[")?.strip_suffix(']')?.to_owned())
+        })
+        .collect();
+    let wanted = format!(":{port:04X}");
+    ["tcp", "tcp6"]
+        .iter()
+        .filter_map(|t| std::fs::read_to_string(format!("/proc/{pid}/net/{t}")).ok())
+        .any(|table| {
+            // sl local_address rem_address st ... inode; listening is 0A.
+            table.lines().skip(1).any(|line| {
+                let f: Vec<&str> = line.split_whitespace().collect();
+                f.len() > 9
+                    && f[1].ends_with(&wanted)
+                    && f[3] == "0A"
+                    && sockets.iter().any(|s| s == f[9])
+            })
+        })
+}
+
+/// How many times a program is started on ports chosen for it
+/// ([`meshhub_testkit::ports::free_port`]) before a failure to bind them
+/// fails the test.
+pub const PORT_ATTEMPTS: u32 = 5;
+
+/// The starts of one program on ports chosen for it. Those ports are safe
+/// from the kernel, but another process may still bind one of them between
+/// the choice and the program's own bind; then the program exits saying so,
+/// and is started again on new ports, a bounded number of times.
+#[derive(Debug)]
+pub struct PortAttempts {
+    what: String,
+    tried: u32,
+    limit: u32,
+    why_fixed: Option<String>,
+}
+
+impl PortAttempts {
+    /// For a program whose ports may change from one start to the next.
+    pub fn new(what: &str) -> Self {
+        Self {
+            what: what.to_owned(),
+            tried: 0,
+            limit: PORT_ATTEMPTS,
+            why_fixed: None,
+        }
+    }
+
+    /// For a program that must keep its ports (`why`: who holds its
+    /// address): a lost port fails at once.
+    pub fn fixed(what: &str, why: &str) -> Self {
+        Self {
+            limit: 1,
+            why_fixed: Some(why.to_owned()),
+            ..Self::new(what)
+        }
+    }
+
+    /// The program exited (`status`) before it was ready, having written
+    /// `output`: returns when it exited because a port chosen for it was
+    /// taken and another start on new ports is allowed (the caller starts
+    /// it again); panics with the tail of `output` otherwise.
+    pub fn exited(&mut self, status: &dyn std::fmt::Display, output: &str) {
+        if let Err(why) = self.again(status, output) {
+            panic!("{why}");
+        }
+    }
+
+    /// [`PortAttempts::exited`] for callers that return errors: `Ok` when
+    /// the program is to be started again on new ports, else why not (with
+    /// the tail of `output`).
+    pub fn again(&mut self, status: &dyn std::fmt::Display, output: &str) -> Result<(), String> {
+        self.tried += 1;
+        let what = &self.what;
+        let log = istio::tail(output, 40);
+        if !port_taken(output) {
+            return Err(format!(
+                "{what} exited ({status}) before it was ready:\n{log}"
+            ));
+        }
+        if let Some(why) = &self.why_fixed {
+            return Err(format!(
+                "{what} exited ({status}): its port was taken, and it cannot move ({why}):\n{log}"
+            ));
+        }
+        if self.tried >= self.limit {
+            return Err(format!(
+                "{what} exited ({status}): a port chosen for it was taken, {} times in a row:\n{log}",
+                self.tried
+            ));
+        }
+        eprintln!(
+            "e2e: {what} found a port chosen for it taken ({status}); starting it again on new ports"
+        );
+        Ok(())
+    }
+}
+
+/// Whether a program's output says it could not listen because the address
+/// was in use: Go's `bind: address already in use`, Rust's `Address already
+/// in use (os error 98)`. The only place that reads this from a program's
+/// text.
+fn port_taken(output: &str) -> bool {
+    output
+        .to_ascii_lowercase()
+        .contains("address already in use")
 }
 
 impl Drop for Proc {
@@ -404,7 +562,9 @@ pub struct AgentProc {
 
 impl AgentProc {
     /// Starts an agent for `cluster` with its data under `dir`; `ports`
-    /// (sink, grpc, admin) are reused on a restart, kernel-chosen otherwise.
+    /// (sink, grpc, admin) are reused on a restart, chosen here otherwise
+    /// ([`free_addr`]: ports the kernel does not hand to anyone else while
+    /// the agent is down, so that it can restart on them).
     pub fn start(
         cluster: &str,
         dir: &Path,
@@ -423,37 +583,47 @@ impl AgentProc {
         extra: &[String],
     ) -> Self {
         let data = dir.join(format!("agent-{cluster}"));
-        let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
-        let (sink, grpc, admin) = ports.unwrap_or((any, any, any));
-        let mut args = vec![
-            "--cluster".to_owned(),
-            cluster.to_owned(),
-            "--data-dir".to_owned(),
-            data.display().to_string(),
-            "--sink-addr".to_owned(),
-            sink.to_string(),
-            "--grpc-addr".to_owned(),
-            grpc.to_string(),
-            "--admin-addr".to_owned(),
-            admin.to_string(),
-            "--shutdown-grace".to_owned(),
-            "2s".to_owned(),
-        ];
-        args.extend_from_slice(extra);
         let name = format!("agent-{cluster}");
-        let started = Instant::now();
-        let runs = count_started(logs, &name, "meshhub-sink-agent started");
-        let mut proc = Proc::spawn(&name, "meshhub-sink-agent", &args, logs);
-        let fields = proc.wait_log("meshhub-sink-agent started", runs);
-        Self {
-            cluster: cluster.to_owned(),
-            data,
-            sink: addr(&fields, "sink.addr"),
-            grpc: addr(&fields, "grpc.addr"),
-            admin: addr(&fields, "admin.addr"),
-            started,
-            extra: extra.to_vec(),
-            proc,
+        let mut attempts = match ports {
+            Some(_) => PortAttempts::fixed(&name, "a restart keeps its addresses"),
+            None => PortAttempts::new(&name),
+        };
+        loop {
+            let (sink, grpc, admin) =
+                ports.unwrap_or_else(|| (free_addr(), free_addr(), free_addr()));
+            let mut args = vec![
+                "--cluster".to_owned(),
+                cluster.to_owned(),
+                "--data-dir".to_owned(),
+                data.display().to_string(),
+                "--sink-addr".to_owned(),
+                sink.to_string(),
+                "--grpc-addr".to_owned(),
+                grpc.to_string(),
+                "--admin-addr".to_owned(),
+                admin.to_string(),
+                "--shutdown-grace".to_owned(),
+                "2s".to_owned(),
+            ];
+            args.extend_from_slice(extra);
+            let started = Instant::now();
+            let runs = count_started(logs, &name, "meshhub-sink-agent started");
+            let mut proc = Proc::spawn(&name, "meshhub-sink-agent", &args, logs);
+            match proc.wait_log_or_exit("meshhub-sink-agent started", runs) {
+                Ok(fields) => {
+                    return Self {
+                        cluster: cluster.to_owned(),
+                        data,
+                        sink: addr(&fields, "sink.addr"),
+                        grpc: addr(&fields, "grpc.addr"),
+                        admin: addr(&fields, "admin.addr"),
+                        started,
+                        extra: extra.to_vec(),
+                        proc,
+                    };
+                }
+                Err(status) => attempts.exited(&status, &proc.output()),
+            }
         }
     }
 
@@ -641,3 +811,6 @@ pub fn synced(status: &Value, cluster: &str, collection: &str) -> bool {
     c["state"] == "SYNCED"
         && group_version(status, cluster, collection).as_deref() == c["acked"]["version"].as_str()
 }
+
+#[cfg(test)]
+mod tests;

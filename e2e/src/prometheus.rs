@@ -10,8 +10,10 @@ use std::sync::{Arc, OnceLock};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio_util::sync::CancellationToken;
 
-use crate::Proc;
-use crate::kube::free_port;
+use meshhub_testkit::ports::free_addr;
+
+use crate::istio::tail;
+use crate::{PortAttempts, Proc};
 
 /// `prometheus`: `MESHHUB_PROMETHEUS_BIN` if set, else what
 /// `e2e/peers/prometheus.sh` installs.
@@ -97,6 +99,15 @@ pub struct Prometheus {
     _proc: Proc,
 }
 
+/// Whether the Prometheus at `addr` answers `/-/ready` with 200.
+async fn ready(addr: SocketAddr) -> bool {
+    tokio::task::spawn_blocking(move || meshhub_testkit::http::get_blocking(addr, "/-/ready"))
+        .await
+        .ok()
+        .flatten()
+        .is_some_and(|(code, _)| code == 200)
+}
+
 impl Prometheus {
     /// Starts it and waits until it is ready.
     pub async fn start(target: SocketAddr, dir: &Path) -> Self {
@@ -108,27 +119,34 @@ impl Prometheus {
             ),
         )
         .unwrap();
-        let port = free_port();
-        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        let args = vec![
-            format!("--config.file={}", config.display()),
-            format!("--storage.tsdb.path={}", dir.join("data").display()),
-            format!("--web.listen-address={addr}"),
-            "--log.level=warn".to_owned(),
-        ];
-        let proc = Proc::spawn_program("prometheus", prometheus_bin(), &args, &[], dir);
-        let p = Self { addr, _proc: proc };
-        meshhub_testkit::eventually("Prometheus is ready", || async {
-            tokio::task::spawn_blocking(move || {
-                meshhub_testkit::http::get_blocking(addr, "/-/ready")
-            })
-            .await
-            .ok()
-            .flatten()
-            .is_some_and(|(code, _)| code == 200)
-        })
-        .await;
-        p
+        let mut attempts = PortAttempts::new("prometheus");
+        loop {
+            let addr = free_addr();
+            let args = vec![
+                format!("--config.file={}", config.display()),
+                format!("--storage.tsdb.path={}", dir.join("data").display()),
+                format!("--web.listen-address={addr}"),
+                "--log.level=warn".to_owned(),
+            ];
+            let mut proc = Proc::spawn_program("prometheus", prometheus_bin(), &args, &[], dir);
+            let deadline = tokio::time::Instant::now() + meshhub_testkit::DEADLINE;
+            loop {
+                // Its own port: another Prometheus's /-/ready is no answer.
+                if proc.listens_on(addr.port()) && ready(addr).await {
+                    return Self { addr, _proc: proc };
+                }
+                if let Some(status) = proc.exited() {
+                    attempts.exited(&status, &proc.output());
+                    break;
+                }
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "Prometheus not ready on {addr}:\n{}",
+                    tail(&proc.output(), 40)
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+        }
     }
 
     /// The value of `query` now, as Prometheus answers it (for waits).

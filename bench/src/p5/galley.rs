@@ -23,8 +23,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail, ensure};
-use meshhub_e2e::Proc;
-use meshhub_e2e::kube::{ControlPlanes, free_port};
+use meshhub_e2e::kube::ControlPlanes;
+use meshhub_e2e::{PortAttempts, Proc};
+use meshhub_testkit::ports::free_port;
 use serde_json::{Value, json};
 
 use super::{Sizes, percentile};
@@ -217,64 +218,67 @@ async fn start_galley(
     let access = dir.join("access.yaml");
     std::fs::write(&mesh, "{}\n")?;
     std::fs::write(&access, "allowed: []\n")?;
-    let port = free_port();
     let p = |p: &Path| p.display().to_string();
-    let args: Vec<String> = vec![
-        "server".into(),
-        "--configPath".into(),
-        p(files),
-        "--kubeconfig".into(),
-        p(kubeconfig),
-        "--meshConfigFile".into(),
-        p(&mesh),
-        "--insecure".into(),
-        "--enable-validation=false".into(),
-        "--enable-reconcileWebhookConfiguration=false".into(),
-        "--accessListFile".into(),
-        p(&access),
-        "--livenessProbePath".into(),
-        p(&dir.join("live")),
-        "--readinessProbePath".into(),
-        p(&dir.join("ready")),
-        "--server-address".into(),
-        format!("tcp://127.0.0.1:{port}"),
-        "--server-maxConcurrentStreams".into(),
-        "1000000".into(),
-        "--server-maxReceivedMessageSize".into(),
-        "536870912".into(),
-        // Without it Galley reads its files once (and on SIGUSR1).
-        "--watchConfigFiles=true".into(),
-        "--disableResourceReadyCheck".into(),
-        "--monitoringPort".into(),
-        free_port().to_string(),
-        "--ctrlz_port".into(),
-        free_port().to_string(),
-        "--ctrlz_address".into(),
-        "127.0.0.1".into(),
-    ];
     let env = [
         ("SOURCE_SERVER_STREAM_FREQ", "1us"),
         ("SOURCE_SERVER_STREAM_BURST_SIZE", "1000000"),
         ("MCP_SOURCE_REQ_FREQ", "1us"),
         ("MCP_SOURCE_REQ_BURST_SIZE", "1000000"),
     ];
-    let mut proc = Proc::spawn_program("galley", bin, &args, &env, logs);
-    let addr = format!("127.0.0.1:{port}");
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
-    while tokio::net::TcpStream::connect(&addr).await.is_err() {
-        if let Some(status) = proc.exited() {
-            bail!(
-                "galley exited ({status}):\n{}",
-                meshhub_e2e::istio::tail(&proc.stderr(), 30)
+    let mut attempts = PortAttempts::new("galley");
+    'start: loop {
+        let port = free_port();
+        let args: Vec<String> = vec![
+            "server".into(),
+            "--configPath".into(),
+            p(files),
+            "--kubeconfig".into(),
+            p(kubeconfig),
+            "--meshConfigFile".into(),
+            p(&mesh),
+            "--insecure".into(),
+            "--enable-validation=false".into(),
+            "--enable-reconcileWebhookConfiguration=false".into(),
+            "--accessListFile".into(),
+            p(&access),
+            "--livenessProbePath".into(),
+            p(&dir.join("live")),
+            "--readinessProbePath".into(),
+            p(&dir.join("ready")),
+            "--server-address".into(),
+            format!("tcp://127.0.0.1:{port}"),
+            "--server-maxConcurrentStreams".into(),
+            "1000000".into(),
+            "--server-maxReceivedMessageSize".into(),
+            "536870912".into(),
+            // Without it Galley reads its files once (and on SIGUSR1).
+            "--watchConfigFiles=true".into(),
+            "--disableResourceReadyCheck".into(),
+            "--monitoringPort".into(),
+            free_port().to_string(),
+            "--ctrlz_port".into(),
+            free_port().to_string(),
+            "--ctrlz_address".into(),
+            "127.0.0.1".into(),
+        ];
+        let mut proc = Proc::spawn_program("galley", bin, &args, &env, logs);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+        // Its own socket: whoever else holds the port would accept too.
+        while !proc.listens_on(port) {
+            if let Some(status) = proc.exited() {
+                attempts
+                    .again(&status, &proc.output())
+                    .map_err(anyhow::Error::msg)?;
+                continue 'start;
+            }
+            ensure!(
+                tokio::time::Instant::now() < deadline,
+                "galley does not listen on {port}"
             );
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        ensure!(
-            tokio::time::Instant::now() < deadline,
-            "galley does not listen on {addr}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        return Ok((proc, format!("127.0.0.1:{port}")));
     }
-    Ok((proc, addr))
 }
 
 /// Copies one corpus file to Galley's directory with 1.5-era apiVersions

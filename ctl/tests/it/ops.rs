@@ -92,11 +92,7 @@ async fn ctl_ok(args: &[&str]) -> String {
 
 /// An address nobody listens on.
 fn closed_port() -> String {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = meshhub_testkit::ports::free_port();
     format!("http://127.0.0.1:{port}")
 }
 

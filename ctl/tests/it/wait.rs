@@ -109,11 +109,7 @@ async fn wait_returns_once_the_cluster_acked_what_the_hub_served_and_fails_on_a_
     );
     let out = wait(&["--object", "VirtualService", "bookinfo/nope"]).await;
     assert_eq!(out.status.code(), Some(2), "{out:?}");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = meshhub_testkit::ports::free_port();
     let out = within(
         "wait against a closed port",
         meshhubctl(&[
@@ -135,11 +131,7 @@ async fn wait_returns_once_the_cluster_acked_what_the_hub_served_and_fails_on_a_
 #[tokio::test]
 async fn wait_times_out_with_exit_1_naming_the_clusters_not_acked() {
     // An agent that is not there: the hub's dialer never connects.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = meshhub_testkit::ports::free_port();
     let (dir, config) = tree();
     std::fs::write(dir.path().join("objects/a.yaml"), vs("a", "a")).unwrap();
     write_hub_config(

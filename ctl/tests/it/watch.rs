@@ -100,11 +100,7 @@ async fn watch_once_prints_the_state_of_every_collection() {
 #[tokio::test]
 async fn watch_fails_clearly_when_it_cannot_connect() {
     // A port nobody listens on: bind, note it, close.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = meshhub_testkit::ports::free_port();
     let server = format!("http://127.0.0.1:{port}");
     let out = meshhubctl(&[
         "watch",
@@ -206,11 +202,7 @@ async fn watch_ads_once_prints_every_type_as_istiod_subscribes() {
 
 #[tokio::test]
 async fn watch_ads_fails_clearly_when_it_cannot_connect() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = meshhub_testkit::ports::free_port();
     let server = format!("http://127.0.0.1:{port}");
     for delta in [false, true] {
         let mut args = vec!["watch", "--ads", "--server", &server, "--once"];

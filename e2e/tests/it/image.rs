@@ -24,11 +24,12 @@ use ::kube::api::{Api, DynamicObject};
 use k8s_openapi::api::coordination::v1::Lease;
 use meshhub_e2e::container::{self, Container, image_file, image_files, podman, run_once};
 use meshhub_e2e::helm::{apply, objects, template};
-use meshhub_e2e::kube::{ControlPlanes, applied_through_the_mesh, free_port};
+use meshhub_e2e::kube::{ControlPlanes, applied_through_the_mesh};
 use meshhub_e2e::pod::{Pod, ServiceAccountMount};
 use meshhub_e2e::*;
 use meshhub_testkit::eventually_blocking;
 use meshhub_testkit::http::get_blocking;
+use meshhub_testkit::ports::free_port;
 use serde_json::{Value, json};
 
 const NS: &str = "meshhub";
@@ -53,16 +54,19 @@ fn deployment(objs: &[DynamicObject]) -> Value {
     serde_json::to_value(d).unwrap()
 }
 
-/// Waits for the pod's readiness probe to answer 200; fails at once, with
-/// the logs, if the container exits.
-fn wait_ready(pod: &Pod, c: &Container) {
+/// Waits for the pod's readiness probe to answer 200 from the container
+/// itself (not from whoever else may hold its port); `Err` with its exit
+/// code and logs when it exits first.
+fn wait_ready(pod: &Pod, c: &Container) -> Result<(), (String, String)> {
     let (addr, path) = pod.probe("readinessProbe");
     eventually_blocking(&format!("{} {path} on {addr}", c.name), || {
-        assert!(c.running(), "{} exited:\n{}", c.name, c.logs());
+        if !c.running() {
+            return Some(Err((c.inspect("{{.State.ExitCode}}"), c.logs())));
+        }
         get_blocking(addr, &path)
-            .filter(|(code, _)| *code == 200)
-            .map(drop)
-    });
+            .filter(|(code, _)| *code == 200 && listens_on(c.pid(), addr.port()))
+            .map(|_| Ok(()))
+    })
 }
 
 /// The process's identity and privileges as the kernel holds them
@@ -158,106 +162,123 @@ async fn the_charts_pods_run_from_the_image_under_their_own_security_settings() 
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
 
-    // The agent's chart in east, applying to bookinfo, on free ports.
-    let (sink, agent_grpc, agent_admin) = (free_port(), free_port(), free_port());
-    let agent_values = [
-        "cluster=east".to_owned(),
-        "apply.enabled=true".to_owned(),
-        "apply.namespaces={bookinfo}".to_owned(),
-        format!("sink.port={sink}"),
-        format!("grpc.port={agent_grpc}"),
-        format!("admin.port={agent_admin}"),
-    ];
-    let args: Vec<&str> = agent_values
-        .iter()
-        .flat_map(|v| ["--set", v.as_str()])
-        .collect();
-    let rendered = tokio::task::block_in_place(|| {
-        template("meshhub-sink-agent", "meshhub-sink-agent", NS, &args)
-    })
-    .expect("the agent chart renders");
-    let agent_objects = objects(&rendered);
-    let refused = apply(&east, &agent_objects, NS, false).await;
-    assert!(refused.is_empty(), "{refused:#?}");
-    let agent_deploy = deployment(&agent_objects);
-    let sa = agent_deploy["spec"]["template"]["spec"]["serviceAccountName"]
-        .as_str()
-        .unwrap();
-    let agent_sa = ServiceAccountMount {
-        token: planes.service_account_token("east", NS, sa).await,
-        ca_file: planes.cluster("east").ca_file(),
-        api_server: planes.cluster("east").addr,
+    // The agent's chart in east, applying to bookinfo, on ports chosen for
+    // it (new ones when one was taken before it bound it).
+    let mut attempts = PortAttempts::new("the agent's pod");
+    let mut attempt = 0;
+    let (sink, agent_deploy, agent_pod, agent) = loop {
+        attempt += 1;
+        let (sink, agent_grpc, agent_admin) = (free_port(), free_port(), free_port());
+        let agent_values = [
+            "cluster=east".to_owned(),
+            "apply.enabled=true".to_owned(),
+            "apply.namespaces={bookinfo}".to_owned(),
+            format!("sink.port={sink}"),
+            format!("grpc.port={agent_grpc}"),
+            format!("admin.port={agent_admin}"),
+        ];
+        let args: Vec<&str> = agent_values
+            .iter()
+            .flat_map(|v| ["--set", v.as_str()])
+            .collect();
+        let rendered = tokio::task::block_in_place(|| {
+            template("meshhub-sink-agent", "meshhub-sink-agent", NS, &args)
+        })
+        .expect("the agent chart renders");
+        let agent_objects = objects(&rendered);
+        let refused = apply(&east, &agent_objects, NS, false).await;
+        assert!(refused.is_empty(), "{refused:#?}");
+        let agent_deploy = deployment(&agent_objects);
+        let sa = agent_deploy["spec"]["template"]["spec"]["serviceAccountName"]
+            .as_str()
+            .unwrap();
+        let agent_sa = ServiceAccountMount {
+            token: planes.service_account_token("east", NS, sa).await,
+            ca_file: planes.cluster("east").ca_file(),
+            api_server: planes.cluster("east").addr,
+        };
+        let agent_pod = Pod::from_deployment(
+            &agent_deploy,
+            &agent_objects,
+            "meshhub-sink-agent-e2e",
+            NS,
+            &dir.join(format!("agent-{attempt}")),
+            Some(&agent_sa),
+        );
+        let agent = agent_pod.start("agent", image);
+        match tokio::task::block_in_place(|| wait_ready(&agent_pod, &agent)) {
+            Ok(()) => break (sink, agent_deploy, agent_pod, agent),
+            Err((code, logs)) => attempts.exited(&format!("exit code {code}"), &logs),
+        }
     };
-    let agent_pod = Pod::from_deployment(
-        &agent_deploy,
-        &agent_objects,
-        "meshhub-sink-agent-e2e",
-        NS,
-        &dir.join("agent"),
-        Some(&agent_sa),
-    );
-    let agent = agent_pod.start("agent", image);
-    tokio::task::block_in_place(|| wait_ready(&agent_pod, &agent));
 
     // The hub's chart in primary: its Kubernetes source in-cluster, leader
     // election, history and the audit file on their volumes.
-    let (hub_grpc, hub_admin) = (free_port(), free_port());
-    let clusters = json!([{
-        "name": "east",
-        "namespaces": ["bookinfo"],
-        "agent": {"address": format!("http://127.0.0.1:{sink}"), "reconnect": {"initial": "100ms", "max": "1s"}}
-    }]);
-    let hub_values = [
-        "leaderElection.enabled=true".to_owned(),
-        "history.enabled=true".to_owned(),
-        "audit.enabled=true".to_owned(),
-        "audit.file=true".to_owned(),
-        format!("grpc.port={hub_grpc}"),
-        format!("admin.port={hub_admin}"),
-    ];
-    let clusters_json = format!("config.clusters={clusters}");
-    let mut args: Vec<&str> = hub_values
-        .iter()
-        .flat_map(|v| ["--set", v.as_str()])
-        .collect();
-    args.extend([
-        "--set-json",
-        &clusters_json,
-        "--set-json",
-        r#"config.debounce={"quiet":"20ms","maxWait":"200ms"}"#,
-    ]);
-    let rendered = tokio::task::block_in_place(|| template("meshhub", "meshhub", NS, &args))
-        .expect("the hub chart renders");
-    let hub_objects = objects(&rendered);
-    let refused = apply(&primary, &hub_objects, NS, false).await;
-    assert!(refused.is_empty(), "{refused:#?}");
-    let hub_deploy = deployment(&hub_objects);
-    let sa = hub_deploy["spec"]["template"]["spec"]["serviceAccountName"]
-        .as_str()
-        .unwrap();
-    let hub_sa = ServiceAccountMount {
-        token: planes.service_account_token("primary", NS, sa).await,
-        ca_file: planes.cluster("primary").ca_file(),
-        api_server: planes.cluster("primary").addr,
-    };
-    let hub_pod = Pod::from_deployment(
-        &hub_deploy,
-        &hub_objects,
-        "meshhub-e2e",
-        NS,
-        &dir.join("hub"),
-        Some(&hub_sa),
-    );
-    assert!(
-        hub_pod
-            .args
+    let mut attempts = PortAttempts::new("the hub's pod");
+    let mut attempt = 0;
+    let (hub_grpc, hub_admin, hub_deploy, hub_pod, hub) = loop {
+        attempt += 1;
+        let (hub_grpc, hub_admin) = (free_port(), free_port());
+        let clusters = json!([{
+            "name": "east",
+            "namespaces": ["bookinfo"],
+            "agent": {"address": format!("http://127.0.0.1:{sink}"), "reconnect": {"initial": "100ms", "max": "1s"}}
+        }]);
+        let hub_values = [
+            "leaderElection.enabled=true".to_owned(),
+            "history.enabled=true".to_owned(),
+            "audit.enabled=true".to_owned(),
+            "audit.file=true".to_owned(),
+            format!("grpc.port={hub_grpc}"),
+            format!("admin.port={hub_admin}"),
+        ];
+        let clusters_json = format!("config.clusters={clusters}");
+        let mut args: Vec<&str> = hub_values
             .iter()
-            .any(|a| a == "--config=/etc/meshhub/meshhub.yaml"),
-        "{:?}",
-        hub_pod.args
-    );
-    let hub = hub_pod.start("hub", image);
-    tokio::task::block_in_place(|| wait_ready(&hub_pod, &hub));
+            .flat_map(|v| ["--set", v.as_str()])
+            .collect();
+        args.extend([
+            "--set-json",
+            &clusters_json,
+            "--set-json",
+            r#"config.debounce={"quiet":"20ms","maxWait":"200ms"}"#,
+        ]);
+        let rendered = tokio::task::block_in_place(|| template("meshhub", "meshhub", NS, &args))
+            .expect("the hub chart renders");
+        let hub_objects = objects(&rendered);
+        let refused = apply(&primary, &hub_objects, NS, false).await;
+        assert!(refused.is_empty(), "{refused:#?}");
+        let hub_deploy = deployment(&hub_objects);
+        let sa = hub_deploy["spec"]["template"]["spec"]["serviceAccountName"]
+            .as_str()
+            .unwrap();
+        let hub_sa = ServiceAccountMount {
+            token: planes.service_account_token("primary", NS, sa).await,
+            ca_file: planes.cluster("primary").ca_file(),
+            api_server: planes.cluster("primary").addr,
+        };
+        let hub_pod = Pod::from_deployment(
+            &hub_deploy,
+            &hub_objects,
+            "meshhub-e2e",
+            NS,
+            &dir.join(format!("hub-{attempt}")),
+            Some(&hub_sa),
+        );
+        assert!(
+            hub_pod
+                .args
+                .iter()
+                .any(|a| a == "--config=/etc/meshhub/meshhub.yaml"),
+            "{:?}",
+            hub_pod.args
+        );
+        let hub = hub_pod.start("hub", image);
+        match tokio::task::block_in_place(|| wait_ready(&hub_pod, &hub)) {
+            Ok(()) => break (hub_grpc, hub_admin, hub_deploy, hub_pod, hub),
+            Err((code, logs)) => attempts.exited(&format!("exit code {code}"), &logs),
+        }
+    };
 
     // Both run as the charts say, whatever the image's defaults, and
     // answer their liveness probes too.

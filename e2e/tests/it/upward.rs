@@ -18,10 +18,11 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use meshhub_e2e::istio::{ConfigSource, ISTIOD_START, Istiod, istiod_bin, tail};
-use meshhub_e2e::kube::{ControlPlanes, apply_yaml, free_port, rbac_manifest};
+use meshhub_e2e::kube::{ControlPlanes, apply_yaml, rbac_manifest};
 use meshhub_e2e::mcs::{install_mcs_crds, service, service_export, unexport};
 use meshhub_e2e::yaml::cluster;
 use meshhub_e2e::*;
+use meshhub_testkit::ports::free_addr;
 use meshhub_testkit::{DEADLINE, eventually_blocking};
 use serde_json::Value;
 
@@ -32,11 +33,6 @@ const VS: &str = "istio/networking/v1alpha3/virtualservices";
 const UNKNOWN_TYPE_FILTER: &str = "apiVersion: networking.istio.io/v1alpha3\nkind: EnvoyFilter\nmetadata:\n  name: unknown-type\n  namespace: bookinfo\nspec:\n  configPatches:\n  - applyTo: HTTP_FILTER\n    patch:\n      operation: INSERT_BEFORE\n      value:\n        name: example.bogus\n        typed_config:\n          '@type': type.googleapis.com/istio.bogus.v3.Bogus\n";
 
 const REVIEWS_VS: &str = "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: reviews, namespace: bookinfo}\nspec:\n  hosts: [reviews.bookinfo.svc.cluster.local]\n  http:\n  - route:\n    - destination: {host: reviews.bookinfo.svc.cluster.local}\n";
-
-fn loopback() -> (SocketAddr, SocketAddr, SocketAddr) {
-    let p = || SocketAddr::from(([127, 0, 0, 1], free_port()));
-    (p(), p(), p())
-}
 
 /// One remote cluster: its agent's ports and flags, its istiod.
 struct Remote {
@@ -128,16 +124,15 @@ async fn exports_reach_other_clusters_istiod_and_istiod_drops_show() {
     let logs = dir.join("logs");
     std::fs::create_dir_all(&logs).unwrap();
 
-    // Per remote: istiod reading the agent's ADS port (chosen now), then
-    // the agent, told where istiod's debug port is.
+    // Per remote: the agent, told where istiod's debug port will be (chosen
+    // now), then istiod reading the agent's ADS port.
     let mut remotes = Vec::new();
     for (name, gateway) in [("east", "192.0.2.10:15443"), ("west", "192.0.2.20:15443")] {
-        let ports = loopback();
         let kubeconfig = planes.cluster(name).kubeconfig.clone();
         let agent_kubeconfig = planes
             .service_account_kubeconfig(name, "meshhub", "meshhub-agent")
             .await;
-        let istiod_http = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let istiod_http = free_addr();
         let flags = [
             "--mcs",
             "--mcs-kubeconfig",
@@ -153,7 +148,9 @@ async fn exports_reach_other_clusters_istiod_and_istiod_drops_show() {
         ]
         .map(str::to_owned)
         .to_vec();
-        let agent = AgentProc::start_with(name, dir, &logs, Some(ports), &flags);
+        let agent = AgentProc::start_with(name, dir, &logs, None, &flags);
+        // Kept across the agent's restarts.
+        let ports = (agent.sink, agent.grpc, agent.admin);
         // istiod exits when its xds:// source does not answer at start:
         // the agent first.
         let istiod = Istiod::spawn_at(
@@ -422,7 +419,8 @@ async fn hub_memory_per_exported_service() {
     );
     let stop = tokio_util::sync::CancellationToken::new();
     let tasks = tokio_util::task::TaskTracker::new();
-    let west = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let west = listener.local_addr().unwrap();
     let service = SourceServer::new(Shared {
         cache: reader,
         groups: Arc::new(SingleGroup("west".into())),
@@ -437,12 +435,15 @@ async fn hub_memory_per_exported_service() {
         async move {
             tonic::transport::Server::builder()
                 .add_service(service)
-                .serve_with_shutdown(west, stop.cancelled_owned())
+                .serve_with_incoming_shutdown(
+                    tokio_stream::wrappers::TcpListenerStream::new(listener),
+                    stop.cancelled_owned(),
+                )
                 .await
         }
     });
     // East's agent is not running: east only consumes.
-    let east = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let east = free_addr();
     let config = dir.join("hub.yaml");
     let objects = dir.join("objects");
     std::fs::create_dir_all(&objects).unwrap();

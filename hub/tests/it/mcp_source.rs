@@ -277,8 +277,10 @@ async fn restart_and_reconcile(extra: &str) {
     std::fs::write(objects.join("a.yaml"), vs("a", "a")).unwrap();
     std::fs::write(objects.join("b.yaml"), vs("b", "b")).unwrap();
     let up_dir = dir.path().join("up");
-    let upstream = start_upstream(&up_dir, &objects, "127.0.0.1:0").await;
-    let addr = upstream.grpc_addr();
+    // Not a kernel-chosen port: the kernel could hand that to someone else
+    // while the upstream is down, and it restarts on it.
+    let addr = meshhub_testkit::ports::free_addr();
+    let upstream = start_upstream(&up_dir, &objects, &addr.to_string()).await;
     let down = start_hub(
         &dir.path().join("down"),
         "127.0.0.1:0",
@@ -343,10 +345,7 @@ async fn the_downstream_is_not_ready_until_the_upstream_answered() {
     let (dir, objects) = tree();
     std::fs::write(objects.join("a.yaml"), vs("a", "a")).unwrap();
     // A free port, nobody listening yet.
-    let addr = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap()
-    };
+    let addr = meshhub_testkit::ports::free_addr();
     let down = start_hub(
         &dir.path().join("down"),
         "127.0.0.1:0",

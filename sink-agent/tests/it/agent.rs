@@ -248,9 +248,7 @@ async fn a_restarted_agent_serves_its_persisted_state_without_a_hub() {
 
     // No hub at all this time (pull mode at an address nobody serves).
     let started = Instant::now();
-    let nobody = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", nobody.local_addr().unwrap());
-    drop(nobody);
+    let url = format!("http://{}", meshhub_testkit::ports::free_addr());
     let agent = Agent::start(agent_config(
         "east",
         data.path(),

@@ -52,8 +52,10 @@ if command -v rustup >/dev/null 2>&1 && ! rustup target list --installed | grep 
   rustup target add "$target" >&2
 fi
 # ring and mimalloc compile C for musl: cc-rs looks for x86_64-linux-musl-gcc,
-# then musl-gcc, unless CC_x86_64_unknown_linux_musl names a compiler.
-if [ -z "${CC_x86_64_unknown_linux_musl:-}" ] && ! command -v x86_64-linux-musl-gcc >/dev/null 2>&1 \
+# then musl-gcc, unless CC_x86_64_unknown_linux_musl (or CC_x86_64-unknown-linux-musl, TARGET_CC)
+# names a compiler.
+if [ -z "${CC_x86_64_unknown_linux_musl:-}" ] && [ -z "$(printenv CC_x86_64-unknown-linux-musl || true)" ] \
+  && [ -z "${TARGET_CC:-}" ] && ! command -v x86_64-linux-musl-gcc >/dev/null 2>&1 \
   && ! command -v musl-gcc >/dev/null 2>&1; then
   log "no C compiler for musl (musl-gcc): install Debian's musl-tools, or set CC_x86_64_unknown_linux_musl"
   exit 1

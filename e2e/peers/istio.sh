@@ -11,7 +11,7 @@
 #        e2e/peers/istio.sh module       download (or reuse) istiod 1.28's Go module,
 #                                        print its directory (its CRDs and test
 #                                        data are read by tests, never copied)
-#        e2e/peers/istio.sh all          all of them, print nothing
+#        e2e/peers/istio.sh all          the three builds above, print nothing
 #
 # Binaries are cached outside the repository, in
 #   ${MESHHUB_CACHE:-~/.cache/meshhub}/istio-<version>/bin

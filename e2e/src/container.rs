@@ -51,7 +51,13 @@ pub fn available() -> Result<(), String> {
     }
     let name = std::env::var("MESHHUB_IMAGE").unwrap_or_else(|_| DEFAULT_IMAGE.to_owned());
     let (exists, _, _) = run_bounded("podman", &["image", "exists", &name]);
-    let musl_cc = std::env::var_os("CC_x86_64_unknown_linux_musl").is_some()
+    let musl_cc = [
+        "CC_x86_64_unknown_linux_musl",
+        "CC_x86_64-unknown-linux-musl",
+        "TARGET_CC",
+    ]
+    .iter()
+    .any(|v| std::env::var_os(v).is_some())
         || on_path("x86_64-linux-musl-gcc").is_some()
         || on_path("musl-gcc").is_some();
     if !exists.success() && !musl_cc {

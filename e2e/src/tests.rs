@@ -48,7 +48,9 @@ fn other_exits_and_fixed_ports_are_not_retried() {
 #[test]
 fn listening_is_read_from_the_process_own_sockets() {
     let me = std::process::id();
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    // A port off the kernel's range: once dropped, no other test thread's
+    // bind(0) can take it back before the last check.
+    let listener = std::net::TcpListener::bind(meshhub_testkit::ports::free_addr()).unwrap();
     let port = listener.local_addr().unwrap().port();
     assert!(listens_on(me, port));
     // A connection's local port is not a listening one.

@@ -35,10 +35,25 @@ pub fn envoy_descriptor_set(input: TokenStream) -> TokenStream {
     if !input.is_empty() {
         return error("envoy_descriptor_set!() takes no arguments");
     }
-    match compressed_set(std::env::args()) {
+    match compressed_set(rustc_args()) {
         Ok(bytes) => TokenTree::Literal(Literal::byte_string(&bytes)).into(),
         Err(message) => error(&message),
     }
+}
+
+/// rustc's arguments, lossily as text (a path that is not UTF-8 cannot be
+/// the one looked for anyway), with `@file` arguments expanded as rustc
+/// does (one argument a line): cargo passes them that way when a command
+/// line grows too long.
+fn rustc_args() -> impl Iterator<Item = String> {
+    std::env::args_os()
+        .map(|a| a.to_string_lossy().into_owned())
+        .flat_map(|a| match a.strip_prefix('@') {
+            Some(file) => std::fs::read_to_string(file)
+                .map(|text| text.lines().map(str::to_owned).collect())
+                .unwrap_or_else(|_| vec![a.clone()]),
+            None => vec![a],
+        })
 }
 
 fn error(message: &str) -> TokenStream {
@@ -75,8 +90,7 @@ fn compressed_set(args: impl Iterator<Item = String>) -> Result<Vec<u8>, String>
 /// The path rustc was given for `name` by `--extern name=path` (cargo's
 /// form, two arguments) or `--extern=name=path`.
 fn extern_artifact(args: impl Iterator<Item = String>, name: &str) -> Option<PathBuf> {
-    let prefix = format!("{name}=");
-    let mut args = args.peekable();
+    let mut args = args;
     while let Some(arg) = args.next() {
         let value = if arg == "--extern" {
             args.next()?
@@ -85,17 +99,13 @@ fn extern_artifact(args: impl Iterator<Item = String>, name: &str) -> Option<Pat
         } else {
             continue;
         };
-        // `--extern priv:name=path` (an option prefix) as well as `name=path`.
-        let value = value
-            .rsplit_once(':')
-            .map_or(value.as_str(), |(opts, rest)| {
-                if opts.contains('=') {
-                    value.as_str()
-                } else {
-                    rest
-                }
-            });
-        if let Some(path) = value.strip_prefix(&prefix) {
+        // `name=path` or `opts:name=path` (e.g. `priv:`; the path may hold
+        // `:` and `=` itself): the name is what precedes the first `=`.
+        let Some((spec, path)) = value.split_once('=') else {
+            continue;
+        };
+        let crate_name = spec.rsplit_once(':').map_or(spec, |(_, n)| n);
+        if crate_name == name {
             return Some(PathBuf::from(path));
         }
     }
@@ -158,6 +168,15 @@ mod tests {
         assert_eq!(
             extern_artifact(args(&private), CRATE),
             Some(PathBuf::from("/t/libenvoy_types-2.rlib"))
+        );
+        let colon = [
+            "rustc",
+            "--extern",
+            "priv:envoy_types=/a:b/c=d/libenvoy_types-3.rlib",
+        ];
+        assert_eq!(
+            extern_artifact(args(&colon), CRATE),
+            Some(PathBuf::from("/a:b/c=d/libenvoy_types-3.rlib"))
         );
         let other = ["rustc", "--extern", "envoy_types_extra=/t/x.rlib"];
         assert_eq!(extern_artifact(args(&other), CRATE), None);

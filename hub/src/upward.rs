@@ -131,7 +131,7 @@ impl ClusterUpdater {
             warn!(cluster = %self.cluster, retry.after = ?UNSERVED_RETRY, "the agent does not serve the upward report (UNIMPLEMENTED); asking again after a long wait");
         } else {
             gauge.decrement(1.0);
-            info!(cluster = %self.cluster, "the agent serves the upward report now");
+            info!(cluster = %self.cluster, "the agent no longer refuses the upward report as UNIMPLEMENTED");
         }
         // Only fails when the hub is shutting down.
         let _ = self
@@ -286,13 +286,20 @@ async fn subscribe(
             metrics::counter!("meshhub_upward_attempts_total").increment(1);
             let outcome =
                 sink_client::connect_once(&target, &updater, &record, &shutdown).await;
+            // A stopped subscriber (settings changed, cluster removed) says
+            // nothing more: its replacement, or `Gone`, has the last word.
+            let stopped = shutdown.is_cancelled();
             let delay = if let Some(status) = unimplemented(&outcome) {
                 record.disconnected(Some(format!("{}: {}", status.code(), status.message())));
-                updater.set_unserved(true).await;
+                if !stopped {
+                    updater.set_unserved(true).await;
+                }
                 unserved_wait(unserved_retry)
             } else {
-                if matches!(&outcome, Ok((end, _)) if !matches!(end, End::Shutdown)) {
-                    // The call was taken: served, even if nothing came yet.
+                if !stopped && !matches!(&outcome, Ok((End::Shutdown, _))) {
+                    // Any other answer (the call taken, a refusal for another
+                    // reason, no connection): nothing says it does not serve
+                    // the report, and `last_error` tells the rest.
                     updater.set_unserved(false).await;
                 }
                 match settle(outcome, &record, "source") {

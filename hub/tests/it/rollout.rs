@@ -53,6 +53,11 @@ async fn a_good_change_reaches_the_canary_first_and_the_rest_after_its_ack_and_b
 #[tokio::test]
 async fn a_change_the_canary_nacks_is_rolled_back_there_and_never_offered_to_the_rest() {
     let mesh = Mesh::start(&ABC, CANARY_FIRST).await;
+    // The sink holds the first version before the hub has read its ACK.
+    eventually("a ACKed the first version", || async {
+        dialer(&mesh.hub, "a").is_some_and(|p| p.collections[VS].acked.is_some())
+    })
+    .await;
     let first = dialer(&mesh.hub, "a").unwrap().collections[VS]
         .acked
         .clone()

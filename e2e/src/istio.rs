@@ -66,6 +66,7 @@ pub fn istio_module_dir() -> PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let dir = std::env::var_os("MESHHUB_ISTIO_MODULE_DIR")
+            .filter(|d| !d.is_empty())
             .map(PathBuf::from)
             .unwrap_or_else(|| peer_script("module"));
         assert!(dir.is_dir(), "Istio's module is not at {}", dir.display());

@@ -17,7 +17,7 @@ use serde_json::Value;
 
 /// Istio 1.28's module directory; `None` only where Go is missing.
 fn istio_module() -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os("MESHHUB_ISTIO_SRC") {
+    if let Some(dir) = std::env::var_os("MESHHUB_ISTIO_SRC").filter(|d| !d.is_empty()) {
         return Some(PathBuf::from(dir));
     }
     let go = std::process::Command::new("go").arg("version").output();

@@ -162,6 +162,10 @@ pub enum AuditEvent {
         /// it is served.
         #[serde(rename = "heldBack", skip_serializing_if = "Vec::is_empty")]
         held_back: Vec<String>,
+        /// The version is staged: the rollout decides when (and whether)
+        /// the cluster is served it; `Rollout` records say when.
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        staged: bool,
     },
     /// The analysis of a group's latest build differs from the previous
     /// one (written when it changes, not on every build).
@@ -183,6 +187,15 @@ pub enum AuditEvent {
         version: String,
         /// Who asked.
         by: String,
+    },
+    /// The rollout serves a cluster a version this replica cannot produce
+    /// (not in its history): nothing is pushed to the cluster, which keeps
+    /// what it holds, until the version is available.
+    Unavailable {
+        /// The cluster.
+        cluster: String,
+        /// The version decided.
+        version: String,
     },
     /// A step of a staged rollout (`rollout:`).
     Rollout {

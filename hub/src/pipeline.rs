@@ -481,23 +481,19 @@ impl Pipeline {
                 } else {
                     Vec::new()
                 };
-                let pinned = self.record.served_pin(group);
                 let staged = self
                     .rollout
                     .as_ref()
                     .is_some_and(|s| s.controller.governs(group));
                 if !held.is_empty() {
                     debug!(cluster = %group, "snapshot built; held back by analysis");
-                } else if staged {
-                    debug!(cluster = %group, "snapshot built; the rollout decides when it is served");
-                } else if pinned.is_none() {
-                    let woken = self.writer.set(group, snapshot.clone());
-                    debug!(cluster = %group, woken = woken.len(), "snapshot published");
-                } else {
-                    debug!(cluster = %group, "snapshot built; the group is pinned");
                 }
-                self.record.published(group, &snapshot, &origins, &held);
+                self.record
+                    .published(group, &snapshot, &origins, &held, staged && held.is_empty());
                 self.published.insert(group.clone(), snapshot);
+                if !staged {
+                    self.serve_group(group);
+                }
             }
         }
         self.record.rejections(&resolved.rejected);
@@ -561,16 +557,22 @@ impl Pipeline {
     }
 
     /// Serves the pins in force: a newly pinned group gets its pinned
-    /// snapshot; a group no longer pinned gets the sources' latest again.
+    /// snapshot; a group no longer pinned gets what the serving decision
+    /// says without the pin (the rollout's decision for a governed
+    /// cluster — a held cluster stays held —, else its newest servable
+    /// build). The rollout learns which clusters are pinned.
     fn apply_pins(&mut self, updates: &mut Option<watch::Receiver<Pins>>) {
         let Some(rx) = updates.as_mut() else { return };
         let pins = rx.borrow_and_update().clone();
+        let mut changed = Vec::new();
         for (cluster, pin) in pins.iter() {
             let Some(group) = self.rules.find(cluster) else {
                 continue;
             };
-            if self.record.serve_pin(&group, pin.record.since_unix_ms) {
-                self.writer.set(&group, pin.snapshot.clone());
+            if self
+                .record
+                .serve_pin(&group, pin.record.since_unix_ms, &pin.snapshot)
+            {
                 info!(cluster = %group, version = %pin.record.version, by = %pin.record.by, "serving the pinned version");
                 self.record.audit.record(AuditEvent::Published {
                     cluster: group.to_string(),
@@ -578,22 +580,67 @@ impl Pipeline {
                     resources: pin.snapshot.collections().map(|(_, c)| c.len()).sum(),
                     served_pinned: Some(pin.record.version.clone()),
                     held_back: Vec::new(),
+                    staged: false,
                 });
+                changed.push(group);
             }
         }
-        for group in self.record.unpinned(&pins) {
-            if let Some(snapshot) = self.servable(&group) {
-                self.writer.set(&group, snapshot.clone());
-                info!(cluster = %group, "pin lifted; serving the latest version analysis lets through");
+        let unpinned = self.record.unpinned(&pins);
+        if let Some(s) = self.rollout.as_mut() {
+            let pinned = self
+                .record
+                .pinned_groups()
+                .map(ToString::to_string)
+                .collect();
+            let serve = s.controller.set_pins(rollout::now_ms(), pinned);
+            changed.extend(serve.into_iter().map(|(g, _)| g));
+        }
+        for group in unpinned {
+            self.serve_group(&group);
+            let served = self.writer.reader().snapshot(&group);
+            info!(cluster = %group, version = ?served.as_ref().map(|s| version_id(s)), "pin lifted; serving what the serving decision says");
+            if let Some(snapshot) = served {
                 self.record.audit.record(AuditEvent::Published {
                     cluster: group.to_string(),
-                    version: version_id(snapshot),
+                    version: version_id(&snapshot),
                     resources: snapshot.collections().map(|(_, c)| c.len()).sum(),
                     served_pinned: None,
                     held_back: Vec::new(),
+                    staged: false,
                 });
             }
         }
+        for group in changed {
+            self.serve_group(&group);
+        }
+    }
+
+    /// Serves `group` what the one serving decision
+    /// ([`meshhub_rollout::serving::decide`]) says: its pin; else, when the
+    /// rollout governs it, the rollout's decision (nothing when this
+    /// replica can't produce it: the cluster keeps what it holds); else its
+    /// newest build analysis lets through. Every snapshot a group is served
+    /// goes through here.
+    fn serve_group(&mut self, group: &Group) {
+        let pin = self.record.pin_snapshot(group);
+        let controller = self.rollout.as_ref().map(|s| &s.controller);
+        let governs = controller.is_some_and(|c| c.governs(group));
+        let decided = meshhub_rollout::serving::decide(
+            pin,
+            governs,
+            || controller.and_then(|c| c.decision(group)),
+            || self.servable(group).cloned(),
+        );
+        let Some((snapshot, basis)) = decided else {
+            debug!(cluster = %group, "nothing to serve the cluster: it keeps what it holds");
+            return;
+        };
+        let current = self.writer.reader().snapshot(group);
+        if current.is_some_and(|c| Arc::ptr_eq(&c, &snapshot)) {
+            return;
+        }
+        let woken = self.writer.set(group, snapshot);
+        debug!(cluster = %group, ?basis, woken = woken.len(), "snapshot served");
     }
 
     /// Something for the rollout controller.
@@ -615,26 +662,20 @@ impl Pipeline {
     }
 
     /// Groups the rollout no longer governs (a reload took their agent
-    /// away) are served their newest servable build directly, as every
-    /// ungoverned group is, instead of what the rollout last held them on.
+    /// away) are served as every ungoverned group is, instead of what the
+    /// rollout last held them on.
     fn serve_ungoverned(&mut self) {
         let Some(s) = self.rollout.as_ref() else {
             return;
         };
-        let served = self.writer.reader();
-        let serve: Vec<(Group, Arc<Snapshot>)> = self
+        let groups: Vec<Group> = self
             .published
             .keys()
-            .filter(|g| !s.controller.governs(g) && self.record.served_pin(g).is_none())
-            .filter_map(|g| {
-                let want = self.servable(g)?;
-                let current = served.snapshot(g);
-                (!current.is_some_and(|c| Arc::ptr_eq(&c, want))).then(|| (g.clone(), want.clone()))
-            })
+            .filter(|g| !s.controller.governs(g))
+            .cloned()
             .collect();
-        for (group, snapshot) in serve {
-            debug!(cluster = %group, "no longer governed by the rollout: served its newest build");
-            self.writer.set(&group, snapshot);
+        for group in groups {
+            self.serve_group(&group);
         }
     }
 
@@ -656,14 +697,11 @@ impl Pipeline {
         }
     }
 
-    /// Serves what the rollout decided (a group pinned by an operator keeps
-    /// its pin).
+    /// Serves the groups whose rollout decision changed (through the one
+    /// serving decision: a pinned group keeps its pin).
     fn serve(&mut self, serve: rollout::Serve) {
-        for (group, snapshot) in serve {
-            if self.record.served_pin(&group).is_none() {
-                let woken = self.writer.set(&group, snapshot);
-                debug!(cluster = %group, woken = woken.len(), "snapshot served (rollout)");
-            }
+        for (group, _) in serve {
+            self.serve_group(&group);
         }
     }
 

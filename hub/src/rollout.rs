@@ -32,6 +32,7 @@ use tracing::{info, warn};
 use crate::audit::{AuditEvent, AuditLog};
 use crate::history::version_id;
 
+mod decide;
 pub mod gates;
 mod gating;
 pub mod persist;
@@ -44,7 +45,7 @@ pub mod spec;
 
 pub use self::restore::{Restored, restore};
 
-use self::shared::{Decisions, Mirrored};
+use self::shared::{Decisions, Mirrored, Standing};
 
 /// Gauge: 1 for the current rollout's phase (label `phase`).
 pub const METRIC_PHASE: &str = "meshhub_rollout_phase";
@@ -135,6 +136,15 @@ pub struct View {
     /// The replica whose decisions these are (with leader election).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub leader: Option<String>,
+    /// Clusters that refused a version and whose content has not changed
+    /// since: left out of later rollouts (still failing).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub standing: BTreeMap<String, Standing>,
+    /// Clusters whose decided version this replica cannot produce (not in
+    /// its history), with that version: nothing is pushed to them; they
+    /// keep what they hold.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub unavailable: BTreeMap<String, String>,
 }
 
 /// One cluster's snapshots in the current rollout.
@@ -160,15 +170,24 @@ pub struct Controller {
     clusters: Vec<(String, BTreeMap<String, String>)>,
     rollout: Option<Rollout>,
     versions: HashMap<String, Versions>,
-    /// What each governed group is served now, and its version id.
+    /// What the rollout decided each governed group is served, by version
+    /// id (recorded even when this replica cannot produce it), and the
+    /// snapshots of those decisions this replica has.
     serving: HashMap<String, Arc<Snapshot>>,
     serving_ids: BTreeMap<String, String>,
+    /// Decisions this replica cannot produce: cluster → version id.
+    unavailable: BTreeMap<String, String>,
+    /// Snapshots of versions restored or read from the history, by
+    /// `(cluster, version id)`.
+    known: shared::Snapshots,
+    /// The clusters pinned by operators.
+    pinned: BTreeSet<String>,
+    /// Clusters' standing failures.
+    standing: BTreeMap<String, Standing>,
     /// Every governed group's newest snapshot (the last build's).
     latest: HashMap<Group, Arc<Snapshot>>,
     /// Whether this replica decides or follows another's decisions.
     mode: Mode,
-    /// Shared versions this replica could not serve, already warned of.
-    unresolved: BTreeSet<(String, String)>,
     /// The last refused version each agent reported, per collection.
     refusals: HashMap<String, HashMap<String, String>>,
     /// The leadership term of this replica's decisions ([`Decisions::term`]).
@@ -253,9 +272,12 @@ impl Controller {
             versions: HashMap::new(),
             serving: HashMap::new(),
             serving_ids: BTreeMap::new(),
+            unavailable: BTreeMap::new(),
+            known: shared::Snapshots::new(),
+            pinned: BTreeSet::new(),
+            standing: BTreeMap::new(),
             latest: HashMap::new(),
             mode: Mode::Leading,
-            unresolved: BTreeSet::new(),
             refusals: HashMap::new(),
             term: 0,
             next_id: 1,
@@ -343,7 +365,9 @@ impl Controller {
             self.latest.remove(c.as_str());
             self.versions.remove(c);
             self.refusals.remove(c);
-            self.unresolved.retain(|(cluster, _)| cluster != c);
+            self.unavailable.remove(c);
+            self.standing.remove(c);
+            self.known.retain(|(cluster, _), _| cluster != c);
             if let Some(r) = self.rollout.as_mut() {
                 commands.extend(r.forget(now, c));
             }
@@ -361,12 +385,6 @@ impl Controller {
     /// [`persist::StateFile::run`], [`shared::SharedRollout::publish`]).
     pub fn states(&self) -> watch::Receiver<Option<Arc<Decisions>>> {
         self.saved.subscribe()
-    }
-
-    fn set_serving(&mut self, cluster: &str, snapshot: Arc<Snapshot>) {
-        self.serving_ids
-            .insert(cluster.to_owned(), version_id(&snapshot));
-        self.serving.insert(cluster.to_owned(), snapshot);
     }
 
     /// Whether changes of `group` go through the rollout.
@@ -401,31 +419,46 @@ impl Controller {
         let mut steps = BTreeMap::new();
         let mut versions = HashMap::new();
         let mut first = Vec::new();
+        // A cluster whose newest version is the one it refused stays out:
+        // that version is never offered to it again.
+        let refused: BTreeSet<String> = self
+            .clusters
+            .clone()
+            .into_iter()
+            .filter_map(|(c, _)| {
+                let id = version_id(latest.get(c.as_str())?);
+                self.still_refused(&c, &id).then_some(c)
+            })
+            .collect();
         for (cluster, _) in &self.clusters {
             let Some(to) = latest.get(cluster.as_str()) else {
                 continue;
             };
-            let Some(from) = self.serving.get(cluster) else {
+            let Some(from_id) = self.serving_ids.get(cluster).cloned() else {
                 // The first snapshot of a cluster: nothing to protect.
                 first.push((cluster.clone(), to.clone()));
                 continue;
             };
-            if Arc::ptr_eq(from, to) || version_id(from) == version_id(to) {
+            let to_id = version_id(to);
+            if from_id == to_id || refused.contains(cluster) {
                 continue;
             }
+            // Fails closed when this replica lacks it: the cluster is
+            // held on it (nothing pushed) rather than given the newest.
+            let from = self.resolve(cluster, &from_id);
             steps.insert(
                 cluster.clone(),
                 Step {
-                    from: Some(version_id(from)),
-                    to: version_id(to),
+                    from: Some(from_id),
+                    to: to_id,
                 },
             );
             versions.insert(
                 cluster.clone(),
                 Versions {
-                    from: Some(from.clone()),
+                    unacked: changed_collections(from.as_ref(), to),
+                    from,
                     to: to.clone(),
-                    unacked: changed_collections(Some(from), to),
                 },
             );
         }
@@ -466,6 +499,8 @@ impl Controller {
         );
         self.rollout = Some(rollout);
         self.versions = versions;
+        let mut commands = commands;
+        commands.extend(self.pin_targets(now));
         serve.extend(self.carry_out(now, commands));
         serve
     }
@@ -558,6 +593,9 @@ impl Controller {
             Action::Abort => r.abort(now, cluster, by)?,
             Action::Resume => r.resume(now, cluster, by)?,
         };
+        if action == Action::Resume {
+            self.forgive(cluster);
+        }
         Ok(self.carry_out(now, commands))
     }
 
@@ -581,7 +619,10 @@ impl Controller {
             let mut next = Vec::new();
             for c in pending {
                 match c {
-                    Command::Report(event) => self.report(event),
+                    Command::Report(event) => {
+                        self.note_failure(&event);
+                        self.report(event);
+                    }
                     Command::EvaluateGates { wave, clusters } => {
                         if self.wave_gates(wave, false).is_empty() {
                             // Only the ledger's gate, which held already.
@@ -613,42 +654,6 @@ impl Controller {
         serve
     }
 
-    /// The groups whose served snapshot must change for the rollout's
-    /// state: held, excluded and rolled-back clusters get their previous
-    /// snapshot, the others the new one.
-    fn desired(&mut self) -> Serve {
-        let Some(r) = &self.rollout else {
-            return Serve::new();
-        };
-        let mut serve = Vec::new();
-        for (cluster, t) in &r.targets {
-            let Some(v) = self.versions.get(cluster) else {
-                continue;
-            };
-            let want = match t.state {
-                ClusterState::Held | ClusterState::Excluded | ClusterState::RolledBack => {
-                    v.from.clone()
-                }
-                ClusterState::Released { .. }
-                | ClusterState::Acked { .. }
-                | ClusterState::Failed { .. } => Some(v.to.clone()),
-            };
-            let Some(want) = want else { continue };
-            let current = self.serving.get(cluster);
-            if current.is_none_or(|s| !Arc::ptr_eq(s, &want)) {
-                serve.push((cluster.clone(), want));
-            }
-        }
-        for (cluster, want) in &serve {
-            self.set_serving(cluster, want.clone());
-        }
-        self.gauges();
-        serve
-            .into_iter()
-            .map(|(c, s)| (Group::from(c.as_str()), s))
-            .collect()
-    }
-
     /// The phase and held-clusters gauges, for the rollout (this replica's
     /// or the one it follows).
     fn gauges(&self) {
@@ -656,12 +661,7 @@ impl Controller {
         let held = r
             .targets
             .values()
-            .filter(|t| {
-                matches!(
-                    t.state,
-                    ClusterState::Held | ClusterState::Excluded | ClusterState::RolledBack
-                )
-            })
+            .filter(|t| t.state.wants_previous())
             .count();
         metrics::gauge!(METRIC_HELD).set(held as f64);
         for p in PHASES {
@@ -683,6 +683,10 @@ impl Controller {
             Event::AwaitingPromotion { wave } => ("awaiting_promotion", wave.clone()),
             Event::Operator { action, by, .. } => ("operator", format!("{action} by {by}")),
             Event::ClusterRemoved { cluster } => ("cluster_removed", cluster.clone()),
+            Event::ClusterPinned { cluster, pinned } => (
+                if *pinned { "cluster_pinned" } else { "cluster_unpinned" },
+                cluster.clone(),
+            ),
             Event::Completed => ("completed", String::new()),
             Event::Failed {
                 failure,
@@ -707,6 +711,7 @@ impl Controller {
             by: None,
             rollout: self.rollout.clone(),
             serving: self.serving_ids.clone(),
+            standing: self.standing.clone(),
             term: self.term,
         };
         self.saved.send_if_modified(|saved| {
@@ -720,12 +725,15 @@ impl Controller {
             Mode::Leading => (false, None),
             Mode::Following(m) => (true, m.as_ref().and_then(|m| m.decisions.by.clone())),
         };
+        let (standing, unavailable) = self.trouble();
         self.view.send_replace(Arc::new(View {
             enabled: true,
             policy: Some(self.policy.clone()),
             rollout: self.rollout.clone(),
             following,
             leader,
+            standing,
+            unavailable,
         }));
     }
 }

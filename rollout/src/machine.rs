@@ -83,6 +83,32 @@ pub enum ClusterState {
     /// Taken out of this rollout by an operator: held on its previous
     /// version.
     Excluded,
+    /// Pinned by an operator (`meshhubctl pin`): served its pin, outside
+    /// the rollout's waves (they do not wait for it) until unpinned; then
+    /// it rejoins as [`Rollout::unpin`] says.
+    Pinned,
+}
+
+impl ClusterState {
+    /// Whether the cluster is to be served its previous version (`from`)
+    /// rather than the new one (`to`). A pinned cluster is served its pin
+    /// whatever this says; its rollout version is its previous one.
+    pub fn wants_previous(&self) -> bool {
+        matches!(
+            self,
+            Self::Held | Self::Excluded | Self::RolledBack | Self::Pinned
+        )
+    }
+
+    /// Whether its wave no longer waits for it.
+    fn settled(&self) -> bool {
+        matches!(self, Self::Acked { .. } | Self::Excluded | Self::Pinned)
+    }
+
+    /// Whether it is outside the wave's gates and updates.
+    fn left_out(&self) -> bool {
+        matches!(self, Self::Excluded | Self::Pinned)
+    }
 }
 
 /// Where the rollout stands.
@@ -317,6 +343,13 @@ pub enum Event {
         /// Who.
         by: String,
     },
+    /// A cluster was pinned (it leaves the waves) or unpinned (it rejoins).
+    ClusterPinned {
+        /// The cluster.
+        cluster: String,
+        /// Pinned (`true`) or unpinned.
+        pinned: bool,
+    },
     /// A cluster left the configuration and so the rollout.
     ClusterRemoved {
         /// The cluster.
@@ -460,7 +493,7 @@ impl Rollout {
             .targets
             .iter()
             .map(|(c, t)| match t.state {
-                ClusterState::Held | ClusterState::Excluded => Command::Hold {
+                ClusterState::Held | ClusterState::Excluded | ClusterState::Pinned => Command::Hold {
                     cluster: c.clone(),
                     version: t.step.from.clone(),
                 },
@@ -547,6 +580,22 @@ impl Rollout {
             self.fill(now, &mut out);
         }
         out
+    }
+
+    /// The version the rollout wants `cluster` served: its previous one
+    /// (`Some(None)`: it had none) or its new one; `None` when the cluster
+    /// is not part of it, or the rollout was superseded (its successor
+    /// decides).
+    pub fn wanted(&self, cluster: &str) -> Option<Option<&str>> {
+        if matches!(self.phase, Phase::Superseded { .. }) {
+            return None;
+        }
+        let t = self.targets.get(cluster)?;
+        Some(if t.state.wants_previous() {
+            t.step.from.as_deref()
+        } else {
+            Some(t.step.to.as_str())
+        })
     }
 
     /// The wave index `cluster` belongs to.
@@ -727,7 +776,7 @@ impl Rollout {
             .targets
             .values()
             .filter(|t| t.wave == self.wave)
-            .all(|t| matches!(t.state, ClusterState::Acked { .. } | ClusterState::Excluded));
+            .all(|t| t.state.settled());
         if done {
             let bake = self.waves[self.wave].bake_ms;
             self.phase = Phase::Baking {
@@ -745,7 +794,7 @@ impl Rollout {
             clusters: self
                 .targets
                 .iter()
-                .filter(|(_, t)| t.wave == self.wave && t.state != ClusterState::Excluded)
+                .filter(|(_, t)| t.wave == self.wave && !t.state.left_out())
                 .map(|(c, _)| c.clone())
                 .collect(),
         }

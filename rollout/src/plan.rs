@@ -85,8 +85,14 @@ pub fn plan(
     let mut rest: Vec<String> = left.iter().map(|c| c.name.to_owned()).collect();
     rest.append(&mut unknown);
     if !rest.is_empty() {
+        // Gates and status find a wave by its name: the implicit one never
+        // takes the name of a configured wave.
+        let mut name = IMPLICIT_WAVE.to_owned();
+        while policy.waves.iter().any(|w| w.name == name) {
+            name.push('_');
+        }
         waves.push(PlannedWave {
-            name: IMPLICIT_WAVE.to_owned(),
+            name,
             clusters: rest,
             max_concurrent: None,
             bake_ms: 0,

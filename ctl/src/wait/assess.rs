@@ -248,8 +248,22 @@ pub fn under_rollout(report: &mut Report, rollout: &Rollout) {
                     failure.message
                 ),
             },
-            (ClusterState::Held, None) if !rollout.phase.is_terminal() => Standing::Waiting {
-                reason: format!("held by rollout {} until its wave {wave}", rollout.id),
+            (ClusterState::Held, None) => Standing::Waiting {
+                reason: if rollout.phase.is_terminal() {
+                    format!(
+                        "held on its previous version by rollout {} ({})",
+                        rollout.id,
+                        rollout.phase.name()
+                    )
+                } else {
+                    format!("held by rollout {} until its wave {wave}", rollout.id)
+                },
+            },
+            (ClusterState::Pinned, _) => Standing::Waiting {
+                reason: format!(
+                    "pinned by an operator: outside rollout {} (meshhubctl unpin --cluster {cluster})",
+                    rollout.id
+                ),
             },
             (ClusterState::Released { .. }, None) => Standing::Waiting {
                 reason: format!("being updated by rollout {} (wave {wave})", rollout.id),

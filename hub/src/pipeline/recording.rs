@@ -25,8 +25,8 @@ pub struct Recording {
     pub(super) history: Option<History>,
     pub(super) audit: AuditLog,
     pub(super) pins: Option<watch::Receiver<Pins>>,
-    /// Pinned groups served their pin, with the pin's time.
-    served: HashMap<Group, u64>,
+    /// Pinned groups served their pin, with the pin's time and snapshot.
+    served: HashMap<Group, (u64, Arc<Snapshot>)>,
     origins: Vec<ChangeOrigin>,
     more: usize,
     /// Rejections already written to the audit log.
@@ -120,13 +120,26 @@ impl Recording {
 
     /// The time of the pin `group` is served, if it is.
     pub fn served_pin(&self, group: &Group) -> Option<u64> {
-        self.served.get(group).copied()
+        self.served.get(group).map(|(since, _)| *since)
+    }
+
+    /// The pinned snapshot `group` is served, if it is pinned.
+    pub fn pin_snapshot(&self, group: &Group) -> Option<Arc<Snapshot>> {
+        self.served.get(group).map(|(_, s)| s.clone())
+    }
+
+    /// The groups served a pin.
+    pub fn pinned_groups(&self) -> impl Iterator<Item = &Group> {
+        self.served.keys()
     }
 
     /// Notes that `group` is served the pin of `since`; whether that is
     /// new (the snapshot must be set).
-    pub fn serve_pin(&mut self, group: &Group, since: u64) -> bool {
-        self.served.insert(group.clone(), since) != Some(since)
+    pub fn serve_pin(&mut self, group: &Group, since: u64, snapshot: &Arc<Snapshot>) -> bool {
+        self.served
+            .insert(group.clone(), (since, snapshot.clone()))
+            .map(|(s, _)| s)
+            != Some(since)
     }
 
     /// The groups served a pin that is no longer in `pins`, forgotten.
@@ -151,6 +164,7 @@ impl Recording {
         snapshot: &Arc<Snapshot>,
         origins: &Origins,
         held_back: &[String],
+        staged: bool,
     ) {
         if !self.wanted() {
             return;
@@ -171,6 +185,7 @@ impl Recording {
             resources: snapshot.collections().map(|(_, c)| c.len()).sum(),
             served_pinned: pinned,
             held_back: held_back.to_vec(),
+            staged,
         });
         if let Some(h) = &self.history {
             h.record(Publication {

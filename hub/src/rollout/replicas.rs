@@ -5,9 +5,9 @@
 use std::sync::Arc;
 
 use meshhub_mcp::cache::Group;
-use tracing::{info, warn};
+use tracing::info;
 
-use super::shared::{self, Mirrored};
+use super::shared::Mirrored;
 use super::{Controller, Millis, Mode, Restored, Serve};
 use crate::history::version_id;
 
@@ -45,6 +45,7 @@ impl Controller {
             rollout: m.decisions.rollout,
             serving: m.decisions.serving,
             snapshots,
+            standing: m.decisions.standing,
         };
         self.restore_from(restored);
         if self.latest.is_empty() {
@@ -71,51 +72,33 @@ impl Controller {
 
     /// A follower serves each governed cluster the version the leader
     /// serves it, found among its newest builds, what it serves and its
-    /// history; one it can't find keeps what it is served (warned once,
-    /// counted in [`shared::METRIC_UNRESOLVED`]). A cluster the leader has
-    /// not served yet gets its newest, as the leader does a first build.
+    /// history; one it can't produce keeps what it holds (nothing pushed;
+    /// shown as unavailable, counted in [`super::shared::METRIC_UNRESOLVED`]). A
+    /// cluster the leader has not served yet gets its newest, as the
+    /// leader does a first build.
     pub(super) fn mirror_serve(&mut self) -> Serve {
         let Mode::Following(Some(m)) = &self.mode else {
             return Serve::new();
         };
         let m = m.clone();
+        self.known = m.snapshots.clone();
+        self.standing = m.decisions.standing.clone();
         let mut serve = Serve::new();
-        let mut unresolved = 0_u32;
         let names: Vec<String> = self.clusters.iter().map(|(c, _)| c.clone()).collect();
         for cluster in names {
-            let Some(newest) = self.latest.get(cluster.as_str()).cloned() else {
+            let Some(newest) = self.latest.get(cluster.as_str()) else {
                 continue;
             };
-            let want = match m.decisions.serving.get(&cluster) {
-                None => Some(newest),
-                Some(id) if self.serving_ids.get(&cluster) == Some(id) => continue,
-                Some(id) => {
-                    let found = [Some(&newest), self.serving.get(&cluster)]
-                        .into_iter()
-                        .flatten()
-                        .find(|s| version_id(s) == *id)
-                        .cloned()
-                        .or_else(|| m.snapshots.get(&(cluster.clone(), id.clone())).cloned());
-                    if found.is_none() {
-                        unresolved += 1;
-                        if self.unresolved.insert((cluster.clone(), id.clone())) {
-                            warn!(cluster = %cluster, version = %id, "the leader serves a version this replica has not recorded; it keeps serving what it served");
-                        }
-                    }
-                    found
-                }
-            };
-            let Some(want) = want else { continue };
-            if self
+            let id = m
+                .decisions
                 .serving
                 .get(&cluster)
-                .is_none_or(|s| !Arc::ptr_eq(s, &want))
-            {
-                self.set_serving(&cluster, want.clone());
-                serve.push((Group::from(cluster.as_str()), want));
+                .cloned()
+                .unwrap_or_else(|| version_id(newest));
+            if let Some(s) = self.decide(&cluster, &id) {
+                serve.push((Group::from(cluster.as_str()), s));
             }
         }
-        metrics::gauge!(shared::METRIC_UNRESOLVED).set(f64::from(unresolved));
         self.rollout = m.decisions.rollout.clone();
         self.gauges();
         self.publish_view();

@@ -22,6 +22,8 @@ pub struct Restored {
     pub serving: BTreeMap<String, String>,
     /// `(cluster, version id)` → the snapshot.
     pub snapshots: shared::Snapshots,
+    /// Clusters' standing failures.
+    pub standing: BTreeMap<String, shared::Standing>,
 }
 
 impl Controller {
@@ -43,8 +45,9 @@ impl Controller {
     /// replica took the lead): every cluster of the rollout is served what
     /// its state says (its previous or its new version), every other one
     /// the version it was served (so a change made meanwhile goes through
-    /// a rollout too), as far as the snapshots are known; the others their
-    /// newest. If the rollout is unfinished and the sources still produce
+    /// a rollout too); a cluster the decisions never served gets its
+    /// newest. A decided version this replica cannot produce is not
+    /// replaced: the cluster keeps what it holds ([`super::decide`]). If the rollout is unfinished and the sources still produce
     /// its new versions, it goes on where it was (returns true); otherwise
     /// the caller starts a new one from what is served now, superseding it.
     pub(super) fn resume(
@@ -58,13 +61,10 @@ impl Controller {
             rollout,
             serving,
             snapshots,
+            standing,
         } = restored;
-        let find = |cluster: &str, id: &str| {
-            snapshots
-                .get(&(cluster.to_owned(), id.to_owned()))
-                .cloned()
-                .or_else(|| latest.get(cluster).filter(|l| version_id(l) == id).cloned())
-        };
+        self.known.extend(snapshots);
+        self.standing = standing;
         let finished = rollout
             .as_ref()
             .is_none_or(|r| matches!(r.phase, Phase::Completed | Phase::Superseded { .. }));
@@ -74,55 +74,56 @@ impl Controller {
             let Some(newest) = latest.get(cluster.as_str()) else {
                 continue;
             };
-            let mut served = newest.clone();
             let target = rollout
                 .as_ref()
                 .filter(|_| !finished)
                 .and_then(|r| r.targets.get(&cluster));
-            if let Some(t) = target {
-                let from = t.step.from.as_deref().and_then(|id| find(&cluster, id));
-                let to = find(&cluster, &t.step.to);
-                let want = match t.state {
-                    ClusterState::Held | ClusterState::Excluded | ClusterState::RolledBack => {
-                        from.clone()
-                    }
-                    _ => to.clone(),
-                };
-                match (want, to) {
-                    (Some(want), Some(to)) => {
-                        served = want;
-                        versions.insert(
-                            cluster.clone(),
-                            Versions {
-                                // Every cluster not yet ACKed: a held one
-                                // is released later and must ACK then.
-                                unacked: match t.state {
-                                    ClusterState::Acked { .. } => BTreeMap::new(),
-                                    _ => changed_collections(from.as_ref(), &to),
+            // The version decided for the cluster; a decision this replica
+            // cannot produce holds the cluster where it is (fails closed),
+            // never on the newest.
+            let decided = match target {
+                Some(t) => {
+                    let from = t.step.from.as_deref().and_then(|id| self.resolve(&cluster, id));
+                    match self.resolve(&cluster, &t.step.to) {
+                        Some(to) => {
+                            versions.insert(
+                                cluster.clone(),
+                                Versions {
+                                    // Every cluster not yet ACKed: a held
+                                    // one is released later and must ACK
+                                    // then.
+                                    unacked: match t.state {
+                                        ClusterState::Acked { .. } => BTreeMap::new(),
+                                        _ => changed_collections(from.as_ref(), &to),
+                                    },
+                                    from,
+                                    to,
                                 },
-                                from,
-                                to,
-                            },
-                        );
+                            );
+                        }
+                        None => warn!(
+                            cluster = %cluster,
+                            version = %t.step.to,
+                            "the new version of the saved rollout is not in this replica's history; the cluster's ACKs of it can't be followed"
+                        ),
                     }
-                    _ => warn!(
-                        cluster = %cluster,
-                        "a version of the saved rollout is not in the history; the cluster is served its newest"
-                    ),
+                    if t.state.wants_previous() {
+                        t.step.from.clone()
+                    } else {
+                        Some(t.step.to.clone())
+                    }
                 }
-            } else if let Some(id) = serving.get(&cluster) {
-                match find(&cluster, id) {
-                    Some(s) => served = s,
-                    None => warn!(
-                        cluster = %cluster,
-                        version = %id,
-                        "the version the cluster was served is not in the history; it is served its newest"
-                    ),
-                }
-            }
-            if self.serving_ids.get(&cluster) != Some(&version_id(&served)) {
-                self.set_serving(&cluster, served.clone());
-                serve.push((Group::from(cluster.as_str()), served));
+                None => Some(
+                    serving
+                        .get(&cluster)
+                        .cloned()
+                        .unwrap_or_else(|| version_id(newest)),
+                ),
+            };
+            if let Some(id) = decided
+                && let Some(s) = self.decide(&cluster, &id)
+            {
+                serve.push((Group::from(cluster.as_str()), s));
             }
         }
         let Some(mut rollout) = rollout else {
@@ -190,5 +191,6 @@ pub fn restore(
         rollout: decisions.rollout,
         serving: decisions.serving,
         snapshots,
+        standing: decisions.standing,
     }))
 }

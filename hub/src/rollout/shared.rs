@@ -29,8 +29,8 @@ pub const KEY: &str = "decisions";
 
 /// Counter: failed writes of the shared decisions.
 pub const METRIC_WRITE_ERRORS: &str = "meshhub_rollout_shared_write_errors_total";
-/// Gauge: clusters whose shared version this replica can't serve (not in
-/// its history); it keeps serving what it served.
+/// Gauge: clusters whose decided version this replica can't produce (not
+/// in its history): nothing is pushed to them, they keep what they hold.
 pub const METRIC_UNRESOLVED: &str = "meshhub_rollout_unresolved_clusters";
 
 /// What the deciding replica (the leader, or a hub alone) decided: what
@@ -47,11 +47,29 @@ pub struct Decisions {
     /// Per dialed cluster, the id of the version it is served (always
     /// written: it tells decisions from a bare rollout).
     pub serving: BTreeMap<String, String>,
+    /// Clusters that refused a version (NACK, or their istiod dropped an
+    /// object new in it) and whose content has not changed since: later
+    /// rollouts leave them out, and never offer them that version again.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub standing: BTreeMap<String, Standing>,
     /// The leadership term they were made in (the elector's `transitions`
     /// when this replica took the lead; not shared): only decisions of the
     /// current term are written, never ones left from an earlier term.
     #[serde(skip)]
     pub term: u64,
+}
+
+/// A cluster's refusal of a version that keeps it out of later rollouts
+/// until its content changes (or an operator resumes it).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Standing {
+    /// The version it refused.
+    pub version: String,
+    /// Why (the NACK's message, what its istiod dropped).
+    pub message: String,
+    /// The rollout it failed in.
+    pub rollout: u64,
 }
 
 impl Decisions {
@@ -272,6 +290,7 @@ mod tests {
             by: Some("hub-a".into()),
             rollout: d.rollout.clone(),
             serving: [("east".to_owned(), "abc".to_owned())].into(),
+            standing: BTreeMap::new(),
             term: 3,
         })
         .unwrap();

@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 
 use meshhub_mcp::ledger::{Delivery, Outcome, PeerStatus, Role};
+use meshhub_mcp::snapshot::Snapshot;
 use meshhub_rollout::{Input, Rejection};
 
 use super::{Controller, Millis, Serve, Versions};
@@ -101,12 +102,19 @@ impl Controller {
             let Some(istiod) = reports.get(cluster).and_then(|r| r.view.istiod.as_ref()) else {
                 continue;
             };
-            let of_new_version = istiod.dropped.iter().find(|d| {
-                v.to.collection(&d.collection)
+            // Only an object the change brought (new, or at a new version)
+            // fails it: a drop standing since before is reported by the
+            // agent, not a failure of an unrelated change.
+            let holds = |s: &Snapshot, d: &meshhub_api::upward::ObjectProblemView| {
+                s.collection(&d.collection)
                     .keys()
                     .iter()
                     .any(|k| *k.name == *d.name && *k.version == *d.version)
-            });
+            };
+            let of_new_version = istiod
+                .dropped
+                .iter()
+                .find(|d| holds(&v.to, d) && !v.from.as_ref().is_some_and(|f| holds(f, d)));
             if let Some(d) = of_new_version {
                 drops.push(Input::Rejected {
                     cluster: cluster.clone(),

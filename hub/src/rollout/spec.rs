@@ -185,6 +185,15 @@ impl RawRollout {
                     "give exactly one of `clusters`, `selector` or `rest: true`",
                 ));
             }
+            if w.name == meshhub_rollout::IMPLICIT_WAVE && !w.rest {
+                return Err(SettingError::new(
+                    at("name"),
+                    format!(
+                        "{:?} names the implicit last wave of the clusters no wave takes; give this wave another name (or `rest: true`)",
+                        w.name
+                    ),
+                ));
+            }
             if w.rest && i + 1 != count {
                 return Err(SettingError::new(
                     at("rest"),

@@ -413,6 +413,7 @@ fn a_restarted_hub_serves_what_it_served_and_rolls_out_what_changed_while_it_was
         rollout: saved.rollout,
         serving: saved.serving,
         snapshots,
+        standing: saved.standing,
     });
     let serve = after.built(10, &v2);
     let versions = served(&serve);
@@ -655,6 +656,7 @@ fn saved_mid_rollout() -> (Restored, HashMap<Group, Arc<Snapshot>>) {
         rollout: saved.rollout,
         serving: saved.serving,
         snapshots,
+        standing: saved.standing,
     };
     (restored, v2)
 }

@@ -59,7 +59,10 @@ impl Rollout {
         match cluster {
             Some(name) => {
                 let t = self.target_mut(name)?;
-                let was_sent = !matches!(t.state, ClusterState::Held | ClusterState::Excluded);
+                let was_sent = !matches!(
+                    t.state,
+                    ClusterState::Held | ClusterState::Excluded | ClusterState::Pinned
+                );
                 t.state = ClusterState::Excluded;
                 let version = t.step.from.clone();
                 out.push(if was_sent {
@@ -118,20 +121,7 @@ impl Rollout {
                     ClusterState::Excluded | ClusterState::Failed { .. } | ClusterState::RolledBack
                 );
                 if returning {
-                    t.state = ClusterState::Held;
-                    let (wave, to) = (t.wave, t.step.to.clone());
-                    if self.phase.is_terminal() {
-                        // Updated when the rollout resumes.
-                    } else if wave < self.wave {
-                        let t = self.targets.get_mut(name).expect("looked up above");
-                        t.state = ClusterState::Released { at: now };
-                        out.push(Command::Release {
-                            cluster: name.to_owned(),
-                            version: to,
-                        });
-                    } else if wave == self.wave && self.phase == Phase::Updating {
-                        self.fill(now, &mut out);
-                    }
+                    self.rejoin(now, name, &mut out);
                 }
             }
             None => {
@@ -154,10 +144,7 @@ impl Rollout {
                     .find(|&w| {
                         self.targets.values().any(|t| {
                             t.wave == w
-                                && !matches!(
-                                    t.state,
-                                    ClusterState::Acked { .. } | ClusterState::Excluded
-                                )
+                                && !t.state.settled()
                         })
                     })
                     .unwrap_or(self.waves.len());
@@ -165,6 +152,75 @@ impl Rollout {
             }
         }
         Ok(out)
+    }
+
+    /// `cluster` was pinned (`meshhubctl pin`): it leaves the waves — its
+    /// wave does not wait for it, its gates leave it out, a failure does
+    /// not roll it back — and is served its pin until unpinned.
+    pub fn pin(&mut self, now: Millis, cluster: &str) -> Vec<Command> {
+        let mut out = Vec::new();
+        let Some(t) = self.targets.get_mut(cluster) else {
+            return out;
+        };
+        if t.state == ClusterState::Pinned {
+            return out;
+        }
+        t.state = ClusterState::Pinned;
+        out.push(Command::Report(Event::ClusterPinned {
+            cluster: cluster.to_owned(),
+            pinned: true,
+        }));
+        if self.phase == Phase::Updating {
+            self.fill(now, &mut out);
+        }
+        out
+    }
+
+    /// `cluster`'s pin was lifted: it rejoins the rollout as a cluster
+    /// returned by `resume --cluster` does (its previous version until its
+    /// wave runs; the new one at once if its wave runs or passed; its
+    /// previous one while the rollout is stopped).
+    pub fn unpin(&mut self, now: Millis, cluster: &str) -> Vec<Command> {
+        let mut out = Vec::new();
+        if self.targets.get(cluster).map(|t| &t.state) != Some(&ClusterState::Pinned) {
+            return out;
+        }
+        out.push(Command::Report(Event::ClusterPinned {
+            cluster: cluster.to_owned(),
+            pinned: false,
+        }));
+        self.rejoin(now, cluster, &mut out);
+        out
+    }
+
+    /// Returns `name` to the rollout: held until its wave runs, released at
+    /// once when its wave is running or has passed (in any phase: a wave
+    /// baking, gating or awaiting promotion has passed its updates, and a
+    /// completed rollout every wave), held while the rollout is stopped
+    /// (updated when it resumes).
+    fn rejoin(&mut self, now: Millis, name: &str, out: &mut Vec<Command>) {
+        let current = self.wave;
+        let (phase, completed) = (self.phase.clone(), self.phase == Phase::Completed);
+        let Some(t) = self.targets.get_mut(name) else {
+            return;
+        };
+        t.state = ClusterState::Held;
+        let stopped = matches!(
+            phase,
+            Phase::Halted { .. } | Phase::RolledBack { .. } | Phase::Superseded { .. }
+        );
+        if stopped || (t.wave > current && !completed) {
+            return;
+        }
+        if t.wave == current && phase == Phase::Updating {
+            self.fill(now, out);
+            return;
+        }
+        t.state = ClusterState::Released { at: now };
+        out.push(Command::Release {
+            cluster: name.to_owned(),
+            version: t.step.to.clone(),
+        });
     }
 
     fn refuse_if_finished(&self, action: &'static str) -> Result<(), Refused> {

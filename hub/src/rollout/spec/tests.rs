@@ -63,6 +63,11 @@ fn mistakes_are_named() {
             "a name of its own",
         ),
         (
+            "waves:\n- {name: a, clusters: [east]}\n- {name: rest, clusters: [west]}\n",
+            "waves[1].name",
+            "implicit last wave",
+        ),
+        (
             "waves:\n- {name: a, rest: true}\n- {name: b, clusters: [west]}\n",
             "waves[0].rest",
             "only the last wave",

@@ -113,6 +113,7 @@ fn state(s: &ClusterState) -> &'static str {
         ClusterState::RolledBack => "ROLLED-BACK",
         ClusterState::Excluded => "EXCLUDED",
         ClusterState::Pinned => "PINNED",
+        ClusterState::Refused { .. } => "REFUSED",
     }
 }
 

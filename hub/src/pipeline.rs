@@ -33,6 +33,7 @@ use crate::history::{History, Pins, version_id};
 use crate::rollout;
 use crate::source::SourceEvent;
 use crate::store::{Conflict, Rejected, ServedObjects, Store, Warning};
+use meshhub_rollout::serving;
 
 /// Histogram: how long changes waited in the debouncer before being
 /// published, in seconds.
@@ -593,7 +594,7 @@ impl Pipeline {
                 .map(ToString::to_string)
                 .collect();
             let serve = s.controller.set_pins(rollout::now_ms(), pinned);
-            changed.extend(serve.into_iter().map(|(g, _)| g));
+            self.serve(serve);
         }
         for group in unpinned {
             self.serve_group(&group);
@@ -625,17 +626,27 @@ impl Pipeline {
         let pin = self.record.pin_snapshot(group);
         let controller = self.rollout.as_ref().map(|s| &s.controller);
         let governs = controller.is_some_and(|c| c.governs(group));
-        let decided = meshhub_rollout::serving::decide(
+        let decided = serving::decide(
             pin,
             governs,
-            || controller.and_then(|c| c.decision(group)),
+            || controller.map_or(serving::Ruling::Keep, |c| c.decision(group)),
             || self.servable(group).cloned(),
         );
-        let Some((snapshot, basis)) = decided else {
-            debug!(cluster = %group, "nothing to serve the cluster: it keeps what it holds");
-            return;
-        };
         let current = self.writer.reader().snapshot(group);
+        let (snapshot, basis) = match decided {
+            serving::Served::Serve(s, basis) => (s, basis),
+            serving::Served::Keep => {
+                debug!(cluster = %group, "nothing new to serve the cluster: it keeps what it holds");
+                return;
+            }
+            serving::Served::Withdraw => {
+                if current.is_some() {
+                    warn!(cluster = %group, "the version served was refused or rolled back and the one decided is not available here: withdrawn (the cluster keeps what it last ACKed)");
+                    self.writer.remove(group);
+                }
+                return;
+            }
+        };
         if current.is_some_and(|c| Arc::ptr_eq(&c, &snapshot)) {
             return;
         }
@@ -698,9 +709,16 @@ impl Pipeline {
     }
 
     /// Serves the groups whose rollout decision changed (through the one
-    /// serving decision: a pinned group keeps its pin).
+    /// serving decision: a pinned group keeps its pin), and looks again at
+    /// those whose decision this replica can't produce.
     fn serve(&mut self, serve: rollout::Serve) {
-        for (group, _) in serve {
+        let unavailable: Vec<Group> = self.rollout.as_ref().map_or_else(Vec::new, |s| {
+            s.controller
+                .unavailable_clusters()
+                .map(|c| Group::from(c.as_str()))
+                .collect()
+        });
+        for group in serve.into_iter().map(|(g, _)| g).chain(unavailable) {
             self.serve_group(&group);
         }
     }

@@ -434,7 +434,17 @@ impl Controller {
             let Some(to) = latest.get(cluster.as_str()) else {
                 continue;
             };
-            let Some(from_id) = self.serving_ids.get(cluster).cloned() else {
+            // A cluster the rollout being replaced sent its new version
+            // without an ACK yet goes from what it had before: its answer
+            // to the unACKed version must not be lost with that rollout.
+            let unanswered = self.rollout.as_ref().and_then(|r| {
+                let t = r.targets.get(cluster)?;
+                matches!(t.state, ClusterState::Released { .. })
+                    .then(|| t.step.from.clone())
+                    .flatten()
+            });
+            let Some(from_id) = unanswered.or_else(|| self.serving_ids.get(cluster).cloned())
+            else {
                 // The first snapshot of a cluster: nothing to protect.
                 first.push((cluster.clone(), to.clone()));
                 continue;
@@ -683,8 +693,15 @@ impl Controller {
             Event::AwaitingPromotion { wave } => ("awaiting_promotion", wave.clone()),
             Event::Operator { action, by, .. } => ("operator", format!("{action} by {by}")),
             Event::ClusterRemoved { cluster } => ("cluster_removed", cluster.clone()),
+            Event::ClusterRefused { cluster, message } => {
+                ("cluster_refused", format!("{cluster}: {message}"))
+            }
             Event::ClusterPinned { cluster, pinned } => (
-                if *pinned { "cluster_pinned" } else { "cluster_unpinned" },
+                if *pinned {
+                    "cluster_pinned"
+                } else {
+                    "cluster_unpinned"
+                },
                 cluster.clone(),
             ),
             Event::Completed => ("completed", String::new()),

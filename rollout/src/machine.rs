@@ -83,6 +83,13 @@ pub enum ClusterState {
     /// Taken out of this rollout by an operator: held on its previous
     /// version.
     Excluded,
+    /// Refused the new version before its wave came (an earlier rollout
+    /// had sent it): held on its previous version and left out of this
+    /// rollout, which goes on without it.
+    Refused {
+        /// Why.
+        message: String,
+    },
     /// Pinned by an operator (`meshhubctl pin`): served its pin, outside
     /// the rollout's waves (they do not wait for it) until unpinned; then
     /// it rejoins as [`Rollout::unpin`] says.
@@ -96,18 +103,21 @@ impl ClusterState {
     pub fn wants_previous(&self) -> bool {
         matches!(
             self,
-            Self::Held | Self::Excluded | Self::RolledBack | Self::Pinned
+            Self::Held | Self::Excluded | Self::RolledBack | Self::Pinned | Self::Refused { .. }
         )
     }
 
     /// Whether its wave no longer waits for it.
     fn settled(&self) -> bool {
-        matches!(self, Self::Acked { .. } | Self::Excluded | Self::Pinned)
+        matches!(
+            self,
+            Self::Acked { .. } | Self::Excluded | Self::Pinned | Self::Refused { .. }
+        )
     }
 
     /// Whether it is outside the wave's gates and updates.
     fn left_out(&self) -> bool {
-        matches!(self, Self::Excluded | Self::Pinned)
+        matches!(self, Self::Excluded | Self::Pinned | Self::Refused { .. })
     }
 }
 
@@ -343,6 +353,15 @@ pub enum Event {
         /// Who.
         by: String,
     },
+    /// A cluster refused the new version before its wave (an earlier
+    /// rollout had sent it): it stays on its previous version, out of
+    /// this rollout.
+    ClusterRefused {
+        /// The cluster.
+        cluster: String,
+        /// Why.
+        message: String,
+    },
     /// A cluster was pinned (it leaves the waves) or unpinned (it rejoins).
     ClusterPinned {
         /// The cluster.
@@ -493,7 +512,10 @@ impl Rollout {
             .targets
             .iter()
             .map(|(c, t)| match t.state {
-                ClusterState::Held | ClusterState::Excluded | ClusterState::Pinned => Command::Hold {
+                ClusterState::Held
+                | ClusterState::Excluded
+                | ClusterState::Pinned
+                | ClusterState::Refused { .. } => Command::Hold {
                     cluster: c.clone(),
                     version: t.step.from.clone(),
                 },
@@ -525,8 +547,13 @@ impl Rollout {
     pub fn handle(&mut self, now: Millis, input: Input) -> Vec<Command> {
         let mut out = Vec::new();
         // A stopped rollout still learns what clusters ACK (an operator may
-        // have promoted one), and nothing else.
-        if self.phase.is_terminal() && !matches!(input, Input::Acked { .. }) {
+        // have promoted one) and refuse (never offered that again), and
+        // nothing else; a superseded one nothing (its successor decides).
+        let superseded = matches!(self.phase, Phase::Superseded { .. });
+        if superseded
+            || (self.phase.is_terminal()
+                && !matches!(input, Input::Acked { .. } | Input::Rejected { .. }))
+        {
             return out;
         }
         match input {
@@ -633,11 +660,39 @@ impl Rollout {
         let Some(t) = self.targets.get_mut(&cluster) else {
             return;
         };
+        if t.step.to != version {
+            return;
+        }
         let sent = matches!(
             t.state,
             ClusterState::Released { .. } | ClusterState::Acked { .. }
         );
-        if t.step.to != version || !sent {
+        if !sent || self.phase.is_terminal() {
+            // Its answer to an earlier offer of this very version (an
+            // earlier rollout's, or this one's before an operator took the
+            // cluster out): it is not offered again, and this rollout goes
+            // on. A pinned cluster's answers are its pin's.
+            if matches!(t.state, ClusterState::Pinned | ClusterState::Refused { .. }) {
+                return;
+            }
+            if t.state == ClusterState::Held {
+                t.state = ClusterState::Refused {
+                    message: message.clone(),
+                };
+            } else if sent {
+                // Sent after the rollout stopped (an operator's promote,
+                // resume or unpin): the failure handling applies to it.
+                t.state = match self.on_failure {
+                    OnFailure::Rollback => ClusterState::RolledBack,
+                    OnFailure::Halt => ClusterState::Failed {
+                        message: message.clone(),
+                    },
+                };
+            }
+            out.push(Command::Report(Event::ClusterRefused { cluster, message }));
+            if self.phase == Phase::Updating {
+                self.fill(now, out);
+            }
             return;
         }
         t.state = ClusterState::Failed {

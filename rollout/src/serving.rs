@@ -12,7 +12,7 @@
 //! ```text
 //!   pin ───────────────────────────────────────────▶ served (operator's word)
 //!   governed by the rollout ── rollout decision ───▶ served
-//!                           └─ none it can produce ─▶ nothing pushed: keeps what it holds
+//!                           └─ one it can't produce ─▶ withdrawn: the agent keeps what it ACKed
 //!   not governed ── newest build analysis passes ──▶ served
 //! ```
 
@@ -27,26 +27,54 @@ pub enum Basis {
     Newest,
 }
 
+/// What the rollout says of one cluster it governs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Ruling<T> {
+    /// Serve this.
+    Serve(T),
+    /// No decision yet: push nothing; what is served stays.
+    Keep,
+    /// Its decided version can't be produced here: stop serving what was
+    /// served (it is not what the rollout wants, maybe the very version
+    /// the cluster refused); streams end and the cluster's agent keeps
+    /// what it last ACKed.
+    Withdraw,
+}
+
+/// The one decision for a cluster.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Served<T> {
+    /// Serve `T`.
+    Serve(T, Basis),
+    /// Push nothing; what is served stays.
+    Keep,
+    /// Stop serving what is served.
+    Withdraw,
+}
+
 /// What one cluster is served, from every input: `pin` (the pinned
 /// snapshot, if any), whether a rollout `governs` the cluster, the
-/// rollout's `decision` (only read when it governs: `None` when it has
-/// none this replica can produce), and the `newest` servable build. `None`:
-/// nothing is pushed; the cluster keeps what it holds.
+/// rollout's `ruling` (only asked when it governs), and the `newest`
+/// servable build (only asked when it does not).
 pub fn decide<T>(
     pin: Option<T>,
     governs: bool,
-    decision: impl FnOnce() -> Option<T>,
+    ruling: impl FnOnce() -> Ruling<T>,
     newest: impl FnOnce() -> Option<T>,
-) -> Option<(T, Basis)> {
+) -> Served<T> {
     if let Some(p) = pin {
-        return Some((p, Basis::Pinned));
+        return Served::Serve(p, Basis::Pinned);
     }
     if governs {
         // Fails closed: a decision that can't be produced is never
         // replaced by the newest build.
-        return decision().map(|d| (d, Basis::Rollout));
+        return match ruling() {
+            Ruling::Serve(d) => Served::Serve(d, Basis::Rollout),
+            Ruling::Keep => Served::Keep,
+            Ruling::Withdraw => Served::Withdraw,
+        };
     }
-    newest().map(|n| (n, Basis::Newest))
+    newest().map_or(Served::Keep, |n| Served::Serve(n, Basis::Newest))
 }
 
 #[cfg(test)]
@@ -55,20 +83,28 @@ mod tests {
 
     #[test]
     fn a_pin_wins_then_the_rollout_then_the_newest_and_a_missing_decision_keeps() {
-        let none = || None::<&str>;
+        let serve = || Ruling::Serve("r");
         assert_eq!(
-            decide(Some("pin"), true, || Some("r"), || Some("n")),
-            Some(("pin", Basis::Pinned))
+            decide(Some("pin"), true, serve, || Some("n")),
+            Served::Serve("pin", Basis::Pinned)
         );
         assert_eq!(
-            decide(None, true, || Some("r"), || Some("n")),
-            Some(("r", Basis::Rollout))
+            decide(None, true, serve, || Some("n")),
+            Served::Serve("r", Basis::Rollout)
         );
-        assert_eq!(decide(None, true, none, || Some("n")), None, "fails closed");
         assert_eq!(
-            decide(None, false, || Some("r"), || Some("n")),
-            Some(("n", Basis::Newest))
+            decide(None, true, || Ruling::Keep, || Some("n")),
+            Served::Keep,
+            "fails closed"
         );
-        assert_eq!(decide(None, false, none, none), None);
+        assert_eq!(
+            decide(None, true, || Ruling::Withdraw, || Some("n")),
+            Served::Withdraw
+        );
+        assert_eq!(
+            decide(None, false, serve, || Some("n")),
+            Served::Serve("n", Basis::Newest)
+        );
+        assert_eq!(decide::<&str>(None, false, serve, || None), Served::Keep);
     }
 }

@@ -231,10 +231,12 @@ pub fn under_rollout(report: &mut Report, rollout: &Rollout) {
         };
         *standing = match (&target.state, stopped) {
             (ClusterState::Acked { .. }, _) => continue,
-            (ClusterState::Failed { message }, _) => Standing::Nacked {
-                collection: format!("rollout {}", rollout.id),
-                message: message.clone(),
-            },
+            (ClusterState::Failed { message } | ClusterState::Refused { message }, _) => {
+                Standing::Nacked {
+                    collection: format!("rollout {}", rollout.id),
+                    message: message.clone(),
+                }
+            }
             (_, Some(failure)) => Standing::Nacked {
                 collection: format!("rollout {}", rollout.id),
                 message: format!(

@@ -24,6 +24,7 @@ use std::sync::Arc;
 
 use meshhub_mcp::cache::Group;
 use meshhub_mcp::snapshot::Snapshot;
+use meshhub_rollout::serving::Ruling;
 use meshhub_rollout::{Cause, Event};
 use tracing::{info, warn};
 
@@ -33,14 +34,19 @@ use crate::audit::AuditEvent;
 use crate::history::version_id;
 
 impl Controller {
-    /// What the rollout serves `cluster` now: `None` while it has no
-    /// decision this replica can produce (the cluster keeps what it holds).
-    pub fn decision(&self, cluster: &str) -> Option<Arc<Snapshot>> {
-        let id = self.serving_ids.get(cluster)?;
-        self.serving
-            .get(cluster)
-            .filter(|s| version_id(s) == *id)
-            .cloned()
+    /// What the rollout serves `cluster` now: its decided version; when
+    /// this replica can't produce it, nothing: what it served before is
+    /// withdrawn (it is not what the rollout wants any more — possibly the
+    /// very version the cluster refused), and the cluster's agent keeps
+    /// what it last ACKed. No decision yet: keep.
+    pub fn decision(&self, cluster: &str) -> Ruling<Arc<Snapshot>> {
+        let Some(id) = self.serving_ids.get(cluster) else {
+            return Ruling::Keep;
+        };
+        match self.serving.get(cluster).filter(|s| version_id(s) == *id) {
+            Some(s) => Ruling::Serve(s.clone()),
+            None => Ruling::Withdraw,
+        }
     }
 
     /// The snapshot of version `id` of `cluster`, if this replica can
@@ -69,8 +75,9 @@ impl Controller {
     /// when it is new to serve; marks the decision unavailable (and serves
     /// nothing) when this replica cannot produce it.
     pub(super) fn decide(&mut self, cluster: &str, id: &str) -> Option<Arc<Snapshot>> {
-        let current = self.decision(cluster);
-        if current.as_ref().is_some_and(|s| version_id(s) == id) {
+        let current = self.serving.get(cluster);
+        let decided = self.serving_ids.get(cluster).map(String::as_str) == Some(id);
+        if decided && current.is_some_and(|s| version_id(s) == id) {
             self.available(cluster);
             return None;
         }
@@ -86,6 +93,14 @@ impl Controller {
                 None
             }
         }
+    }
+
+    /// The clusters whose decision this replica can't produce: the
+    /// pipeline asks [`Controller::decision`] again for them after every
+    /// change (a ruling of [`Ruling::Keep`] may have become
+    /// [`Ruling::Withdraw`]).
+    pub fn unavailable_clusters(&self) -> impl Iterator<Item = &String> {
+        self.unavailable.keys()
     }
 
     /// Decides that `cluster` is served `snapshot` (one this replica has).
@@ -158,13 +173,16 @@ impl Controller {
 
     /// Records a cluster's own refusal as a standing failure.
     pub(super) fn note_failure(&mut self, event: &Event) {
-        let Event::Failed { failure, .. } = event else {
-            return;
+        let (cluster, message) = match event {
+            Event::Failed { failure, .. }
+                if matches!(failure.cause, Cause::Nack | Cause::Dropped) =>
+            {
+                (failure.cluster.as_ref(), &failure.message)
+            }
+            Event::ClusterRefused { cluster, message } => (Some(cluster), message),
+            _ => return,
         };
-        if !matches!(failure.cause, Cause::Nack | Cause::Dropped) {
-            return;
-        }
-        let (Some(cluster), Some(r)) = (&failure.cluster, &self.rollout) else {
+        let (Some(cluster), Some(r)) = (cluster, &self.rollout) else {
             return;
         };
         if let Some(t) = r.targets.get(cluster) {
@@ -172,7 +190,7 @@ impl Controller {
                 cluster.clone(),
                 Standing {
                     version: t.step.to.clone(),
-                    message: failure.message.clone(),
+                    message: message.clone(),
                     rollout: r.id,
                 },
             );

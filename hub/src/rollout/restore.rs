@@ -83,7 +83,11 @@ impl Controller {
             // never on the newest.
             let decided = match target {
                 Some(t) => {
-                    let from = t.step.from.as_deref().and_then(|id| self.resolve(&cluster, id));
+                    let from = t
+                        .step
+                        .from
+                        .as_deref()
+                        .and_then(|id| self.resolve(&cluster, id));
                     match self.resolve(&cluster, &t.step.to) {
                         Some(to) => {
                             versions.insert(

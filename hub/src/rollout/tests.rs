@@ -26,7 +26,7 @@ pub(crate) fn snapshot(version: &str) -> Arc<Snapshot> {
     Arc::new(s)
 }
 
-fn wave(name: &str, clusters: &[&str]) -> Wave {
+pub(crate) fn wave(name: &str, clusters: &[&str]) -> Wave {
     Wave {
         name: name.into(),
         members: Members::Names(clusters.iter().map(|c| (*c).to_owned()).collect()),
@@ -163,18 +163,15 @@ fn a_newer_change_supersedes_the_rollout_and_starts_from_the_first_wave() {
     c.built(10, &v2);
     let v3 = latest("3");
     let serve = c.built(20, &v3);
-    // a moves on from v2 to v3; b and c stay on v1 until their wave.
+    // a moves on to v3; b and c stay on v1 until their wave. a had v2
+    // without an ACK: it goes from v1, the last version it accepted (its
+    // answer to v2 is not lost with the old rollout).
     assert_eq!(names(&serve), ["a"]);
     let r = c.rollout.as_ref().unwrap();
     assert_eq!(r.id, 2);
-    assert_eq!(
-        r.targets["b"].step.from,
-        Some(version_id(&latest("1")[&Group::from("b")]))
-    );
-    assert_eq!(
-        r.targets["a"].step.from,
-        Some(version_id(&v2[&Group::from("a")]))
-    );
+    let v1 = Some(version_id(&latest("1")[&Group::from("b")]));
+    assert_eq!(r.targets["b"].step.from, v1);
+    assert_eq!(r.targets["a"].step.from, v1);
     // The old rollout's ACK does not count for the new one.
     assert!(
         c.delivery(30, &delivery("a", &v2[&Group::from("a")], Outcome::Ack))
@@ -230,7 +227,7 @@ fn operators_promote_and_abort_and_a_missing_rollout_is_said() {
 
 /// The reports with `cluster`'s istiod dropping virtual service
 /// `bookinfo/r` at `version`.
-fn dropped(cluster: &str, version: &str) -> crate::upward::Reports {
+pub(crate) fn dropped(cluster: &str, version: &str) -> crate::upward::Reports {
     let mut report = crate::upward::state::ClusterReport::default();
     report.view.istiod = Some(meshhub_api::upward::IstiodView {
         reachable: true,
@@ -583,6 +580,10 @@ fn new_labels_place_a_cluster_in_the_waves_of_the_next_rollout() {
     let mut labelled = plain;
     labelled[1].1.insert("tier".into(), "canary".into());
     c.set_clusters(20, labelled);
+    let v2 = latest("2");
+    for name in ["a", "b", "c"] {
+        c.delivery(25, &delivery(name, &v2[&Group::from(name)], Outcome::Ack));
+    }
     assert_eq!(
         names(&c.built(30, &latest("3"))),
         ["b"],
@@ -616,6 +617,10 @@ fn a_reloaded_policy_governs_the_next_rollout_and_the_one_in_flight_keeps_its_ow
     );
     c.built(0, &latest("1"));
     assert_eq!(names(&c.built(10, &latest("2"))), ["a"]);
+    c.delivery(
+        15,
+        &delivery("a", &latest("2")[&Group::from("a")], Outcome::Ack),
+    );
 
     // b becomes the canary, with another gate, while a's rollout runs.
     c.set_policy(policy("b", "after"));
@@ -692,3 +697,6 @@ fn saved_decisions_naming_a_cluster_no_longer_configured_go_on_without_it() {
     assert!(!r.targets.contains_key("c"));
     assert_eq!(r.targets["b"].state, ClusterState::Held);
 }
+
+mod model;
+mod safety;

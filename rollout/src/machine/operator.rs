@@ -118,7 +118,10 @@ impl Rollout {
                 let t = self.target_mut(name)?;
                 let returning = matches!(
                     t.state,
-                    ClusterState::Excluded | ClusterState::Failed { .. } | ClusterState::RolledBack
+                    ClusterState::Excluded
+                        | ClusterState::Failed { .. }
+                        | ClusterState::RolledBack
+                        | ClusterState::Refused { .. }
                 );
                 if returning {
                     self.rejoin(now, name, &mut out);
@@ -135,17 +138,18 @@ impl Rollout {
                 for t in self.targets.values_mut() {
                     if matches!(
                         t.state,
-                        ClusterState::Failed { .. } | ClusterState::RolledBack
+                        ClusterState::Failed { .. }
+                            | ClusterState::RolledBack
+                            | ClusterState::Refused { .. }
                     ) {
                         t.state = ClusterState::Held;
                     }
                 }
                 let first = (0..self.waves.len())
                     .find(|&w| {
-                        self.targets.values().any(|t| {
-                            t.wave == w
-                                && !t.state.settled()
-                        })
+                        self.targets
+                            .values()
+                            .any(|t| t.wave == w && !t.state.settled())
                     })
                     .unwrap_or(self.waves.len());
                 self.start_wave(now, first, &mut out);

@@ -1,0 +1,604 @@
+//! A model-based test of the serving decision and the rollout machine
+//! together: seeded random sequences of events — good, bad (NACKed) and
+//! dropping builds, deliveries, time, pins and unpins, operators' promote /
+//! abort / resume (with and without `--cluster`), restarts from the saved
+//! decisions with a full, partial or empty history (directly, or following
+//! and then taking the lead), clusters removed and added by reloads —
+//! checking after every step what each cluster is served, and at the end
+//! that the fleet converges.
+//!
+//! The pipeline's part is modelled faithfully: the groups a controller
+//! call names, and pin changes, go through [`meshhub_rollout::serving::decide`]
+//! exactly as `Pipeline::serve_group` does; a restarted process starts
+//! with nothing served; agents ACK good versions and NACK bad ones (keeping
+//! what they hold), and report a drop of a dropping version's object.
+//!
+//! Invariants, after every step:
+//! 1. A cluster is never served a version it refused (NACK, or its istiod
+//!    dropped an object new in it while the version's rollout ran) —
+//!    unless an operator pinned it, or resumed it (which is asking for it
+//!    again).
+//! 2. While a rollout is rolled back, none of its clusters is served its
+//!    new version, and 3. while it runs, no cluster of a later wave is
+//!    served its new version before its wave — unless an operator pinned,
+//!    promoted or resumed that cluster.
+//!
+//! And at the end: once pins are lifted, a good change reaches every
+//! cluster and nothing fails, every cluster is served — and its agent
+//! holds — its newest version.
+//!
+//! CI runs [`SEQUENCES`] sequences; `MESHHUB_MODEL_CASES=100000` runs more,
+//! `MESHHUB_MODEL_SEED=<hex>` replays the sequences of a printed seed:
+//!
+//! ```text
+//! MESHHUB_MODEL_SEED=<seed> cargo test -p meshhub --lib rollout::tests::model
+//! ```
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::Arc;
+
+use meshhub_mcp::cache::Group;
+use meshhub_mcp::ledger::{Delivery, Outcome, Role};
+use meshhub_mcp::snapshot::Snapshot;
+use meshhub_rollout::{ClusterState, Phase, serving};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
+
+use super::{DR, VS, dropped, policy_of, snapshot, unlabelled, wave};
+use crate::audit::AuditLog;
+use crate::history::version_id;
+use crate::rollout::shared::{Mirrored, Snapshots};
+use crate::rollout::{Action, Controller, Millis, Restored, Serve};
+
+/// Sequences CI runs.
+const SEQUENCES: u32 = 1_500;
+/// Events per sequence, at most.
+const EVENTS: usize = 60;
+/// The clusters; waves `[a]`, `[b]`, then the implicit one (`c`, `d`).
+const CLUSTERS: [&str; 4] = ["a", "b", "c", "d"];
+
+#[derive(Clone, Debug)]
+enum Op {
+    /// A build changing the clusters of `changed` (bit masks over
+    /// [`CLUSTERS`]); `bad` ones are NACKed, `dropping` ones have an
+    /// object their istiod drops.
+    Build {
+        changed: u8,
+        bad: u8,
+        dropping: u8,
+    },
+    /// Agents answer the next `n` pushes.
+    Deliver(u8),
+    /// Time passes.
+    Tick(u16),
+    /// Pin a cluster to one of its versions (`back` builds ago).
+    Pin {
+        cluster: usize,
+        back: usize,
+    },
+    Unpin(usize),
+    /// promote / abort / resume, on the whole rollout or one cluster.
+    Operator {
+        action: u8,
+        cluster: Option<usize>,
+    },
+    /// The hub restarts (or another replica takes the lead: `follow`)
+    /// with its saved decisions and a history holding all (2), some (1)
+    /// or none (0) of the versions they name.
+    Restart {
+        history: u8,
+        follow: bool,
+    },
+    /// A reload removes a cluster, or adds it back.
+    Reload(usize),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (1u8..16, 0u8..16, 0u8..16).prop_map(|(changed, bad, dropping)| Op::Build {
+            changed,
+            bad: bad & 0b0110,
+            dropping: dropping & dropping.rotate_left(1) & 0b1010,
+        }),
+        6 => (1u8..5).prop_map(Op::Deliver),
+        3 => (0u16..3_000).prop_map(Op::Tick),
+        1 => (0..4usize, 0..3usize).prop_map(|(cluster, back)| Op::Pin { cluster, back }),
+        1 => (0..4usize).prop_map(Op::Unpin),
+        1 => (0u8..3, proptest::option::of(0..4usize))
+            .prop_map(|(action, cluster)| Op::Operator { action, cluster }),
+        1 => (0u8..3, any::<bool>()).prop_map(|(history, follow)| Op::Restart { history, follow }),
+        1 => (1..4usize).prop_map(Op::Reload),
+    ]
+}
+
+/// The modelled hub, its sources, its history and the clusters' agents.
+struct Sim {
+    now: Millis,
+    ctl: Controller,
+    term: u64,
+    configured: Vec<String>,
+    builds: BTreeMap<String, Vec<Arc<Snapshot>>>,
+    latest: HashMap<Group, Arc<Snapshot>>,
+    history: Snapshots,
+    /// What the hub process serves each group (its snapshot cache).
+    served: BTreeMap<String, Arc<Snapshot>>,
+    /// Pushes the agents have not answered yet.
+    pending: VecDeque<(String, Arc<Snapshot>)>,
+    /// What each agent holds (its last ACKed version).
+    holds: BTreeMap<String, String>,
+    pins: BTreeMap<String, Arc<Snapshot>>,
+    /// Versions each cluster refused while not pinned.
+    refused: BTreeMap<String, BTreeSet<String>>,
+    /// `(rollout, cluster)` an operator promoted or resumed.
+    forced: BTreeSet<(u64, String)>,
+    log: Vec<String>,
+}
+
+fn controller(clusters: &[String]) -> Controller {
+    let policy = policy_of(vec![wave("canary", &["a"]), wave("second", &["b"])]);
+    let names: Vec<&str> = clusters.iter().map(String::as_str).collect();
+    Controller::new(policy, unlabelled(&names), AuditLog::default()).0
+}
+
+fn content(snapshot: &Snapshot) -> String {
+    snapshot
+        .collection(VS)
+        .keys()
+        .first()
+        .map(|k| k.version.to_string())
+        .unwrap_or_default()
+}
+
+impl Sim {
+    fn new() -> Self {
+        let configured: Vec<String> = CLUSTERS.iter().map(|c| (*c).to_owned()).collect();
+        let mut sim = Self {
+            now: 1_000,
+            ctl: controller(&configured),
+            term: 1,
+            configured,
+            builds: BTreeMap::new(),
+            latest: HashMap::new(),
+            history: Snapshots::new(),
+            served: BTreeMap::new(),
+            pending: VecDeque::new(),
+            holds: BTreeMap::new(),
+            pins: BTreeMap::new(),
+            refused: BTreeMap::new(),
+            forced: BTreeSet::new(),
+            log: Vec::new(),
+        };
+        sim.build(0b1111, 0, 0);
+        sim
+    }
+
+    fn build(&mut self, changed: u8, bad: u8, dropping: u8) {
+        for (i, c) in CLUSTERS.iter().enumerate() {
+            if changed & (1 << i) == 0 || !self.configured.iter().any(|x| x == c) {
+                continue;
+            }
+            let builds = self.builds.entry((*c).to_owned()).or_default();
+            let mut version = format!("{c}{}", builds.len() + 1);
+            if bad & (1 << i) != 0 {
+                version.push_str("-bad");
+            } else if dropping & (1 << i) != 0 {
+                version.push_str("-drop");
+            }
+            let s = snapshot(&version);
+            builds.push(s.clone());
+            self.history
+                .insert(((*c).to_owned(), version_id(&s)), s.clone());
+            self.latest.insert(Group::from(*c), s);
+        }
+        let serve = self.ctl.built(self.now, &self.latest);
+        self.apply(serve);
+    }
+
+    /// The pipeline: every group a controller call named goes through the
+    /// one serving decision.
+    fn apply(&mut self, serve: Serve) {
+        let unavailable: Vec<String> = self.ctl.unavailable_clusters().cloned().collect();
+        for g in serve.iter().map(|(g, _)| g.to_string()).chain(unavailable) {
+            self.serve_group(&g);
+        }
+    }
+
+    fn serve_group(&mut self, cluster: &str) {
+        if !self.configured.iter().any(|c| c == cluster) {
+            return;
+        }
+        let decided = serving::decide(
+            self.pins.get(cluster).cloned(),
+            self.ctl.governs(cluster),
+            || self.ctl.decision(cluster),
+            || self.latest.get(cluster).cloned(),
+        );
+        let s = match decided {
+            serving::Served::Serve(s, _) => s,
+            serving::Served::Keep => return,
+            serving::Served::Withdraw => {
+                self.served.remove(cluster);
+                return;
+            }
+        };
+        if self.served.get(cluster).is_some_and(|x| Arc::ptr_eq(x, &s)) {
+            return;
+        }
+        self.served.insert(cluster.to_owned(), s.clone());
+        self.pending.push_back((cluster.to_owned(), s));
+    }
+
+    fn deliver(&mut self, n: u8) {
+        for _ in 0..n {
+            let Some((cluster, s)) = self.pending.pop_front() else {
+                return;
+            };
+            let version = content(&s);
+            let id = version_id(&s);
+            let pinned = self.pins.contains_key(&cluster);
+            let outcome = if version.ends_with("-bad") {
+                if !pinned {
+                    self.refused
+                        .entry(cluster.clone())
+                        .or_default()
+                        .insert(id.clone());
+                }
+                Outcome::Nack
+            } else {
+                self.holds.insert(cluster.clone(), id.clone());
+                Outcome::Ack
+            };
+            for collection in [VS, DR] {
+                let d = Delivery {
+                    role: Role::Source,
+                    peer: cluster.clone(),
+                    node_id: cluster.clone(),
+                    group: cluster.clone(),
+                    collection: collection.into(),
+                    version: s.collection(collection).version().to_owned(),
+                    outcome: if collection == VS {
+                        outcome
+                    } else {
+                        Outcome::Ack
+                    },
+                    code: None,
+                    message: (outcome == Outcome::Nack).then(|| "bad route".to_owned()),
+                };
+                let serve = self.ctl.delivery(self.now, &d);
+                self.apply(serve);
+            }
+            if outcome == Outcome::Ack && version.ends_with("-drop") {
+                // A drop reported after its rollout completed is reported,
+                // not rolled back: only one during the rollout refuses.
+                let during = self.ctl.rollout.as_ref().is_some_and(|r| {
+                    !r.phase.is_terminal()
+                        && r.targets.get(&cluster).is_some_and(|t| t.step.to == id)
+                });
+                if !pinned && during {
+                    self.refused.entry(cluster.clone()).or_default().insert(id);
+                }
+                let serve = self.ctl.reports(self.now, &dropped(&cluster, &version));
+                self.apply(serve);
+            }
+        }
+    }
+
+    fn tick(&mut self, ms: u16) {
+        self.now += Millis::from(ms);
+        let serve = self.ctl.tick(self.now);
+        self.apply(serve);
+    }
+
+    fn pin(&mut self, cluster: usize, back: usize) {
+        let c = CLUSTERS[cluster];
+        let Some(builds) = self.builds.get(c) else {
+            return;
+        };
+        let Some(s) = builds.iter().rev().nth(back).cloned() else {
+            return;
+        };
+        if !self.configured.iter().any(|x| x == c) {
+            return;
+        }
+        self.pins.insert(c.to_owned(), s);
+        self.pins_changed(c);
+    }
+
+    fn unpin(&mut self, cluster: usize) {
+        let c = CLUSTERS[cluster];
+        if self.pins.remove(c).is_some() {
+            self.pins_changed(c);
+        }
+    }
+
+    /// The pipeline's `apply_pins`: the rollout learns the pins, then the
+    /// group and whatever the rollout changed are served again.
+    fn pins_changed(&mut self, cluster: &str) {
+        let pinned = self.pins.keys().cloned().collect();
+        let serve = self.ctl.set_pins(self.now, pinned);
+        self.serve_group(cluster);
+        self.apply(serve);
+    }
+
+    fn operator(&mut self, action: u8, cluster: Option<usize>) {
+        let action = [Action::Promote, Action::Abort, Action::Resume][usize::from(action)];
+        let cluster = cluster.map(|i| CLUSTERS[i]);
+        let id = self.ctl.rollout.as_ref().map(|r| r.id);
+        let targets: Vec<String> = self
+            .ctl
+            .rollout
+            .as_ref()
+            .map(|r| r.targets.keys().cloned().collect())
+            .unwrap_or_default();
+        let Ok(serve) = self.ctl.act(self.now, action, cluster, "model") else {
+            return;
+        };
+        if let Some(id) = id {
+            let affected: Vec<String> = match cluster {
+                Some(c) => vec![c.to_owned()],
+                None => targets,
+            };
+            for c in affected {
+                if action == Action::Resume {
+                    // Asking for the refused version again.
+                    self.refused.remove(&c);
+                }
+                if action != Action::Abort {
+                    self.forced.insert((id, c));
+                }
+            }
+        }
+        self.apply(serve);
+    }
+
+    fn restart(&mut self, history: u8, follow: bool) {
+        let decisions = self
+            .ctl
+            .states()
+            .borrow()
+            .as_deref()
+            .cloned()
+            .unwrap_or_default();
+        let mut snapshots = Snapshots::new();
+        for (i, (c, v)) in decisions.versions().enumerate() {
+            let keep = match history {
+                0 => false,
+                1 => i % 2 == 0,
+                _ => true,
+            };
+            let key = (c.to_owned(), v.to_owned());
+            if let (true, Some(s)) = (keep, self.history.get(&key)) {
+                snapshots.insert(key, s.clone());
+            }
+        }
+        // A new process: nothing served, no push answered.
+        self.served.clear();
+        self.pending.clear();
+        let mut ctl = controller(&self.configured);
+        let pinned = self.pins.keys().cloned().collect();
+        if follow {
+            ctl = ctl.following();
+            ctl.follow(Some(Arc::new(Mirrored {
+                decisions,
+                snapshots,
+            })));
+            let serve = ctl.built(self.now, &self.latest);
+            self.ctl = ctl;
+            self.apply(serve);
+            self.term += 1;
+            let serve = self.ctl.lead(self.now, self.term);
+            self.apply(serve);
+        } else {
+            self.ctl = ctl.restoring(Restored {
+                rollout: decisions.rollout,
+                serving: decisions.serving,
+                snapshots,
+                standing: decisions.standing,
+            });
+            let serve = self.ctl.built(self.now, &self.latest);
+            self.apply(serve);
+        }
+        let serve = self.ctl.set_pins(self.now, pinned);
+        self.apply(serve);
+        for c in self.pins.keys().cloned().collect::<Vec<_>>() {
+            self.serve_group(&c);
+        }
+    }
+
+    fn reload(&mut self, cluster: usize) {
+        let c = CLUSTERS[cluster].to_owned();
+        if let Some(i) = self.configured.iter().position(|x| *x == c) {
+            self.configured.remove(i);
+            self.served.remove(&c);
+            self.latest.remove(c.as_str());
+            self.pending.retain(|(x, _)| *x != c);
+            // Its pin stays (stored by cluster name), as in the hub.
+            self.refused.remove(&c);
+            self.holds.remove(&c);
+        } else {
+            self.configured.push(c.clone());
+            self.configured
+                .sort_by_key(|x| CLUSTERS.iter().position(|c| c == x));
+        }
+        let clusters = unlabelled(
+            &self
+                .configured
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>(),
+        );
+        let serve = self.ctl.set_clusters(self.now, clusters);
+        self.apply(serve);
+        if self.configured.contains(&c) {
+            self.build(1 << cluster, 0, 0);
+        } else {
+            let serve = self.ctl.built(self.now, &self.latest);
+            self.apply(serve);
+        }
+    }
+
+    fn step(&mut self, op: &Op) {
+        self.log.push(format!("{op:?}"));
+        match *op {
+            Op::Build {
+                changed,
+                bad,
+                dropping,
+            } => self.build(changed, bad, dropping),
+            Op::Deliver(n) => self.deliver(n),
+            Op::Tick(ms) => self.tick(ms),
+            Op::Pin { cluster, back } => self.pin(cluster, back),
+            Op::Unpin(c) => self.unpin(c),
+            Op::Operator { action, cluster } => self.operator(action, cluster),
+            Op::Restart { history, follow } => self.restart(history, follow),
+            Op::Reload(c) => self.reload(c),
+        }
+    }
+
+    fn check(&self) -> Result<(), String> {
+        for (c, s) in &self.served {
+            if self.pins.contains_key(c) {
+                continue;
+            }
+            let id = version_id(s);
+            if self.refused.get(c).is_some_and(|r| r.contains(&id)) {
+                return Err(format!(
+                    "{c} is served {} ({id}), a version it refused",
+                    content(s)
+                ));
+            }
+        }
+        let Some(r) = &self.ctl.rollout else {
+            return Ok(());
+        };
+        for (c, t) in &r.targets {
+            let Some(s) = self.served.get(c) else {
+                continue;
+            };
+            let forced = self.forced.contains(&(r.id, c.clone()));
+            if self.pins.contains_key(c) || version_id(s) != t.step.to || forced {
+                continue;
+            }
+            if matches!(r.phase, Phase::RolledBack { .. }) {
+                return Err(format!(
+                    "{c} is served {} although rollout {} rolled back",
+                    content(s),
+                    r.id
+                ));
+            }
+            let running = matches!(
+                r.phase,
+                Phase::Updating | Phase::Baking { .. } | Phase::Gating | Phase::AwaitingPromotion
+            );
+            if running && t.wave > r.wave {
+                return Err(format!(
+                    "{c} (wave {}) is served {} while rollout {} is in wave {}",
+                    t.wave,
+                    content(s),
+                    r.id,
+                    r.wave
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Pins lifted, a good change everywhere, then answers and time until
+    /// nothing moves: every cluster must be on its newest version.
+    fn converge(&mut self) -> Result<(), String> {
+        for c in self.pins.keys().cloned().collect::<Vec<_>>() {
+            self.pins.remove(&c);
+            self.pins_changed(&c);
+        }
+        self.build(0b1111, 0, 0);
+        for _ in 0..100 {
+            self.deliver(u8::MAX);
+            self.tick(5_000);
+            let done = self
+                .ctl
+                .rollout
+                .as_ref()
+                .is_none_or(|r| r.phase == Phase::Completed);
+            if done && self.pending.is_empty() {
+                break;
+            }
+        }
+        for c in &self.configured {
+            let newest = version_id(&self.latest[c.as_str()]);
+            let served = self.served.get(c).map(|s| version_id(s));
+            if served.as_deref() != Some(newest.as_str()) || self.holds.get(c) != Some(&newest) {
+                return Err(format!(
+                    "{c} did not converge: served {served:?}, holds {:?}, newest {newest}; rollout {:?}",
+                    self.holds.get(c),
+                    self.ctl.rollout.as_ref().map(|r| (
+                        r.id,
+                        r.phase.name(),
+                        r.targets
+                            .iter()
+                            .map(|(c, t)| (c.clone(), t.state.clone()))
+                            .collect::<Vec<(String, ClusterState)>>()
+                    ))
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn run(ops: &[Op]) -> Result<(), TestCaseError> {
+    let mut sim = Sim::new();
+    // Everything starts served and held.
+    sim.deliver(u8::MAX);
+    for op in ops {
+        sim.step(op);
+        sim.check()
+            .map_err(|e| TestCaseError::fail(format!("{e}\nafter: {:#?}", sim.log)))?;
+    }
+    sim.converge()
+        .map_err(|e| TestCaseError::fail(format!("{e}\nafter: {:#?}", sim.log)))
+}
+
+fn seed() -> [u8; 32] {
+    let text = std::env::var("MESHHUB_MODEL_SEED").ok();
+    let mut seed = [0_u8; 32];
+    match text {
+        Some(t) => {
+            let bytes = hex::decode(t.trim()).expect("MESHHUB_MODEL_SEED: 64 hex digits");
+            seed.copy_from_slice(&bytes);
+        }
+        None => {
+            let t = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_nanos();
+            for (i, b) in seed.iter_mut().enumerate() {
+                *b = (t >> ((i % 16) * 8)) as u8 ^ (i as u8).wrapping_mul(131);
+            }
+        }
+    }
+    seed
+}
+
+#[test]
+fn no_cluster_is_served_what_it_refused_or_what_its_wave_has_not_reached_and_the_fleet_converges() {
+    let cases = std::env::var("MESHHUB_MODEL_CASES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(SEQUENCES);
+    let seed = seed();
+    println!(
+        "model seed: {} ({cases} sequences; replay with MESHHUB_MODEL_SEED)",
+        hex::encode(seed)
+    );
+    let config = Config {
+        cases,
+        failure_persistence: None,
+        ..Config::default()
+    };
+    let mut runner =
+        TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &seed));
+    let result = runner.run(&proptest::collection::vec(op(), 1..EVENTS), |ops| run(&ops));
+    if let Err(e) = result {
+        panic!("model seed {}: {e}", hex::encode(seed));
+    }
+}

@@ -406,7 +406,7 @@ impl Controller {
         if !self.leading() {
             return self.mirror_serve();
         }
-        let mut serve = Serve::new();
+        let mut serve = self.retry_unavailable();
         // Saved decisions wait for a build with snapshots: continuing them
         // from nothing would drop them.
         if !latest.is_empty()

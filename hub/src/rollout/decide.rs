@@ -103,6 +103,24 @@ impl Controller {
         self.unavailable.keys()
     }
 
+    /// Decisions this replica could not produce, tried again (after a
+    /// build: the sources may produce the version again). Returns what to
+    /// serve.
+    pub(super) fn retry_unavailable(&mut self) -> Serve {
+        let waiting: Vec<(String, String)> = self
+            .unavailable
+            .iter()
+            .map(|(c, id)| (c.clone(), id.clone()))
+            .collect();
+        let mut serve = Serve::new();
+        for (cluster, id) in waiting {
+            if let Some(s) = self.decide(&cluster, &id) {
+                serve.push((Group::from(cluster.as_str()), s));
+            }
+        }
+        serve
+    }
+
     /// Decides that `cluster` is served `snapshot` (one this replica has).
     pub(super) fn set_serving(&mut self, cluster: &str, snapshot: Arc<Snapshot>) {
         self.serving_ids

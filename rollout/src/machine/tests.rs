@@ -648,3 +648,43 @@ fn a_step_no_wave_names_is_released_with_the_last_wave() {
     let out = pass_wave(&mut r, 1_000, &["a"]);
     assert_eq!(released(&out), vec!["z"], "not held until the deadline");
 }
+
+#[test]
+fn resume_of_a_cluster_during_the_bake_of_its_wave_updates_it_and_leaves_no_one_behind() {
+    let (mut r, _) = three_waves(OnFailure::Rollback);
+    pass_wave(&mut r, 10, &["a"]);
+    // b is taken out while its wave updates; c ACKs: the wave bakes.
+    r.abort(20, Some("b"), "ops").unwrap();
+    r.handle(30, acked("c"));
+    assert!(matches!(r.phase, Phase::Baking { .. }), "{:?}", r.phase);
+    let out = r.resume(40, Some("b"), "ops").unwrap();
+    assert_eq!(released(&out), vec!["b"], "updated at once, not left held");
+    r.handle(50, acked("b"));
+    assert!(matches!(r.targets["b"].state, ClusterState::Acked { .. }));
+}
+
+#[test]
+fn a_pinned_cluster_leaves_the_waves_and_rejoins_them_when_unpinned() {
+    let (mut r, _) = three_waves(OnFailure::Rollback);
+    let out = r.pin(1, "a");
+    assert!(
+        matches!(r.phase, Phase::Baking { .. }),
+        "a's wave no longer waits: {out:?}"
+    );
+    // Unpinned once its wave passed: updated at once.
+    r.handle(BAKE + 1, Input::Tick);
+    r.handle(BAKE + 1, gates(0, true, &[]));
+    assert_eq!(r.wave, 1);
+    let out = r.unpin(BAKE + 2, "a");
+    assert_eq!(released(&out), vec!["a"]);
+    // A held cluster's refusal (of an earlier offer of the version), even
+    // after the rollout stopped, keeps it from being offered the version.
+    let (mut r, _) = three_waves(OnFailure::Rollback);
+    r.handle(1, nack("a"));
+    let out = r.handle(2, nack("b"));
+    assert!(
+        matches!(r.targets["b"].state, ClusterState::Refused { .. }),
+        "b refused v2 while held: {:?} {out:?}",
+        r.targets["b"].state
+    );
+}

@@ -74,9 +74,12 @@ impl Controller {
             let Some(newest) = latest.get(cluster.as_str()) else {
                 continue;
             };
+            // A finished rollout's targets too: a completed one still
+            // hears its clusters' answers (one released by an operator
+            // after it completed may still refuse).
             let target = rollout
                 .as_ref()
-                .filter(|_| !finished)
+                .filter(|r| !matches!(r.phase, Phase::Superseded { .. }))
                 .and_then(|r| r.targets.get(&cluster));
             // The version decided for the cluster; a decision this replica
             // cannot produce holds the cluster where it is (fails closed),

@@ -22,6 +22,8 @@
 //!    new version, and 3. while it runs, no cluster of a later wave is
 //!    served its new version before its wave — unless an operator pinned,
 //!    promoted or resumed that cluster.
+//! 4. A rollout never runs into its deadline waiting only for pinned
+//!    clusters (a pin takes a cluster out of the waves).
 //!
 //! And at the end: once pins are lifted, a good change reaches every
 //! cluster and nothing fails, every cluster is served — and its agent
@@ -101,7 +103,7 @@ fn op() -> impl Strategy<Value = Op> {
             dropping: dropping & dropping.rotate_left(1) & 0b1010,
         }),
         6 => (1u8..5).prop_map(Op::Deliver),
-        3 => (0u16..3_000).prop_map(Op::Tick),
+        3 => (0u16..30_000).prop_map(Op::Tick),
         1 => (0..4usize, 0..3usize).prop_map(|(cluster, back)| Op::Pin { cluster, back }),
         1 => (0..4usize).prop_map(Op::Unpin),
         1 => (0u8..3, proptest::option::of(0..4usize))
@@ -463,14 +465,34 @@ impl Sim {
             let id = version_id(s);
             if self.refused.get(c).is_some_and(|r| r.contains(&id)) {
                 return Err(format!(
-                    "{c} is served {} ({id}), a version it refused",
-                    content(s)
+                    "{c} is served {} ({id}), a version it refused; {}",
+                    content(s),
+                    self.state()
                 ));
             }
         }
         let Some(r) = &self.ctl.rollout else {
             return Ok(());
         };
+        if let Phase::RolledBack { failure } = &r.phase
+            && failure.cause == meshhub_rollout::Cause::Deadline
+        {
+            let waited: Vec<&String> = r
+                .targets
+                .iter()
+                .filter(|(_, t)| {
+                    t.wave == r.wave
+                        && matches!(t.state, ClusterState::Held | ClusterState::RolledBack)
+                })
+                .map(|(c, _)| c)
+                .collect();
+            if !waited.is_empty() && waited.iter().all(|c| self.pins.contains_key(*c)) {
+                return Err(format!(
+                    "rollout {} ran into its deadline waiting for pinned clusters {waited:?}",
+                    r.id
+                ));
+            }
+        }
         for (c, t) in &r.targets {
             let Some(s) = self.served.get(c) else {
                 continue;
@@ -501,6 +523,22 @@ impl Sim {
             }
         }
         Ok(())
+    }
+
+    fn state(&self) -> String {
+        format!(
+            "rollout {:?}; decided {:?}; unavailable {:?}",
+            self.ctl.rollout.as_ref().map(|r| (
+                r.id,
+                r.phase.name(),
+                r.targets
+                    .iter()
+                    .map(|(c, t)| (c.clone(), t.state.clone()))
+                    .collect::<Vec<(String, ClusterState)>>()
+            )),
+            self.ctl.serving_ids,
+            self.ctl.unavailable
+        )
     }
 
     /// Pins lifted, a good change everywhere, then answers and time until

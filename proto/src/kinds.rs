@@ -299,6 +299,17 @@ const BUILTINS: &[Builtin] = &[
         current_version: "v1alpha1",
         package: "extensions.v1alpha1",
     },
+    // Istio 1.30+ (istio.io/api 1.30); istiod 1.30+ asks an xds:// source
+    // for it, older ones never subscribe.
+    Builtin {
+        group: "extensions.istio.io",
+        versions: &["v1alpha1"],
+        kind: "TrafficExtension",
+        plural: "trafficextensions",
+        legacy_version: "v1alpha1",
+        current_version: "v1alpha1",
+        package: "extensions.v1alpha1",
+    },
 ];
 
 /// A `networking.istio.io` kind served as v1/v1beta1/v1alpha3 whose body is
@@ -373,7 +384,7 @@ impl KindTable {
     /// Istio's kinds: VirtualService, DestinationRule, Gateway, ServiceEntry,
     /// Sidecar, EnvoyFilter, WorkloadEntry, WorkloadGroup, ProxyConfig,
     /// AuthorizationPolicy, PeerAuthentication, RequestAuthentication,
-    /// Telemetry, WasmPlugin.
+    /// Telemetry, WasmPlugin, TrafficExtension.
     pub fn builtin() -> Self {
         let mut inner = Inner::default();
         for b in BUILTINS {

@@ -1,6 +1,7 @@
 //! Test support shared by every crate's tests: waiting for a condition with
 //! a deadline ([`wait`]), a throwaway PKI ([`pki`]), the Istio fixtures and
-//! the fuzz corpora ([`fixtures`]), builders of the objects tests repeat
+//! the fuzz corpora ([`fixtures`]), Istio's API module of the newest
+//! release ([`istio_api`]), builders of the objects tests repeat
 //! ([`objects`]), a hand-driven MCP consumer ([`mcp`]), raw bytes on a
 //! socket ([`net`]), a minimal loopback HTTP client ([`http`]) and ports to
 //! hand to something that binds them later ([`ports`]).
@@ -11,6 +12,7 @@
 
 pub mod fixtures;
 pub mod http;
+pub mod istio_api;
 pub mod mcp;
 pub mod net;
 pub mod objects;

@@ -31,6 +31,7 @@ enum IstioKind {
     RequestAuthentication,
     Telemetry,
     WasmPlugin,
+    TrafficExtension,
 }
 
 impl IstioKind {
@@ -52,6 +53,7 @@ impl IstioKind {
             ("security.istio.io", "RequestAuthentication") => Self::RequestAuthentication,
             ("telemetry.istio.io", "Telemetry") => Self::Telemetry,
             ("extensions.istio.io", "WasmPlugin") => Self::WasmPlugin,
+            ("extensions.istio.io", "TrafficExtension") => Self::TrafficExtension,
             _ => return None,
         })
     }
@@ -132,6 +134,7 @@ pub fn problems(obj: &Object) -> Vec<Problem> {
         IstioKind::RequestAuthentication => security::request_authentication(&mut r, spec),
         IstioKind::Telemetry => extensions::telemetry(&mut r, spec),
         IstioKind::WasmPlugin => extensions::wasm_plugin(&mut r, spec),
+        IstioKind::TrafficExtension => extensions::traffic_extension(&mut r, spec),
     }
     r.into_problems()
 }

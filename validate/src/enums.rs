@@ -68,6 +68,8 @@ istio_enums! {
     CAPTURE_MODE = "istio.networking.v1alpha3.CaptureMode";
     /// Where an EnvoyFilter patch applies.
     APPLY_TO = "istio.networking.v1alpha3.EnvoyFilter.ApplyTo";
+    /// Which generated configuration an EnvoyFilter patch targets.
+    PATCH_CONTEXT = "istio.networking.v1alpha3.EnvoyFilter.PatchContext";
     /// What an EnvoyFilter patch does.
     PATCH_OPERATION = "istio.networking.v1alpha3.EnvoyFilter.Patch.Operation";
     /// AuthorizationPolicy actions.

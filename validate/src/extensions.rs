@@ -1,12 +1,12 @@
-//! Rules for Telemetry (`telemetry.istio.io`) and WasmPlugin
-//! (`extensions.istio.io`).
+//! Rules for Telemetry (`telemetry.istio.io`), WasmPlugin and
+//! TrafficExtension (`extensions.istio.io`).
 
 use serde_json::Value;
 
 use crate::enums::{ENV_VALUE_SOURCE, TAG_OPERATION};
-use crate::json::{enum_field, field, int_field, list, map, num_field, str_field};
+use crate::json::{enum_field, field, has, int_field, list, map, num_field, str_field};
 use crate::report::{Report, at, idx, key};
-use crate::selectors::check_policy_target;
+use crate::selectors::{check_policy_target, check_selector_labels, check_target_ref};
 use crate::values::parse_duration;
 
 /// URL schemes a WasmPlugin may load from (none means an OCI image).
@@ -101,6 +101,10 @@ pub(crate) fn telemetry(r: &mut Report, spec: &Value) {
             if sub("environment", "name") == Some(true) {
                 r.err(at(&at(&kp, "environment"), "name"), "must not be empty");
             }
+            // Istio 1.30+.
+            if sub("formatter", "value") == Some(true) {
+                r.err(at(&at(&kp, "formatter"), "value"), "must not be empty");
+            }
         }
     }
     for (i, l) in list(spec, "accessLogging").iter().enumerate() {
@@ -126,38 +130,92 @@ pub(crate) fn telemetry(r: &mut Report, spec: &Value) {
 /// Checks a WasmPlugin spec.
 pub(crate) fn wasm_plugin(r: &mut Report, spec: &Value) {
     check_policy_target(r, spec);
-    let url = str_field(spec, "url");
+    check_wasm_module(r, "spec", spec);
+    check_traffic_match(r, spec);
+}
+
+/// Checks a TrafficExtension spec (Istio 1.30+): the CRD's rules and
+/// istiod's `ValidateTrafficExtension`, which reuses WasmPlugin's checks
+/// for the Wasm module.
+pub(crate) fn traffic_extension(r: &mut Report, spec: &Value) {
+    let targets = list(spec, "targetRefs");
+    if has(spec, "selector") && !targets.is_empty() {
+        r.err("spec", "only one of targetRefs or selector can be set");
+    }
+    if let Some(sel) = field(spec, "selector") {
+        check_selector_labels(r, "spec.selector", sel, "matchLabels");
+    }
+    if targets.len() > 16 {
+        r.err("spec.targetRefs", "must have at most 16 items");
+    }
+    for (i, t) in targets.iter().enumerate() {
+        // No CEL rule narrows the kinds here (WasmPlugin's neither), so
+        // istiod's list holds, GatewayClass included.
+        check_target_ref(r, &idx("spec.targetRefs", i), t, true);
+    }
+    let (wasm, lua) = (field(spec, "wasm"), field(spec, "lua"));
+    if wasm.is_some() == lua.is_some() {
+        r.err("spec", "exactly one of wasm or lua must be set");
+    }
+    if let Some(wasm) = wasm {
+        check_wasm_module(r, "spec.wasm", wasm);
+    }
+    if let Some(lua) = lua {
+        let code = str_field(lua, "inlineCode");
+        if code.is_empty() {
+            r.err("spec.lua.inlineCode", "must be set");
+        } else if code.len() > LUA_MAX_BYTES {
+            r.err(
+                "spec.lua.inlineCode",
+                "must be at most 65536 bytes (64 KiB) long",
+            );
+        }
+    }
+    check_traffic_match(r, spec);
+}
+
+/// The largest inline Lua program (the CRD and istiod).
+const LUA_MAX_BYTES: usize = 65_536;
+
+/// A Wasm module's settings, at `path`: a WasmPlugin's spec, or a
+/// TrafficExtension's `spec.wasm`.
+fn check_wasm_module(r: &mut Report, path: &str, v: &Value) {
+    let url = str_field(v, "url");
+    let up = at(path, "url");
     if url.is_empty() {
-        r.err("spec.url", "must be set");
+        r.err(up, "must be set");
     } else if url.chars().any(|c| c.is_control() || c == ' ') {
-        r.err("spec.url", format!("{url:?} is not a valid URL"));
+        r.err(up, format!("{url:?} is not a valid URL"));
     } else if let Some((scheme, _)) = url.split_once("://")
         && !WASM_SCHEMES.contains(&scheme.to_ascii_lowercase().as_str())
     {
-        r.err("spec.url", format!("unsupported URL scheme {scheme:?}"));
+        r.err(up, format!("unsupported URL scheme {scheme:?}"));
     }
-    let sha = str_field(spec, "sha256");
+    let sha = str_field(v, "sha256");
     if !sha.is_empty()
         && (sha.len() != 64 || !sha.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')))
     {
         r.err(
-            "spec.sha256",
+            at(path, "sha256"),
             "must be 64 lower case hexadecimal characters",
         );
     }
-    if str_field(spec, "imagePullSecret").len() > 253 {
+    if str_field(v, "imagePullSecret").len() > 253 {
         r.err(
-            "spec.imagePullSecret",
+            at(path, "imagePullSecret"),
             "must be at most 253 characters long",
         );
     }
-    if str_field(spec, "pluginName").len() > 256 {
-        r.err("spec.pluginName", "must be at most 256 characters long");
+    if str_field(v, "pluginName").len() > 256 {
+        r.err(
+            at(path, "pluginName"),
+            "must be at most 256 characters long",
+        );
     }
-    if let Some(vm) = field(spec, "vmConfig") {
+    if let Some(vm) = field(v, "vmConfig") {
         let mut names: Vec<&str> = Vec::new();
         for (i, env) in list(vm, "env").iter().enumerate() {
-            let p = idx("spec.vmConfig.env", i);
+            let p = idx(&at(&at(path, "vmConfig"), "env"), i);
             if !env.is_object() {
                 continue;
             }
@@ -177,6 +235,10 @@ pub(crate) fn wasm_plugin(r: &mut Report, spec: &Value) {
             }
         }
     }
+}
+
+/// `spec.match`: the traffic a WasmPlugin or TrafficExtension applies to.
+fn check_traffic_match(r: &mut Report, spec: &Value) {
     for (i, sel) in list(spec, "match").iter().enumerate() {
         let p = idx("spec.match", i);
         if !sel.is_object() {

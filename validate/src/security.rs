@@ -27,6 +27,8 @@ const SOURCE_FIELDS: &[&str] = &[
     "notRemoteIpBlocks",
     "serviceAccounts",
     "notServiceAccounts",
+    "trustDomains",
+    "notTrustDomains",
 ];
 
 /// Fields of an AuthorizationPolicy `Operation`.
@@ -49,6 +51,8 @@ const CUSTOM_UNSUPPORTED_SOURCE: &[&str] = &[
     "notRequestPrincipals",
     "namespaces",
     "notNamespaces",
+    "trustDomains",
+    "notTrustDomains",
 ];
 
 /// Path templates (`{*}`, `{**}`) Envoy cannot match: named variables,
@@ -94,6 +98,7 @@ pub(crate) fn authorization_policy(r: &mut Report, spec: &Value) {
                 let k = str_field(when, "key");
                 if k == "source.namespace"
                     || k == "source.principal"
+                    || k == "source.trustDomain"
                     || k.starts_with("request.auth.")
                 {
                     r.err(
@@ -175,6 +180,9 @@ fn check_source(r: &mut Report, path: &str, src: &Value) {
     for f in ["serviceAccounts", "notServiceAccounts"] {
         r.check(at(path, f), check_service_accounts(&strings(src, f)));
     }
+    for f in ["trustDomains", "notTrustDomains"] {
+        r.check(at(path, f), check_trust_domains(&strings(src, f)));
+    }
     for f in [
         "ipBlocks",
         "notIpBlocks",
@@ -185,6 +193,33 @@ fn check_source(r: &mut Report, path: &str, src: &Value) {
     }
     for f in SOURCE_FIELDS {
         check_no_empty_values(r, path, src, f);
+    }
+}
+
+/// Istio's `CheckWildcardValues` (1.30+): at most one `*`, and only at
+/// the start or end (`*` alone included). Empty values are reported by
+/// [`check_no_empty_values`].
+fn check_wildcards(values: &[&str]) -> Result<(), String> {
+    for v in values {
+        let count = v.matches('*').count();
+        if count > 1 {
+            return Err(format!("at most one wildcard is allowed, found {v:?}"));
+        }
+        if count == 1 && !v.starts_with('*') && !v.ends_with('*') {
+            return Err(format!(
+                "wildcard is only allowed at the start or end, found {v:?}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Istio's `CheckTrustDomainValues` (1.30+): wildcard values without `/`.
+fn check_trust_domains(values: &[&str]) -> Result<(), String> {
+    check_wildcards(values)?;
+    match values.iter().find(|v| v.contains('/')) {
+        Some(v) => Err(format!("trust domain must not contain '/', found {v:?}")),
+        None => Ok(()),
     }
 }
 
@@ -291,6 +326,8 @@ fn validate_attribute(k: &str, values: &[&str]) -> Result<(), String> {
                 .map(|_| ())
                 .map_err(|_| format!("bad port {v:?}"))
         }),
+        // Istio 1.30+.
+        "source.trustDomain" => check_wildcards(values),
         "source.namespace"
         | "source.principal"
         | "source.serviceAccount"

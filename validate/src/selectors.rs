@@ -51,16 +51,17 @@ pub(crate) fn check_policy_target(r: &mut Report, spec: &Value) {
         check_selector_labels(r, "spec.selector", sel, "matchLabels");
     }
     if let Some(t) = field(spec, "targetRef") {
-        check_target_ref(r, "spec.targetRef", t);
+        check_target_ref(r, "spec.targetRef", t, false);
     }
     for (i, t) in list(spec, "targetRefs").iter().enumerate() {
-        check_target_ref(r, &idx("spec.targetRefs", i), t);
+        check_target_ref(r, &idx("spec.targetRefs", i), t, false);
     }
 }
 
-/// A policy target: a Service, ServiceEntry or Gateway API Gateway in the
+/// A policy target: a Service, ServiceEntry or Gateway API Gateway (or,
+/// with `gateway_class`, GatewayClass: istiod's full list) in the
 /// policy's own namespace.
-fn check_target_ref(r: &mut Report, path: &str, t: &Value) {
+pub(crate) fn check_target_ref(r: &mut Report, path: &str, t: &Value, gateway_class: bool) {
     if str_field(t, "name").is_empty() {
         r.err(at(path, "name"), "must be set");
     }
@@ -77,7 +78,8 @@ fn check_target_ref(r: &mut Report, path: &str, t: &Value) {
         ("" | "core", "Service")
             | ("networking.istio.io", "ServiceEntry")
             | ("gateway.networking.k8s.io", "Gateway")
-    );
+    ) || (gateway_class
+        && (group, kind) == ("gateway.networking.k8s.io", "GatewayClass"));
     if !allowed {
         r.err(
             path,

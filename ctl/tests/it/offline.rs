@@ -169,6 +169,30 @@ async fn validate_names_each_bad_object_by_file_and_document_and_exits_1() {
     assert!(err.contains("missing"), "{err}");
 }
 
+/// Issue 36: objects valid in Istio 1.32 (istio.io/api v1.32.0) that
+/// meshhub refused while it spoke Istio 1.28's API, the issue's three
+/// (a DestinationRule with `http2KeepAlive`, a VirtualService redirect
+/// with `prefixRewrite`, a TrafficExtension) first.
+#[tokio::test]
+async fn validate_accepts_what_istio_1_32_accepts() {
+    let data =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../validate/tests/data/istio-1.32-valid.yaml");
+    let (code, out, err) = ctl(&["validate", "-f", data.to_str().unwrap()]).await;
+    assert_eq!(code, 0, "{out}{err}");
+    for object in [
+        "DestinationRule bookinfo/reviews",
+        "VirtualService bookinfo/redirect",
+        "TrafficExtension bookinfo/ext",
+    ] {
+        let line = out
+            .lines()
+            .find(|l| l.contains(object))
+            .unwrap_or_else(|| panic!("{object} not listed:\n{out}"));
+        assert!(line.contains(" valid "), "{line}");
+    }
+    assert!(out.contains(" 0 invalid"), "{out}");
+}
+
 #[tokio::test]
 async fn analyze_places_files_into_the_configured_clusters() {
     let dir = tempfile::tempdir().unwrap();

@@ -28,6 +28,7 @@ fn builtin_has_every_istio_kind_in_order() {
             "RequestAuthentication",
             "Telemetry",
             "WasmPlugin",
+            "TrafficExtension",
         ]
     );
 }
@@ -125,6 +126,8 @@ fn type_urls_and_bodies_match_what_istiod_requests() {
         "networking.istio.io/v1beta1/ProxyConfig",
         "telemetry.istio.io/v1alpha1/Telemetry",
         "extensions.istio.io/v1alpha1/WasmPlugin",
+        // Only istiod 1.30+ asks for it; v1alpha1 is its one version.
+        "extensions.istio.io/v1alpha1/TrafficExtension",
     ]
     .into();
     assert_eq!(legacy, expected_legacy);
@@ -190,6 +193,10 @@ fn type_urls_and_bodies_match_what_istiod_requests() {
             "extensions.istio.io/v1alpha1/WasmPlugin",
             "istio.extensions.v1alpha1.WasmPlugin",
         ),
+        (
+            "extensions.istio.io/v1alpha1/TrafficExtension",
+            "istio.extensions.v1alpha1.TrafficExtension",
+        ),
     ]
     .into();
     assert_eq!(current.len(), expected_current.len());
@@ -220,6 +227,7 @@ fn collections_follow_istio_naming() {
             "istio/security/v1beta1/requestauthentications",
             "istio/telemetry/v1alpha1/telemetries",
             "istio/extensions/v1alpha1/wasmplugins",
+            "istio/extensions/v1alpha1/trafficextensions",
         ]
     );
     for k in &t {
@@ -303,8 +311,8 @@ fn schemaless_kinds_join_the_table() {
         .expect("no clash")
         .with_kind(gw)
         .expect("no clash");
-    assert_eq!(base.len(), 14, "the original table is unchanged");
-    assert_eq!(t.len(), 17);
+    assert_eq!(base.len(), 15, "the original table is unchanged");
+    assert_eq!(t.len(), 18);
 
     let k = t
         .by_collection("k8s/core/v1/configmaps")

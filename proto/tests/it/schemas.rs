@@ -84,6 +84,14 @@ const REQUIRED: &[&str] = &[
     // istio.extensions.v1alpha1.
     "istio.extensions.v1alpha1.WasmPlugin",
     "istio.extensions.v1alpha1.VmConfig",
+    "istio.extensions.v1alpha1.TrafficExtension",
+    "istio.extensions.v1alpha1.WasmConfig",
+    "istio.extensions.v1alpha1.LuaConfig",
+    "istio.extensions.v1alpha1.TrafficSelector",
+    // Added by Istio 1.29-1.32.
+    "istio.networking.v1alpha3.ZoneAwareLoadBalancerSetting",
+    "istio.networking.v1alpha3.LoadBalancerSettings.BackendUtilizationLB",
+    "istio.networking.v1alpha3.ConnectionPoolSettings.HTTPSettings.ConnectionKeepalive",
     // istio.type.v1beta1.
     "istio.type.v1beta1.WorkloadSelector",
     "istio.type.v1beta1.PortSelector",

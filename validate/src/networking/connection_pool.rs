@@ -30,6 +30,18 @@ pub(crate) fn check_connection_pool(r: &mut Report, path: &str, cp: &Value) {
             }
         }
         check_duration(r, &p, h, "idleTimeout");
+        // Istio 1.30+: both durations are required (istiod), at least 1ms
+        // (the CRD and istiod).
+        if let Some(ka) = field(h, "http2KeepAlive") {
+            let kp = at(&p, "http2KeepAlive");
+            for f in ["interval", "timeout"] {
+                if field(ka, f).is_none() {
+                    r.err(at(&kp, f), "is required when http2KeepAlive is set");
+                } else {
+                    check_duration(r, &kp, ka, f);
+                }
+            }
+        }
         if enum_field(h, "h2UpgradePolicy", &H2_UPGRADE_POLICY) == "UPGRADE"
             && bool_field(h, "useClientProtocol")
         {

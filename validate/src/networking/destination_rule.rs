@@ -157,6 +157,31 @@ fn check_outlier(r: &mut Report, path: &str, o: &Value) {
     for f in ["maxEjectionPercent", "minHealthPercent"] {
         check_int_percent(r, path, o, f);
     }
+    // Istio 1.30+, the CRD's ranges.
+    for (i, code) in list(o, "outlierDetectionHttpErrorCodes").iter().enumerate() {
+        if as_int(code).is_some_and(|c| !(100..=599).contains(&c)) {
+            r.err(
+                idx(&at(path, "outlierDetectionHttpErrorCodes"), i),
+                "must be an HTTP status code in the range 100..599",
+            );
+        }
+    }
+    if let Some(t) = wrapped_int(o, "failurePercentageThreshold")
+        && !(0..=100).contains(&t)
+    {
+        r.err(
+            at(path, "failurePercentageThreshold"),
+            format!("percentage {t} is not in the range 0..100"),
+        );
+    }
+}
+
+/// A `UInt32Value` field: an integer, or `{value: n}`.
+fn wrapped_int(v: &Value, name: &str) -> Option<i64> {
+    match field(v, name)? {
+        Value::Object(o) => o.get("value").and_then(as_int),
+        other => as_int(other),
+    }
 }
 
 /// Istio's primality test for Maglev table sizes (which calls 1 prime).
@@ -212,6 +237,15 @@ fn check_load_balancer(r: &mut Report, path: &str, lb: &Value) {
     }
     if let Some(l) = field(lb, "localityLbSetting") {
         check_locality_lb(r, &at(path, "localityLbSetting"), l);
+    }
+    if let Some(z) = field(lb, "zoneAwareLbSetting") {
+        if has(lb, "localityLbSetting") {
+            r.err(
+                path,
+                "only one of localityLbSetting and zoneAwareLbSetting can be set",
+            );
+        }
+        check_zone_aware_lb(r, &at(path, "zoneAwareLbSetting"), z);
     }
     check_duration(r, path, lb, "warmupDurationSecs");
     if let Some(w) = field(lb, "warmup") {
@@ -288,6 +322,49 @@ fn check_locality_lb(r: &mut Report, path: &str, l: &Value) {
         if from.contains('*') || to.contains('*') {
             r.err(&p, "failover regions must not contain a * wildcard");
         }
+    }
+}
+
+/// Topology labels zone aware load balancing orders by itself, which
+/// `failoverPriority` must not name (istiod, 1.30+).
+const ZONE_AWARE_TOPOLOGY_LABELS: &[&str] = &[
+    "topology.kubernetes.io/region",
+    "topology.kubernetes.io/zone",
+    "topology.istio.io/subzone",
+];
+
+/// Istio's `ValidateZoneAwareLbSetting` (1.30+) and the CRD's minimum of
+/// `minClusterSize`. (istiod also warns when failover is set without
+/// outlier detection; meshhub reports errors only.)
+fn check_zone_aware_lb(r: &mut Report, path: &str, z: &Value) {
+    for (i, label) in strings(z, "failoverPriority").iter().enumerate() {
+        if ZONE_AWARE_TOPOLOGY_LABELS.contains(label) {
+            r.err(
+                idx(&at(path, "failoverPriority"), i),
+                format!("must not use topology label {label:?}; region- and zone-level routing are handled automatically"),
+            );
+        }
+    }
+    for (i, f) in list(z, "failover").iter().enumerate() {
+        let p = idx(&at(path, "failover"), i);
+        let (from, to) = (str_field(f, "from"), str_field(f, "to"));
+        if from == to {
+            r.err(&p, "failover from and to must be different regions");
+        }
+        if from.contains('/') || to.contains('/') {
+            r.err(
+                &p,
+                "failover may only name regions; zone and subzone failover are automatic",
+            );
+        }
+        if from.contains('*') || to.contains('*') {
+            r.err(&p, "failover regions must not contain a * wildcard");
+        }
+    }
+    if let Some(n) = wrapped_int(z, "minClusterSize")
+        && n < 1
+    {
+        r.err(at(path, "minClusterSize"), "must be at least 1");
     }
 }
 

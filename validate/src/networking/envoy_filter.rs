@@ -3,9 +3,9 @@
 
 use serde_json::Value;
 
-use crate::enums::{APPLY_TO, PATCH_OPERATION};
+use crate::enums::{APPLY_TO, PATCH_CONTEXT, PATCH_OPERATION};
 use crate::http::validate_regex;
-use crate::json::{enum_field, field, has, list, str_field};
+use crate::json::{enum_field, field, has, int_field, list, str_field};
 use crate::report::{Report, at, idx};
 use crate::selectors::check_selector_labels;
 
@@ -62,6 +62,27 @@ fn check_config_patch(r: &mut Report, path: &str, cp: &Value) {
     if !cp.is_object() {
         r.err(path, "must not be null");
         return;
+    }
+    // Istio 1.30+: the CRD's rules on a waypoint match, and istiod checks
+    // nothing else of a WAYPOINT patch (its validation skips them).
+    if let Some(m) = field(cp, "match") {
+        let mp = at(path, "match");
+        let waypoint_context = enum_field(m, "context", &PATCH_CONTEXT) == "WAYPOINT";
+        if waypoint_context != has(m, "waypoint") {
+            r.err(&mp, "only support waypointMatch when context is WAYPOINT");
+        }
+        if let Some(w) = field(m, "waypoint")
+            && has(w, "portNumber")
+            && !int_field(w, "portNumber").is_some_and(|n| (1..=65535).contains(&n))
+        {
+            r.err(
+                at(&at(&mp, "waypoint"), "portNumber"),
+                "port must be between 1-65535",
+            );
+        }
+        if waypoint_context {
+            return;
+        }
     }
     let apply_to = enum_field(cp, "applyTo", &APPLY_TO);
     if apply_to == "INVALID" {

@@ -200,7 +200,7 @@ pub(crate) fn check_http_route(r: &mut Report, path: &str, http: &Value) {
         }
     }
     if let Some(rd) = redirect {
-        check_redirect(r, &at(path, "redirect"), rd);
+        check_redirect(r, &at(path, "redirect"), rd, list(http, "match"));
     }
     if let Some(d) = direct {
         check_direct_response(r, &at(path, "directResponse"), d);
@@ -420,8 +420,30 @@ fn check_mirror_percentage(r: &mut Report, path: &str, mp: &Value) {
     }
 }
 
-fn check_redirect(r: &mut Report, path: &str, rd: &Value) {
-    let any = ["uri", "authority", "scheme"]
+/// `matches` are the route's: `prefixRewrite` (Istio 1.30+) needs every
+/// URI match to be a prefix match.
+fn check_redirect(r: &mut Report, path: &str, rd: &Value, matches: &[Value]) {
+    let prefix_rewrite = !str_field(rd, "prefixRewrite").is_empty();
+    if prefix_rewrite && !str_field(rd, "uri").is_empty() {
+        r.err(
+            path,
+            "a redirect may only specify one of uri or prefixRewrite",
+        );
+        return;
+    }
+    if prefix_rewrite
+        && matches
+            .iter()
+            .filter_map(|m| field(m, "uri"))
+            .any(|u| !has(u, "prefix"))
+    {
+        r.err(
+            at(path, "prefixRewrite"),
+            "needs every URI match of the route to be a prefix match",
+        );
+        return;
+    }
+    let any = ["uri", "prefixRewrite", "authority", "scheme"]
         .iter()
         .any(|k| !str_field(rd, k).is_empty())
         || has(rd, "port")
@@ -429,7 +451,7 @@ fn check_redirect(r: &mut Report, path: &str, rd: &Value) {
     if !any {
         r.err(
             path,
-            "a redirect must specify uri, authority, scheme or port",
+            "a redirect must specify uri, prefixRewrite, authority, scheme or port",
         );
     }
     if let Some(code) = int_field(rd, "redirectCode")

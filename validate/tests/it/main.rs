@@ -2,3 +2,4 @@
 
 mod fixtures;
 mod hostile;
+mod istio_1_32;

@@ -603,7 +603,9 @@ impl Controller {
             Action::Abort => r.abort(now, cluster, by)?,
             Action::Resume => r.resume(now, cluster, by)?,
         };
-        if action == Action::Resume {
+        // Resume, and promote of one cluster, offer the version again even
+        // to a cluster that refused it: the operator asks for it.
+        if action == Action::Resume || (action == Action::Promote && cluster.is_some()) {
             self.forgive(cluster);
         }
         Ok(self.carry_out(now, commands))

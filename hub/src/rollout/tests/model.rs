@@ -16,8 +16,8 @@
 //! Invariants, after every step:
 //! 1. A cluster is never served a version it refused (NACK, or its istiod
 //!    dropped an object new in it while the version's rollout ran) —
-//!    unless an operator pinned it, or resumed it (which is asking for it
-//!    again).
+//!    unless an operator pinned it, or resumed or promoted it (which is
+//!    asking for it again).
 //! 2. While a rollout is rolled back, none of its clusters is served its
 //!    new version, and 3. while it runs, no cluster of a later wave is
 //!    served its new version before its wave — unless an operator pinned,
@@ -341,7 +341,7 @@ impl Sim {
                 None => targets,
             };
             for c in affected {
-                if action == Action::Resume {
+                if action == Action::Resume || (action == Action::Promote && cluster.is_some()) {
                     // Asking for the refused version again.
                     self.refused.remove(&c);
                 }

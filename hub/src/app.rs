@@ -348,6 +348,16 @@ impl Hub {
                     }
                     _ => {}
                 }
+                if let Some(history) = &history {
+                    tasks.spawn(
+                        rollout::shared::protect_history(
+                            controller.states(),
+                            history.clone(),
+                            shutdown.clone(),
+                        )
+                        .instrument(info_span!("rollout_history")),
+                    );
+                }
                 let (requests_tx, requests_rx) = mpsc::channel(8);
                 pipeline = pipeline
                     .stage_rollouts(controller, ledger.clone(), requests_rx, gate_answers)

@@ -11,10 +11,13 @@
 //! lives in one redb database, `history.redb` under `history.dir`, so it
 //! survives restarts.
 //!
-//! Recording is off the pipeline's hot path: the pipeline queues
-//! [`Publication`]s (bounded, [`QUEUE`]) with `try_send` and never waits;
-//! one task writes them on a blocking thread. A full queue drops the
-//! record, counted in [`METRIC_DROPPED`] and logged.
+//! Recording is off the pipeline's hot path: the pipeline hands over
+//! [`Publication`]s and never waits; one task writes them on a blocking
+//! thread. Nothing is dropped: what waits is kept per group, and when a
+//! group is built again before its previous build was written, the newer
+//! one replaces it (counted in [`METRIC_COALESCED`]: a build superseded
+//! within the time one write takes). Versions the rollout's decisions
+//! refer to ([`History::protect`]) and pinned ones are never pruned.
 //!
 //! A **pin** makes the pipeline serve a historical version to its group
 //! instead of what the sources produce (which is still validated and
@@ -35,7 +38,7 @@ pub mod shared;
 pub use self::pins::{ActivePin, Pins};
 pub use meshhub_api::history::{ChangeOrigin, PinRecord, PinView, UnresolvedPin};
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -45,7 +48,7 @@ use meshhub_mcp::settings::SettingError;
 use meshhub_mcp::snapshot::Snapshot;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{Instrument as _, debug, info_span, warn};
@@ -57,8 +60,6 @@ use self::shared::{SharedError, SharedPins};
 pub const DEFAULT_DIR: &str = "/var/lib/meshhub";
 /// Default `history.keep`.
 pub const DEFAULT_KEEP: usize = 50;
-/// Capacity of the queue from the pipeline to the recorder.
-pub const QUEUE: usize = 256;
 /// The database file's name in `history.dir`.
 pub const DB_FILE: &str = "history.redb";
 /// Source changes listed per version (the rest are counted).
@@ -68,8 +69,9 @@ pub const MAX_ORIGINS: usize = 20;
 pub const METRIC_VERSIONS: &str = "meshhub_history_versions";
 /// Gauge: bytes of the bodies stored.
 pub const METRIC_BYTES: &str = "meshhub_history_bytes";
-/// Counter: publications not recorded because the recorder fell behind.
-pub const METRIC_DROPPED: &str = "meshhub_history_dropped_total";
+/// Counter: builds not recorded because a newer build of the same group
+/// replaced them while the recorder was behind.
+pub const METRIC_COALESCED: &str = "meshhub_history_coalesced_total";
 /// Counter: publications that could not be recorded (database errors).
 pub const METRIC_ERRORS: &str = "meshhub_history_errors_total";
 /// Gauge: groups currently pinned.
@@ -245,7 +247,11 @@ pub enum HistoryError {
 struct Inner {
     db: Db,
     keep: usize,
-    queue: mpsc::Sender<Publication>,
+    /// Publications waiting to be written, the newest per group.
+    pending: std::sync::Mutex<BTreeMap<Arc<str>, Publication>>,
+    wake: tokio::sync::Notify,
+    /// `(group, version id)` the rollout's decisions refer to: never pruned.
+    referenced: std::sync::Mutex<HashSet<(String, String)>>,
     pins: watch::Sender<Pins>,
     /// Shared pins this replica could not resolve, by group (written only
     /// by the shared-pins reconciler).
@@ -295,19 +301,20 @@ impl History {
             }
         }
         metrics::gauge!(METRIC_PINNED).set(pins.len() as f64);
-        let (queue, rx) = mpsc::channel(QUEUE);
         let history = Self {
             inner: Arc::new(Inner {
                 db,
                 keep: spec.keep,
-                queue,
+                pending: std::sync::Mutex::default(),
+                wake: tokio::sync::Notify::new(),
+                referenced: std::sync::Mutex::default(),
                 pins: watch::channel(Arc::new(pins)).0,
                 unresolved: std::sync::Mutex::default(),
                 shared: shared.clone(),
             }),
         };
         history.update_metrics();
-        metrics::counter!(METRIC_DROPPED).increment(0);
+        metrics::counter!(METRIC_COALESCED).increment(0);
         if let Some(shared) = shared {
             let span = info_span!("shared_pins", configmap = %shared.location());
             tasks.spawn(
@@ -319,20 +326,29 @@ impl History {
         tasks.spawn(
             history
                 .clone()
-                .record_loop(rx, shutdown)
+                .record_loop(shutdown)
                 .instrument(info_span!("history")),
         );
         Ok(history)
     }
 
-    /// Queues a publication for recording; never waits.
+    /// Hands a publication to the recorder; never waits. A build of the
+    /// same group still waiting is replaced (coalesced).
     pub fn record(&self, publication: Publication) {
-        if let Err(e) = self.inner.queue.try_send(publication) {
-            metrics::counter!(METRIC_DROPPED).increment(1);
-            if let mpsc::error::TrySendError::Full(p) = e {
-                warn!(cluster = %p.cluster, "history recorder behind; this version is not recorded");
-            }
+        let replaced = lock(&self.inner.pending)
+            .insert(publication.cluster.clone(), publication)
+            .is_some();
+        if replaced {
+            metrics::counter!(METRIC_COALESCED).increment(1);
+            debug!("history recorder behind: a newer build replaced one not yet written");
         }
+        self.inner.wake.notify_one();
+    }
+
+    /// The versions the rollout's decisions refer to, `(group, version
+    /// id)`: never pruned while they do.
+    pub fn protect(&self, referenced: HashSet<(String, String)>) {
+        *lock(&self.inner.referenced) = referenced;
     }
 
     /// The pins in force, following every change.
@@ -340,23 +356,37 @@ impl History {
         self.inner.pins.subscribe()
     }
 
-    async fn record_loop(self, mut rx: mpsc::Receiver<Publication>, shutdown: CancellationToken) {
+    async fn record_loop(self, shutdown: CancellationToken) {
         loop {
-            let p = tokio::select! {
+            let stopping = tokio::select! {
                 biased;
-                p = rx.recv() => match p { Some(p) => p, None => break },
-                _ = shutdown.cancelled() => break,
+                () = self.inner.wake.notified() => false,
+                () = shutdown.cancelled() => true,
             };
-            let this = self.clone();
-            let cluster = p.cluster.clone();
-            match tokio::task::spawn_blocking(move || this.append(&p)).await {
-                Ok(Ok(Some(seq))) => debug!(cluster = %cluster, seq, "version recorded"),
-                Ok(Ok(None)) => {}
-                Ok(Err(e)) => {
+            // Everything waiting, also at shutdown (the last builds are
+            // recorded before the process ends).
+            let batch = std::mem::take(&mut *lock(&self.inner.pending));
+            if !batch.is_empty() {
+                let this = self.clone();
+                if let Err(e) = tokio::task::spawn_blocking(move || this.append_all(batch)).await {
+                    warn!(error = %e, "history recorder failed");
+                }
+            }
+            if stopping {
+                break;
+            }
+        }
+    }
+
+    fn append_all(&self, batch: BTreeMap<Arc<str>, Publication>) {
+        for (cluster, p) in batch {
+            match self.append(&p) {
+                Ok(Some(seq)) => debug!(cluster = %cluster, seq, "version recorded"),
+                Ok(None) => {}
+                Err(e) => {
                     metrics::counter!(METRIC_ERRORS).increment(1);
                     warn!(cluster = %cluster, error = %e, "can't record the version");
                 }
-                Err(e) => warn!(error = %e, "history recorder failed"),
             }
         }
     }
@@ -401,17 +431,21 @@ impl History {
             collections,
             held_back: p.held_back.clone(),
         };
-        let protect = self
+        let pinned = self
             .inner
             .pins
             .borrow()
             .get(p.cluster.as_ref())
             .map(|a| a.record.seq);
+        let referenced = lock(&self.inner.referenced).clone();
+        let protect = |v: &StoredVersion| {
+            Some(v.seq) == pinned || referenced.contains(&(v.cluster.clone(), v.id.clone()))
+        };
         let seq = self.inner.db.append(
             version,
             &|d| bodies.get(d).cloned(),
             self.inner.keep,
-            protect,
+            &protect,
         )?;
         self.update_metrics();
         Ok(seq)
@@ -459,6 +493,11 @@ impl History {
     pub fn body(&self, digest: &str) -> Result<Bytes, HistoryError> {
         Ok(self.inner.db.body(digest)?)
     }
+}
+
+/// `m`, locked; a panic elsewhere while it was held leaves plain data.
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[cfg(test)]

@@ -83,15 +83,16 @@ impl Db {
 
     /// Appends `version` to its group unless the group's newest version has
     /// the same id; stores the bodies it lacks (`body(digest)` gives them)
-    /// and drops the oldest versions beyond `keep` (never `protect`, a
-    /// pinned sequence number), with the bodies nobody refers to any more.
+    /// and drops the oldest versions beyond `keep` (never one `protect`
+    /// says: pinned, or referred to by the rollout), with the bodies nobody
+    /// refers to any more.
     /// Returns the sequence number given, or `None` if unchanged.
     pub fn append(
         &self,
         mut version: StoredVersion,
         body: &dyn Fn(&str) -> Option<bytes::Bytes>,
         keep: usize,
-        protect: Option<u64>,
+        protect: &dyn Fn(&StoredVersion) -> bool,
     ) -> Result<Option<u64>, DbError> {
         let tx = self.db.begin_write()?;
         let seq;
@@ -133,18 +134,18 @@ impl Db {
                 .range((group.as_str(), 0)..=(group.as_str(), u64::MAX))?
                 .map(|r| r.map(|(k, _)| k.value().1))
                 .collect::<Result<_, _>>()?;
+            // The newest `keep` stay; older ones go unless protected.
             let excess = seqs.len().saturating_sub(keep.max(1));
             let mut freed = 0u64;
-            for old in seqs
-                .into_iter()
-                .filter(|s| Some(*s) != protect)
-                .take(excess)
-            {
-                let Some(text) = versions.remove((group.as_str(), old))? else {
-                    continue;
+            for old in seqs.into_iter().take(excess) {
+                let stored: StoredVersion = match versions.get((group.as_str(), old))? {
+                    Some(text) => serde_json::from_str(text.value())?,
+                    None => continue,
                 };
-                let stored: StoredVersion = serde_json::from_str(text.value())?;
-                drop(text);
+                if protect(&stored) {
+                    continue;
+                }
+                versions.remove((group.as_str(), old))?;
                 for digest in stored.digests() {
                     let n = refs.get(digest)?.map_or(0, |v| v.value());
                     if n <= 1 {

@@ -157,12 +157,12 @@ async fn a_pin_serves_old_content_under_new_versions_survives_reopen_and_is_not_
         .unwrap();
     }
     let seqs: Vec<u64> = h.list("west").unwrap().iter().map(|v| v.seq).collect();
-    assert_eq!(seqs, [1, 5], "keep 2, plus the pinned one");
+    assert_eq!(seqs, [1, 4, 5], "the newest 2, plus the pinned one");
     let view = &h.pin_views()[0];
-    assert_eq!(view.behind, 1);
+    assert_eq!(view.behind, 2);
     assert_eq!(
         view.latest.as_deref(),
-        Some(h.list("west").unwrap()[1].id.as_str())
+        Some(h.list("west").unwrap()[2].id.as_str())
     );
     shutdown.cancel();
     tasks.close();
@@ -292,4 +292,50 @@ async fn recording_a_large_version_is_quick_and_the_next_one_costs_only_its_chan
     assert!(stats.bytes - bytes < 10 * 700);
     assert!(first < std::time::Duration::from_secs(10), "{first:?}");
     shutdown.cancel();
+}
+
+#[tokio::test]
+async fn versions_the_rollout_refers_to_are_never_pruned() {
+    let dir = tempfile::tempdir().unwrap();
+    let (h, shutdown, _tasks) = open(dir.path(), 2);
+    let v = |n: u32| snap(vec![res("ns/a", &n.to_string(), &format!("a{n}"))]);
+    h.append(&publication("west", v(1), "1")).unwrap();
+    // The rollout holds west on v1 (its previous version).
+    h.protect(HashSet::from([("west".to_owned(), version_id(&v(1)))]));
+    for n in 2..=5 {
+        h.append(&publication("west", v(n), "n")).unwrap();
+    }
+    let ids: Vec<String> = h.list("west").unwrap().into_iter().map(|s| s.id).collect();
+    assert_eq!(
+        ids,
+        [version_id(&v(1)), version_id(&v(4)), version_id(&v(5))],
+        "v1 kept beyond `keep` while referred to"
+    );
+    assert!(h.snapshot("west", &version_id(&v(1))).is_ok());
+    // No longer referred to: pruned with the next version.
+    h.protect(HashSet::new());
+    h.append(&publication("west", v(6), "n")).unwrap();
+    assert!(h.find("west", &version_id(&v(1))).is_err());
+    shutdown.cancel();
+}
+
+#[tokio::test]
+async fn every_group_s_newest_build_is_recorded_however_many_change_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (h, shutdown, tasks) = open(dir.path(), 5);
+    // 600 groups, each built twice in a burst (the old queue held 256).
+    let v = |g: usize, n: u32| snap(vec![res("ns/a", &format!("{g}-{n}"), "x")]);
+    for n in 1..=2 {
+        for g in 0..600 {
+            h.record(publication(&format!("g{g}"), v(g, n), "burst"));
+        }
+    }
+    // Shutdown writes what waits before the recorder ends.
+    shutdown.cancel();
+    tasks.close();
+    tasks.wait().await;
+    for g in 0..600 {
+        let newest = h.list(&format!("g{g}")).unwrap().pop().map(|s| s.id);
+        assert_eq!(newest, Some(version_id(&v(g, 2))), "group g{g}");
+    }
 }

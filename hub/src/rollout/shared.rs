@@ -258,6 +258,30 @@ impl SharedRollout {
     }
 }
 
+/// Keeps the versions `decisions` refer to (every rollout version and
+/// what each cluster is served) from being pruned from `history`, as they
+/// change, until `shutdown`. Every replica runs it: a follower's decisions
+/// are the leader's.
+pub async fn protect_history(
+    mut decisions: watch::Receiver<Option<Arc<Decisions>>>,
+    history: History,
+    shutdown: CancellationToken,
+) {
+    loop {
+        let referenced: HashSet<(String, String)> = decisions
+            .borrow_and_update()
+            .iter()
+            .flat_map(|d| d.versions())
+            .map(|(c, v)| (c.to_owned(), v.to_owned()))
+            .collect();
+        history.protect(referenced);
+        tokio::select! {
+            changed = decisions.changed() => if changed.is_err() { break },
+            () = shutdown.cancelled() => break,
+        }
+    }
+}
+
 /// Why the decisions can't be shared.
 #[derive(Debug, thiserror::Error)]
 enum WriteError {

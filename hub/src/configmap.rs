@@ -53,6 +53,60 @@ impl Shared {
         write_keys(&self.api, self.name, data).await
     }
 
+    /// Sets `key` to `value` after `fence` accepted the value found there
+    /// (`None`: no such key, or no ConfigMap), with the resourceVersion
+    /// read as the write's precondition: when another writer changed the
+    /// ConfigMap in between, it is read and fenced again (a few times).
+    pub async fn write_fenced<E: From<kube::Error>>(
+        &self,
+        key: &str,
+        value: &str,
+        fence: impl Fn(Option<&str>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        const ATTEMPTS: usize = 5;
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let current = self.api.get_opt(self.name).await?;
+            fence(
+                current
+                    .as_ref()
+                    .and_then(|cm| cm.data.as_ref())
+                    .and_then(|d| d.get(key))
+                    .map(String::as_str),
+            )?;
+            let result = match current {
+                Some(mut cm) => {
+                    // `cm` carries the resourceVersion read: replace
+                    // fails with a conflict if it changed since.
+                    cm.data
+                        .get_or_insert_with(BTreeMap::new)
+                        .insert(key.to_owned(), value.to_owned());
+                    self.api
+                        .replace(self.name, &PostParams::default(), &cm)
+                        .await
+                        .map(drop)
+                }
+                None => {
+                    let cm = ConfigMap {
+                        metadata: kube::api::ObjectMeta {
+                            name: Some(self.name.to_owned()),
+                            labels: Some(meshhub_kube::object::own_labels()),
+                            ..Default::default()
+                        },
+                        data: Some(BTreeMap::from([(key.to_owned(), value.to_owned())])),
+                        ..Default::default()
+                    };
+                    self.api.create(&PostParams::default(), &cm).await.map(drop)
+                }
+            };
+            match result {
+                Err(kube::Error::Api(e)) if e.code == 409 && attempt < ATTEMPTS => {}
+                other => return other.map_err(E::from),
+            }
+        }
+    }
+
     /// [`watch_data`] of it.
     pub fn watch(&self) -> DataStream {
         watch_data(self.api.clone(), self.name)

@@ -63,6 +63,11 @@ pub struct LeaderStatus {
     pub since: Option<At>,
     /// How often this replica became leader or lost it.
     pub transitions: u64,
+    /// The Lease's `leaseTransitions` as last read or written: the
+    /// leadership term, equal on every replica, higher for every new
+    /// holder. Decisions shared between replicas carry it (fencing).
+    #[serde(default)]
+    pub term: u64,
     /// The last failed call to the API server (cleared by a success).
     pub last_error: Option<String>,
     /// Sharded dial-out (`leaderElection.shards`): the shards, their
@@ -104,6 +109,8 @@ pub struct LeaseRecord {
     pub duration: Duration,
     /// `metadata.resourceVersion`: changes with every write.
     pub version: String,
+    /// `leaseTransitions`: the term.
+    pub term: u64,
 }
 
 impl LeaseRecord {
@@ -122,6 +129,12 @@ impl LeaseRecord {
                     .into(),
             ),
             version: lease.metadata.resource_version.clone().unwrap_or_default(),
+            term: spec
+                .and_then(|s| s.lease_transitions)
+                .unwrap_or(0)
+                .max(0)
+                .unsigned_abs()
+                .into(),
         }
     }
 }
@@ -229,12 +242,21 @@ fn micro_now() -> MicroTime {
     MicroTime(Timestamp::try_from(SystemTime::now()).unwrap_or(Timestamp::UNIX_EPOCH))
 }
 
-/// How one round ended.
+/// How one round ended (with the lease's term as read or written).
 enum Round {
     /// We hold the lease (created, acquired or renewed).
-    Leading,
+    Leading(u64),
     /// Someone else does (or nobody, after a lost race).
-    Following(Option<String>),
+    Following(Option<String>, u64),
+}
+
+/// The term of a lease spec.
+fn term_of(spec: Option<&LeaseSpec>) -> u64 {
+    spec.and_then(|s| s.lease_transitions)
+        .unwrap_or(0)
+        .max(0)
+        .unsigned_abs()
+        .into()
 }
 
 /// The election loop of this replica.
@@ -328,13 +350,13 @@ impl Elector {
                 }
             };
             match round {
-                Ok(Round::Leading) => {
+                Ok(Round::Leading(term)) => {
                     last_renewal = Some(started);
-                    self.lead();
+                    self.lead(term);
                 }
-                Ok(Round::Following(holder)) => {
+                Ok(Round::Following(holder, term)) => {
                     last_renewal = None;
-                    self.follow(holder);
+                    self.follow(holder, Some(term));
                 }
                 Err(e) => {
                     self.status.send_modify(|s| s.last_error = Some(e.clone()));
@@ -342,7 +364,7 @@ impl Elector {
                         if must_step_down(at, self.spec.renew_deadline, Instant::now()) {
                             warn!(error = %e, renew.deadline = ?self.spec.renew_deadline, "can't renew the lease; giving up the leadership");
                             last_renewal = None;
-                            self.follow(None);
+                            self.follow(None, None);
                         } else {
                             warn!(error = %e, "can't renew the lease; retrying");
                         }
@@ -358,7 +380,7 @@ impl Elector {
             }
         }
         if self.status.borrow().is_leader {
-            self.follow(None);
+            self.follow(None, None);
             // Bounded: shutdown must not hang on an unreachable API server.
             match tokio::time::timeout(self.spec.renew_deadline, self.release()).await {
                 Ok(Ok(true)) => info!("lease released; another replica can take over at once"),
@@ -375,6 +397,7 @@ impl Elector {
         let name = self.spec.lease_name.as_str();
         let lease = self.api.get_opt(name).await.map_err(|e| error_text(&e))?;
         let record = lease.as_ref().map(LeaseRecord::of);
+        let read_term = record.as_ref().map_or(0, |r| r.term);
         let observed_at = record
             .as_ref()
             .map_or(now, |r| observer.observe(&r.version, now));
@@ -390,9 +413,11 @@ impl Elector {
                     spec: Some(acquired_spec(None, me, self.spec.lease_duration)),
                 };
                 match self.api.create(&PostParams::default(), &lease).await {
-                    Ok(_) => Ok(Round::Leading),
+                    Ok(l) => Ok(Round::Leading(term_of(l.spec.as_ref()))),
                     // Another replica created it first.
-                    Err(kube::Error::Api(s)) if s.code == 409 => Ok(Round::Following(None)),
+                    Err(kube::Error::Api(s)) if s.code == 409 => {
+                        Ok(Round::Following(None, read_term))
+                    }
                     Err(e) => Err(error_text(&e)),
                 }
             }
@@ -412,14 +437,14 @@ impl Elector {
                 // `lease` carries the resourceVersion read: a concurrent
                 // write makes this a conflict, not a silent overwrite.
                 match self.api.replace(name, &PostParams::default(), &lease).await {
-                    Ok(_) => Ok(Round::Leading),
+                    Ok(l) => Ok(Round::Leading(term_of(l.spec.as_ref()))),
                     Err(kube::Error::Api(s)) if s.code == 409 => {
-                        Ok(Round::Following(record.and_then(|r| r.holder)))
+                        Ok(Round::Following(record.and_then(|r| r.holder), read_term))
                     }
                     Err(e) => Err(error_text(&e)),
                 }
             }
-            Decision::Wait { holder, .. } => Ok(Round::Following(Some(holder))),
+            Decision::Wait { holder, .. } => Ok(Round::Following(Some(holder), read_term)),
         }
     }
 
@@ -448,10 +473,11 @@ impl Elector {
         Ok(true)
     }
 
-    fn lead(&self) {
+    fn lead(&self, term: u64) {
         let me = self.spec.identity.clone();
         let became = self.status.send_if_modified(|s| {
-            let became = !s.is_leader;
+            let became = !s.is_leader || s.term != term;
+            s.term = term;
             if became {
                 s.is_leader = true;
                 s.since = Some(At(SystemTime::now()));
@@ -469,7 +495,7 @@ impl Elector {
         }
     }
 
-    fn follow(&self, holder: Option<String>) {
+    fn follow(&self, holder: Option<String>, term: Option<u64>) {
         let lost = self.status.send_if_modified(|s| {
             let lost = s.is_leader;
             if lost {
@@ -477,7 +503,11 @@ impl Elector {
                 s.since = Some(At(SystemTime::now()));
                 s.transitions += 1;
             }
-            let changed = lost || s.holder != holder || s.last_error.is_some();
+            let new_term = term.is_some_and(|t| t != s.term);
+            if let Some(t) = term {
+                s.term = t;
+            }
+            let changed = lost || new_term || s.holder != holder || s.last_error.is_some();
             s.holder.clone_from(&holder);
             s.last_error = None;
             changed

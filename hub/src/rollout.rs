@@ -732,6 +732,7 @@ impl Controller {
             serving: self.serving_ids.clone(),
             standing: self.standing.clone(),
             term: self.term,
+            schema: shared::SCHEMA,
         };
         self.saved.send_if_modified(|saved| {
             if saved.as_deref() == Some(&decisions) {

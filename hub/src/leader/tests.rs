@@ -7,6 +7,7 @@ fn held_by(holder: Option<&str>, version: &str) -> LeaseRecord {
         holder: holder.map(str::to_owned),
         duration: LEASE,
         version: version.to_owned(),
+        term: 0,
     }
 }
 
@@ -77,6 +78,7 @@ fn the_lease_record_reads_holder_duration_and_version() {
             holder: None,
             duration: Duration::from_secs(3),
             version: "42".to_owned(),
+            term: 0,
         }
     );
 }

@@ -3,11 +3,12 @@
 //! answers, the clusters' reports, the leadership and the leader's shared
 //! decisions, and the clock.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use meshhub_mcp::ledger::{Delivery, Ledger};
 use tokio::sync::{broadcast, mpsc, watch};
-use tracing::debug;
+use tracing::{debug, warn};
 
 use super::Pipeline;
 use crate::leader::LeaderStatus;
@@ -44,6 +45,8 @@ struct Reloads {
 struct Replicas {
     leader: watch::Receiver<LeaderStatus>,
     mirrored: rollout::shared::MirrorReceiver,
+    /// The last decisions read of a current leadership term.
+    accepted: Option<Arc<rollout::shared::Mirrored>>,
 }
 
 /// What wakes the pipeline for the rollout.
@@ -97,7 +100,11 @@ impl Pipeline {
         mirrored: rollout::shared::MirrorReceiver,
     ) -> Self {
         if let Some(s) = self.rollout.as_mut() {
-            s.replicas = Some(Replicas { leader, mirrored });
+            s.replicas = Some(Replicas {
+                leader,
+                mirrored,
+                accepted: None,
+            });
         }
         self
     }
@@ -263,17 +270,29 @@ impl Staged {
         let Some(r) = self.replicas.as_mut() else {
             return Vec::new();
         };
-        let mirrored = r.mirrored.borrow_and_update().clone();
         let status = r.leader.borrow_and_update().clone();
+        // Decisions of an older leadership term than the Lease's are a
+        // former leader's late write: the last ones of a current term stand
+        // (0: a hub before terms were shared, read as before).
+        let read = r.mirrored.borrow_and_update().clone();
+        let current = read
+            .as_ref()
+            .is_none_or(|m| m.decisions.term == 0 || m.decisions.term >= status.term);
+        if current {
+            r.accepted = read;
+        } else {
+            warn!(term = read.as_ref().map(|m| m.decisions.term), lease.term = status.term, "shared rollout decisions of an older leadership term ignored");
+        }
+        let mirrored = r.accepted.clone();
         let c = &mut self.controller;
         if !(status.is_leader && mirrored.is_some()) {
             return c.follow(mirrored);
         }
-        if c.leading() && c.term() == status.transitions {
+        if c.leading() && c.term() == status.term {
             return Vec::new();
         }
         let mut serve = c.follow(mirrored);
-        serve.extend(c.lead(now, status.transitions));
+        serve.extend(c.lead(now, status.term));
         // The dialers may have been ACKed before.
         serve.extend(c.reconcile(now, &self.ledger.view()));
         serve

@@ -39,7 +39,7 @@ pub enum LoadError {
         path: PathBuf,
         /// Why.
         #[source]
-        source: serde_json::Error,
+        source: super::shared::ParseError,
     },
 }
 

@@ -29,6 +29,9 @@ pub const KEY: &str = "decisions";
 
 /// Counter: failed writes of the shared decisions.
 pub const METRIC_WRITE_ERRORS: &str = "meshhub_rollout_shared_write_errors_total";
+/// Counter: writes of decisions not made because the ConfigMap holds
+/// decisions of a newer leadership term (a former leader's late write).
+pub const METRIC_STALE_WRITES: &str = "meshhub_rollout_shared_stale_writes_total";
 /// Gauge: clusters whose decided version this replica can't produce (not
 /// in its history): nothing is pushed to them, they keep what they hold.
 pub const METRIC_UNRESOLVED: &str = "meshhub_rollout_unresolved_clusters";
@@ -52,11 +55,19 @@ pub struct Decisions {
     /// rollouts leave them out, and never offer them that version again.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub standing: BTreeMap<String, Standing>,
-    /// The leadership term they were made in (the elector's `transitions`
-    /// when this replica took the lead; not shared): only decisions of the
-    /// current term are written, never ones left from an earlier term.
-    #[serde(skip)]
+    /// The leadership term they were made in (the Lease's
+    /// `leaseTransitions` when their replica took the lead; 0 for a single
+    /// hub, and in decisions of hubs before terms were shared). Writes are
+    /// fenced by it: a replica never writes over decisions of a newer
+    /// term, and followers ignore decisions of an older term than the
+    /// Lease's.
+    #[serde(default)]
     pub term: u64,
+    /// The format's version ([`SCHEMA`]; 1 when absent: hubs before it
+    /// was written). A replica reads its own and older versions, and
+    /// refuses newer ones with a clear error.
+    #[serde(default = "schema_v1")]
+    pub schema: u32,
 }
 
 /// A cluster's refusal of a version that keeps it out of later rollouts
@@ -72,19 +83,53 @@ pub struct Standing {
     pub rollout: u64,
 }
 
+/// The version of the decisions' format this hub writes: 2 added
+/// `schema`, a shared `term` and `standing`.
+pub const SCHEMA: u32 = 2;
+
+fn schema_v1() -> u32 {
+    1
+}
+
+/// Why decisions can't be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ParseError {
+    /// Not JSON of this shape.
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    /// Written by a newer meshhub.
+    #[error("written by a newer meshhub (decisions schema {found}; this one reads up to {SCHEMA})")]
+    Newer {
+        /// The version found.
+        found: u32,
+    },
+}
+
 impl Decisions {
-    /// The decisions in `text`: this format, or a rollout alone (the state
-    /// file of hubs before the decisions were shared).
-    /// Decisions always have `serving`; the error says what is wrong with
-    /// the one shape the text claims to be.
-    pub fn parse(text: &str) -> Result<Self, serde_json::Error> {
+    /// Empty decisions of the current format.
+    pub fn new() -> Self {
+        Self {
+            schema: SCHEMA,
+            ..Self::default()
+        }
+    }
+
+    /// The decisions in `text`: this format (any version up to
+    /// [`SCHEMA`]), or a rollout alone (the state file of hubs before the
+    /// decisions were shared). Decisions always have `serving`; the error
+    /// says what is wrong with the one shape the text claims to be.
+    pub fn parse(text: &str) -> Result<Self, ParseError> {
         let value: serde_json::Value = serde_json::from_str(text)?;
         if value.get("serving").is_some() {
-            return serde_json::from_value(value);
+            let d: Self = serde_json::from_value(value)?;
+            if d.schema > SCHEMA {
+                return Err(ParseError::Newer { found: d.schema });
+            }
+            return Ok(d);
         }
         Ok(Decisions {
             rollout: Some(serde_json::from_value(value)?),
-            ..Decisions::default()
+            ..Decisions::new()
         })
     }
 
@@ -170,13 +215,21 @@ impl SharedRollout {
                 // Written again when this replica leads again.
                 written = None;
             }
-            let current = newest.filter(|d| status.is_leader && d.term == status.transitions);
+            let current = newest.filter(|d| status.is_leader && d.term == status.term);
             if let Some(d) = current {
                 let fresh = written.as_ref().is_none_or(|w| !Arc::ptr_eq(w, &d));
                 if fresh {
                     match self.write(&d, status.identity.clone()).await {
                         Ok(()) => {
                             debug!(configmap = %self.location(), "rollout decisions shared");
+                            written = Some(d);
+                        }
+                        Err(WriteError::Stale { found, ours }) => {
+                            // A newer leader wrote: this replica's
+                            // decisions are of the past; never written
+                            // over its successor's.
+                            metrics::counter!(METRIC_STALE_WRITES).increment(1);
+                            warn!(configmap = %self.location(), term = ours, newer = found, "the shared decisions are of a newer leadership term; this replica's are not written");
                             written = Some(d);
                         }
                         Err(e) => {
@@ -193,15 +246,29 @@ impl SharedRollout {
         }
     }
 
+    /// Writes `d` unless the ConfigMap holds decisions of a newer term,
+    /// with the resourceVersion read as a precondition (a concurrent write
+    /// makes it read and check again).
     async fn write(&self, d: &Decisions, by: Option<String>) -> Result<(), WriteError> {
         let signed = Decisions {
             by,
             ..Decisions::clone(d)
         };
         let text = serde_json::to_string(&signed)?;
-        let data = [(KEY.to_owned(), Some(text))].into();
-        self.cm.write(data).await?;
-        Ok(())
+        let ours = d.term;
+        let fence = |current: Option<&str>| {
+            // Unreadable decisions (damaged, or a newer format) are
+            // replaced by readable ones.
+            let found = current
+                .and_then(|t| Decisions::parse(t).ok())
+                .map_or(0, |c| c.term);
+            if found > ours {
+                Err(WriteError::Stale { found, ours })
+            } else {
+                Ok(())
+            }
+        };
+        self.cm.write_fenced(KEY, &text, fence).await
     }
 
     /// Follows the ConfigMap until `shutdown`, sending what it says with
@@ -284,11 +351,21 @@ pub async fn protect_history(
 
 /// Why the decisions can't be shared.
 #[derive(Debug, thiserror::Error)]
-enum WriteError {
+pub enum WriteError {
+    /// The API server refused or failed.
     #[error("ConfigMap {CONFIGMAP}")]
     Api(#[from] kube::Error),
+    /// The decisions can't be encoded.
     #[error("rollout decisions")]
     Json(#[from] serde_json::Error),
+    /// The ConfigMap holds decisions of a newer leadership term.
+    #[error("the shared decisions are of term {found}, newer than this replica's {ours}")]
+    Stale {
+        /// The term found.
+        found: u64,
+        /// This replica's.
+        ours: u64,
+    },
 }
 
 #[cfg(test)]
@@ -316,14 +393,33 @@ mod tests {
             serving: [("east".to_owned(), "abc".to_owned())].into(),
             standing: BTreeMap::new(),
             term: 3,
+            schema: SCHEMA,
         })
         .unwrap();
         let back = Decisions::parse(&text).unwrap();
         assert_eq!(back.by.as_deref(), Some("hub-a"));
         assert_eq!(back.rollout, d.rollout);
         assert_eq!(back.serving["east"], "abc");
-        assert_eq!(back.term, 0, "the term is this replica's, not shared");
+        assert_eq!(back.term, 3, "the term is shared (fencing)");
+        assert_eq!(back.schema, SCHEMA);
         assert!(Decisions::parse("{\"rollout\": 3}").is_err());
+        // The previous version's decisions (no schema, term or standing).
+        let v1 = r#"{"by":"hub-a","rollout":null,"serving":{"east":"abc"}}"#;
+        let d = Decisions::parse(v1).unwrap();
+        assert_eq!((d.schema, d.term, d.serving["east"].as_str()), (1, 0, "abc"));
+        assert!(d.standing.is_empty());
+        // This version's, written and read back.
+        let now = serde_json::to_string(&Decisions {
+            term: 9,
+            ..Decisions::new()
+        })
+        .unwrap();
+        assert_eq!(Decisions::parse(&now).unwrap().schema, SCHEMA);
+        // A newer meshhub's: refused, saying so.
+        let newer = now.replace(&format!("\"schema\":{SCHEMA}"), "\"schema\":99");
+        let e = Decisions::parse(&newer).unwrap_err();
+        assert!(matches!(e, ParseError::Newer { found: 99 }), "{e}");
+        assert!(e.to_string().contains("newer meshhub"), "{e}");
         assert!(
             Decisions::parse("{\"id\": 7}").is_err(),
             "neither a rollout nor decisions"

@@ -22,6 +22,7 @@ fn lease(is_leader: bool, transitions: u64) -> LeaderStatus {
         is_leader,
         holder: Some(if is_leader { "hub-b" } else { "hub-a" }.into()),
         transitions,
+        term: transitions,
         ..LeaderStatus::default()
     }
 }
@@ -55,6 +56,7 @@ fn a_replica_leads_once_it_holds_the_lease_and_has_read_the_decisions_and_contin
         replicas: Some(Replicas {
             leader: lease_rx,
             mirrored: mirror_rx,
+            accepted: None,
         }),
         reloads: None,
     };

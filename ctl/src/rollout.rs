@@ -112,7 +112,7 @@ fn state(s: &ClusterState) -> &'static str {
         ClusterState::Failed { .. } => "FAILED",
         ClusterState::RolledBack => "ROLLED-BACK",
         ClusterState::Excluded => "EXCLUDED",
-        ClusterState::Pinned => "PINNED",
+        ClusterState::Pinned { .. } => "PINNED",
         ClusterState::Refused { .. } => "REFUSED",
     }
 }

@@ -712,6 +712,17 @@ impl Pipeline {
     /// serving decision: a pinned group keeps its pin), and looks again at
     /// those whose decision this replica can't produce.
     fn serve(&mut self, serve: rollout::Serve) {
+        let mut serve = serve;
+        // Clusters just sent their new version may have ACKed it already
+        // (bounded: each round only follows what the previous released).
+        for _ in 0..3 {
+            let Some(s) = self.rollout.as_mut() else { break };
+            let more = s.acks_already_in();
+            if more.is_empty() {
+                break;
+            }
+            serve.extend(more);
+        }
         let unavailable: Vec<Group> = self.rollout.as_ref().map_or_else(Vec::new, |s| {
             s.controller
                 .unavailable_clusters()

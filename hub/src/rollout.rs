@@ -153,8 +153,12 @@ struct Versions {
     from: Option<Arc<Snapshot>>,
     to: Arc<Snapshot>,
     /// The collections `to` changed, with their new version, not yet ACKed
-    /// by the cluster's dialer.
+    /// by the cluster's dialer (filled again whenever the cluster is sent
+    /// `to`).
     unacked: BTreeMap<String, String>,
+    /// What its istiod had dropped when it was sent `to`: not this
+    /// rollout's doing.
+    prior_drops: BTreeSet<(String, String, String)>,
 }
 
 /// The rollout controller (see the module documentation).
@@ -184,6 +188,15 @@ pub struct Controller {
     pinned: BTreeSet<String>,
     /// Clusters' standing failures.
     standing: BTreeMap<String, Standing>,
+    /// Clusters sent their new version since the pipeline last asked
+    /// ([`Controller::take_released`]): their ACKs may be in already.
+    released: BTreeSet<String>,
+    /// The clusters' last reports (for the drops already standing when a
+    /// cluster is sent a version).
+    last_reports: Option<crate::upward::Reports>,
+    /// Drops already fed to the machine: `(cluster, version, collection,
+    /// name)`.
+    fed_drops: BTreeSet<(String, String, String, String)>,
     /// Every governed group's newest snapshot (the last build's).
     latest: HashMap<Group, Arc<Snapshot>>,
     /// Whether this replica decides or follows another's decisions.
@@ -276,6 +289,9 @@ impl Controller {
             known: shared::Snapshots::new(),
             pinned: BTreeSet::new(),
             standing: BTreeMap::new(),
+            released: BTreeSet::new(),
+            last_reports: None,
+            fed_drops: BTreeSet::new(),
             latest: HashMap::new(),
             mode: Mode::Leading,
             refusals: HashMap::new(),
@@ -469,6 +485,7 @@ impl Controller {
                     unacked: changed_collections(from.as_ref(), to),
                     from,
                     to: to.clone(),
+                    prior_drops: BTreeSet::new(),
                 },
             );
         }
@@ -510,7 +527,7 @@ impl Controller {
         self.rollout = Some(rollout);
         self.versions = versions;
         let mut commands = commands;
-        commands.extend(self.pin_targets(now));
+        commands.extend(self.pin_commands(now));
         serve.extend(self.carry_out(now, commands));
         serve
     }
@@ -552,7 +569,7 @@ impl Controller {
             let clusters: Vec<String> = r
                 .targets
                 .iter()
-                .filter(|(_, t)| t.wave == wave && t.state != ClusterState::Excluded)
+                .filter(|(_, t)| t.wave == wave && !t.state.left_out())
                 .map(|(c, _)| c.clone())
                 .collect();
             let last = phase == Phase::Gating;
@@ -596,6 +613,16 @@ impl Controller {
             return Err(ActionError::NotLeader {
                 leader: m.as_ref().and_then(|m| m.decisions.by.clone()),
             });
+        }
+        if let Some(c) = cluster
+            && action != Action::Abort
+            && self.standing.contains_key(c)
+            && self
+                .rollout
+                .as_ref()
+                .is_none_or(|r| !r.targets.contains_key(c))
+        {
+            return Ok(self.retry_standing(now, c));
         }
         let r = self.rollout.as_mut().ok_or(ActionError::NoRollout)?;
         let commands = match action {
@@ -655,7 +682,8 @@ impl Controller {
                             self.next_evaluation = Some(now + interval);
                         }
                     }
-                    Command::Release { .. } | Command::Hold { .. } | Command::RollBack { .. } => {}
+                    Command::Release { cluster, .. } => self.sent_new_version(&cluster),
+                    Command::Hold { .. } | Command::RollBack { .. } => {}
                 }
             }
             pending = next;
@@ -673,7 +701,9 @@ impl Controller {
         let held = r
             .targets
             .values()
-            .filter(|t| t.state.wants_previous())
+            .filter(|t| {
+                t.state.wants_previous() && !matches!(t.state, ClusterState::Pinned { .. })
+            })
             .count();
         metrics::gauge!(METRIC_HELD).set(held as f64);
         for p in PHASES {

@@ -93,7 +93,11 @@ pub enum ClusterState {
     /// Pinned by an operator (`meshhubctl pin`): served its pin, outside
     /// the rollout's waves (they do not wait for it) until unpinned; then
     /// it rejoins as [`Rollout::unpin`] says.
-    Pinned,
+    Pinned {
+        /// Its state when pinned (restored when it was out of the
+        /// rollout: excluded, refused, failed, rolled back).
+        before: Box<ClusterState>,
+    },
 }
 
 impl ClusterState {
@@ -103,7 +107,12 @@ impl ClusterState {
     pub fn wants_previous(&self) -> bool {
         matches!(
             self,
-            Self::Held | Self::Excluded | Self::RolledBack | Self::Pinned | Self::Refused { .. }
+            Self::Held
+                | Self::Excluded
+                | Self::RolledBack
+                | Self::Pinned { .. }
+                | Self::Refused { .. }
+                | Self::Failed { .. }
         )
     }
 
@@ -111,13 +120,13 @@ impl ClusterState {
     fn settled(&self) -> bool {
         matches!(
             self,
-            Self::Acked { .. } | Self::Excluded | Self::Pinned | Self::Refused { .. }
+            Self::Acked { .. } | Self::Excluded | Self::Pinned { .. } | Self::Refused { .. }
         )
     }
 
     /// Whether it is outside the wave's gates and updates.
-    fn left_out(&self) -> bool {
-        matches!(self, Self::Excluded | Self::Pinned | Self::Refused { .. })
+    pub fn left_out(&self) -> bool {
+        matches!(self, Self::Excluded | Self::Pinned { .. } | Self::Refused { .. })
     }
 }
 
@@ -514,18 +523,16 @@ impl Rollout {
             .map(|(c, t)| match t.state {
                 ClusterState::Held
                 | ClusterState::Excluded
-                | ClusterState::Pinned
+                | ClusterState::Pinned { .. }
                 | ClusterState::Refused { .. } => Command::Hold {
                     cluster: c.clone(),
                     version: t.step.from.clone(),
                 },
-                ClusterState::RolledBack => Command::RollBack {
+                ClusterState::RolledBack | ClusterState::Failed { .. } => Command::RollBack {
                     cluster: c.clone(),
                     version: t.step.from.clone(),
                 },
-                ClusterState::Released { .. }
-                | ClusterState::Acked { .. }
-                | ClusterState::Failed { .. } => Command::Release {
+                ClusterState::Released { .. } | ClusterState::Acked { .. } => Command::Release {
                     cluster: c.clone(),
                     version: t.step.to.clone(),
                 },
@@ -672,7 +679,7 @@ impl Rollout {
             // earlier rollout's, or this one's before an operator took the
             // cluster out): it is not offered again, and this rollout goes
             // on. A pinned cluster's answers are its pin's.
-            if matches!(t.state, ClusterState::Pinned | ClusterState::Refused { .. }) {
+            if matches!(t.state, ClusterState::Pinned { .. } | ClusterState::Refused { .. }) {
                 return;
             }
             if t.state == ClusterState::Held {

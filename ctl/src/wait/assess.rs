@@ -231,6 +231,12 @@ pub fn under_rollout(report: &mut Report, rollout: &Rollout) {
         };
         *standing = match (&target.state, stopped) {
             (ClusterState::Acked { .. }, _) => continue,
+            (ClusterState::Pinned { .. }, _) => Standing::Waiting {
+                reason: format!(
+                    "pinned by an operator: outside rollout {} (meshhubctl unpin --cluster {cluster})",
+                    rollout.id
+                ),
+            },
             (ClusterState::Failed { message } | ClusterState::Refused { message }, _) => {
                 Standing::Nacked {
                     collection: format!("rollout {}", rollout.id),
@@ -260,12 +266,6 @@ pub fn under_rollout(report: &mut Report, rollout: &Rollout) {
                 } else {
                     format!("held by rollout {} until its wave {wave}", rollout.id)
                 },
-            },
-            (ClusterState::Pinned, _) => Standing::Waiting {
-                reason: format!(
-                    "pinned by an operator: outside rollout {} (meshhubctl unpin --cluster {cluster})",
-                    rollout.id
-                ),
             },
             (ClusterState::Released { .. }, None) => Standing::Waiting {
                 reason: format!("being updated by rollout {} (wave {wave})", rollout.id),

@@ -190,6 +190,18 @@ impl Staged {
         }
     }
 
+    /// The ACKs already in the ledger and the reports of the clusters the
+    /// controller just sent their new version: what to serve.
+    pub(super) fn acks_already_in(&mut self) -> rollout::Serve {
+        let clusters = self.controller.take_released();
+        if clusters.is_empty() {
+            return Vec::new();
+        }
+        let now = rollout::now_ms();
+        self.controller
+            .acks_already_in(now, &self.ledger.view(), &clusters)
+    }
+
     /// Feeds `ev` to the controller: what to serve.
     pub(super) fn handle(&mut self, ev: StagedEvent) -> rollout::Serve {
         let now = rollout::now_ms();

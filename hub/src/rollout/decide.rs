@@ -25,7 +25,7 @@ use std::sync::Arc;
 use meshhub_mcp::cache::Group;
 use meshhub_mcp::snapshot::Snapshot;
 use meshhub_rollout::serving::Ruling;
-use meshhub_rollout::{Cause, Event};
+use meshhub_rollout::{Cause, ClusterState, Event};
 use tracing::{info, warn};
 
 use super::shared::{self, Standing};
@@ -39,13 +39,37 @@ impl Controller {
     /// withdrawn (it is not what the rollout wants any more — possibly the
     /// very version the cluster refused), and the cluster's agent keeps
     /// what it last ACKed. No decision yet: keep.
+    ///
+    /// A follower whose build lags the leader's for a moment keeps what it
+    /// serves (the leader's previous decision, safe) unless that is the
+    /// version the rollout moved the cluster away from.
     pub fn decision(&self, cluster: &str) -> Ruling<Arc<Snapshot>> {
         let Some(id) = self.serving_ids.get(cluster) else {
             return Ruling::Keep;
         };
-        match self.serving.get(cluster).filter(|s| version_id(s) == *id) {
-            Some(s) => Ruling::Serve(s.clone()),
-            None => Ruling::Withdraw,
+        let served = self.serving.get(cluster);
+        if let Some(s) = served.filter(|s| version_id(s) == *id) {
+            return Ruling::Serve(s.clone());
+        }
+        if self.leading() {
+            return Ruling::Withdraw;
+        }
+        let Some(served) = served.map(|s| version_id(s)) else {
+            return Ruling::Keep;
+        };
+        let moved_away = self
+            .rollout
+            .as_ref()
+            .and_then(|r| r.targets.get(cluster))
+            .is_some_and(|t| t.state.wants_previous() && t.step.to == served)
+            || self
+                .standing
+                .get(cluster)
+                .is_some_and(|s| s.version == served);
+        if moved_away {
+            Ruling::Withdraw
+        } else {
+            Ruling::Keep
         }
     }
 
@@ -160,33 +184,84 @@ impl Controller {
         if pinned == self.pinned {
             return Serve::new();
         }
-        let unpinned: Vec<String> = self.pinned.difference(&pinned).cloned().collect();
         self.pinned = pinned;
         if !self.leading() {
             return Serve::new();
         }
-        let Some(r) = self.rollout.as_mut() else {
-            return Serve::new();
-        };
-        let mut commands = Vec::new();
-        for c in &self.pinned {
-            commands.extend(r.pin(now, c));
-        }
-        for c in &unpinned {
-            commands.extend(r.unpin(now, c));
-        }
+        let commands = self.pin_commands(now);
         if commands.is_empty() {
             return Serve::new();
         }
         self.carry_out(now, commands)
     }
 
-    /// A new rollout takes the pins in force into account.
-    pub(super) fn pin_targets(&mut self, now: Millis) -> Vec<meshhub_rollout::Command> {
+    /// What makes the rollout's `Pinned` states match the pins in force:
+    /// a new rollout, one restored or taken over from another replica
+    /// (whose pins may have differed), and every change of the pins.
+    pub(super) fn pin_commands(&mut self, now: Millis) -> Vec<meshhub_rollout::Command> {
         let Some(r) = self.rollout.as_mut() else {
             return Vec::new();
         };
-        self.pinned.iter().flat_map(|c| r.pin(now, c)).collect()
+        let mut out = Vec::new();
+        let clusters: Vec<(String, bool)> = r
+            .targets
+            .iter()
+            .map(|(c, t)| (c.clone(), matches!(t.state, ClusterState::Pinned { .. })))
+            .collect();
+        for (c, in_rollout) in clusters {
+            match (self.pinned.contains(&c), in_rollout) {
+                (true, false) => out.extend(r.pin(now, &c)),
+                (false, true) => out.extend(r.unpin(now, &c)),
+                _ => {}
+            }
+        }
+        out
+    }
+
+    /// `cluster` is sent its rollout's new version: its answers are
+    /// awaited again (whatever an earlier sending consumed), and the drops
+    /// its istiod reports now are not this version's.
+    pub(super) fn sent_new_version(&mut self, cluster: &str) {
+        let Some(v) = self.versions.get_mut(cluster) else {
+            return;
+        };
+        v.unacked = super::changed_collections(v.from.as_ref(), &v.to);
+        v.prior_drops = self
+            .last_reports
+            .as_ref()
+            .and_then(|r| r.get(cluster))
+            .and_then(|r| r.view.istiod.as_ref())
+            .map(|i| {
+                i.dropped
+                    .iter()
+                    .map(|d| (d.collection.clone(), d.name.clone(), d.version.clone()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        self.fed_drops.retain(|(c, ..)| c != cluster);
+        self.released.insert(cluster.to_owned());
+    }
+
+    /// The clusters sent their new version since the last call: the
+    /// pipeline reads their ACKs already in the ledger and the reports
+    /// ([`Controller::acks_already_in`]).
+    pub fn take_released(&mut self) -> BTreeSet<String> {
+        std::mem::take(&mut self.released)
+    }
+
+    /// An operator resumes (or promotes) a cluster with a standing failure
+    /// that is not part of the current rollout: its failure is forgiven;
+    /// it joins a rollout at once if none is in flight, else the next.
+    pub(super) fn retry_standing(&mut self, now: Millis, cluster: &str) -> Serve {
+        self.forgive(Some(cluster));
+        info!(cluster = %cluster, "standing failure cleared by an operator; the cluster joins the next rollout");
+        let in_flight = self.rollout.as_ref().is_some_and(|r| !r.phase.is_terminal());
+        if in_flight {
+            self.publish_view();
+            return Serve::new();
+        }
+        let latest = self.latest.clone();
+        self.built(now, &latest)
     }
 
     /// Records a cluster's own refusal as a standing failure.

@@ -1,7 +1,7 @@
 //! Continuing from saved decisions: after a restart (the state file) or
 //! when this replica takes the lead (the decisions it followed).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use meshhub_mcp::cache::Group;
@@ -72,6 +72,11 @@ impl Controller {
         let names: Vec<String> = self.clusters.iter().map(|(c, _)| c.clone()).collect();
         for cluster in names {
             let Some(newest) = latest.get(cluster.as_str()) else {
+                // No build for it yet (analysis holds its first back): its
+                // decision stays, so it is not taken for a first snapshot.
+                if let Some(id) = serving.get(&cluster) {
+                    self.serving_ids.insert(cluster.clone(), id.clone());
+                }
                 continue;
             };
             // A finished rollout's targets too: a completed one still
@@ -105,6 +110,7 @@ impl Controller {
                                     },
                                     from,
                                     to,
+                                    prior_drops: BTreeSet::new(),
                                 },
                             );
                         }
@@ -159,12 +165,14 @@ impl Controller {
             unchanged,
             "rollout restored"
         );
-        let commands = rollout.restore();
+        let mut commands = rollout.restore();
         self.rollout = Some(rollout);
         self.versions = versions;
         if finished || !unchanged {
             return false;
         }
+        // The pins in force here, not those of the replica that saved it.
+        commands.extend(self.pin_commands(now));
         serve.extend(self.carry_out(now, commands));
         true
     }

@@ -3,7 +3,7 @@
 //! reports (the only word of a cluster another replica dials), including
 //! what the cluster's istiod dropped.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use meshhub_mcp::ledger::{Delivery, Outcome, PeerStatus, Role};
 use meshhub_mcp::snapshot::Snapshot;
@@ -51,6 +51,44 @@ impl Controller {
         self.feed(now, input)
     }
 
+    /// The ACKs of `clusters` already in the ledger (`peers`) and the
+    /// reports, for clusters just sent their new version again (resumed,
+    /// unpinned, promoted): their agents may hold it already, and the
+    /// ledger records no new delivery then. Refusals are not read back:
+    /// an old NACK is not this sending's answer.
+    pub fn acks_already_in(
+        &mut self,
+        now: Millis,
+        peers: &[PeerStatus],
+        clusters: &BTreeSet<String>,
+    ) -> Serve {
+        let mut serve = Serve::new();
+        for p in peers {
+            if p.role != Role::Source || p.peer != p.group || !clusters.contains(&p.peer) {
+                continue;
+            }
+            for (collection, c) in &p.collections {
+                let Some(acked) = &c.acked else { continue };
+                let d = Delivery {
+                    role: Role::Source,
+                    peer: p.peer.clone(),
+                    node_id: p.node_id.clone(),
+                    group: p.group.clone(),
+                    collection: collection.clone(),
+                    version: acked.version.clone(),
+                    outcome: Outcome::Ack,
+                    code: None,
+                    message: None,
+                };
+                serve.extend(self.delivery(now, &d));
+            }
+        }
+        if let Some(reports) = self.last_reports.clone() {
+            serve.extend(self.reports(now, &reports));
+        }
+        serve
+    }
+
     /// Deliveries were missed (the ledger's broadcast lagged): what the
     /// dialers ACKed, read from the ledger's view instead.
     pub fn reconcile(&mut self, now: Millis, peers: &[PeerStatus]) -> Serve {
@@ -93,6 +131,7 @@ impl Controller {
     /// rollout whose istiod dropped an object of its new version fails it
     /// (istiod ACKs what it drops, so only this report tells).
     pub fn reports(&mut self, now: Millis, reports: &crate::upward::Reports) -> Serve {
+        self.last_reports = Some(reports.clone());
         let mut serve = Serve::new();
         for d in held_deliveries(&self.versions, reports, &mut self.refusals) {
             serve.extend(self.delivery(now, &d));
@@ -111,11 +150,35 @@ impl Controller {
                     .iter()
                     .any(|k| *k.name == *d.name && *k.version == *d.version)
             };
-            let of_new_version = istiod
-                .dropped
-                .iter()
-                .find(|d| holds(&v.to, d) && !v.from.as_ref().is_some_and(|f| holds(f, d)));
+            // When the previous version is not known here (a replica
+            // without it in its history), one its istiod had not dropped
+            // already when the version was sent.
+            let to_id = version_id(&v.to);
+            let of_new_version = istiod.dropped.iter().find(|d| {
+                let new = match &v.from {
+                    Some(f) => !holds(f, d),
+                    None => !v.prior_drops.contains(&(
+                        d.collection.clone(),
+                        d.name.clone(),
+                        d.version.clone(),
+                    )),
+                };
+                holds(&v.to, d)
+                    && new
+                    && !self.fed_drops.contains(&(
+                        cluster.clone(),
+                        to_id.clone(),
+                        d.collection.clone(),
+                        d.name.clone(),
+                    ))
+            });
             if let Some(d) = of_new_version {
+                self.fed_drops.insert((
+                    cluster.clone(),
+                    to_id.clone(),
+                    d.collection.clone(),
+                    d.name.clone(),
+                ));
                 drops.push(Input::Rejected {
                     cluster: cluster.clone(),
                     version: version_id(&v.to),

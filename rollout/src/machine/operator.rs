@@ -20,7 +20,10 @@ impl Rollout {
         match cluster {
             Some(name) => {
                 let t = self.target_mut(name)?;
-                if matches!(t.state, ClusterState::Held | ClusterState::Excluded) {
+                if matches!(
+                    t.state,
+                    ClusterState::Held | ClusterState::Excluded | ClusterState::Refused { .. }
+                ) {
                     t.state = ClusterState::Released { at: now };
                     out.push(Command::Release {
                         cluster: name.to_owned(),
@@ -61,7 +64,7 @@ impl Rollout {
                 let t = self.target_mut(name)?;
                 let was_sent = !matches!(
                     t.state,
-                    ClusterState::Held | ClusterState::Excluded | ClusterState::Pinned
+                    ClusterState::Held | ClusterState::Excluded | ClusterState::Pinned { .. }
                 );
                 t.state = ClusterState::Excluded;
                 let version = t.step.from.clone();
@@ -166,10 +169,13 @@ impl Rollout {
         let Some(t) = self.targets.get_mut(cluster) else {
             return out;
         };
-        if t.state == ClusterState::Pinned {
+        if matches!(t.state, ClusterState::Pinned { .. }) {
             return out;
         }
-        t.state = ClusterState::Pinned;
+        let before = std::mem::replace(&mut t.state, ClusterState::Held);
+        t.state = ClusterState::Pinned {
+            before: Box::new(before),
+        };
         out.push(Command::Report(Event::ClusterPinned {
             cluster: cluster.to_owned(),
             pinned: true,
@@ -180,19 +186,35 @@ impl Rollout {
         out
     }
 
-    /// `cluster`'s pin was lifted: it rejoins the rollout as a cluster
-    /// returned by `resume --cluster` does (its previous version until its
-    /// wave runs; the new one at once if its wave runs or passed; its
-    /// previous one while the rollout is stopped).
+    /// `cluster`'s pin was lifted: a cluster that was out of the rollout
+    /// when pinned (excluded, refused, failed, rolled back) is so again;
+    /// any other rejoins it as a cluster returned by `resume --cluster`
+    /// does (its previous version until its wave runs; the new one at once
+    /// if its wave runs or passed; its previous one while the rollout is
+    /// stopped).
     pub fn unpin(&mut self, now: Millis, cluster: &str) -> Vec<Command> {
         let mut out = Vec::new();
-        if self.targets.get(cluster).map(|t| &t.state) != Some(&ClusterState::Pinned) {
+        let Some(t) = self.targets.get_mut(cluster) else {
             return out;
-        }
+        };
+        let ClusterState::Pinned { before } = &t.state else {
+            return out;
+        };
+        let before = (**before).clone();
         out.push(Command::Report(Event::ClusterPinned {
             cluster: cluster.to_owned(),
             pinned: false,
         }));
+        if matches!(
+            before,
+            ClusterState::Excluded
+                | ClusterState::Refused { .. }
+                | ClusterState::Failed { .. }
+                | ClusterState::RolledBack
+        ) {
+            t.state = before;
+            return out;
+        }
         self.rejoin(now, cluster, &mut out);
         out
     }

@@ -199,6 +199,37 @@ impl Sim {
     /// The pipeline: every group a controller call named goes through the
     /// one serving decision.
     fn apply(&mut self, serve: Serve) {
+        let mut serve = serve;
+        // The ledger: a cluster sent its new version again ACKed it
+        // already if its agent holds it.
+        for _ in 0..3 {
+            let released = self.ctl.take_released();
+            if released.is_empty() {
+                break;
+            }
+            for c in released {
+                let Some(to) = self.ctl.versions.get(&c).map(|v| v.to.clone()) else {
+                    continue;
+                };
+                if self.holds.get(&c) != Some(&version_id(&to)) {
+                    continue;
+                }
+                for collection in [VS, DR] {
+                    let d = Delivery {
+                        role: Role::Source,
+                        peer: c.clone(),
+                        node_id: c.clone(),
+                        group: c.clone(),
+                        collection: collection.into(),
+                        version: to.collection(collection).version().to_owned(),
+                        outcome: Outcome::Ack,
+                        code: None,
+                        message: None,
+                    };
+                    serve.extend(self.ctl.delivery(self.now, &d));
+                }
+            }
+        }
         let unavailable: Vec<String> = self.ctl.unavailable_clusters().cloned().collect();
         for g in serve.iter().map(|(g, _)| g.to_string()).chain(unavailable) {
             self.serve_group(&g);

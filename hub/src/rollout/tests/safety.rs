@@ -39,7 +39,9 @@ fn pinning_and_unpinning_a_held_cluster_of_a_failed_rollout_keeps_it_on_its_good
     c.set_pins(30, BTreeSet::from(["c".to_owned()]));
     assert_eq!(
         c.rollout.as_ref().unwrap().targets["c"].state,
-        ClusterState::Pinned
+        ClusterState::Pinned {
+            before: Box::new(ClusterState::Held)
+        }
     );
     // Unpinned: the rollout's decision, not the newest (the failed v2).
     c.set_pins(40, BTreeSet::new());
@@ -58,7 +60,7 @@ fn a_pinned_cluster_does_not_hold_up_its_wave() {
     let v2 = latest("2");
     c.built(10, &v2);
     let r = c.rollout.as_ref().unwrap();
-    assert_eq!(r.targets["a"].state, ClusterState::Pinned);
+    assert!(matches!(r.targets["a"].state, ClusterState::Pinned { .. }));
     assert!(
         matches!(r.phase, Phase::Baking { .. }),
         "the canary wave only had a pinned cluster: it bakes, {:?}",

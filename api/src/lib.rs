@@ -12,6 +12,7 @@ pub mod logging;
 pub mod node;
 pub mod object;
 pub mod placement;
+pub mod rollout;
 pub mod status;
 pub mod upward;
 

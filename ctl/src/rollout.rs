@@ -1,8 +1,7 @@
 //! `meshhubctl rollout status | promote | abort | resume [--cluster C]`:
 //! the hub's staged rollout (`GET /rollout`, `POST /rollout/<action>`).
 
-use meshhub_rollout::{ClusterState, Phase, Policy, Rollout};
-use serde::{Deserialize, Serialize};
+use meshhub_rollout::{ClusterState, Phase};
 
 use crate::history::{AdminArgs, call, user};
 use crate::output::{Format, render, short, structured};
@@ -51,21 +50,7 @@ struct Act {
 }
 
 /// `GET /rollout` as the hub answers (`wait` reads it too).
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct View {
-    enabled: bool,
-    #[serde(default)]
-    policy: Option<Policy>,
-    #[serde(default)]
-    pub(crate) rollout: Option<Rollout>,
-    /// The replica asked follows the leader's decisions.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    following: bool,
-    /// The replica deciding (with leader election).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    leader: Option<String>,
-}
+pub(crate) use meshhub_api::rollout::View;
 
 pub async fn run(args: RolloutArgs) -> Result<(), String> {
     let (path, act) = match args.command {
@@ -167,7 +152,9 @@ fn table(view: &View) -> String {
         for c in &w.clusters {
             let Some(t) = r.targets.get(c) else { continue };
             let detail = match &t.state {
-                ClusterState::Failed { message } => message.clone(),
+                ClusterState::Failed { message } | ClusterState::Refused { message } => {
+                    message.clone()
+                }
                 _ => String::new(),
             };
             rows.push(vec![
@@ -181,5 +168,69 @@ fn table(view: &View) -> String {
         }
     }
     out.push_str(&render(&rows));
+    trouble(view, &mut out);
     out
+}
+
+/// Standing failures and versions this replica can't produce, after the
+/// waves.
+fn trouble(view: &View, out: &mut String) {
+    if !view.standing.is_empty() {
+        out.push_str("\nSTILL FAILING (left out of rollouts until their content changes, or `rollout resume --cluster C`):\n");
+        let mut rows = vec![vec![
+            "CLUSTER".to_owned(),
+            "REFUSED".to_owned(),
+            "ROLLOUT".to_owned(),
+            "DETAIL".to_owned(),
+        ]];
+        for (c, s) in &view.standing {
+            rows.push(vec![
+                c.clone(),
+                short(&s.version),
+                s.rollout.to_string(),
+                s.message.clone(),
+            ]);
+        }
+        out.push_str(&render(&rows));
+    }
+    if !view.unavailable.is_empty() {
+        out.push_str("\nUNAVAILABLE here (not in this replica's history; nothing is pushed, the cluster keeps what it holds):\n");
+        let mut rows = vec![vec!["CLUSTER".to_owned(), "DECIDED".to_owned()]];
+        for (c, v) in &view.unavailable {
+            rows.push(vec![c.clone(), short(v)]);
+        }
+        out.push_str(&render(&rows));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn standing_failures_and_unavailable_versions_are_shown() {
+        let view = View {
+            enabled: true,
+            rollout: None,
+            standing: [(
+                "east".to_owned(),
+                meshhub_api::rollout::Standing {
+                    version: "0123456789ab".into(),
+                    message: "VirtualService bookinfo/r: bad route".into(),
+                    rollout: 4,
+                },
+            )]
+            .into(),
+            unavailable: [("west".to_owned(), "ba9876543210".to_owned())].into(),
+            ..View::default()
+        };
+        let mut out = String::new();
+        trouble(&view, &mut out);
+        assert!(out.contains("STILL FAILING"), "{out}");
+        assert!(
+            out.contains("east") && out.contains("bad route") && out.contains(" 4 "),
+            "{out}"
+        );
+        assert!(out.contains("UNAVAILABLE") && out.contains("west"), "{out}");
+    }
 }

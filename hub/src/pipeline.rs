@@ -716,7 +716,9 @@ impl Pipeline {
         // Clusters just sent their new version may have ACKed it already
         // (bounded: each round only follows what the previous released).
         for _ in 0..3 {
-            let Some(s) = self.rollout.as_mut() else { break };
+            let Some(s) = self.rollout.as_mut() else {
+                break;
+            };
             let more = s.acks_already_in();
             if more.is_empty() {
                 break;

@@ -117,35 +117,7 @@ pub struct Request {
     pub reply: oneshot::Sender<Result<(), ActionError>>,
 }
 
-/// What `/rollout` shows.
-#[derive(Clone, Debug, Default, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct View {
-    /// Whether a policy is configured.
-    pub enabled: bool,
-    /// The policy.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub policy: Option<Policy>,
-    /// The current (or last) rollout.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub rollout: Option<Rollout>,
-    /// This replica follows the leader's decisions (leader election): the
-    /// rollout shown is the leader's, and operators' actions go to it.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub following: bool,
-    /// The replica whose decisions these are (with leader election).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub leader: Option<String>,
-    /// Clusters that refused a version and whose content has not changed
-    /// since: left out of later rollouts (still failing).
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub standing: BTreeMap<String, Standing>,
-    /// Clusters whose decided version this replica cannot produce (not in
-    /// its history), with that version: nothing is pushed to them; they
-    /// keep what they hold.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub unavailable: BTreeMap<String, String>,
-}
+pub use meshhub_api::rollout::View;
 
 /// One cluster's snapshots in the current rollout.
 #[derive(Clone, Debug)]
@@ -701,9 +673,7 @@ impl Controller {
         let held = r
             .targets
             .values()
-            .filter(|t| {
-                t.state.wants_previous() && !matches!(t.state, ClusterState::Pinned { .. })
-            })
+            .filter(|t| t.state.wants_previous() && !matches!(t.state, ClusterState::Pinned { .. }))
             .count();
         metrics::gauge!(METRIC_HELD).set(held as f64);
         for p in PHASES {

@@ -126,7 +126,10 @@ impl ClusterState {
 
     /// Whether it is outside the wave's gates and updates.
     pub fn left_out(&self) -> bool {
-        matches!(self, Self::Excluded | Self::Pinned { .. } | Self::Refused { .. })
+        matches!(
+            self,
+            Self::Excluded | Self::Pinned { .. } | Self::Refused { .. }
+        )
     }
 }
 
@@ -679,7 +682,10 @@ impl Rollout {
             // earlier rollout's, or this one's before an operator took the
             // cluster out): it is not offered again, and this rollout goes
             // on. A pinned cluster's answers are its pin's.
-            if matches!(t.state, ClusterState::Pinned { .. } | ClusterState::Refused { .. }) {
+            if matches!(
+                t.state,
+                ClusterState::Pinned { .. } | ClusterState::Refused { .. }
+            ) {
                 return;
             }
             if t.state == ClusterState::Held {

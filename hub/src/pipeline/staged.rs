@@ -293,7 +293,11 @@ impl Staged {
         if current {
             r.accepted = read;
         } else {
-            warn!(term = read.as_ref().map(|m| m.decisions.term), lease.term = status.term, "shared rollout decisions of an older leadership term ignored");
+            warn!(
+                term = read.as_ref().map(|m| m.decisions.term),
+                lease.term = status.term,
+                "shared rollout decisions of an older leadership term ignored"
+            );
         }
         let mirrored = r.accepted.clone();
         let c = &mut self.controller;

@@ -226,6 +226,10 @@ impl Controller {
             return;
         };
         v.unacked = super::changed_collections(v.from.as_ref(), &v.to);
+        // A drop already counted against this very version (it is sent
+        // again: resumed) is its doing, not a standing one.
+        let to_id = version_id(&v.to);
+        let fed = &self.fed_drops;
         v.prior_drops = self
             .last_reports
             .as_ref()
@@ -234,6 +238,14 @@ impl Controller {
             .map(|i| {
                 i.dropped
                     .iter()
+                    .filter(|d| {
+                        !fed.contains(&(
+                            cluster.to_owned(),
+                            to_id.clone(),
+                            d.collection.clone(),
+                            d.name.clone(),
+                        ))
+                    })
                     .map(|d| (d.collection.clone(), d.name.clone(), d.version.clone()))
                     .collect()
             })
@@ -255,7 +267,10 @@ impl Controller {
     pub(super) fn retry_standing(&mut self, now: Millis, cluster: &str) -> Serve {
         self.forgive(Some(cluster));
         info!(cluster = %cluster, "standing failure cleared by an operator; the cluster joins the next rollout");
-        let in_flight = self.rollout.as_ref().is_some_and(|r| !r.phase.is_terminal());
+        let in_flight = self
+            .rollout
+            .as_ref()
+            .is_some_and(|r| !r.phase.is_terminal());
         if in_flight {
             self.publish_view();
             return Serve::new();

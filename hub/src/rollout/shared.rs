@@ -70,18 +70,7 @@ pub struct Decisions {
     pub schema: u32,
 }
 
-/// A cluster's refusal of a version that keeps it out of later rollouts
-/// until its content changes (or an operator resumes it).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Standing {
-    /// The version it refused.
-    pub version: String,
-    /// Why (the NACK's message, what its istiod dropped).
-    pub message: String,
-    /// The rollout it failed in.
-    pub rollout: u64,
-}
+pub use meshhub_api::rollout::Standing;
 
 /// The version of the decisions' format this hub writes: 2 added
 /// `schema`, a shared `term` and `standing`.
@@ -406,7 +395,10 @@ mod tests {
         // The previous version's decisions (no schema, term or standing).
         let v1 = r#"{"by":"hub-a","rollout":null,"serving":{"east":"abc"}}"#;
         let d = Decisions::parse(v1).unwrap();
-        assert_eq!((d.schema, d.term, d.serving["east"].as_str()), (1, 0, "abc"));
+        assert_eq!(
+            (d.schema, d.term, d.serving["east"].as_str()),
+            (1, 0, "abc")
+        );
         assert!(d.standing.is_empty());
         // This version's, written and read back.
         let now = serde_json::to_string(&Decisions {

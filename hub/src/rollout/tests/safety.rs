@@ -189,3 +189,90 @@ fn a_standing_drop_of_an_unchanged_object_does_not_fail_an_unrelated_change() {
         Phase::RolledBack { .. }
     ));
 }
+
+#[test]
+fn a_cluster_resumed_after_a_rollback_counts_its_new_ack() {
+    let mut c = three_waves();
+    let v1 = latest("1");
+    c.built(0, &v1);
+    let v2 = latest("2");
+    c.built(10, &v2);
+    c.delivery(20, &delivery("a", &v2[&Group::from("a")], Outcome::Ack));
+    c.tick(1_020);
+    c.delivery(30, &delivery("b", &v2[&Group::from("b")], Outcome::Nack));
+    assert!(matches!(
+        c.rollout.as_ref().unwrap().phase,
+        Phase::RolledBack { .. }
+    ));
+    c.take_released();
+    c.act(40, Action::Resume, None, "ops").unwrap();
+    assert!(matches!(
+        c.rollout.as_ref().unwrap().targets["a"].state,
+        ClusterState::Released { .. }
+    ));
+    assert_eq!(
+        c.take_released().into_iter().collect::<Vec<_>>(),
+        ["a"],
+        "the pipeline reads a's ACKs already in"
+    );
+    c.delivery(50, &delivery("a", &v2[&Group::from("a")], Outcome::Ack));
+    let r = c.rollout.as_ref().unwrap();
+    assert!(
+        matches!(r.phase, Phase::Baking { .. }),
+        "a's second ACK counts: {:?} {:?}",
+        r.phase,
+        r.targets["a"].state
+    );
+}
+
+#[test]
+fn pinning_and_unpinning_a_refused_cluster_does_not_offer_it_the_version_again() {
+    let mut c = three_waves();
+    let v1 = latest("1");
+    c.built(0, &v1);
+    // b refuses v2 while still held (an earlier offer): REFUSED.
+    let v2 = latest("2");
+    c.built(10, &v2);
+    c.delivery(15, &delivery("b", &v2[&Group::from("b")], Outcome::Nack));
+    let state = |c: &Controller| c.rollout.as_ref().unwrap().targets["b"].state.clone();
+    assert!(
+        matches!(state(&c), ClusterState::Refused { .. }),
+        "{:?}",
+        state(&c)
+    );
+    c.set_pins(20, BTreeSet::from(["b".to_owned()]));
+    c.set_pins(30, BTreeSet::new());
+    assert!(
+        matches!(state(&c), ClusterState::Refused { .. }),
+        "{:?}",
+        state(&c)
+    );
+    assert_eq!(decided(&c, "b"), Some(id(&v1, "b")));
+}
+
+#[test]
+fn resuming_a_cluster_left_out_for_a_standing_failure_clears_it() {
+    let mut c = three_waves();
+    let v1 = latest("1");
+    c.built(0, &v1);
+    let bad = with(&v1, "a", "bad");
+    c.built(10, &bad);
+    c.delivery(20, &delivery("a", &bad[&Group::from("a")], Outcome::Nack));
+    // A completed rollout without a (b's change), then a retry of a.
+    let next = with(&bad, "b", "2");
+    c.built(30, &next);
+    c.delivery(40, &delivery("b", &next[&Group::from("b")], Outcome::Ack));
+    c.tick(2_000);
+    assert_eq!(c.rollout.as_ref().unwrap().phase, Phase::Completed);
+    assert!(c.act(50, Action::Resume, Some("a"), "ops").is_ok());
+    let r = c.rollout.as_ref().unwrap();
+    assert!(
+        r.targets.contains_key("a"),
+        "a is in a new rollout: {:?}",
+        r.targets
+    );
+    assert!(
+        c.states().borrow().as_deref().unwrap().standing.is_empty(),
+        "its standing failure is cleared"
+    );
+}

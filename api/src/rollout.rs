@@ -1,0 +1,50 @@
+//! `GET /rollout`: the hub's staged rollout, as the hub answers and
+//! `meshhubctl rollout status` / `meshhubctl wait` read it.
+
+use std::collections::BTreeMap;
+
+use meshhub_rollout::{Policy, Rollout};
+use serde::{Deserialize, Serialize};
+
+/// What `GET /rollout` shows.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct View {
+    /// Whether a policy is configured.
+    pub enabled: bool,
+    /// The policy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<Policy>,
+    /// The current (or last) rollout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<Rollout>,
+    /// This replica follows the leader's decisions (leader election): the
+    /// rollout shown is the leader's, and operators' actions go to it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub following: bool,
+    /// The replica whose decisions these are (with leader election).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leader: Option<String>,
+    /// Clusters that refused a version and whose content has not changed
+    /// since: left out of later rollouts (still failing).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub standing: BTreeMap<String, Standing>,
+    /// Clusters whose decided version this replica cannot produce (not in
+    /// its history), with that version: nothing is pushed to them; they
+    /// keep what they hold.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub unavailable: BTreeMap<String, String>,
+}
+
+/// A cluster's refusal of a version that keeps it out of later rollouts
+/// until its content changes (or an operator resumes it).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Standing {
+    /// The version it refused.
+    pub version: String,
+    /// Why (the NACK's message, what its istiod dropped).
+    pub message: String,
+    /// The rollout it failed in.
+    pub rollout: u64,
+}

@@ -187,6 +187,13 @@ pub fn restore(
     let Some(decisions) = file.load()? else {
         return Ok(None);
     };
+    // Kept from pruning from the start (before the first build decides).
+    history.protect(
+        decisions
+            .versions()
+            .map(|(c, v)| (c.to_owned(), v.to_owned()))
+            .collect(),
+    );
     let mut snapshots = shared::Snapshots::new();
     for (cluster, id) in decisions.versions() {
         let key = (cluster.to_owned(), id.to_owned());

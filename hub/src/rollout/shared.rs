@@ -284,6 +284,8 @@ impl SharedRollout {
                 .versions()
                 .map(|(c, v)| (c.to_owned(), v.to_owned()))
                 .collect();
+            // Kept from pruning before this replica's controller applied them.
+            history.protect(wanted.clone());
             known.retain(|k, _| wanted.contains(k));
             let missing: Vec<(String, String)> = wanted
                 .into_iter()
@@ -324,13 +326,15 @@ pub async fn protect_history(
     shutdown: CancellationToken,
 ) {
     loop {
-        let referenced: HashSet<(String, String)> = decisions
-            .borrow_and_update()
-            .iter()
-            .flat_map(|d| d.versions())
-            .map(|(c, v)| (c.to_owned(), v.to_owned()))
-            .collect();
-        history.protect(referenced);
+        // Nothing decided yet (before the first build): what the saved or
+        // followed decisions protected stays protected.
+        if let Some(d) = decisions.borrow_and_update().clone() {
+            history.protect(
+                d.versions()
+                    .map(|(c, v)| (c.to_owned(), v.to_owned()))
+                    .collect(),
+            );
+        }
         tokio::select! {
             changed = decisions.changed() => if changed.is_err() { break },
             () = shutdown.cancelled() => break,

@@ -15,7 +15,8 @@
 //!
 //! Invariants, after every step:
 //! 1. A cluster is never served a version it refused (NACK, or its istiod
-//!    dropped an object new in it while the version's rollout ran) —
+//!    dropped an object new in it, while the version's rollout was not
+//!    superseded) —
 //!    unless an operator pinned it, or resumed or promoted it (which is
 //!    asking for it again).
 //! 2. While a rollout is rolled back, none of its clusters is served its
@@ -301,10 +302,12 @@ impl Sim {
                 self.apply(serve);
             }
             if outcome == Outcome::Ack && version.ends_with("-drop") {
-                // A drop reported after its rollout completed is reported,
-                // not rolled back: only one during the rollout refuses.
+                // A drop refuses the version of a rollout that sent it, also
+                // one that stopped or completed since (that cluster is rolled
+                // back); one superseded meanwhile gave way to a newer
+                // decision.
                 let during = self.ctl.rollout.as_ref().is_some_and(|r| {
-                    !r.phase.is_terminal()
+                    !matches!(r.phase, Phase::Superseded { .. })
                         && r.targets.get(&cluster).is_some_and(|t| t.step.to == id)
                 });
                 if !pinned && during {

@@ -76,14 +76,17 @@ impl Shared {
                     .map(String::as_str),
             )?;
             let result = match current {
-                Some(mut cm) => {
-                    // `cm` carries the resourceVersion read: replace
-                    // fails with a conflict if it changed since.
-                    cm.data
-                        .get_or_insert_with(BTreeMap::new)
-                        .insert(key.to_owned(), value.to_owned());
+                Some(cm) => {
+                    // The resourceVersion read in the patch is its
+                    // precondition: the API server answers a conflict if
+                    // the ConfigMap changed since (a patch, not a replace:
+                    // the RBAC grants `patch`).
+                    let patch = serde_json::json!({
+                        "metadata": { "resourceVersion": cm.metadata.resource_version },
+                        "data": { key: value },
+                    });
                     self.api
-                        .replace(self.name, &PostParams::default(), &cm)
+                        .patch(self.name, &PatchParams::default(), &Patch::Merge(&patch))
                         .await
                         .map(drop)
                 }

@@ -245,19 +245,9 @@ impl SharedRollout {
         };
         let text = serde_json::to_string(&signed)?;
         let ours = d.term;
-        let fence = |current: Option<&str>| {
-            // Unreadable decisions (damaged, or a newer format) are
-            // replaced by readable ones.
-            let found = current
-                .and_then(|t| Decisions::parse(t).ok())
-                .map_or(0, |c| c.term);
-            if found > ours {
-                Err(WriteError::Stale { found, ours })
-            } else {
-                Ok(())
-            }
-        };
-        self.cm.write_fenced(KEY, &text, fence).await
+        self.cm
+            .write_fenced(KEY, &text, |current| fence(current, ours))
+            .await
     }
 
     /// Follows the ConfigMap until `shutdown`, sending what it says with
@@ -342,6 +332,20 @@ pub async fn protect_history(
     }
 }
 
+/// Whether decisions of term `ours` may replace the `current` text of the
+/// ConfigMap: not over decisions of a newer term (unreadable ones —
+/// damaged, or of a newer format — are replaced by readable ones).
+fn fence(current: Option<&str>, ours: u64) -> Result<(), WriteError> {
+    let found = current
+        .and_then(|t| Decisions::parse(t).ok())
+        .map_or(0, |c| c.term);
+    if found > ours {
+        Err(WriteError::Stale { found, ours })
+    } else {
+        Ok(())
+    }
+}
+
 /// Why the decisions can't be shared.
 #[derive(Debug, thiserror::Error)]
 pub enum WriteError {
@@ -364,6 +368,25 @@ pub enum WriteError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_former_leader_never_writes_over_a_newer_terms_decisions() {
+        let of = |term| {
+            serde_json::to_string(&Decisions {
+                term,
+                ..Decisions::new()
+            })
+            .unwrap()
+        };
+        assert!(fence(None, 0).is_ok(), "nothing there yet");
+        assert!(fence(Some(&of(4)), 4).is_ok(), "its own term");
+        assert!(fence(Some(&of(3)), 4).is_ok(), "an older term");
+        assert!(matches!(
+            fence(Some(&of(5)), 4),
+            Err(WriteError::Stale { found: 5, ours: 4 })
+        ));
+        assert!(fence(Some("not json"), 1).is_ok(), "unreadable: replaced");
+    }
 
     #[test]
     fn a_state_file_of_an_older_hub_reads_as_its_rollout() {

@@ -23,7 +23,7 @@ fn change(collection: &str, resources: Vec<Resource>) -> Change {
 #[tokio::test]
 async fn an_agent_may_only_publish_for_its_own_cluster() {
     let (tx, mut rx) = mpsc::channel(4);
-    let u = ClusterUpdater::new("east".into(), tx);
+    let u = ClusterUpdater::new("east".into(), 7, tx);
     let west = ClusterStatus {
         cluster: "west".into(),
         ..Default::default()
@@ -43,7 +43,7 @@ async fn an_agent_may_only_publish_for_its_own_cluster() {
     let r = resource("east", CLUSTER_STATUS_MESSAGE, east.encode_to_vec());
     u.apply(change(CLUSTER_STATUS, vec![r])).await.unwrap();
     assert!(
-        matches!(rx.try_recv(), Ok(Update::Status { cluster, report: Some(_) }) if cluster == "east")
+        matches!(rx.try_recv(), Ok(Update { cluster, generation: 7, what: What::Status(Some(_)) }) if cluster == "east")
     );
 
     // An export's name must be its namespace/name; the body its message.
@@ -58,7 +58,10 @@ async fn an_agent_may_only_publish_for_its_own_cluster() {
     assert!(u.apply(change(SERVICE_EXPORTS, vec![wrong])).await.is_err());
     let ok = resource("shop/cart", SERVICE_EXPORT_MESSAGE, e.encode_to_vec());
     u.apply(change(SERVICE_EXPORTS, vec![ok])).await.unwrap();
-    assert!(matches!(rx.try_recv(), Ok(Update::Exports { exports, .. }) if exports.len() == 1));
+    assert!(matches!(
+        rx.try_recv(),
+        Ok(Update { what: What::Exports { version, exports }, .. }) if exports.len() == 1 && version == "v"
+    ));
 }
 
 #[test]
@@ -115,6 +118,7 @@ mod at_rest {
                 connect_timeout: Duration::from_secs(5),
                 reconnect: FAST,
             },
+            exports: Default::default(),
         }
     }
 
@@ -189,9 +193,14 @@ mod at_rest {
         let marked = tokio::time::timeout(meshhub_testkit::wait::DEADLINE, async {
             while unserved.len() < N {
                 match rx.recv().await {
-                    Some(Update::Unserved {
+                    Some(Update {
+                        what: What::Started { .. },
+                        ..
+                    }) => {}
+                    Some(Update {
                         cluster,
-                        unserved: true,
+                        what: What::Unserved(true),
+                        ..
                     }) => assert!(unserved.insert(cluster.clone()), "{cluster} marked twice"),
                     other => panic!("unexpected {other:?}"),
                 }

@@ -265,8 +265,11 @@ pub async fn run(
             let changed = **old != *now;
             if changed {
                 metrics::gauge!("meshhub_agent_service_exports").set(now.exports.len() as f64);
-                metrics::gauge!("meshhub_agent_service_exports_complete")
-                    .set(if now.complete { 1.0 } else { 0.0 });
+                metrics::gauge!("meshhub_agent_service_exports_complete").set(if now.complete {
+                    1.0
+                } else {
+                    0.0
+                });
                 *old = now;
             }
             changed

@@ -28,6 +28,9 @@
 //!   and publishes it as a `watch` of [`Reports`]. A cut stream keeps the
 //!   last report (the reconnect's full state replaces it); a cluster
 //!   removed from the configuration loses its report and its exports.
+//!   Every subscriber has a generation ([`Update::generation`]): what a
+//!   stopped one still sends is dropped there. Exports are merged only
+//!   once complete, and judged per cluster ([`judge`], [`policy`]) first.
 //! * **Exports** become generated ServiceEntries through [`mcs`], a source
 //!   of the pipeline like any other.
 

@@ -230,3 +230,65 @@ mod at_rest {
             .expect("the subscribers end on shutdown");
     }
 }
+
+/// Each subscriber started gets a new generation, announced before it
+/// runs; a policy change keeps it; removing the cluster ends it.
+#[tokio::test]
+async fn subscribers_are_announced_with_their_generation() {
+    use meshhub_mcp::dial::DialSpec;
+
+    let spec = |port: u16, policy: policy::ExportPolicy| AgentSpec {
+        cluster: "west".into(),
+        dial: DialSpec {
+            address: format!("http://127.0.0.1:{port}"),
+            tls: None,
+            connect_timeout: Duration::from_secs(1),
+            reconnect: Default::default(),
+        },
+        exports: policy,
+    };
+    let (tx, mut rx) = mpsc::channel(16);
+    let shutdown = CancellationToken::new();
+    let deps = UpwardDeps {
+        ledger: Ledger::new(),
+        tasks: TaskTracker::new(),
+        max_message_bytes: 4 << 20,
+        unserved_retry: UNSERVED_RETRY,
+    };
+    let mut running = BTreeMap::new();
+    let mut generations = 0;
+    let mut step = async |wanted: Vec<AgentSpec>| {
+        reconcile(
+            &mut running,
+            &mut generations,
+            &wanted,
+            &deps,
+            &tx,
+            &shutdown,
+        )
+        .await;
+    };
+    let narrow = policy::ExportPolicy {
+        max_services: 1,
+        ..Default::default()
+    };
+    step(vec![spec(1, Default::default())]).await;
+    step(vec![spec(1, narrow.clone())]).await;
+    step(vec![spec(2, narrow)]).await;
+    step(Vec::new()).await;
+    let mut seen = Vec::new();
+    while let Ok(u) = rx.try_recv() {
+        let what = match u.what {
+            What::Started { .. } => "started",
+            What::Policy(_) => "policy",
+            What::Gone => "gone",
+            _ => "other",
+        };
+        seen.push((u.generation, what));
+    }
+    assert_eq!(
+        seen,
+        [(1, "started"), (1, "policy"), (2, "started"), (2, "gone")]
+    );
+    shutdown.cancel();
+}

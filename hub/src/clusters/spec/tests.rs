@@ -96,7 +96,10 @@ fn export_policies_are_typed_and_need_an_agent() {
     let e = err(&format!(
         "{SOURCES}clusters:\n  - name: east\n    exports: {{maxServices: 10}}\n"
     ));
-    assert!(e.contains("clusters[0].exports") && e.contains("agent"), "{e}");
+    assert!(
+        e.contains("clusters[0].exports") && e.contains("agent"),
+        "{e}"
+    );
     let e = err(&format!(
         "{SOURCES}clusters:\n  - name: east\n    agent: {{address: \"http://10.0.0.1:9911\"}}\n    exports: {{allow: [{{namespace: a, nmes: [b]}}]}}\n"
     ));

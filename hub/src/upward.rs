@@ -435,16 +435,41 @@ async fn reconcile(
         if running.contains_key(cluster) {
             continue;
         }
+        *generations += 1;
+        let generation = *generations;
+        // Before the subscriber can send anything (and even when none can
+        // start: a replaced one's late reports are then dropped too).
+        let what = What::Started {
+            policy: spec.exports.clone(),
+        };
+        let cluster = cluster.to_owned();
+        let _ = tx
+            .send(Update {
+                cluster: cluster.clone(),
+                generation,
+                what,
+            })
+            .await;
+        let stop = shutdown.child_token();
         let endpoint = match endpoint(spec) {
             Ok(e) => e,
             Err(e) => {
                 error!(error = %meshhub_runtime::error_chain(&e), "can't subscribe to this agent's upward channel");
+                // Recorded all the same, without a subscriber: its removal
+                // then says `Gone`, and a settings change tries again.
+                running.insert(
+                    cluster,
+                    Running {
+                        spec: spec.clone(),
+                        generation,
+                        stop,
+                    },
+                );
                 continue;
             }
         };
-        let stop = shutdown.child_token();
         let target = SourceTarget {
-            name: peer_name(cluster),
+            name: peer_name(&cluster),
             endpoint,
             config: Arc::new(SinkConfig {
                 node: SinkNode {
@@ -461,21 +486,6 @@ async fn reconcile(
             reconnect: spec.dial.reconnect.clone(),
             max_message_bytes: deps.max_message_bytes,
         };
-        *generations += 1;
-        let generation = *generations;
-        // Before the subscriber can send anything: the state task then
-        // takes this generation's updates only.
-        let what = What::Started {
-            policy: spec.exports.clone(),
-        };
-        let cluster = cluster.to_owned();
-        let _ = tx
-            .send(Update {
-                cluster: cluster.clone(),
-                generation,
-                what,
-            })
-            .await;
         let updater = ClusterUpdater::new(cluster.clone(), generation, tx.clone());
         deps.tasks.spawn(
             subscribe(

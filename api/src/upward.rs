@@ -36,9 +36,45 @@ pub struct ClusterReportView {
     /// What the cluster's istiod holds (agent with an istiod address).
     #[serde(default)]
     pub istiod: Option<IstiodView>,
-    /// The Services the cluster exports (KEP-1645).
+    /// The Services the cluster exports (KEP-1645): the last complete set
+    /// the agent sent, each merged or refused.
     #[serde(default)]
     pub exports: Vec<ExportView>,
+    /// Whether the exports can be trusted as the cluster's whole set
+    /// (none: nothing received yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exports_state: Option<ExportsStateView>,
+}
+
+/// Whether an agent says its exports are its cluster's whole set.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Completeness {
+    /// Every watch they are built from listed.
+    Complete,
+    /// Some watch has not (re-)listed: the hub keeps the last complete set.
+    Incomplete,
+    /// The agent does not say (older than the field): taken as complete.
+    #[default]
+    Unknown,
+}
+
+/// The state of a cluster's exports on the hub.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExportsStateView {
+    /// What the agent's last report says.
+    pub completeness: Completeness,
+    /// The agent's watches that have not (re-)listed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waiting_for: Vec<String>,
+    /// The exports shown and merged are not the latest the agent sent
+    /// (that one is not known to be complete): they are the last
+    /// complete set, or none when no complete set was received yet.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stale: bool,
+    /// Since when they are stale.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stale_since: Option<At>,
 }
 
 /// One collection as the agent holds it.
@@ -158,6 +194,17 @@ pub struct ExportView {
     /// rules), when there is one.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub conflict: String,
+    /// Why the hub does not merge it (`policy: …`, `cap: …`, `invalid:
+    /// …`); the other clusters' exports of the Service stand.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub refused: String,
+    /// When this hub process first saw it: the conflict order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_seen: Option<At>,
+    /// When the ServiceExport was created, as its agent reports it (shown
+    /// only: the conflict order is the hub's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created: Option<At>,
 }
 
 impl ClusterReportView {

@@ -107,6 +107,19 @@ pub fn semantic_check() -> SemanticCheck {
     })
 }
 
+/// The store's checks of an object, as each cluster's export is judged
+/// by before it is merged (the same as the generated entry then goes
+/// through in the pipeline).
+pub(crate) fn export_check(
+    kinds: &meshhub_proto::kinds::KindTable,
+    unknown_fields: crate::store::UnknownFields,
+) -> crate::upward::judge::Check {
+    let (kinds, semantic) = (kinds.clone(), semantic_check());
+    Arc::new(move |obj: Object| {
+        crate::store::verdict(&kinds, unknown_fields, &semantic, obj).error_messages()
+    })
+}
+
 /// A running hub.
 #[derive(Debug)]
 pub struct Hub {
@@ -485,8 +498,14 @@ impl Hub {
         // The upward channel: one subscriber per agent, on every replica.
         let (updates_tx, updates_rx) = mpsc::channel(64);
         tasks.spawn(
-            crate::upward::state::run(updates_rx, reports_tx, audit.clone(), shutdown.clone())
-                .instrument(info_span!("upward.state")),
+            crate::upward::state::run(
+                updates_rx,
+                reports_tx,
+                audit.clone(),
+                export_check(&kinds, config.unknown_fields),
+                shutdown.clone(),
+            )
+            .instrument(info_span!("upward.state")),
         );
         tasks.spawn(
             crate::upward::run(

@@ -228,6 +228,20 @@ pub enum AuditEvent {
         /// `namespace/name`.
         name: String,
     },
+    /// A cluster's exported Service is refused by the hub (outside the
+    /// cluster's export policy, over its caps, or invalid on its own):
+    /// not merged into any ServiceEntry (written when it becomes refused
+    /// or its reason changes).
+    ExportRefused {
+        /// The exporting cluster.
+        cluster: String,
+        /// The Service's namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+        /// Why (`policy: …`, `cap: …`, `invalid: …`).
+        reason: String,
+    },
     /// A group's pin was lifted.
     Unpin {
         /// The group (cluster).
@@ -264,6 +278,13 @@ impl AuditLog {
     /// A log that records nothing (no `audit:` block).
     pub fn disabled() -> Self {
         Self::default()
+    }
+
+    /// A log whose records a test reads.
+    #[cfg(test)]
+    pub(crate) fn capture() -> (Self, mpsc::Receiver<(SystemTime, AuditEvent)>) {
+        let (tx, rx) = mpsc::channel(1024);
+        (Self { tx: Some(tx) }, rx)
     }
 
     /// Whether records go anywhere.

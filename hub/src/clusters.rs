@@ -173,7 +173,10 @@ fn reconcile(
     let wanted: BTreeMap<&str, &AgentSpec> =
         wanted.iter().map(|a| (a.cluster.as_str(), a)).collect();
     running.retain(|cluster, r| {
-        let keep = wanted.get(cluster.as_str()) == Some(&&r.spec);
+        // Only the dial settings matter to a dialer (not the export policy).
+        let keep = wanted
+            .get(cluster.as_str())
+            .is_some_and(|w| w.dial == r.spec.dial);
         if !keep {
             r.stop.cancel();
             if wanted.contains_key(cluster.as_str()) {

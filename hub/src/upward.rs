@@ -28,10 +28,15 @@
 //!   and publishes it as a `watch` of [`Reports`]. A cut stream keeps the
 //!   last report (the reconnect's full state replaces it); a cluster
 //!   removed from the configuration loses its report and its exports.
+//!   Every subscriber has a generation ([`Update::generation`]): what a
+//!   stopped one still sends is dropped there. Exports are merged only
+//!   once complete, and judged per cluster ([`judge`], [`policy`]) first.
 //! * **Exports** become generated ServiceEntries through [`mcs`], a source
 //!   of the pipeline like any other.
 
+pub mod judge;
 pub mod mcs;
+pub mod policy;
 pub mod state;
 
 use std::collections::{BTreeMap, HashMap};
@@ -56,6 +61,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{Instrument as _, error, info, info_span, warn};
 
 use crate::clusters::{AgentSpec, Agents, endpoint};
+use policy::ExportPolicy;
 
 pub use state::Reports;
 
@@ -68,41 +74,53 @@ pub fn peer_name(cluster: &str) -> String {
 /// The node id the hub announces to agents.
 const NODE_ID: &str = "meshhub-hub";
 
-/// What a cluster's subscriber tells the state task.
+/// What a cluster's subscriber (or [`run`], which starts and stops them)
+/// tells the state task.
 #[derive(Debug)]
-pub enum Update {
-    /// The cluster's report (`None`: the agent serves none).
-    Status {
-        /// The cluster.
-        cluster: String,
-        /// Its report.
-        report: Option<Box<ClusterStatus>>,
+pub struct Update {
+    /// The cluster.
+    pub cluster: String,
+    /// The generation of the subscriber that sent it: every subscriber
+    /// started gets a new one, and the state task takes an update only
+    /// from its cluster's current generation, so that a report read by a
+    /// subscriber being stopped can't land after its cluster is gone (or
+    /// after its replacement started) and bring it back.
+    pub generation: u64,
+    /// What happened.
+    pub what: What,
+}
+
+/// What an [`Update`] says.
+#[derive(Debug)]
+pub enum What {
+    /// A subscriber of this generation starts (the cluster is configured,
+    /// or its agent settings changed) with this export policy.
+    Started {
+        /// What the cluster may export.
+        policy: ExportPolicy,
     },
-    /// The cluster's exports (full state).
+    /// The cluster's export policy changed (its subscriber runs on).
+    Policy(ExportPolicy),
+    /// The cluster's report (`None`: the agent serves none).
+    Status(Option<Box<ClusterStatus>>),
+    /// The cluster's exports (full state) at the collection's version.
     Exports {
-        /// The cluster.
-        cluster: String,
+        /// The collection's `system_version_info`.
+        version: String,
         /// Its exports.
         exports: Vec<ServiceExport>,
     },
     /// The agent stopped (`true`) or started (`false`) serving the
     /// upward report.
-    Unserved {
-        /// The cluster.
-        cluster: String,
-        /// Whether it does not serve it.
-        unserved: bool,
-    },
+    Unserved(bool),
     /// The cluster has no agent any more.
-    Gone {
-        /// The cluster.
-        cluster: String,
-    },
+    Gone,
 }
 
 /// Decodes what one agent publishes, attributed to its cluster.
 struct ClusterUpdater {
     cluster: String,
+    generation: u64,
     tx: mpsc::Sender<Update>,
     /// Whether the agent answered the last subscription `UNIMPLEMENTED`
     /// (written by the subscriber task and, through `apply`, by its
@@ -111,9 +129,10 @@ struct ClusterUpdater {
 }
 
 impl ClusterUpdater {
-    fn new(cluster: String, tx: mpsc::Sender<Update>) -> Self {
+    fn new(cluster: String, generation: u64, tx: mpsc::Sender<Update>) -> Self {
         Self {
             cluster,
+            generation,
             tx,
             unserved: AtomicBool::new(false),
         }
@@ -134,13 +153,15 @@ impl ClusterUpdater {
             info!(cluster = %self.cluster, "the agent no longer refuses the upward report as UNIMPLEMENTED");
         }
         // Only fails when the hub is shutting down.
-        let _ = self
-            .tx
-            .send(Update::Unserved {
-                cluster: self.cluster.clone(),
-                unserved,
-            })
-            .await;
+        let _ = self.tx.send(self.update(What::Unserved(unserved))).await;
+    }
+
+    fn update(&self, what: What) -> Update {
+        Update {
+            cluster: self.cluster.clone(),
+            generation: self.generation,
+            what,
+        }
     }
 
     /// The subscriber ends: its cluster leaves the gauge.
@@ -184,10 +205,7 @@ impl Updater for ClusterUpdater {
                     }
                     report = Some(Box::new(status));
                 }
-                Update::Status {
-                    cluster: self.cluster.clone(),
-                    report,
-                }
+                self.update(What::Status(report))
             }
             SERVICE_EXPORTS => {
                 let mut exports = Vec::with_capacity(change.resources.len());
@@ -203,10 +221,10 @@ impl Updater for ClusterUpdater {
                     }
                     exports.push(e);
                 }
-                Update::Exports {
-                    cluster: self.cluster.clone(),
+                self.update(What::Exports {
+                    version: change.version.clone(),
                     exports,
-                }
+                })
             }
             other => return Err(ApplyError::Invalid(format!("not subscribed: {other}"))),
         };
@@ -323,6 +341,7 @@ async fn subscribe(
 
 struct Running {
     spec: AgentSpec,
+    generation: u64,
     stop: CancellationToken,
 }
 
@@ -335,9 +354,18 @@ pub async fn run(
     shutdown: CancellationToken,
 ) {
     let mut running: BTreeMap<String, Running> = BTreeMap::new();
+    let mut generations = 0_u64;
     loop {
         let wanted = agents.borrow_and_update().clone();
-        reconcile(&mut running, &wanted, &deps, &tx, &shutdown).await;
+        reconcile(
+            &mut running,
+            &mut generations,
+            &wanted,
+            &deps,
+            &tx,
+            &shutdown,
+        )
+        .await;
         tokio::select! {
             () = shutdown.cancelled() => break,
             r = agents.changed() => if r.is_err() {
@@ -351,6 +379,7 @@ pub async fn run(
 
 async fn reconcile(
     running: &mut BTreeMap<String, Running>,
+    generations: &mut u64,
     wanted: &[AgentSpec],
     deps: &UpwardDeps,
     tx: &mpsc::Sender<Update>,
@@ -359,34 +388,88 @@ async fn reconcile(
     let wanted: BTreeMap<&str, &AgentSpec> =
         wanted.iter().map(|a| (a.cluster.as_str(), a)).collect();
     let mut gone = Vec::new();
+    let mut policies = Vec::new();
     running.retain(|cluster, r| {
-        let keep = wanted.get(cluster.as_str()) == Some(&&r.spec);
+        let keep = match wanted.get(cluster.as_str()) {
+            Some(w) if w.dial == r.spec.dial => {
+                if w.exports != r.spec.exports {
+                    policies.push((cluster.clone(), r.generation, w.exports.clone()));
+                    r.spec.exports = w.exports.clone();
+                }
+                true
+            }
+            _ => false,
+        };
         if !keep {
             r.stop.cancel();
             if !wanted.contains_key(cluster.as_str()) {
-                gone.push(cluster.clone());
+                gone.push((cluster.clone(), r.generation));
             }
         }
         keep
     });
-    for cluster in gone {
+    // Sends fail only when the hub is shutting down.
+    for (cluster, generation, policy) in policies {
+        info!(%cluster, "the cluster's export policy changed");
+        let what = What::Policy(policy);
+        let _ = tx
+            .send(Update {
+                cluster,
+                generation,
+                what,
+            })
+            .await;
+    }
+    for (cluster, generation) in gone {
         info!(%cluster, "cluster has no agent any more; its report is dropped");
-        let _ = tx.send(Update::Gone { cluster }).await;
+        let what = What::Gone;
+        let _ = tx
+            .send(Update {
+                cluster,
+                generation,
+                what,
+            })
+            .await;
     }
     for (cluster, spec) in wanted {
         if running.contains_key(cluster) {
             continue;
         }
+        *generations += 1;
+        let generation = *generations;
+        // Before the subscriber can send anything (and even when none can
+        // start: a replaced one's late reports are then dropped too).
+        let what = What::Started {
+            policy: spec.exports.clone(),
+        };
+        let cluster = cluster.to_owned();
+        let _ = tx
+            .send(Update {
+                cluster: cluster.clone(),
+                generation,
+                what,
+            })
+            .await;
+        let stop = shutdown.child_token();
         let endpoint = match endpoint(spec) {
             Ok(e) => e,
             Err(e) => {
                 error!(error = %meshhub_runtime::error_chain(&e), "can't subscribe to this agent's upward channel");
+                // Recorded all the same, without a subscriber: its removal
+                // then says `Gone`, and a settings change tries again.
+                running.insert(
+                    cluster,
+                    Running {
+                        spec: spec.clone(),
+                        generation,
+                        stop,
+                    },
+                );
                 continue;
             }
         };
-        let stop = shutdown.child_token();
         let target = SourceTarget {
-            name: peer_name(cluster),
+            name: peer_name(&cluster),
             endpoint,
             config: Arc::new(SinkConfig {
                 node: SinkNode {
@@ -403,7 +486,7 @@ async fn reconcile(
             reconnect: spec.dial.reconnect.clone(),
             max_message_bytes: deps.max_message_bytes,
         };
-        let updater = ClusterUpdater::new(cluster.to_owned(), tx.clone());
+        let updater = ClusterUpdater::new(cluster.clone(), generation, tx.clone());
         deps.tasks.spawn(
             subscribe(
                 target,
@@ -415,9 +498,10 @@ async fn reconcile(
             .instrument(info_span!("upward", cluster = %cluster)),
         );
         running.insert(
-            cluster.to_owned(),
+            cluster,
             Running {
                 spec: (*spec).clone(),
+                generation,
                 stop,
             },
         );

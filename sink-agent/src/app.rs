@@ -222,7 +222,7 @@ impl Agent {
         let exports = match &config.upward.mcs {
             Some(mcs) => {
                 let client = mcs.connection.client().await.map_err(RunError::Mcs)?;
-                let (tx, rx) = watch::channel(Arc::new(Vec::new()));
+                let (tx, rx) = watch::channel(Arc::new(upward::mcs::Exports::starting()));
                 tasks.spawn(
                     upward::mcs::run(mcs.clone(), client, tx, shutdown.clone())
                         .instrument(info_span!("upward.mcs")),

@@ -46,8 +46,8 @@ use meshhub_mcp::source::{IncrementalPolicy, SourceConfig};
 use meshhub_proto::kinds::KindTable;
 use meshhub_proto::mcp::{Metadata, Resource};
 use meshhub_proto::upward::{
-    CLUSTER_STATUS, CLUSTER_STATUS_MESSAGE, ClusterStatus, IstiodView, SERVICE_EXPORT_MESSAGE,
-    SERVICE_EXPORTS, ServiceExport,
+    CLUSTER_STATUS, CLUSTER_STATUS_MESSAGE, ClusterStatus, ExportsState, IstiodView,
+    SERVICE_EXPORT_MESSAGE, SERVICE_EXPORTS, ServiceExport,
 };
 use prost::Message as _;
 use sha2::{Digest as _, Sha256};
@@ -110,8 +110,8 @@ pub struct Sources {
     pub apply: Option<watch::Receiver<Arc<ApplyStatus>>>,
     /// The agent's ledger (local consumers).
     pub ledger: Ledger,
-    /// The cluster's exports (MCS on).
-    pub exports: Option<watch::Receiver<Arc<Vec<ServiceExport>>>>,
+    /// The cluster's exports and whether they are complete (MCS on).
+    pub exports: Option<watch::Receiver<Arc<mcs::Exports>>>,
 }
 
 /// The running upward channel: its cache and the ledger of its streams.
@@ -256,8 +256,18 @@ async fn run(
             ledger: &ledger,
             istiod: view.as_ref(),
         });
+        let held = exports.as_deref();
+        let exports = exports_collection(held.map_or(&[], |e| e.exports.as_slice()));
+        // Without MCS there is nothing to watch: the (empty) set is whole.
+        let report = ClusterStatus {
+            exports_state: Some(ExportsState {
+                complete: held.is_none_or(|e| e.complete),
+                exports_version: exports.version().to_owned(),
+                waiting_for: held.map(|e| e.waiting_for.clone()).unwrap_or_default(),
+            }),
+            ..report
+        };
         let status = status_collection(&s.cluster, report);
-        let exports = exports_collection(exports.as_deref().map_or(&[], |e| e.as_slice()));
         let versions = (status.version().to_owned(), exports.version().to_owned());
         if published.as_ref() != Some(&versions) {
             debug!(status.version = %versions.0, exports.version = %versions.1, "publishing the cluster's state");
@@ -318,10 +328,18 @@ fn resource(name: &str, message: &str, body: Vec<u8>, version: String) -> Encode
 /// The upward snapshot of a cluster: its report (stamped now) and its
 /// exports, as the agent serves them (also for tests and benchmarks that
 /// stand in for an agent).
-pub fn snapshot(cluster: &str, report: ClusterStatus, exports: &[ServiceExport]) -> Snapshot {
+/// The report's `exports_state` is filled in: complete unless the report
+/// says otherwise, about these exports.
+pub fn snapshot(cluster: &str, mut report: ClusterStatus, exports: &[ServiceExport]) -> Snapshot {
+    let exports = exports_collection(exports);
+    let state = report.exports_state.get_or_insert(ExportsState {
+        complete: true,
+        ..Default::default()
+    });
+    exports.version().clone_into(&mut state.exports_version);
     Snapshot::new()
         .with_collection(CLUSTER_STATUS, Arc::new(status_collection(cluster, report)))
-        .with_collection(SERVICE_EXPORTS, Arc::new(exports_collection(exports)))
+        .with_collection(SERVICE_EXPORTS, Arc::new(exports))
 }
 
 /// The cluster status collection: one resource named after the cluster,

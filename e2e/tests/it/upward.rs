@@ -452,7 +452,13 @@ async fn hub_memory_per_exported_service() {
         meshhub_e2e::yaml::files_hub(
             objects.display(),
             &(cluster("east", "", format!("http://{east}"), "")
-                + &cluster("west", "", format!("http://{west}"), "")),
+                + &cluster(
+                    "west",
+                    // Above the default cap of 1,000 exports per cluster.
+                    &format!("    exports: {{maxServices: {EXPORTS}}}\n"),
+                    format!("http://{west}"),
+                    "",
+                )),
             "",
         ),
     )

@@ -12,6 +12,7 @@ use meshhub_mcp::settings::SettingError;
 use serde::Deserialize;
 
 use crate::groups::{ClusterSpec, DEFAULT_GROUP, Selector};
+use crate::upward::policy::{ExportPolicy, RawExportPolicy};
 use meshhub_validate::names::is_dns1123_label;
 
 /// Default time to establish a connection to a sink agent.
@@ -31,6 +32,9 @@ pub struct AgentSpec {
     /// The agent's `ResourceSink`: address, TLS, connect timeout and
     /// reconnect backoff.
     pub dial: DialSpec,
+    /// What the cluster may export to the others (`exports`); a change
+    /// restarts neither the dialer nor the upward subscriber.
+    pub exports: ExportPolicy,
 }
 
 /// One entry of `clusters:` as written.
@@ -48,6 +52,8 @@ pub struct RawCluster {
     identities: Option<Vec<String>>,
     #[serde(default)]
     cluster_labels: BTreeMap<String, String>,
+    #[serde(default)]
+    exports: Option<RawExportPolicy>,
 }
 
 /// The checked clusters.
@@ -107,6 +113,16 @@ pub fn check(raw: Vec<RawCluster>, base: &Path) -> Result<Clusters, SettingError
                 "label keys must not be empty",
             ));
         }
+        let exports = match (c.exports, &c.agent) {
+            (Some(_), None) => {
+                return Err(SettingError::new(
+                    format!("clusters[{i}].exports"),
+                    "needs `agent:` (exports are read from the cluster's agent)",
+                ));
+            }
+            (Some(raw), Some(_)) => raw.check(&format!("clusters[{i}].exports"))?,
+            (None, _) => ExportPolicy::default(),
+        };
         if let Some(a) = c.agent {
             let dial = a
                 .check(base, DIAL_DEFAULTS)
@@ -114,6 +130,7 @@ pub fn check(raw: Vec<RawCluster>, base: &Path) -> Result<Clusters, SettingError
             checked.agents.push(AgentSpec {
                 cluster: c.name.clone(),
                 dial,
+                exports,
             });
         }
         if let Some(list) = &c.identities {

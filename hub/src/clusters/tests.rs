@@ -14,6 +14,7 @@ pub(crate) fn agent(cluster: &str) -> AgentSpec {
             connect_timeout: Duration::from_secs(5),
             reconnect: ReconnectPolicy::default(),
         },
+        exports: Default::default(),
     }
 }
 

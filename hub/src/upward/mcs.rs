@@ -5,7 +5,8 @@
 //! the exporting clusters' gateways.
 //!
 //! MCS conflict rules, as the KEP words them: the oldest export wins.
-//! Exports are ordered by creation time (then cluster name); ports are
+//! Exports are ordered by when the hub first saw them (then cluster name;
+//! not by the `created` an agent reports, which it could forge); ports are
 //! merged by number, and a port whose name or protocol differs from the
 //! one an older export gave that number is a conflict, as is a different
 //! Service type. A conflicting export still contributes its gateways; the
@@ -30,6 +31,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
+use super::judge::{Contribution, FirstSeen};
 use super::state::Reports;
 use crate::clusters::Agents;
 use crate::groups::CLUSTERS_ANNOTATION;
@@ -83,28 +85,43 @@ fn istio_protocol(p: &meshhub_proto::upward::ServicePort) -> &'static str {
         .unwrap_or("TCP")
 }
 
-/// Aggregates the exports of one Service (`exports`: cluster → export)
-/// for the clusters with an agent.
+/// A consumer name no cluster can have (not a DNS-1123 label): the
+/// entry a contribution would make alone, for its judgement.
+const NO_CLUSTER: &str = "-";
+
+/// The entry one cluster's export would generate on its own (what
+/// [`super::judge`] validates before merging it).
+pub fn contribution_entry(cluster: &str, export: &ServiceExport) -> Option<Object> {
+    let c = Contribution {
+        export: export.clone(),
+        first_seen: FirstSeen::default(),
+    };
+    aggregate(
+        &export.namespace,
+        &export.name,
+        &[(cluster, &c)],
+        &[NO_CLUSTER.to_owned()],
+    )
+    .object
+}
+
+/// Aggregates the accepted exports of one Service (`exports`: cluster →
+/// its contribution) for the clusters with an agent.
 pub fn aggregate(
     namespace: &str,
     name: &str,
-    exports: &[(&str, &ServiceExport)],
+    exports: &[(&str, &Contribution)],
     clusters: &[String],
 ) -> Aggregate {
     let mut out = Aggregate::default();
-    let mut valid: Vec<(&str, &ServiceExport)> = exports
+    let mut valid: Vec<(&str, &Contribution)> = exports
         .iter()
-        .filter(|(_, e)| e.problem.is_empty())
+        .filter(|(_, c)| c.export.problem.is_empty())
         .copied()
         .collect();
-    // Oldest first (no time: last), then by cluster.
-    valid.sort_by_key(|(c, e)| {
-        (
-            e.created
-                .map_or((i64::MAX, i32::MAX), |t| (t.seconds, t.nanos)),
-            c.to_string(),
-        )
-    });
+    // First seen by the hub first, then by cluster.
+    valid.sort_by_key(|(cluster, c)| (c.first_seen.seq, cluster.to_string()));
+    let valid: Vec<(&str, &ServiceExport)> = valid.iter().map(|(k, c)| (*k, &c.export)).collect();
     let Some((_, oldest)) = valid.first() else {
         return out;
     };
@@ -209,14 +226,15 @@ pub fn aggregate(
     out
 }
 
-/// Every Service's aggregate, by `namespace/name`.
+/// Every Service's aggregate, by `namespace/name`, from the exports each
+/// cluster's judgement accepted.
 pub fn aggregate_all(reports: &Reports, clusters: &[String]) -> BTreeMap<String, Aggregate> {
-    let mut by: BTreeMap<(String, String), Vec<(&str, &ServiceExport)>> = BTreeMap::new();
+    let mut by: BTreeMap<(String, String), Vec<(&str, &Contribution)>> = BTreeMap::new();
     for (cluster, r) in reports.iter() {
-        for e in &r.exports {
-            by.entry((e.namespace.clone(), e.name.clone()))
+        for c in &r.accepted {
+            by.entry((c.export.namespace.clone(), c.export.name.clone()))
                 .or_default()
-                .push((cluster.as_str(), e));
+                .push((cluster.as_str(), c));
         }
     }
     by.into_iter()

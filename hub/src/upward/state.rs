@@ -1,24 +1,43 @@
 //! What the clusters reported: one task owns it ([`run`]) and publishes
 //! it as a `watch` of [`Reports`]; `/status`, the MCS source and the
-//! metrics read that. A newly dropped (or again held) object is written
-//! to the audit log.
+//! metrics read that. A newly dropped (or again held) object, and a newly
+//! refused export, are written to the audit log.
+//!
+//! What is trusted, and when (issue 38):
+//!
+//! * **Generations.** An update is taken only from its cluster's current
+//!   subscriber ([`super::What::Started`]); one from a cluster no longer
+//!   configured, or from a subscriber since replaced, is dropped (counted
+//!   in `meshhub_upward_stale_updates_total`).
+//! * **Complete before trusted.** A cluster's exports are merged only once
+//!   its agent's report says they are complete at that collection
+//!   version ([`ExportsState`]); until then the hub keeps the last
+//!   complete set (none before the first) and shows the cluster's exports
+//!   as stale. An agent whose reports lack the field (older than it) is
+//!   taken as complete: it can't say, and refusing it would withdraw its
+//!   Services during an upgrade.
+//! * **Judged alone.** The trusted set is judged under the cluster's
+//!   policy ([`super::judge`]); only what passes is merged.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use meshhub_api::upward::{
-    AppliedView, ClusterReportView, ConsumerCollectionView, ExportView, HeldView, IstiodView,
-    LocalConsumerView, ObjectProblemView,
-};
+use meshhub_api::upward::{ClusterReportView, Completeness, ExportsStateView};
 use meshhub_mcp::ledger::At;
-use meshhub_proto::upward::{ClusterStatus, ObjectProblem, ServiceExport};
+use meshhub_proto::upward::{ExportsState, ServiceExport};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
-use super::Update;
+use super::judge::{self, Check, Contribution, FirstSeen, Refusal};
+use super::policy::ExportPolicy;
+use super::{Update, What};
 use crate::audit::{AuditEvent, AuditLog};
+
+mod view;
+
+pub use view::{export_view, judged_view, view_of};
 
 /// One cluster's report and exports.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -26,159 +45,197 @@ pub struct ClusterReport {
     /// The report as shown (its `connected`/`last_error` are filled in
     /// from the ledger when shown).
     pub view: ClusterReportView,
-    /// The exports as received (the MCS generator reads them).
-    pub exports: Vec<ServiceExport>,
-    /// Whether the agent's exports were received since the hub started.
+    /// The exports merged: of the last complete set, those its judgement
+    /// accepted (the MCS generator reads them).
+    pub accepted: Vec<Contribution>,
+    /// Whether a complete set of the agent's exports was received since
+    /// the hub started.
     pub exports_received: bool,
 }
 
 /// Every cluster's report, by cluster.
 pub type Reports = Arc<BTreeMap<String, ClusterReport>>;
 
-fn at(t: Option<&prost_types::Timestamp>) -> Option<At> {
-    t.and_then(|t| SystemTime::try_from(*t).ok()).map(At)
-}
-
-fn problem(p: &ObjectProblem) -> ObjectProblemView {
-    ObjectProblemView {
-        collection: p.collection.clone(),
-        name: p.name.clone(),
-        version: p.version.clone(),
-        reason: p.reason.clone(),
-    }
-}
-
-/// The view of a report.
-pub fn view_of(r: &ClusterStatus) -> ClusterReportView {
-    ClusterReportView {
-        connected: false,
-        last_error: None,
-        unserved: false,
-        observed: at(r.observed.as_ref()),
-        collections: r
-            .collections
-            .iter()
-            .map(|c| {
-                (
-                    c.collection.clone(),
-                    HeldView {
-                        hub_version: c.hub_version.clone(),
-                        served_version: c.served_version.clone(),
-                        resources: c.resources,
-                        refused: c.refused.clone(),
-                        refused_version: c.refused_version.clone(),
-                        acked_version: c.acked_version.clone(),
-                    },
-                )
-            })
-            .collect(),
-        consumers: r
-            .consumers
-            .iter()
-            .map(|c| LocalConsumerView {
-                peer: c.peer.clone(),
-                node_id: c.node_id.clone(),
-                protocol: c.protocol.clone(),
-                collections: c
-                    .collections
-                    .iter()
-                    .map(|cc| {
-                        (
-                            cc.collection.clone(),
-                            ConsumerCollectionView {
-                                acked_version: cc.acked_version.clone(),
-                                state: cc.state.clone(),
-                                nack_message: cc.nack_message.clone(),
-                            },
-                        )
-                    })
-                    .collect(),
-            })
-            .collect(),
-        applied: r
-            .applied
-            .iter()
-            .map(|a| {
-                (
-                    a.collection.clone(),
-                    AppliedView {
-                        desired: a.desired,
-                        ok: a.ok,
-                        failures: a.failures.iter().map(problem).collect(),
-                    },
-                )
-            })
-            .collect(),
-        istiod: r.istiod.as_ref().map(|i| IstiodView {
-            address: i.address.clone(),
-            reachable: i.reachable,
-            error: i.error.clone(),
-            checked: at(i.checked.as_ref()),
-            held: i.held,
-            dropped: i.dropped.iter().map(problem).collect(),
-            collections: i.collections.clone(),
-        }),
-        exports: Vec::new(),
-    }
-}
-
-/// The view of an export (its conflict is filled in by the generator).
-pub fn export_view(e: &ServiceExport) -> ExportView {
-    ExportView {
-        namespace: e.namespace.clone(),
-        name: e.name.clone(),
-        r#type: e.r#type.clone(),
-        ports: e
-            .ports
-            .iter()
-            .map(|p| format!("{}:{}/{}", p.name, p.port, p.protocol))
-            .collect(),
-        gateways: e
-            .gateways
-            .iter()
-            .map(|g| format!("{}:{}", g.address, g.port))
-            .collect(),
-        problem: e.problem.clone(),
-        conflict: String::new(),
-    }
-}
-
 type DropKey = (String, String, String);
 
-fn dropped_set(v: &ClusterReportView) -> BTreeMap<(String, String), ObjectProblemView> {
-    v.istiod
-        .iter()
-        .flat_map(|i| i.dropped.iter())
-        .map(|d| ((d.collection.clone(), d.name.clone()), d.clone()))
-        .collect()
+/// What the task keeps of a cluster besides what it shows.
+#[derive(Debug)]
+struct Tracked {
+    /// Its current subscriber's generation.
+    generation: u64,
+    policy: ExportPolicy,
+    /// A report was received (from any generation of this process).
+    status_seen: bool,
+    /// The exports state of the last report (`None` with `status_seen`:
+    /// an agent older than the field).
+    state: Option<ExportsState>,
+    /// The last exports received and not (yet) trusted: version, set.
+    pending: Option<(String, Vec<ServiceExport>)>,
+    /// The last complete set.
+    trusted: Option<Vec<ServiceExport>>,
+    /// When the hub first saw each export of the trusted set.
+    seen: BTreeMap<String, FirstSeen>,
+    /// What is refused now, by `namespace/name`.
+    refused: BTreeMap<String, Refusal>,
+    /// Since when the exports shown are not the agent's latest.
+    stale_since: Option<SystemTime>,
 }
 
-/// Owns the reports until `shutdown` or until every subscriber is gone.
-pub async fn run(
-    mut rx: mpsc::Receiver<Update>,
-    tx: watch::Sender<Reports>,
-    audit: AuditLog,
-    shutdown: CancellationToken,
-) {
-    let mut reports: BTreeMap<String, ClusterReport> = BTreeMap::new();
-    let mut dropped: BTreeSet<DropKey> = BTreeSet::new();
-    loop {
-        let update = tokio::select! {
-            () = shutdown.cancelled() => return,
-            u = rx.recv() => match u { Some(u) => u, None => return },
+impl Tracked {
+    fn new(generation: u64, policy: ExportPolicy) -> Self {
+        Self {
+            generation,
+            policy,
+            status_seen: false,
+            state: None,
+            pending: None,
+            trusted: None,
+            seen: BTreeMap::new(),
+            refused: BTreeMap::new(),
+            stale_since: None,
+        }
+    }
+
+    /// Trusts the pending exports if the last report says they are
+    /// complete; whether the trusted set was replaced.
+    fn promote(&mut self) -> bool {
+        let Some((version, _)) = &self.pending else {
+            return false;
         };
-        match update {
-            Update::Status { cluster, report } => {
-                let entry = reports.entry(cluster.clone()).or_default();
-                let old = dropped_set(&entry.view);
+        let trust = match &self.state {
+            Some(s) => s.complete && s.exports_version == *version,
+            None => self.status_seen,
+        };
+        if !trust {
+            return false;
+        }
+        self.trusted = self.pending.take().map(|(_, e)| e);
+        true
+    }
+
+    /// How the exports state shows.
+    fn state_view(&mut self, now: SystemTime) -> Option<ExportsStateView> {
+        if !self.status_seen && self.pending.is_none() && self.trusted.is_none() {
+            return None;
+        }
+        let completeness = match &self.state {
+            Some(s) if s.complete => Completeness::Complete,
+            Some(_) => Completeness::Incomplete,
+            None => Completeness::Unknown,
+        };
+        let stale = self.pending.is_some() || completeness == Completeness::Incomplete;
+        if stale {
+            self.stale_since.get_or_insert(now);
+        } else {
+            self.stale_since = None;
+        }
+        Some(ExportsStateView {
+            completeness,
+            waiting_for: self
+                .state
+                .as_ref()
+                .map(|s| s.waiting_for.clone())
+                .unwrap_or_default(),
+            stale,
+            stale_since: self.stale_since.map(At),
+        })
+    }
+}
+
+/// The task's state (one owner: [`run`]).
+struct Owner {
+    reports: BTreeMap<String, ClusterReport>,
+    tracked: BTreeMap<String, Tracked>,
+    dropped: BTreeSet<DropKey>,
+    /// First sightings so far (the order of [`FirstSeen`]).
+    sightings: u64,
+    audit: AuditLog,
+    check: Check,
+}
+
+impl Owner {
+    fn new(audit: AuditLog, check: Check) -> Self {
+        Self {
+            reports: BTreeMap::new(),
+            tracked: BTreeMap::new(),
+            dropped: BTreeSet::new(),
+            sightings: 0,
+            audit,
+            check,
+        }
+    }
+
+    /// Takes one update; whether anything shown changed.
+    fn apply(
+        &mut self,
+        Update {
+            cluster,
+            generation,
+            what,
+        }: Update,
+    ) -> bool {
+        match what {
+            What::Started { policy } => {
+                match self.tracked.get_mut(&cluster) {
+                    // The agent's settings changed: the last report stays,
+                    // as for a cut stream, until the new subscriber's.
+                    Some(t) => {
+                        t.generation = generation;
+                        if t.policy != policy {
+                            t.policy = policy;
+                            self.judge(&cluster);
+                        }
+                    }
+                    None => {
+                        self.tracked
+                            .insert(cluster.clone(), Tracked::new(generation, policy));
+                    }
+                }
+                return true;
+            }
+            What::Gone => {
+                if self.tracked.get(&cluster).map(|t| t.generation) != Some(generation) {
+                    return self.stale(&cluster, generation);
+                }
+                self.tracked.remove(&cluster);
+                self.reports.remove(&cluster);
+                self.dropped.retain(|(c, _, _)| *c != cluster);
+                metrics::gauge!("meshhub_cluster_istiod_dropped", "cluster" => cluster.clone())
+                    .set(0.0);
+                metrics::gauge!("meshhub_cluster_service_exports", "cluster" => cluster.clone())
+                    .set(0.0);
+                metrics::gauge!("meshhub_cluster_exports_refused", "cluster" => cluster).set(0.0);
+                return true;
+            }
+            _ => {}
+        }
+        let Some(t) = self
+            .tracked
+            .get_mut(&cluster)
+            .filter(|t| t.generation == generation)
+        else {
+            return self.stale(&cluster, generation);
+        };
+        match what {
+            What::Started { .. } | What::Gone => unreachable!("taken above"),
+            What::Policy(policy) => {
+                t.policy = policy;
+                self.judge(&cluster);
+            }
+            What::Status(report) => {
+                t.status_seen = true;
+                t.state = report.as_ref().and_then(|r| r.exports_state.clone());
+                let promoted = t.promote();
+                let entry = self.reports.entry(cluster.clone()).or_default();
+                let old = view::dropped_set(&entry.view);
                 let exports = std::mem::take(&mut entry.view.exports);
                 entry.view = report.as_deref().map(view_of).unwrap_or_default();
                 entry.view.exports = exports;
-                let new = dropped_set(&entry.view);
+                let new = view::dropped_set(&entry.view);
                 for ((collection, name), d) in &new {
                     if !old.contains_key(&(collection.clone(), name.clone())) {
                         warn!(%cluster, %collection, %name, version = %d.version, "the cluster's istiod dropped a served object");
-                        audit.record(AuditEvent::IstiodDropped {
+                        self.audit.record(AuditEvent::IstiodDropped {
                             cluster: cluster.clone(),
                             collection: collection.clone(),
                             name: name.clone(),
@@ -190,44 +247,155 @@ pub async fn run(
                 for (collection, name) in old.keys() {
                     if !new.contains_key(&(collection.clone(), name.clone())) {
                         info!(%cluster, %collection, %name, "the cluster's istiod holds the object again (or it is no longer served)");
-                        audit.record(AuditEvent::IstiodHeld {
+                        self.audit.record(AuditEvent::IstiodHeld {
                             cluster: cluster.clone(),
                             collection: collection.clone(),
                             name: name.clone(),
                         });
                     }
                 }
-                dropped.retain(|(c, _, _)| *c != cluster);
-                dropped.extend(new.into_keys().map(|(col, n)| (cluster.clone(), col, n)));
-                let count = reports[&cluster]
-                    .view
-                    .istiod
-                    .as_ref()
-                    .map_or(0, |i| i.dropped.len());
+                self.dropped.retain(|(c, _, _)| *c != cluster);
+                self.dropped
+                    .extend(new.into_keys().map(|(col, n)| (cluster.clone(), col, n)));
+                let count = entry.view.istiod.as_ref().map_or(0, |i| i.dropped.len());
                 metrics::gauge!("meshhub_cluster_istiod_dropped", "cluster" => cluster.clone())
                     .set(count as f64);
+                if promoted {
+                    self.trusted(&cluster);
+                }
             }
-            Update::Exports { cluster, exports } => {
-                let entry = reports.entry(cluster.clone()).or_default();
-                entry.view.exports = exports.iter().map(export_view).collect();
+            What::Exports { version, exports } => {
+                t.pending = Some((version, exports));
+                let promoted = t.promote();
+                let entry = self.reports.entry(cluster.clone()).or_default();
                 entry.view.unserved = false;
-                metrics::gauge!("meshhub_cluster_service_exports", "cluster" => cluster.clone())
-                    .set(exports.len() as f64);
-                entry.exports = exports;
-                entry.exports_received = true;
+                if promoted {
+                    self.trusted(&cluster);
+                } else if let Some(s) = &t.state {
+                    debug!(%cluster, complete = s.complete, about = %s.exports_version, "exports held back until a report says they are complete");
+                }
             }
-            Update::Unserved { cluster, unserved } => {
+            What::Unserved(unserved) => {
                 // The last report (if any) stays, as for a cut stream.
-                reports.entry(cluster).or_default().view.unserved = unserved;
-            }
-            Update::Gone { cluster } => {
-                reports.remove(&cluster);
-                dropped.retain(|(c, _, _)| *c != cluster);
-                metrics::gauge!("meshhub_cluster_istiod_dropped", "cluster" => cluster.clone())
-                    .set(0.0);
-                metrics::gauge!("meshhub_cluster_service_exports", "cluster" => cluster).set(0.0);
+                self.reports.entry(cluster).or_default().view.unserved = unserved;
+                return true;
             }
         }
-        tx.send_replace(Arc::new(reports.clone()));
+        let now = SystemTime::now();
+        if let (Some(t), Some(r)) = (
+            self.tracked.get_mut(&cluster),
+            self.reports.get_mut(&cluster),
+        ) {
+            r.view.exports_state = t.state_view(now);
+        }
+        true
+    }
+
+    /// An update from a subscriber that is not its cluster's current one.
+    fn stale(&self, cluster: &str, generation: u64) -> bool {
+        debug!(%cluster, generation, current = ?self.tracked.get(cluster).map(|t| t.generation), "an update from a stopped subscriber; dropped");
+        metrics::counter!("meshhub_upward_stale_updates_total").increment(1);
+        false
+    }
+
+    /// The trusted set was replaced: stamp what is new, judge it.
+    fn trusted(&mut self, cluster: &str) {
+        let Some(t) = self.tracked.get_mut(cluster) else {
+            return;
+        };
+        let now = SystemTime::now();
+        let keys: BTreeSet<String> = t
+            .trusted
+            .iter()
+            .flatten()
+            .map(|e| format!("{}/{}", e.namespace, e.name))
+            .collect();
+        t.seen.retain(|k, _| keys.contains(k));
+        for k in keys {
+            t.seen.entry(k).or_insert_with(|| {
+                self.sightings += 1;
+                FirstSeen {
+                    seq: self.sightings,
+                    at: now,
+                }
+            });
+        }
+        self.judge(cluster);
+    }
+
+    /// Judges the cluster's trusted set under its policy and publishes
+    /// what passes; a new refusal is logged, counted and audited.
+    fn judge(&mut self, cluster: &str) {
+        let Some(t) = self.tracked.get_mut(cluster) else {
+            return;
+        };
+        let exports = t.trusted.as_deref().unwrap_or_default();
+        let judged = judge::judge(cluster, exports, &t.seen, &t.policy, &self.check);
+        let refused: BTreeMap<String, Refusal> = judged
+            .iter()
+            .filter_map(|j| {
+                let e = &j.contribution.export;
+                j.refusal
+                    .clone()
+                    .map(|r| (format!("{}/{}", e.namespace, e.name), r))
+            })
+            .collect();
+        for (key, why) in &refused {
+            if t.refused.get(key) == Some(why) {
+                continue;
+            }
+            let (namespace, name) = key.split_once('/').unwrap_or((key, ""));
+            warn!(%cluster, export = %key, reason = %why, "an exported Service is refused");
+            metrics::counter!("meshhub_upward_export_refusals_total", "cluster" => cluster.to_owned(), "reason" => why.kind())
+                .increment(1);
+            self.audit.record(AuditEvent::ExportRefused {
+                cluster: cluster.to_owned(),
+                namespace: namespace.to_owned(),
+                name: name.to_owned(),
+                reason: why.to_string(),
+            });
+        }
+        for key in t.refused.keys().filter(|k| !refused.contains_key(*k)) {
+            info!(%cluster, export = %key, "an exported Service is no longer refused (or no longer exported)");
+        }
+        metrics::gauge!("meshhub_cluster_exports_refused", "cluster" => cluster.to_owned())
+            .set(refused.len() as f64);
+        metrics::gauge!("meshhub_cluster_service_exports", "cluster" => cluster.to_owned())
+            .set(exports.len() as f64);
+        t.refused = refused;
+        let received = t.trusted.is_some();
+        let entry = self.reports.entry(cluster.to_owned()).or_default();
+        entry.view.exports = judged.iter().map(judged_view).collect();
+        entry.accepted = judged
+            .into_iter()
+            .filter(|j| j.refusal.is_none())
+            .map(|j| j.contribution)
+            .collect();
+        entry.exports_received = received;
     }
 }
+
+/// Owns the reports until `shutdown` or until every subscriber is gone;
+/// `check` is the validation every generated entry goes through, run on
+/// each cluster's contribution alone.
+pub async fn run(
+    mut rx: mpsc::Receiver<Update>,
+    tx: watch::Sender<Reports>,
+    audit: AuditLog,
+    check: Check,
+    shutdown: CancellationToken,
+) {
+    let mut owner = Owner::new(audit, check);
+    loop {
+        let update = tokio::select! {
+            () = shutdown.cancelled() => return,
+            u = rx.recv() => match u { Some(u) => u, None => return },
+        };
+        if owner.apply(update) {
+            tx.send_replace(Arc::new(owner.reports.clone()));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

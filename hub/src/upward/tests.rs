@@ -23,7 +23,7 @@ fn change(collection: &str, resources: Vec<Resource>) -> Change {
 #[tokio::test]
 async fn an_agent_may_only_publish_for_its_own_cluster() {
     let (tx, mut rx) = mpsc::channel(4);
-    let u = ClusterUpdater::new("east".into(), tx);
+    let u = ClusterUpdater::new("east".into(), 7, tx);
     let west = ClusterStatus {
         cluster: "west".into(),
         ..Default::default()
@@ -43,7 +43,7 @@ async fn an_agent_may_only_publish_for_its_own_cluster() {
     let r = resource("east", CLUSTER_STATUS_MESSAGE, east.encode_to_vec());
     u.apply(change(CLUSTER_STATUS, vec![r])).await.unwrap();
     assert!(
-        matches!(rx.try_recv(), Ok(Update::Status { cluster, report: Some(_) }) if cluster == "east")
+        matches!(rx.try_recv(), Ok(Update { cluster, generation: 7, what: What::Status(Some(_)) }) if cluster == "east")
     );
 
     // An export's name must be its namespace/name; the body its message.
@@ -58,7 +58,10 @@ async fn an_agent_may_only_publish_for_its_own_cluster() {
     assert!(u.apply(change(SERVICE_EXPORTS, vec![wrong])).await.is_err());
     let ok = resource("shop/cart", SERVICE_EXPORT_MESSAGE, e.encode_to_vec());
     u.apply(change(SERVICE_EXPORTS, vec![ok])).await.unwrap();
-    assert!(matches!(rx.try_recv(), Ok(Update::Exports { exports, .. }) if exports.len() == 1));
+    assert!(matches!(
+        rx.try_recv(),
+        Ok(Update { what: What::Exports { version, exports }, .. }) if exports.len() == 1 && version == "v"
+    ));
 }
 
 #[test]
@@ -115,6 +118,7 @@ mod at_rest {
                 connect_timeout: Duration::from_secs(5),
                 reconnect: FAST,
             },
+            exports: Default::default(),
         }
     }
 
@@ -189,9 +193,14 @@ mod at_rest {
         let marked = tokio::time::timeout(meshhub_testkit::wait::DEADLINE, async {
             while unserved.len() < N {
                 match rx.recv().await {
-                    Some(Update::Unserved {
+                    Some(Update {
+                        what: What::Started { .. },
+                        ..
+                    }) => {}
+                    Some(Update {
                         cluster,
-                        unserved: true,
+                        what: What::Unserved(true),
+                        ..
                     }) => assert!(unserved.insert(cluster.clone()), "{cluster} marked twice"),
                     other => panic!("unexpected {other:?}"),
                 }
@@ -220,4 +229,66 @@ mod at_rest {
             .await
             .expect("the subscribers end on shutdown");
     }
+}
+
+/// Each subscriber started gets a new generation, announced before it
+/// runs; a policy change keeps it; removing the cluster ends it.
+#[tokio::test]
+async fn subscribers_are_announced_with_their_generation() {
+    use meshhub_mcp::dial::DialSpec;
+
+    let spec = |port: u16, policy: policy::ExportPolicy| AgentSpec {
+        cluster: "west".into(),
+        dial: DialSpec {
+            address: format!("http://127.0.0.1:{port}"),
+            tls: None,
+            connect_timeout: Duration::from_secs(1),
+            reconnect: Default::default(),
+        },
+        exports: policy,
+    };
+    let (tx, mut rx) = mpsc::channel(16);
+    let shutdown = CancellationToken::new();
+    let deps = UpwardDeps {
+        ledger: Ledger::new(),
+        tasks: TaskTracker::new(),
+        max_message_bytes: 4 << 20,
+        unserved_retry: UNSERVED_RETRY,
+    };
+    let mut running = BTreeMap::new();
+    let mut generations = 0;
+    let mut step = async |wanted: Vec<AgentSpec>| {
+        reconcile(
+            &mut running,
+            &mut generations,
+            &wanted,
+            &deps,
+            &tx,
+            &shutdown,
+        )
+        .await;
+    };
+    let narrow = policy::ExportPolicy {
+        max_services: 1,
+        ..Default::default()
+    };
+    step(vec![spec(1, Default::default())]).await;
+    step(vec![spec(1, narrow.clone())]).await;
+    step(vec![spec(2, narrow)]).await;
+    step(Vec::new()).await;
+    let mut seen = Vec::new();
+    while let Ok(u) = rx.try_recv() {
+        let what = match u.what {
+            What::Started { .. } => "started",
+            What::Policy(_) => "policy",
+            What::Gone => "gone",
+            _ => "other",
+        };
+        seen.push((u.generation, what));
+    }
+    assert_eq!(
+        seen,
+        [(1, "started"), (1, "policy"), (2, "started"), (2, "gone")]
+    );
+    shutdown.cancel();
 }

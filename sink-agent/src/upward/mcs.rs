@@ -12,7 +12,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Service;
@@ -58,6 +58,37 @@ pub struct McsConfig {
 
 type Key = (String, String);
 
+/// The watches the exports are built from, as named in
+/// `ExportsState.waiting_for`.
+pub const WATCH_EXPORTS: &str = "serviceexports";
+/// The Services watch (the exported Services and the gateway Service).
+pub const WATCH_SERVICES: &str = "services";
+
+/// What the agent publishes of its exports: the set, and whether it can
+/// be trusted as the cluster's whole set.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Exports {
+    /// The exports. While incomplete, the last complete set (empty before
+    /// the first), so that a hub that does not read `complete` (an older
+    /// one) is not handed a partial set either.
+    pub exports: Vec<ServiceExport>,
+    /// Every watch listed, and none failed since.
+    pub complete: bool,
+    /// The watches that have not (re-)listed.
+    pub waiting_for: Vec<String>,
+}
+
+impl Exports {
+    /// Before any watch listed.
+    pub fn starting() -> Self {
+        Self {
+            exports: Vec::new(),
+            complete: false,
+            waiting_for: vec![WATCH_EXPORTS.to_owned(), WATCH_SERVICES.to_owned()],
+        }
+    }
+}
+
 /// What the watches hold.
 #[derive(Debug, Default)]
 struct State {
@@ -67,6 +98,34 @@ struct State {
     /// Buffers of a re-list in progress (watcher `Init` … `InitDone`).
     exports_init: Option<BTreeMap<Key, Option<SystemTime>>>,
     services_init: Option<BTreeMap<Key, Service>>,
+    /// Whether each watch listed and has not failed since.
+    exports_listed: bool,
+    services_listed: bool,
+    /// The last set built while both watches were listed.
+    last_complete: Vec<ServiceExport>,
+}
+
+impl State {
+    /// What to publish now.
+    fn published(&mut self, gateway: &Gateway) -> Exports {
+        let complete = self.exports_listed && self.services_listed;
+        if complete {
+            self.last_complete = exports_of(self, gateway);
+        }
+        let waiting_for = [
+            (!self.exports_listed).then_some(WATCH_EXPORTS),
+            (!self.services_listed).then_some(WATCH_SERVICES),
+        ]
+        .into_iter()
+        .flatten()
+        .map(str::to_owned)
+        .collect();
+        Exports {
+            exports: self.last_complete.clone(),
+            complete,
+            waiting_for,
+        }
+    }
 }
 
 fn key_of(meta: &kube::api::ObjectMeta) -> Key {
@@ -76,61 +135,141 @@ fn key_of(meta: &kube::api::ObjectMeta) -> Key {
     )
 }
 
-/// Watches exports and Services until `shutdown`, publishing the exports.
+/// The shortest and longest wait before a failed watch is started again.
+const RELIST_MIN: Duration = Duration::from_secs(1);
+const RELIST_MAX: Duration = Duration::from_secs(30);
+/// A watch that stayed listed this long before failing starts again at
+/// [`RELIST_MIN`].
+const RELIST_RESET: Duration = Duration::from_secs(60);
+
+/// When a watch that failed is started again (from a fresh list: kube's
+/// watcher resumes a failed watch from its resource version without
+/// listing again, and the exports are trusted only after a list).
+#[derive(Debug)]
+struct Relist {
+    at: Option<tokio::time::Instant>,
+    delay: Duration,
+    listed_at: Option<tokio::time::Instant>,
+}
+
+impl Relist {
+    fn new() -> Self {
+        Self {
+            at: None,
+            delay: RELIST_MIN,
+            listed_at: None,
+        }
+    }
+
+    /// The watch failed while listed: when to start it again.
+    fn failed(&mut self) {
+        let now = tokio::time::Instant::now();
+        if self.listed_at.is_some_and(|t| now - t >= RELIST_RESET) {
+            self.delay = RELIST_MIN;
+        }
+        self.at = Some(now + self.delay);
+        self.delay = (self.delay * 2).min(RELIST_MAX);
+        self.listed_at = None;
+    }
+
+    fn listed(&mut self) {
+        self.listed_at = Some(tokio::time::Instant::now());
+    }
+
+    async fn due(&self) {
+        match self.at {
+            Some(at) => tokio::time::sleep_until(at).await,
+            None => std::future::pending().await,
+        }
+    }
+}
+
+/// Watches exports and Services until `shutdown`, publishing the exports
+/// and whether they are complete.
 pub async fn run(
     config: McsConfig,
     client: kube::Client,
-    tx: watch::Sender<Arc<Vec<ServiceExport>>>,
+    tx: watch::Sender<Arc<Exports>>,
     shutdown: CancellationToken,
 ) {
     let gvk = GroupVersionKind::gvk(GROUP, VERSION, "ServiceExport");
     let resource = ApiResource::from_gvk_with_plural(&gvk, "serviceexports");
-    let exports: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
-    let services: Api<Service> = Api::all(client);
-    let mut exports = watcher::watcher(exports, watcher::Config::default())
-        .default_backoff()
-        .boxed();
-    let mut services = watcher::watcher(services, watcher::Config::default())
-        .default_backoff()
-        .boxed();
+    let exports_api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+    let services_api: Api<Service> = Api::all(client);
+    let watch_exports = || {
+        watcher::watcher(exports_api.clone(), watcher::Config::default())
+            .default_backoff()
+            .boxed()
+    };
+    let watch_services = || {
+        watcher::watcher(services_api.clone(), watcher::Config::default())
+            .default_backoff()
+            .boxed()
+    };
+    let mut exports = watch_exports();
+    let mut services = watch_services();
+    let mut relist = (Relist::new(), Relist::new());
     let mut state = State::default();
     let mut failing = (false, false);
     info!("watching ServiceExports and Services");
     loop {
         tokio::select! {
             () = shutdown.cancelled() => return,
-            Some(ev) = exports.next() => match ev {
+            () = relist.0.due() => {
+                relist.0.at = None;
+                exports = watch_exports();
+                continue;
+            }
+            () = relist.1.due() => {
+                relist.1.at = None;
+                services = watch_services();
+                continue;
+            }
+            Some(ev) = exports.next(), if relist.0.at.is_none() => match ev {
                 Ok(ev) => {
                     failing.0 = false;
-                    on_export(&mut state, ev);
+                    if on_export(&mut state, ev) {
+                        relist.0.listed();
+                    }
                 }
                 Err(e) => {
                     if !failing.0 {
-                        warn!(error = %e, "watch of ServiceExports failing (is the MCS CRD installed?); retrying");
+                        warn!(error = %e, "watch of ServiceExports failing (is the MCS CRD installed?); the exports are incomplete until it listed again");
                     }
                     failing.0 = true;
-                    continue;
+                    if std::mem::take(&mut state.exports_listed) {
+                        relist.0.failed();
+                    }
                 }
             },
-            Some(ev) = services.next() => match ev {
+            Some(ev) = services.next(), if relist.1.at.is_none() => match ev {
                 Ok(ev) => {
                     failing.1 = false;
-                    on_service(&mut state, ev);
+                    if on_service(&mut state, ev) {
+                        relist.1.listed();
+                    }
                 }
                 Err(e) => {
                     if !failing.1 {
-                        warn!(error = %e, "watch of Services failing; retrying");
+                        warn!(error = %e, "watch of Services failing; the exports are incomplete until it listed again");
                     }
                     failing.1 = true;
-                    continue;
+                    if std::mem::take(&mut state.services_listed) {
+                        relist.1.failed();
+                    }
                 }
             },
         }
-        let now = Arc::new(exports_of(&state, &config.gateway));
+        let now = Arc::new(state.published(&config.gateway));
         tx.send_if_modified(|old| {
             let changed = **old != *now;
             if changed {
-                metrics::gauge!("meshhub_agent_service_exports").set(now.len() as f64);
+                metrics::gauge!("meshhub_agent_service_exports").set(now.exports.len() as f64);
+                metrics::gauge!("meshhub_agent_service_exports_complete").set(if now.complete {
+                    1.0
+                } else {
+                    0.0
+                });
                 *old = now;
             }
             changed
@@ -144,7 +283,8 @@ fn created(meta: &kube::api::ObjectMeta) -> Option<SystemTime> {
         .map(|t| SystemTime::from(t.0))
 }
 
-fn on_export(s: &mut State, ev: Event<DynamicObject>) {
+/// Takes a ServiceExport event; whether it completed a list.
+fn on_export(s: &mut State, ev: Event<DynamicObject>) -> bool {
     match ev {
         Event::Apply(o) => {
             s.exports.insert(key_of(&o.metadata), created(&o.metadata));
@@ -162,11 +302,15 @@ fn on_export(s: &mut State, ev: Event<DynamicObject>) {
             if let Some(b) = s.exports_init.take() {
                 s.exports = b;
             }
+            s.exports_listed = true;
+            return true;
         }
     }
+    false
 }
 
-fn on_service(s: &mut State, ev: Event<Service>) {
+/// Takes a Service event; whether it completed a list.
+fn on_service(s: &mut State, ev: Event<Service>) -> bool {
     match ev {
         Event::Apply(o) => {
             s.services.insert(key_of(&o.metadata), o);
@@ -184,8 +328,11 @@ fn on_service(s: &mut State, ev: Event<Service>) {
             if let Some(b) = s.services_init.take() {
                 s.services = b;
             }
+            s.services_listed = true;
+            return true;
         }
     }
+    false
 }
 
 /// The exports as published.
@@ -319,6 +466,85 @@ mod tests {
         let a = gateway_addresses(&np, None);
         assert_eq!((a[0].address.as_str(), a[0].port), ("198.51.100.1", 31443));
         assert!(gateway_addresses(&np, Some("nope")).is_empty());
+    }
+
+    fn export_obj(ns: &str, name: &str) -> DynamicObject {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "multicluster.x-k8s.io/v1alpha1", "kind": "ServiceExport",
+            "metadata": {"name": name, "namespace": ns},
+        }))
+        .unwrap()
+    }
+
+    fn cart() -> Service {
+        svc(serde_json::json!({
+            "metadata": {"name": "cart", "namespace": "shop"},
+            "spec": {"clusterIP": "10.0.0.1", "ports": [{"name": "http", "port": 80}]},
+        }))
+    }
+
+    /// The restart of issue 38: the exports listed, the Services not yet.
+    #[test]
+    fn exports_are_complete_only_once_every_watch_listed_and_again_after_an_error() {
+        let gw = Gateway::Addresses(vec![GatewayAddress {
+            address: "192.0.2.1".into(),
+            port: 15443,
+        }]);
+        let mut s = State::default();
+        let p = s.published(&gw);
+        assert!(!p.complete);
+        assert_eq!(p.waiting_for, ["serviceexports", "services"]);
+        assert!(!on_export(&mut s, Event::Init));
+        on_export(&mut s, Event::InitApply(export_obj("shop", "cart")));
+        assert!(on_export(&mut s, Event::InitDone));
+        // The Services have not listed: nothing published as ServiceNotFound.
+        let p = s.published(&gw);
+        assert!(!p.complete);
+        assert_eq!(p.waiting_for, ["services"]);
+        assert!(p.exports.is_empty(), "{p:?}");
+        on_service(&mut s, Event::Init);
+        on_service(&mut s, Event::InitApply(cart()));
+        assert!(on_service(&mut s, Event::InitDone));
+        let p = s.published(&gw);
+        assert!(p.complete && p.waiting_for.is_empty());
+        assert_eq!(p.exports.len(), 1);
+        assert_eq!(p.exports[0].problem, "");
+        // The Services watch fails (as `run` takes it): incomplete, and
+        // the last complete set is what is published meanwhile, even when
+        // the watches deliver in between.
+        s.services_listed = false;
+        on_service(&mut s, Event::Delete(cart()));
+        let p = s.published(&gw);
+        assert!(!p.complete);
+        assert_eq!(p.waiting_for, ["services"]);
+        assert_eq!(p.exports.len(), 1);
+        assert_eq!(p.exports[0].problem, "", "the last complete set");
+        // Listed again: the current state, whole.
+        on_service(&mut s, Event::Init);
+        assert!(on_service(&mut s, Event::InitDone));
+        let p = s.published(&gw);
+        assert!(p.complete);
+        assert!(p.exports[0].problem.starts_with("ServiceNotFound"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_watch_starts_again_later_and_later() {
+        let mut r = Relist::new();
+        r.listed();
+        r.failed();
+        let t0 = tokio::time::Instant::now();
+        assert_eq!(r.at, Some(t0 + RELIST_MIN));
+        r.failed();
+        assert_eq!(r.at, Some(t0 + RELIST_MIN * 2));
+        for _ in 0..10 {
+            r.failed();
+        }
+        assert_eq!(r.at, Some(t0 + RELIST_MAX));
+        // Listed for long enough: from the start again.
+        r.listed();
+        tokio::time::advance(RELIST_RESET).await;
+        r.failed();
+        assert_eq!(r.at, Some(tokio::time::Instant::now() + RELIST_MIN));
     }
 
     #[test]

@@ -124,6 +124,8 @@ pub fn build(i: &Inputs<'_>) -> ClusterStatus {
         consumers,
         applied,
         istiod: i.istiod.cloned(),
+        // Filled in with the exports they are published with.
+        exports_state: None,
     }
 }
 

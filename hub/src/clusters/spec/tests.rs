@@ -78,3 +78,30 @@ fn bad_agent_settings_are_named() {
     let e = agent("{address: \"https://a:1\", tls: {}}");
     assert!(e.contains("missing field `ca`") && e.contains(":5"), "{e}");
 }
+
+#[test]
+fn export_policies_are_typed_and_need_an_agent() {
+    let c = parse(&format!(
+        "{SOURCES}clusters:\n  - name: east\n    agent: {{address: \"http://10.0.0.1:9911\"}}\n  - name: west\n    agent: {{address: \"http://10.0.0.2:9911\"}}\n    exports:\n      allow: [{{namespace: shop, names: [cart]}}]\n      maxServices: 10\n"
+    ))
+    .unwrap();
+    assert_eq!(
+        c.agents[0].exports,
+        crate::upward::policy::ExportPolicy::default()
+    );
+    let west = &c.agents[1].exports;
+    assert_eq!(west.max_services, 10);
+    assert!(west.refuses("shop", "cart").is_none());
+    assert!(west.refuses("shop", "checkout").is_some());
+    let e = err(&format!(
+        "{SOURCES}clusters:\n  - name: east\n    exports: {{maxServices: 10}}\n"
+    ));
+    assert!(
+        e.contains("clusters[0].exports") && e.contains("agent"),
+        "{e}"
+    );
+    let e = err(&format!(
+        "{SOURCES}clusters:\n  - name: east\n    agent: {{address: \"http://10.0.0.1:9911\"}}\n    exports: {{allow: [{{namespace: a, nmes: [b]}}]}}\n"
+    ));
+    assert!(e.contains("nmes"), "unknown keys are refused: {e}");
+}

@@ -2,8 +2,11 @@ use meshhub_proto::upward::{GatewayAddress, ServiceExport, ServicePort};
 
 use super::*;
 
-fn export(created: i64, ports: &[(&str, u32)], gw: &str) -> ServiceExport {
-    ServiceExport {
+/// An export the hub first saw `seen`-th (and that its agent says was
+/// created at `seen`).
+fn export(seen: i64, ports: &[(&str, u32)], gw: &str) -> Contribution {
+    let created = seen;
+    let export = ServiceExport {
         namespace: "shop".into(),
         name: "cart".into(),
         r#type: "ClusterSetIP".into(),
@@ -25,6 +28,13 @@ fn export(created: i64, ports: &[(&str, u32)], gw: &str) -> ServiceExport {
             nanos: 0,
         }),
         problem: String::new(),
+    };
+    Contribution {
+        export,
+        first_seen: FirstSeen {
+            seq: u64::try_from(seen).unwrap(),
+            at: std::time::SystemTime::UNIX_EPOCH,
+        },
     }
 }
 
@@ -82,10 +92,30 @@ fn ports_merge_and_the_oldest_export_wins_a_conflict() {
 #[test]
 fn an_export_with_a_problem_is_left_out() {
     let mut west = export(1, &[("http", 80)], "192.0.2.1");
-    west.problem = "ServiceNotFound".into();
+    west.export.problem = "ServiceNotFound".into();
     assert!(
         aggregate("shop", "cart", &[("west", &west)], &clusters())
             .object
             .is_none()
     );
+}
+
+#[test]
+fn the_hub_orders_by_first_sight_not_by_the_agents_created() {
+    // West was seen first; east claims an export created in 1970.
+    let west = export(1, &[("http", 80)], "192.0.2.1");
+    let mut east = export(2, &[("grpc", 80)], "192.0.2.2");
+    east.export.created = Some(prost_types::Timestamp {
+        seconds: 0,
+        nanos: 0,
+    });
+    let a = aggregate(
+        "shop",
+        "cart",
+        &[("east", &east), ("west", &west)],
+        &clusters(),
+    );
+    assert!(a.conflicts.contains_key("east"), "{:?}", a.conflicts);
+    let o = a.object.unwrap();
+    assert_eq!(o.content["spec"]["ports"][0]["name"], "http");
 }

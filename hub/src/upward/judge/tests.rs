@@ -1,0 +1,166 @@
+use meshhub_proto::kinds::KindTable;
+use meshhub_proto::upward::{GatewayAddress, ServicePort};
+
+use super::*;
+use crate::store::UnknownFields;
+
+fn check() -> Check {
+    crate::app::export_check(&KindTable::builtin(), UnknownFields::Reject)
+}
+
+fn export(ns: &str, name: &str, port: u32, gw: &str) -> ServiceExport {
+    ServiceExport {
+        namespace: ns.into(),
+        name: name.into(),
+        r#type: "ClusterSetIP".into(),
+        ports: vec![ServicePort {
+            name: "http".into(),
+            port,
+            protocol: "TCP".into(),
+            app_protocol: String::new(),
+        }],
+        gateways: vec![GatewayAddress {
+            address: gw.into(),
+            port: 15443,
+        }],
+        created: None,
+        problem: String::new(),
+    }
+}
+
+/// Stamps the exports in the order given.
+fn seen(exports: &[ServiceExport]) -> BTreeMap<String, FirstSeen> {
+    exports
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            (
+                format!("{}/{}", e.namespace, e.name),
+                FirstSeen {
+                    seq: i as u64 + 1,
+                    at: SystemTime::UNIX_EPOCH,
+                },
+            )
+        })
+        .collect()
+}
+
+fn refusals(j: &[Judged]) -> BTreeMap<String, Option<&'static str>> {
+    j.iter()
+        .map(|j| {
+            let e = &j.contribution.export;
+            (
+                format!("{}/{}", e.namespace, e.name),
+                j.refusal.as_ref().map(Refusal::kind),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_hostile_contribution_is_refused_export_by_export() {
+    let exports = vec![
+        export("shop", "cart", 80, "192.0.2.1"),
+        export("istio-system", "istiod", 15012, "192.0.2.1"),
+        export("kube-system", "kube-dns", 53, "192.0.2.1"),
+        export("shop", "zero", 0, "192.0.2.1"),
+        export("shop", "badgw", 80, "not an address!"),
+        ServiceExport {
+            r#type: "LoadBalancer".into(),
+            ..export("shop", "badtype", 80, "192.0.2.1")
+        },
+    ];
+    let j = judge(
+        "west",
+        &exports,
+        &seen(&exports),
+        &ExportPolicy::default(),
+        &check(),
+    );
+    let r = refusals(&j);
+    assert_eq!(r["shop/cart"], None, "{j:?}");
+    assert_eq!(r["istio-system/istiod"], Some("policy"));
+    assert_eq!(r["kube-system/kube-dns"], Some("policy"));
+    assert_eq!(r["shop/zero"], Some("invalid"));
+    assert_eq!(r["shop/badgw"], Some("invalid"));
+    assert_eq!(r["shop/badtype"], Some("invalid"));
+    let why = j
+        .iter()
+        .find(|j| j.contribution.export.name == "zero")
+        .and_then(|j| j.refusal.clone())
+        .unwrap()
+        .to_string();
+    assert!(why.contains("port 0"), "{why}");
+}
+
+#[test]
+fn the_validation_of_the_entry_judges_each_contribution() {
+    // Well-shaped to our own checks, refused by the store's: a port name
+    // Istio does not take (a ServiceEntry port name must be a label, but
+    // here the check itself is the point: whatever it says is a refusal).
+    let refuse_all: Check = Arc::new(|_| vec!["nope".to_owned()]);
+    let exports = vec![export("shop", "cart", 80, "192.0.2.1")];
+    let j = judge(
+        "west",
+        &exports,
+        &seen(&exports),
+        &ExportPolicy::default(),
+        &refuse_all,
+    );
+    assert_eq!(j[0].refusal, Some(Refusal::Invalid("nope".into())));
+    // The real check takes a well-behaved export, with a host name gateway.
+    let ok = vec![export("shop", "cart", 80, "gw.west.example")];
+    let j = judge("west", &ok, &seen(&ok), &ExportPolicy::default(), &check());
+    assert_eq!(j[0].refusal, None, "{j:?}");
+}
+
+#[test]
+fn caps_keep_the_exports_seen_first() {
+    let policy = ExportPolicy {
+        max_services: 2,
+        max_endpoints: 1,
+        ..ExportPolicy::default()
+    };
+    let mut exports = vec![
+        export("shop", "zz-first", 80, "192.0.2.1"),
+        export("shop", "aa-second", 80, "192.0.2.1"),
+        export("shop", "mm-third", 80, "192.0.2.1"),
+        export("shop", "wide", 80, "192.0.2.1"),
+    ];
+    exports[3].gateways.push(GatewayAddress {
+        address: "192.0.2.2".into(),
+        port: 15443,
+    });
+    let j = judge("west", &exports, &seen(&exports), &policy, &check());
+    let r = refusals(&j);
+    assert_eq!(r["shop/zz-first"], None);
+    assert_eq!(r["shop/aa-second"], None);
+    assert_eq!(
+        r["shop/mm-third"],
+        Some("cap"),
+        "seen last: over maxServices"
+    );
+    assert_eq!(r["shop/wide"], Some("cap"), "over maxEndpoints");
+    // Judged in the order first seen.
+    assert_eq!(j[0].contribution.export.name, "zz-first");
+}
+
+#[test]
+fn an_allow_list_limits_namespaces_and_names() {
+    let policy = crate::upward::policy::ExportPolicy {
+        namespaces: crate::upward::policy::Namespaces::Only(vec![(
+            "shop".into(),
+            Some(["cart".to_owned()].into()),
+        )]),
+        ..ExportPolicy::default()
+    };
+    let exports = vec![
+        export("shop", "cart", 80, "192.0.2.1"),
+        export("shop", "checkout", 80, "192.0.2.1"),
+        export("payments", "card", 80, "192.0.2.1"),
+    ];
+    let r = refusals(&judge("west", &exports, &seen(&exports), &policy, &check()));
+    assert_eq!(r["shop/cart"], None);
+    assert_eq!(r["shop/checkout"], Some("policy"));
+    assert_eq!(r["payments/card"], Some("policy"));
+}

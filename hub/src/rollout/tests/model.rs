@@ -143,6 +143,21 @@ fn controller(clusters: &[String]) -> Controller {
     Controller::new(policy, unlabelled(&names), AuditLog::default()).0
 }
 
+/// `cluster`'s agent's answer to `collection` of `snapshot`.
+fn answer(cluster: &str, snapshot: &Snapshot, collection: &str, outcome: Outcome) -> Delivery {
+    Delivery {
+        role: Role::Source,
+        peer: cluster.to_owned(),
+        node_id: cluster.to_owned(),
+        group: cluster.to_owned(),
+        collection: collection.into(),
+        version: snapshot.collection(collection).version().to_owned(),
+        outcome,
+        code: None,
+        message: (outcome == Outcome::Nack).then(|| "bad route".to_owned()),
+    }
+}
+
 fn content(snapshot: &Snapshot) -> String {
     snapshot
         .collection(VS)
@@ -216,17 +231,7 @@ impl Sim {
                     continue;
                 }
                 for collection in [VS, DR] {
-                    let d = Delivery {
-                        role: Role::Source,
-                        peer: c.clone(),
-                        node_id: c.clone(),
-                        group: c.clone(),
-                        collection: collection.into(),
-                        version: to.collection(collection).version().to_owned(),
-                        outcome: Outcome::Ack,
-                        code: None,
-                        message: None,
-                    };
+                    let d = answer(&c, &to, collection, Outcome::Ack);
                     serve.extend(self.ctl.delivery(self.now, &d));
                 }
             }
@@ -283,21 +288,13 @@ impl Sim {
                 Outcome::Ack
             };
             for collection in [VS, DR] {
-                let d = Delivery {
-                    role: Role::Source,
-                    peer: cluster.clone(),
-                    node_id: cluster.clone(),
-                    group: cluster.clone(),
-                    collection: collection.into(),
-                    version: s.collection(collection).version().to_owned(),
-                    outcome: if collection == VS {
-                        outcome
-                    } else {
-                        Outcome::Ack
-                    },
-                    code: None,
-                    message: (outcome == Outcome::Nack).then(|| "bad route".to_owned()),
+                // Only the changing collection is refused.
+                let how = if collection == VS {
+                    outcome
+                } else {
+                    Outcome::Ack
                 };
+                let d = answer(&cluster, &s, collection, how);
                 let serve = self.ctl.delivery(self.now, &d);
                 self.apply(serve);
             }

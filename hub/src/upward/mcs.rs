@@ -126,7 +126,18 @@ pub fn aggregate(
         return out;
     };
     let kind = oldest.r#type.clone();
+    let port_name = |number: u32, n: &str| {
+        if n.is_empty() {
+            format!("port-{number}")
+        } else {
+            n.to_owned()
+        }
+    };
     let mut ports: BTreeMap<u32, (String, &'static str)> = BTreeMap::new();
+    // Port names in use (a ServiceEntry's port names are unique): a newer
+    // contribution reusing one for another number is a conflict, left
+    // out, never a combined entry that fails validation for everyone.
+    let mut names: BTreeMap<String, u32> = BTreeMap::new();
     for (cluster, e) in &valid {
         let mut problems = Vec::new();
         if e.r#type != kind {
@@ -136,7 +147,17 @@ pub fn aggregate(
             let protocol = istio_protocol(p);
             match ports.get(&p.port) {
                 None => {
-                    ports.insert(p.port, (p.name.clone(), protocol));
+                    let effective = port_name(p.port, &p.name);
+                    match names.get(&effective) {
+                        Some(other) => problems.push(format!(
+                            "port {} is named {effective}, the name of port {other} in an older export",
+                            p.port
+                        )),
+                        None => {
+                            names.insert(effective, p.port);
+                            ports.insert(p.port, (p.name.clone(), protocol));
+                        }
+                    }
                 }
                 Some((n, proto)) if *n != p.name || *proto != protocol => problems.push(format!(
                     "port {} is {}/{} here but {n}/{proto} in an older export",
@@ -161,13 +182,6 @@ pub fn aggregate(
     if consumers.is_empty() || ports.is_empty() {
         return out;
     }
-    let port_name = |number: u32, n: &str| {
-        if n.is_empty() {
-            format!("port-{number}")
-        } else {
-            n.to_owned()
-        }
-    };
     let mut hostnames = false;
     let mut endpoints = Vec::new();
     for (cluster, e) in &valid {

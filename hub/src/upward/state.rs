@@ -75,6 +75,10 @@ struct Tracked {
     trusted: Option<Vec<ServiceExport>>,
     /// When the hub first saw each export of the trusted set.
     seen: BTreeMap<String, FirstSeen>,
+    /// When the hub first accepted each export (its place in a conflict:
+    /// oldest first). Dropped while it is refused, so an export refused
+    /// (invalid, outside the policy) cannot squat the oldest place.
+    accepted_at: BTreeMap<String, FirstSeen>,
     /// What is refused now, by `namespace/name`.
     refused: BTreeMap<String, Refusal>,
     /// Since when the exports shown are not the agent's latest.
@@ -91,6 +95,7 @@ impl Tracked {
             pending: None,
             trusted: None,
             seen: BTreeMap::new(),
+            accepted_at: BTreeMap::new(),
             refused: BTreeMap::new(),
             stale_since: None,
         }
@@ -364,13 +369,44 @@ impl Owner {
             .set(exports.len() as f64);
         t.refused = refused;
         let received = t.trusted.is_some();
+        // Conflicts are ordered by when each export was first accepted.
+        let now = SystemTime::now();
+        let accepted_keys: BTreeSet<String> = judged
+            .iter()
+            .filter(|j| j.refusal.is_none())
+            .map(|j| {
+                format!(
+                    "{}/{}",
+                    j.contribution.export.namespace, j.contribution.export.name
+                )
+            })
+            .collect();
+        t.accepted_at.retain(|k, _| accepted_keys.contains(k));
+        let mut accepted = Vec::new();
+        for j in &judged {
+            if j.refusal.is_some() {
+                continue;
+            }
+            let e = &j.contribution.export;
+            let key = format!("{}/{}", e.namespace, e.name);
+            let stamp = t
+                .accepted_at
+                .entry(key)
+                .or_insert_with(|| {
+                    self.sightings += 1;
+                    FirstSeen {
+                        seq: self.sightings,
+                        at: now,
+                    }
+                })
+                .clone();
+            let mut c = j.contribution.clone();
+            c.first_seen = stamp;
+            accepted.push(c);
+        }
         let entry = self.reports.entry(cluster.to_owned()).or_default();
         entry.view.exports = judged.iter().map(judged_view).collect();
-        entry.accepted = judged
-            .into_iter()
-            .filter(|j| j.refusal.is_none())
-            .map(|j| j.contribution)
-            .collect();
+        entry.accepted = accepted;
         entry.exports_received = received;
     }
 }

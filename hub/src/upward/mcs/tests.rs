@@ -119,3 +119,38 @@ fn the_hub_orders_by_first_sight_not_by_the_agents_created() {
     let o = a.object.unwrap();
     assert_eq!(o.content["spec"]["ports"][0]["name"], "http");
 }
+
+#[test]
+fn a_newer_export_reusing_a_port_name_for_another_number_is_a_conflict_not_a_broken_entry() {
+    let west = export(1, &[("http", 80)], "192.0.2.1");
+    // east names 8080 `http` too; north's unnamed 9090 would be
+    // `port-9090`, the name west2 gives its port 9091.
+    let east = export(2, &[("http", 8080)], "192.0.2.2");
+    let a = aggregate(
+        "shop",
+        "cart",
+        &[("east", &east), ("west", &west)],
+        &clusters(),
+    );
+    assert!(
+        a.conflicts["east"].contains("the name of port 80"),
+        "{:?}",
+        a.conflicts
+    );
+    let spec = &a.object.expect("the entry stands").content["spec"];
+    let ports = spec["ports"].as_array().unwrap();
+    assert_eq!(ports.len(), 1, "{spec}");
+    assert_eq!(ports[0]["number"], 80);
+
+    let named = export(1, &[("port-9090", 9091)], "192.0.2.1");
+    let unnamed = export(2, &[("", 9090)], "192.0.2.3");
+    let a = aggregate(
+        "shop",
+        "cart",
+        &[("north", &unnamed), ("west", &named)],
+        &clusters(),
+    );
+    assert!(a.conflicts.contains_key("north"), "{:?}", a.conflicts);
+    let spec = &a.object.unwrap().content["spec"];
+    assert_eq!(spec["ports"].as_array().unwrap().len(), 1, "{spec}");
+}

@@ -325,3 +325,42 @@ fn a_policy_change_judges_again_without_a_new_report() {
     o.apply(update("west", 1, What::Policy(allow)));
     assert_eq!(accepted(&o, "west"), ["istio-system/mesh-api"]);
 }
+
+#[test]
+fn a_refused_export_does_not_squat_the_oldest_place_in_a_conflict() {
+    let (mut o, _) = owner();
+    let clusters = ["east", "west", "north"];
+    for c in clusters {
+        o.apply(started(c, 1));
+        o.apply(status(c, 1, "empty", true));
+        o.apply(exports(c, 1, "empty", Vec::new()));
+    }
+    // west exports shop/cart first, invalid (port 0): refused.
+    o.apply(status("west", 1, "w1", true));
+    o.apply(exports(
+        "west",
+        1,
+        "w1",
+        vec![export("shop", "cart", 0, "192.0.2.66")],
+    ));
+    assert!(accepted(&o, "west").is_empty());
+    // east's valid export defines the entry.
+    o.apply(status("east", 1, "e1", true));
+    o.apply(exports(
+        "east",
+        1,
+        "e1",
+        vec![export("shop", "cart", 80, "192.0.2.1")],
+    ));
+    // west fixes its export, with another port name: east stays first.
+    let mut fixed = export("shop", "cart", 80, "192.0.2.66");
+    fixed.ports[0].name = "grpc".into();
+    o.apply(status("west", 1, "w2", true));
+    o.apply(exports("west", 1, "w2", vec![fixed]));
+    assert_eq!(accepted(&o, "west"), ["shop/cart"]);
+    let all = aggregate_all(&Arc::new(o.reports.clone()), &clusters.map(str::to_owned));
+    let cart = &all["shop/cart"];
+    assert!(cart.conflicts.contains_key("west"), "{:?}", cart.conflicts);
+    let spec = &cart.object.as_ref().unwrap().content["spec"];
+    assert_eq!(spec["ports"][0]["name"], "http", "east's definition");
+}

@@ -389,17 +389,13 @@ impl Owner {
             }
             let e = &j.contribution.export;
             let key = format!("{}/{}", e.namespace, e.name);
-            let stamp = t
-                .accepted_at
-                .entry(key)
-                .or_insert_with(|| {
-                    self.sightings += 1;
-                    FirstSeen {
-                        seq: self.sightings,
-                        at: now,
-                    }
-                })
-                .clone();
+            let stamp = *t.accepted_at.entry(key).or_insert_with(|| {
+                self.sightings += 1;
+                FirstSeen {
+                    seq: self.sightings,
+                    at: now,
+                }
+            });
             let mut c = j.contribution.clone();
             c.first_seen = stamp;
             accepted.push(c);

@@ -409,9 +409,7 @@ async fn reconcile(
         keep
     });
     // Sends fail only when the hub is shutting down.
-    for (cluster, generation, policy) in policies {
-        info!(%cluster, "the cluster's export policy changed");
-        let what = What::Policy(policy);
+    let send = async |cluster, generation, what| {
         let _ = tx
             .send(Update {
                 cluster,
@@ -419,17 +417,14 @@ async fn reconcile(
                 what,
             })
             .await;
+    };
+    for (cluster, generation, policy) in policies {
+        info!(%cluster, "the cluster's export policy changed");
+        send(cluster, generation, What::Policy(policy)).await;
     }
     for (cluster, generation) in gone {
         info!(%cluster, "cluster has no agent any more; its report is dropped");
-        let what = What::Gone;
-        let _ = tx
-            .send(Update {
-                cluster,
-                generation,
-                what,
-            })
-            .await;
+        send(cluster, generation, What::Gone).await;
     }
     for (cluster, spec) in wanted {
         if running.contains_key(cluster) {

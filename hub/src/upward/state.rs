@@ -222,7 +222,8 @@ impl Owner {
             return self.stale(&cluster, generation);
         };
         match what {
-            What::Started { .. } | What::Gone => unreachable!("taken above"),
+            // Handled above (they returned).
+            What::Started { .. } | What::Gone => return false,
             What::Policy(policy) => {
                 t.policy = policy;
                 self.judge(&cluster);

@@ -44,11 +44,13 @@ impl Controller {
     /// serves (the leader's previous decision, safe) unless that is the
     /// version the rollout moved the cluster away from.
     pub fn decision(&self, cluster: &str) -> Ruling<Arc<Snapshot>> {
-        let Some(id) = self.serving_ids.get(cluster) else {
+        if !self.serving_ids.contains_key(cluster) {
             return Ruling::Keep;
-        };
+        }
+        // `serving` holds the decided version unless it is unavailable
+        // (kept in step by `decide` and `set_serving`: no digest per ask).
         let served = self.serving.get(cluster);
-        if let Some(s) = served.filter(|s| version_id(s) == *id) {
+        if let Some(s) = served.filter(|_| !self.unavailable.contains_key(cluster)) {
             return Ruling::Serve(s.clone());
         }
         if self.leading() {
@@ -99,10 +101,11 @@ impl Controller {
     /// when it is new to serve; marks the decision unavailable (and serves
     /// nothing) when this replica cannot produce it.
     pub(super) fn decide(&mut self, cluster: &str, id: &str) -> Option<Arc<Snapshot>> {
-        let current = self.serving.get(cluster);
+        // Already decided and produced (the common case on every ACK: no
+        // digest computed).
         let decided = self.serving_ids.get(cluster).map(String::as_str) == Some(id);
-        if decided && current.is_some_and(|s| version_id(s) == id) {
-            self.available(cluster);
+        if decided && self.serving.contains_key(cluster) && !self.unavailable.contains_key(cluster)
+        {
             return None;
         }
         self.serving_ids.insert(cluster.to_owned(), id.to_owned());

@@ -76,6 +76,14 @@ impl Controller {
                 // decision stays, so it is not taken for a first snapshot.
                 if let Some(id) = serving.get(&cluster) {
                     self.serving_ids.insert(cluster.clone(), id.clone());
+                    // `serving` holds only the decided version.
+                    if self
+                        .serving
+                        .get(&cluster)
+                        .is_some_and(|s| version_id(s) != *id)
+                    {
+                        self.serving.remove(&cluster);
+                    }
                 }
                 continue;
             };

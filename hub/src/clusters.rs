@@ -42,6 +42,7 @@ use tracing::{Instrument as _, error, info, info_span};
 
 use crate::leader::{LeaderStatus, shards::shard_of};
 
+pub mod exports;
 pub mod spec;
 
 pub use spec::AgentSpec;

@@ -34,9 +34,10 @@
 //! * **Exports** become generated ServiceEntries through [`mcs`], a source
 //!   of the pipeline like any other.
 
+pub mod contribution;
+pub mod entry;
 pub mod judge;
 pub mod mcs;
-pub mod policy;
 pub mod state;
 
 use std::collections::{BTreeMap, HashMap};
@@ -60,8 +61,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{Instrument as _, error, info, info_span, warn};
 
+use crate::clusters::exports::ExportPolicy;
 use crate::clusters::{AgentSpec, Agents, endpoint};
-use policy::ExportPolicy;
 
 pub use state::Reports;
 

@@ -11,8 +11,8 @@ use meshhub_mcp::dial::{DialDefaults, DialSpec, RawDialSpec};
 use meshhub_mcp::settings::SettingError;
 use serde::Deserialize;
 
+use crate::clusters::exports::{ExportPolicy, RawExportPolicy};
 use crate::groups::{ClusterSpec, DEFAULT_GROUP, Selector};
-use crate::upward::policy::{ExportPolicy, RawExportPolicy};
 use meshhub_validate::names::is_dns1123_label;
 
 /// Default time to establish a connection to a sink agent.

@@ -19,46 +19,18 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use meshhub_proto::object::Object;
 use meshhub_proto::upward::ServiceExport;
 use meshhub_validate::names::{is_dns1123_label, is_dns1123_subdomain};
 
-use super::mcs;
-use super::policy::ExportPolicy;
+use super::contribution::{Contribution, FirstSeen};
+use super::entry;
+use crate::clusters::exports::ExportPolicy;
 
 /// The checks every object goes through (the store's: transcoding and
 /// semantic checks); the error messages, none when it is valid.
 pub type Check = Arc<dyn Fn(Object) -> Vec<String> + Send + Sync>;
-
-/// When the hub first saw an export (in this process): `seq` orders, `at`
-/// is shown.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct FirstSeen {
-    /// The hub's sequence of first sightings (lower: earlier).
-    pub seq: u64,
-    /// Its time.
-    pub at: SystemTime,
-}
-
-impl Default for FirstSeen {
-    fn default() -> Self {
-        Self {
-            seq: 0,
-            at: SystemTime::UNIX_EPOCH,
-        }
-    }
-}
-
-/// One cluster's export as the generator merges it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Contribution {
-    /// The export as received.
-    pub export: ServiceExport,
-    /// When the hub first saw it: the conflict order.
-    pub first_seen: FirstSeen,
-}
 
 /// Why an export is not merged.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -191,7 +163,7 @@ pub fn judge(
         } else if let Err(why) = shape(e) {
             Some(Refusal::Invalid(why))
         } else {
-            match mcs::contribution_entry(cluster, e) {
+            match entry::contribution_entry(cluster, e) {
                 Some(object) => {
                     let errors = check(object);
                     (!errors.is_empty()).then(|| Refusal::Invalid(errors.join("; ")))

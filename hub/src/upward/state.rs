@@ -30,10 +30,11 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use super::judge::{self, Check, Contribution, FirstSeen, Refusal};
-use super::policy::ExportPolicy;
+use super::contribution::{Contribution, FirstSeen};
+use super::judge::{self, Check, Refusal};
 use super::{Update, What};
 use crate::audit::{AuditEvent, AuditLog};
+use crate::clusters::exports::ExportPolicy;
 
 mod view;
 

@@ -237,7 +237,7 @@ mod at_rest {
 async fn subscribers_are_announced_with_their_generation() {
     use meshhub_mcp::dial::DialSpec;
 
-    let spec = |port: u16, policy: policy::ExportPolicy| AgentSpec {
+    let spec = |port: u16, policy: crate::clusters::exports::ExportPolicy| AgentSpec {
         cluster: "west".into(),
         dial: DialSpec {
             address: format!("http://127.0.0.1:{port}"),
@@ -268,7 +268,7 @@ async fn subscribers_are_announced_with_their_generation() {
         )
         .await;
     };
-    let narrow = policy::ExportPolicy {
+    let narrow = crate::clusters::exports::ExportPolicy {
         max_services: 1,
         ..Default::default()
     };

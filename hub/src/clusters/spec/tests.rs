@@ -87,7 +87,7 @@ fn export_policies_are_typed_and_need_an_agent() {
     .unwrap();
     assert_eq!(
         c.agents[0].exports,
-        crate::upward::policy::ExportPolicy::default()
+        crate::clusters::exports::ExportPolicy::default()
     );
     let west = &c.agents[1].exports;
     assert_eq!(west.max_services, 10);

@@ -1,5 +1,6 @@
 use meshhub_proto::kinds::KindTable;
 use meshhub_proto::upward::{GatewayAddress, ServicePort};
+use std::time::SystemTime;
 
 use super::*;
 use crate::store::UnknownFields;
@@ -147,8 +148,8 @@ fn caps_keep_the_exports_seen_first() {
 
 #[test]
 fn an_allow_list_limits_namespaces_and_names() {
-    let policy = crate::upward::policy::ExportPolicy {
-        namespaces: crate::upward::policy::Namespaces::Only(vec![(
+    let policy = crate::clusters::exports::ExportPolicy {
+        namespaces: crate::clusters::exports::Namespaces::Only(vec![(
             "shop".into(),
             Some(["cart".to_owned()].into()),
         )]),

@@ -319,7 +319,7 @@ fn a_policy_change_judges_again_without_a_new_report() {
     ));
     assert!(accepted(&o, "west").is_empty());
     let allow = ExportPolicy {
-        namespaces: crate::upward::policy::Namespaces::Only(vec![("istio-system".into(), None)]),
+        namespaces: crate::clusters::exports::Namespaces::Only(vec![("istio-system".into(), None)]),
         ..ExportPolicy::default()
     };
     o.apply(update("west", 1, What::Policy(allow)));

@@ -36,6 +36,8 @@ pub struct Fleet {
     own_generations: Vec<u64>,
     /// The MCP collections the objects fall into, sorted.
     pub collections: Vec<String>,
+    /// Configuration both hubs get besides their sources and clusters.
+    extra: String,
 }
 
 impl Fleet {
@@ -58,6 +60,7 @@ impl Fleet {
             shared_generations: vec![0; shared],
             collections: Vec::new(),
             templates,
+            extra: LIFTED_LIMITS.to_owned(),
         };
         let kinds = KindTable::builtin();
         let mut collections = std::collections::BTreeSet::new();
@@ -95,7 +98,7 @@ impl Fleet {
                 "  - name: {name}\n    agent:\n      address: {address}\n"
             ));
         }
-        text.push_str(LIFTED_LIMITS);
+        text.push_str(&self.extra);
         // The initial snapshot of thousands of files may outlast the
         // default 1 s maximum wait on a loaded machine.
         text.push_str("debounce:\n  maxWait: 10s\n");
@@ -110,9 +113,21 @@ impl Fleet {
         self.dir.join("baseline.yaml")
     }
 
+    /// Per-cluster analysis on (the hub's default) or off, in both hubs'
+    /// configurations.
+    pub fn set_analysis(&mut self, on: bool) -> Result<()> {
+        self.extra = LIFTED_LIMITS.to_owned();
+        if !on {
+            self.extra.push_str("analysis:\n  enabled: false\n");
+        }
+        self.write_baseline()
+    }
+
     fn write_baseline(&self) -> Result<()> {
-        let text =
-            format!("sources:\n  - name: shared\n    file:\n      path: shared\n{LIFTED_LIMITS}");
+        let text = format!(
+            "sources:\n  - name: shared\n    file:\n      path: shared\n{}",
+            self.extra
+        );
         std::fs::write(self.baseline_config(), text)?;
         Ok(())
     }

@@ -40,6 +40,9 @@ pub struct ClusterSizes {
     /// agent's upward source (0, the default): what a fleet of Istio 1.5
     /// sinks or older agents costs the hub.
     pub sink_only: usize,
+    /// Whether the hub analyses every cluster's group (1, its default) or
+    /// not (0): what per-cluster analysis costs.
+    pub analysis: usize,
 }
 
 impl Params {
@@ -60,6 +63,7 @@ impl Params {
                 changes: 5,
                 storm: 1,
                 sink_only: 0,
+                analysis: 1,
             },
         }
     }
@@ -67,8 +71,8 @@ impl Params {
     /// Overrides one size: `p1.streams`, `p1.conns`, `p1.resources`,
     /// `p1.changes`, `p2.streams`, `p2.conns`, `p2.resources`,
     /// `p3.streams`, `p3.conns`, `p3.resources`, `p4.resources`,
-    /// `clusters.{n,agents,shared,perCluster,changes,storm,sinkOnly}`
-    /// (agents, storm and sinkOnly may be 0).
+    /// `clusters.{n,agents,shared,perCluster,changes,storm,sinkOnly,analysis}`
+    /// (agents, storm, sinkOnly and analysis may be 0).
     pub fn set(&mut self, setting: &str) -> Result<()> {
         let (key, value) = setting
             .split_once('=')
@@ -78,11 +82,12 @@ impl Params {
             "clusters.storm" => self.clusters.storm = v,
             "clusters.agents" => self.clusters.agents = v,
             "clusters.sinkOnly" => self.clusters.sink_only = v,
+            "clusters.analysis" => self.clusters.analysis = v,
             _ => {}
         }
         if matches!(
             key,
-            "clusters.storm" | "clusters.agents" | "clusters.sinkOnly"
+            "clusters.storm" | "clusters.agents" | "clusters.sinkOnly" | "clusters.analysis"
         ) {
             return Ok(());
         }
@@ -127,6 +132,7 @@ impl Params {
                 changes: 2,
                 storm: 1,
                 sink_only: 0,
+                analysis: 1,
             },
         }
     }

@@ -407,6 +407,64 @@ impl ControlPlanes {
             .await
     }
 
+    /// Makes cluster `name`'s API server refuse VirtualServices for hosts
+    /// named `blocked*` (a ValidatingAdmissionPolicy: a real API server's
+    /// admission check, not one of meshhub's), and waits until it is in
+    /// force (a dry-run apply is refused). Its message: `<name> admits no
+    /// VirtualService for a blocked host`. Istio's CRDs and the namespace
+    /// `bookinfo` must be there.
+    pub async fn refuse_blocked_hosts(&self, name: &str) {
+        let client = self.client(name).await;
+        apply_yaml(
+            &client,
+            &format!(
+                "apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {{name: no-blocked-hosts}}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+    - apiGroups: [networking.istio.io]
+      apiVersions: ['*']
+      operations: [CREATE, UPDATE]
+      resources: [virtualservices]
+  validations:
+  - expression: \"!object.spec.hosts.exists(h, h.startsWith('blocked'))\"
+    message: {name} admits no VirtualService for a blocked host
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {{name: no-blocked-hosts}}
+spec:
+  policyName: no-blocked-hosts
+  validationActions: [Deny]
+"
+            ),
+        )
+        .await;
+        let probe: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "networking.istio.io/v1", "kind": "VirtualService",
+            "metadata": {"name": "probe", "namespace": "bookinfo"},
+            "spec": {"hosts": ["blocked-probe"]},
+        }))
+        .expect("a VirtualService");
+        let api = api_for(&client, &probe).await;
+        meshhub_testkit::eventually_some(
+            &format!("{name}'s admission policy in force"),
+            async || {
+                api.patch(
+                    "probe",
+                    &PatchParams::apply("probe").dry_run(),
+                    &Patch::Apply(&probe),
+                )
+                .await
+                .err()
+            },
+        )
+        .await;
+    }
+
     /// Creates namespace `ns` in cluster `name` (no-op if it exists).
     pub async fn namespace(&self, name: &str, ns: &str) {
         let api: Api<Namespace> = Api::all(self.client(name).await);

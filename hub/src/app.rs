@@ -36,6 +36,7 @@ use crate::clusters::{self, DialerDeps};
 use crate::config::Config;
 use crate::groups::{GroupRules, LiveRules};
 use crate::history::History;
+use crate::history::archive::Archive;
 use crate::history::routes::HistoryState;
 use crate::history::shared::SharedPins;
 use crate::leader::{self, LeaderElectionSpec, LeaderStatus};
@@ -255,7 +256,18 @@ impl Hub {
                 let shared = leader_election
                     .as_ref()
                     .map(|(le, client)| SharedPins::new(client.clone(), &le.namespace));
-                Some(History::open(spec, shared, &tasks, shutdown.clone())?)
+                // And the versions a rollout or a pin refers to, which a
+                // replica started later never built (history/archive.rs).
+                let archive = leader_election
+                    .as_ref()
+                    .map(|(le, client)| Archive::new(client.clone(), &le.namespace));
+                Some(History::open(
+                    spec,
+                    shared,
+                    archive,
+                    &tasks,
+                    shutdown.clone(),
+                )?)
             }
             None => None,
         };
@@ -290,6 +302,19 @@ impl Hub {
             }
             _ => leader.clone(),
         };
+        // The decider keeps the referenced versions archived.
+        if let (Some((le, client)), Some(history)) = (&leader_election, &history) {
+            let archive = Archive::new(client.clone(), &le.namespace);
+            tasks.spawn(
+                crate::history::archive::keep(
+                    archive,
+                    history.clone(),
+                    decider.clone(),
+                    shutdown.clone(),
+                )
+                .instrument(info_span!("history_archive", namespace = %le.namespace)),
+            );
+        }
 
         // Staged rollout: the dialed clusters' changes wait for their wave.
         let rollout = match &config.rollout {

@@ -29,8 +29,10 @@
 //! with several replicas (leader election) they are shared through a
 //! ConfigMap instead ([`shared`]).
 
+pub mod archive;
 pub mod db;
 pub mod diff;
+pub mod fetch;
 pub mod pins;
 pub mod routes;
 pub mod shared;
@@ -53,6 +55,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{Instrument as _, debug, info_span, warn};
 
+use self::archive::Archive;
 use self::db::{Db, DbError};
 use self::shared::{SharedError, SharedPins};
 
@@ -161,6 +164,10 @@ pub struct StoredVersion {
     /// when it was served.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub held_back: Vec<String>,
+    /// Read from the archive in the cluster's API (another replica built
+    /// it: [`archive`]); `seq` is this replica's.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub from_archive: bool,
 }
 
 impl StoredVersion {
@@ -250,13 +257,16 @@ struct Inner {
     /// Publications waiting to be written, the newest per group.
     pending: std::sync::Mutex<BTreeMap<Arc<str>, Publication>>,
     wake: tokio::sync::Notify,
-    /// `(group, version id)` the rollout's decisions refer to: never pruned.
-    referenced: std::sync::Mutex<HashSet<(String, String)>>,
+    /// `(group, version id)` the rollout's decisions refer to: never pruned
+    /// (and archived by the leader).
+    referenced: watch::Sender<HashSet<(String, String)>>,
     pins: watch::Sender<Pins>,
     /// Shared pins this replica could not resolve, by group (written only
     /// by the shared-pins reconciler).
     unresolved: std::sync::Mutex<BTreeMap<String, UnresolvedPin>>,
     shared: Option<SharedPins>,
+    /// Where versions this replica lacks are read from (several replicas).
+    archive: Option<Archive>,
 }
 
 /// The history: recording handle for the pipeline, queries and pins for
@@ -283,6 +293,7 @@ impl History {
     pub fn open(
         spec: &HistorySpec,
         shared: Option<SharedPins>,
+        archive: Option<Archive>,
         tasks: &TaskTracker,
         shutdown: CancellationToken,
     ) -> Result<Self, HistoryError> {
@@ -307,10 +318,11 @@ impl History {
                 keep: spec.keep,
                 pending: std::sync::Mutex::default(),
                 wake: tokio::sync::Notify::new(),
-                referenced: std::sync::Mutex::default(),
+                referenced: watch::channel(HashSet::new()).0,
                 pins: watch::channel(Arc::new(pins)).0,
                 unresolved: std::sync::Mutex::default(),
                 shared: shared.clone(),
+                archive,
             }),
         };
         history.update_metrics();
@@ -348,7 +360,21 @@ impl History {
     /// The versions the rollout's decisions refer to, `(group, version
     /// id)`: never pruned while they do.
     pub fn protect(&self, referenced: HashSet<(String, String)>) {
-        *lock(&self.inner.referenced) = referenced;
+        self.inner.referenced.send_if_modified(|r| {
+            let changed = *r != referenced;
+            *r = referenced;
+            changed
+        });
+    }
+
+    /// The versions the rollout's decisions refer to ([`History::protect`]).
+    pub fn referenced(&self) -> HashSet<(String, String)> {
+        self.inner.referenced.borrow().clone()
+    }
+
+    /// [`History::referenced`], following every change.
+    pub fn referenced_changes(&self) -> watch::Receiver<HashSet<(String, String)>> {
+        self.inner.referenced.subscribe()
     }
 
     /// The pins in force, following every change.
@@ -430,6 +456,7 @@ impl History {
             resources: total,
             collections,
             held_back: p.held_back.clone(),
+            from_archive: false,
         };
         let pinned = self
             .inner
@@ -437,7 +464,7 @@ impl History {
             .borrow()
             .get(p.cluster.as_ref())
             .map(|a| a.record.seq);
-        let referenced = lock(&self.inner.referenced).clone();
+        let referenced = self.inner.referenced.borrow().clone();
         let protect = |v: &StoredVersion| {
             Some(v.seq) == pinned || referenced.contains(&(v.cluster.clone(), v.id.clone()))
         };

@@ -88,7 +88,8 @@ pub(super) async fn clusters(params: &Params, results: &mut Results) -> Result<(
     names.extend(agents.names.iter().cloned());
     addresses.extend(agents.addresses.iter().cloned());
     let total = names.len();
-    let fleet = Fleet::generate(&dir.path().join("hub"), names, s.shared, s.per_cluster)?;
+    let mut fleet = Fleet::generate(&dir.path().join("hub"), names, s.shared, s.per_cluster)?;
+    fleet.set_analysis(s.analysis > 0)?;
     let config = fleet.write_config(&addresses)?;
 
     // The baseline: the same shared objects, no cluster.
@@ -171,12 +172,14 @@ pub(super) async fn clusters(params: &Params, results: &mut Results) -> Result<(
     f.insert("clusters.load_start".into(), load_start);
     // The targets are set at N = 1,000: judged up to that size.
     let judged = |met: bool| (s.n <= 1000).then_some(met);
-    let variant = if s.sink_only > 0 {
-        "ResourceSink-only sinks"
-    } else {
-        "sinks serving the upward report"
+    let variant = match (s.sink_only > 0, s.analysis > 0) {
+        (true, true) => "ResourceSink-only sinks",
+        (false, true) => "sinks serving the upward report",
+        (true, false) => "ResourceSink-only sinks, analysis off",
+        (false, false) => "sinks serving the upward report, analysis off",
     };
     f.insert("clusters.sink_only".into(), s.sink_only as f64);
+    f.insert("clusters.analysis".into(), s.analysis as f64);
     let objects = rig.fleet.objects();
     results.row(
         format!(

@@ -31,7 +31,6 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
 
-use ::kube::api::{Api, DynamicObject, Patch, PatchParams};
 use meshhub_e2e::istio::{ConfigSource, ISTIOD_START, Istiod, istiod_bin};
 use meshhub_e2e::kube::{ControlPlanes, apply_yaml, delete, get, rbac_manifest};
 use meshhub_e2e::yaml::cluster;
@@ -47,30 +46,6 @@ const BAKE: Duration = Duration::from_secs(5);
 /// How long any one step of the test may take (three waves with their
 /// bakes fit with room to spare).
 const STEP: Duration = Duration::from_secs(60);
-
-/// r1's admission policy: no VirtualService for a `blocked*` host.
-const POLICY: &str = "apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingAdmissionPolicy
-metadata: {name: no-blocked-hosts}
-spec:
-  failurePolicy: Fail
-  matchConstraints:
-    resourceRules:
-    - apiGroups: [networking.istio.io]
-      apiVersions: ['*']
-      operations: [CREATE, UPDATE]
-      resources: [virtualservices]
-  validations:
-  - expression: \"!object.spec.hosts.exists(h, h.startsWith('blocked'))\"
-    message: r1 admits no VirtualService for a blocked host
----
-apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingAdmissionPolicyBinding
-metadata: {name: no-blocked-hosts}
-spec:
-  policyName: no-blocked-hosts
-  validationActions: [Deny]
-";
 
 fn hub_config(primary: &Path, agents: &[(&str, std::net::SocketAddr)]) -> String {
     let clusters: String = agents
@@ -229,29 +204,8 @@ async fn a_change_walks_three_real_clusters_and_a_refused_one_is_rolled_back() {
     let primary = planes.client("primary").await;
     apply_yaml(&primary, &vs("reviews", "v1")).await;
 
-    // r1 refuses VirtualServices for blocked hosts; wait until its API
-    // server enforces it (a dry-run is admitted, or not, like the real
-    // thing).
-    let r1_admin = planes.client("r1").await;
-    apply_yaml(&r1_admin, POLICY).await;
-    let probe: DynamicObject = serde_json::from_value(serde_json::json!({
-        "apiVersion": NET, "kind": "VirtualService",
-        "metadata": {"name": "probe", "namespace": "bookinfo"},
-        "spec": {"hosts": ["blocked-probe"]},
-    }))
-    .unwrap();
-    let probe_api: Api<DynamicObject> = meshhub_e2e::kube::api_for(&r1_admin, &probe).await;
-    eventually_some("r1's admission policy in force", async || {
-        probe_api
-            .patch(
-                "probe",
-                &PatchParams::apply("probe").dry_run(),
-                &Patch::Apply(&probe),
-            )
-            .await
-            .err()
-    })
-    .await;
+    // r1 refuses VirtualServices for blocked hosts.
+    planes.refuse_blocked_hosts("r1").await;
 
     let hub_kubeconfig = planes.hub_service_account("primary").await;
     let tmp = KeepLogsOnPanic(Some(tempfile::tempdir().unwrap()));

@@ -68,23 +68,40 @@ fn is_leader(hub: &HubProc) -> bool {
     hub.status()["leader"]["is_leader"] == true
 }
 
-/// Two hub replicas `IDS` (leader election, `shards` if given, each with
-/// its own history, the rollout policy below) over one real
-/// kube-apiserver, and a real agent per name of `clusters`, each holding
-/// v1 of the `reviews` route.
+/// Hub replicas (leader election, `shards` if given, each with its own
+/// history, a rollout policy) over one real kube-apiserver, and a real
+/// agent per name of `clusters`, each holding v1 of the `reviews` route.
 struct Replicas {
     planes: ControlPlanes,
     // Removed last: the processes' logs and data live in it.
     _dir: tempfile::TempDir,
+    logs: std::path::PathBuf,
     objects: std::path::PathBuf,
     agents: Vec<AgentProc>,
     hubs: Vec<HubProc>,
+    /// Each replica's configuration but for its history directory.
+    configs: Vec<String>,
 }
 
 const IDS: [&str; 2] = ["hub-a", "hub-b"];
 
+/// Canary, then a wave after which an operator promotes, then the rest.
+const MANUAL_WAVES: &str = "rollout:\n  waves:\n  - {name: canary, clusters: [a], bake: 1s}\n  - {name: second, clusters: [b], bake: 1s, promotion: manual}\n  - {name: rest, rest: true, bake: 1s}\n";
+
 impl Replicas {
     async fn start(clusters: &[&str], shards: Option<u32>) -> Self {
+        Self::start_with(&IDS, clusters, shards, MANUAL_WAVES, None).await
+    }
+
+    /// Replicas `ids`; the agent of `refusing` applies what it receives to
+    /// the primary API server, which refuses `blocked*` hosts.
+    async fn start_with(
+        ids: &[&str],
+        clusters: &[&str],
+        shards: Option<u32>,
+        policy: &str,
+        refusing: Option<&str>,
+    ) -> Self {
         let planes = ControlPlanes::start_bare(&["primary"]).await;
         let kubeconfig = planes.hub_service_account("primary").await;
         if shards.is_some() {
@@ -95,9 +112,23 @@ impl Replicas {
             .await;
         }
         let ProcTree { dir, logs, objects } = proc_tree("reviews-v1");
+        let mut refusing_flags = Vec::new();
+        if let Some(r) = refusing {
+            refusing_flags = Self::refusing_cluster(&planes).await;
+            assert!(clusters.contains(&r));
+        }
         let agents: Vec<AgentProc> = clusters
             .iter()
-            .map(|c| AgentProc::start(c, dir.path(), &logs, None))
+            .map(|c| {
+                let flags = if Some(*c) == refusing {
+                    refusing_flags.as_slice()
+                } else {
+                    &[]
+                };
+                tokio::task::block_in_place(|| {
+                    AgentProc::start_with(c, dir.path(), &logs, None, flags)
+                })
+            })
             .collect();
         let entries: String = agents
             .iter()
@@ -110,36 +141,76 @@ impl Replicas {
                 )
             })
             .collect();
-        // Canary, then a wave after which an operator promotes, then the rest.
-        let policy = "rollout:\n  waves:\n  - {name: canary, clusters: [a], bake: 1s}\n  - {name: second, clusters: [b], bake: 1s, promotion: manual}\n  - {name: rest, rest: true, bake: 1s}\n";
         let shards = shards
             .map(|n| format!("  shards: {n}\n"))
             .unwrap_or_default();
-        let hubs = IDS
+        let configs: Vec<String> = ids
             .iter()
             .map(|id| {
-                let path = dir.path().join(format!("{id}.yaml"));
                 let extra = format!(
-                    "leaderElection:\n  enabled: true\n  namespace: meshhub\n  identity: {id}\n{shards}  leaseDuration: 3s\n  renewDeadline: 2s\n  retryPeriod: 500ms\n  kubeconfig: {}\nhistory:\n  dir: {}\n{policy}",
+                    "leaderElection:\n  enabled: true\n  namespace: meshhub\n  identity: {id}\n{shards}  leaseDuration: 3s\n  renewDeadline: 2s\n  retryPeriod: 500ms\n  kubeconfig: {}\n{policy}",
                     kubeconfig.display(),
-                    dir.path().join(format!("history-{id}")).display()
                 );
-                std::fs::write(&path, files_hub(objects.display(), &entries, &extra)).unwrap();
-                HubProc::start(id, &path, &logs)
+                files_hub(objects.display(), &entries, &extra)
             })
             .collect();
-        for agent in &agents {
+        let mut replicas = Self {
+            planes,
+            _dir: dir,
+            logs,
+            objects,
+            agents,
+            hubs: Vec::new(),
+            configs,
+        };
+        replicas.hubs = ids
+            .iter()
+            .enumerate()
+            .map(|(i, id)| replicas.start_hub(i, id, "history"))
+            .collect();
+        for agent in &replicas.agents {
             eventually_blocking(&format!("{} holds v1", agent.cluster), || {
                 (hosts(agent.grpc, &agent.cluster) == ["reviews-v1"]).then_some(())
             });
         }
-        Self {
-            planes,
-            _dir: dir,
-            objects,
-            agents,
-            hubs,
-        }
+        replicas
+    }
+
+    /// Starts replica `i` (identity `id`) with its history in the
+    /// directory `<history>-<id>` (a new name: an empty history).
+    fn start_hub(&self, i: usize, id: &str, history: &str) -> HubProc {
+        let dir = self._dir.path();
+        let path = dir.join(format!("{id}-{history}.yaml"));
+        let config = format!(
+            "{}history:\n  dir: {}\n",
+            self.configs[i],
+            dir.join(format!("{history}-{id}")).display()
+        );
+        std::fs::write(&path, config).unwrap();
+        tokio::task::block_in_place(|| HubProc::start(id, &path, &self.logs))
+    }
+
+    /// Istio's CRDs and the refusing policy in the primary API server;
+    /// the flags of an agent applying there as its ServiceAccount.
+    async fn refusing_cluster(planes: &ControlPlanes) -> Vec<String> {
+        planes.install_istio_crds("primary", &[]).await;
+        planes.namespace("primary", "bookinfo").await;
+        planes.refuse_blocked_hosts("primary").await;
+        let admin = planes.client("primary").await;
+        meshhub_e2e::kube::apply_yaml(&admin, &meshhub_e2e::kube::rbac_manifest("sink-agent.yaml"))
+            .await;
+        let kubeconfig = planes
+            .service_account_kubeconfig("primary", "meshhub", "meshhub-agent")
+            .await;
+        [
+            "--apply",
+            "--apply-kubeconfig",
+            &kubeconfig.display().to_string(),
+            "--apply-resync",
+            "2s",
+        ]
+        .map(str::to_owned)
+        .to_vec()
     }
 }
 
@@ -152,6 +223,7 @@ async fn replicas_share_the_rollout_and_a_new_leader_continues_it() {
         objects,
         agents,
         mut hubs,
+        ..
     } = Replicas::start(&["a", "b", "c"], None).await;
     let ids = IDS;
     let li = eventually_blocking("a leader", || hubs.iter().position(is_leader));
@@ -279,6 +351,7 @@ async fn sharded_replicas_roll_out_clusters_the_decider_does_not_dial() {
         objects,
         agents,
         mut hubs,
+        ..
     } = Replicas::start(&names, Some(4)).await;
     let ids = IDS;
     // Every cluster dialed by one replica; one replica decides.
@@ -381,5 +454,195 @@ async fn sharded_replicas_roll_out_clusters_the_decider_does_not_dial() {
         members().await,
         1,
         "the stopped replica's membership is gone"
+    );
+}
+
+/// Which of `clusters` ever held a `blocked*` route, seen from their
+/// agents, polled until `stop`.
+fn watch_for_blocked(
+    agents: Vec<(String, std::net::SocketAddr)>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<(usize, Vec<String>)> {
+    std::thread::spawn(move || {
+        let (mut looks, mut seen) = (0, Vec::new());
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            for (cluster, grpc) in &agents {
+                let h = hosts(*grpc, cluster);
+                looks += 1;
+                if h.iter().any(|h| h.starts_with("blocked")) {
+                    seen.push(format!("{cluster}: {h:?}"));
+                }
+            }
+        }
+        (looks, seen)
+    })
+}
+
+/// Item 7 of issue 37, with real parts: three replicas, each with its own
+/// empty history, over one real kube-apiserver (Leases, shared decisions,
+/// the archive); real agents, `a`'s applying to a real API server that
+/// refuses the change. A change NACKed in wave 1 is rolled back; then every
+/// replica is restarted, one by one, each with a new, empty history (a
+/// rolling upgrade with `emptyDir`); then a held cluster is pinned and
+/// unpinned. The held clusters never receive the failed version (read from
+/// their agents throughout), `/rollout` stays truthful, every replica can
+/// serve the rolled-back version (none shows it unavailable), and a fix
+/// afterwards completes in wave order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rolling_restart_with_empty_histories_and_a_pin_never_hand_held_clusters_the_failed_version()
+ {
+    let _turn = turn(module_path!());
+    let ids = ["hub-a", "hub-b", "hub-c"];
+    let waves = "rollout:\n  waves:\n  - {name: canary, clusters: [a], bake: 1s}\n  - {name: second, clusters: [b], bake: 1s}\n  - {name: rest, rest: true, bake: 1s}\n";
+    let mut r = Replicas::start_with(&ids, &["a", "b", "c"], None, waves, Some("a")).await;
+    let leader =
+        |hubs: &[HubProc]| eventually_blocking("a leader", || hubs.iter().position(is_leader));
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = watch_for_blocked(
+        r.agents[1..]
+            .iter()
+            .map(|a| (a.cluster.clone(), a.grpc))
+            .collect(),
+        stop.clone(),
+    );
+
+    // A change a's API server refuses: NACKed in wave 1, rolled back.
+    write_atomic(
+        &r.objects.join("reviews.yaml"),
+        &vs("reviews", "blocked-v2"),
+    );
+    let li = leader(&r.hubs);
+    let failed = eventually_blocking("the rollout rolls back", || {
+        let v = rollout(&r.hubs[li]);
+        (phase(&v) == "rolledBack").then_some(v)
+    });
+    assert_eq!(
+        failed["rollout"]["phase"]["failure"]["cause"], "nack",
+        "{failed}"
+    );
+    assert_eq!(
+        failed["rollout"]["phase"]["failure"]["cluster"], "a",
+        "{failed}"
+    );
+    let id = failed["rollout"]["id"].clone();
+    let v1 = failed["rollout"]["targets"]["c"]["step"]["from"]
+        .as_str()
+        .expect("c's previous version")
+        .to_owned();
+    eventually_blocking("a holds v1 again", || {
+        (hosts(r.agents[0].grpc, "a") == ["reviews-v1"]).then_some(())
+    });
+
+    // The rolling restart: each replica stopped as a pod is (SIGTERM) and
+    // started again with an empty history.
+    let mut restarts = Vec::new();
+    for (i, id_i) in ids.iter().enumerate() {
+        let stopped = Instant::now();
+        r.hubs[i].proc.signal("TERM");
+        r.hubs[i].proc.wait_exit();
+        r.hubs[i] = r.start_hub(i, id_i, "upgraded");
+        // Every replica serves the held clusters v1 and can produce it: the
+        // restarted one read it from the archive (its sources build only
+        // the blocked version).
+        for (j, hub) in r.hubs.iter().enumerate() {
+            let v = eventually_blocking(&format!("{} shows the rollout", ids[j]), || {
+                let v = rollout(hub);
+                (phase(&v) == "rolledBack"
+                    && v["rollout"]["id"] == id
+                    && v["unavailable"].as_object().is_none_or(|u| u.is_empty()))
+                .then_some(v)
+            });
+            assert_eq!(v["standing"]["a"]["rollout"], id, "a's failure stands: {v}");
+            for c in ["a", "b", "c"] {
+                eventually_blocking(&format!("{} serves {c} v1", ids[j]), || {
+                    (hosts(hub.grpc, c) == ["reviews-v1"]).then_some(())
+                });
+            }
+        }
+        restarts.push(stopped.elapsed());
+    }
+    for agent in &r.agents {
+        assert_eq!(
+            hosts(agent.grpc, &agent.cluster),
+            ["reviews-v1"],
+            "{}",
+            agent.cluster
+        );
+    }
+    // The versions are archived in the API, found by their labels.
+    let cms: Api<ConfigMap> = Api::namespaced(r.planes.client("primary").await, "meshhub");
+    let archived = cms
+        .list(&::kube::api::ListParams::default().labels("meshhub.io/archive=version"))
+        .await
+        .unwrap();
+    assert!(
+        archived.items.iter().any(|cm| {
+            cm.metadata
+                .labels
+                .as_ref()
+                .is_some_and(|l| l["meshhub.io/version"] == v1)
+        }),
+        "v1 ({v1}) archived"
+    );
+
+    // Pin a held cluster to its version, then unpin it: it never gets the
+    // failed version, and rejoins the rolled-back rollout held.
+    let li = leader(&r.hubs);
+    let admin = format!("http://{}", r.hubs[li].admin);
+    let (status, _, err) = meshhubctl(&["pin", "--admin", &admin, "--cluster", "c", "--to", &v1]);
+    assert!(status.success(), "{err}");
+    eventually_blocking("c is pinned in /rollout", || {
+        let v = rollout(&r.hubs[li]);
+        (v["rollout"]["targets"]["c"]["state"]["state"] == "pinned").then_some(())
+    });
+    let (status, _, err) = meshhubctl(&["unpin", "--admin", &admin, "--cluster", "c"]);
+    assert!(status.success(), "{err}");
+    let back = eventually_blocking("c rejoins the rollout", || {
+        let v = rollout(&r.hubs[li]);
+        (v["rollout"]["targets"]["c"]["state"]["state"] != "pinned").then_some(v)
+    });
+    assert_eq!(phase(&back), "rolledBack", "{back}");
+    assert_eq!(hosts(r.agents[2].grpc, "c"), ["reviews-v1"]);
+
+    // A fix: a new rollout, in wave order.
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (looks, seen) = watcher.join().unwrap();
+    assert!(
+        seen.is_empty(),
+        "held clusters received the failed version: {seen:?}"
+    );
+    assert!(
+        looks > 20,
+        "the agents were looked at throughout ({looks} looks)"
+    );
+    write_atomic(
+        &r.objects.join("reviews.yaml"),
+        &vs("reviews", "reviews-v3"),
+    );
+    let mut first_v3: Vec<Option<Instant>> = vec![None; 3];
+    eventually_blocking("every cluster holds the fix", || {
+        for (i, agent) in r.agents.iter().enumerate() {
+            if first_v3[i].is_none() && hosts(agent.grpc, &agent.cluster) == ["reviews-v3"] {
+                first_v3[i] = Some(Instant::now());
+            }
+        }
+        first_v3.iter().all(Option::is_some).then_some(())
+    });
+    let at: Vec<Instant> = first_v3.into_iter().flatten().collect();
+    assert!(
+        at[0] <= at[1] && at[1] <= at[2],
+        "wave order a, b, c: {at:?}"
+    );
+    let done = eventually_blocking("the fix's rollout completes", || {
+        let v = rollout(&r.hubs[li]);
+        (phase(&v) == "completed").then_some(v)
+    });
+    assert_ne!(done["rollout"]["id"], id, "a new rollout");
+    println!(
+        "rolling restart with empty histories: each replica back and serving the held clusters v1 in {:?}",
+        restarts
+            .iter()
+            .map(|d| format!("{:.1} s", d.as_secs_f64()))
+            .collect::<Vec<_>>()
     );
 }

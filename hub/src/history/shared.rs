@@ -55,23 +55,52 @@ impl SharedPins {
     }
 
     /// Follows the ConfigMap until `shutdown` and makes `history` serve
-    /// what it says.
+    /// what it says. A pinned version this replica's history lacks is read
+    /// from the archive first ([`super::archive`]); while one is still
+    /// missing, it is looked for again every [`MISSING_RETRY`].
     pub async fn follow(self, history: History, shutdown: CancellationToken) {
         let mut changes = self.cm.watch();
-        while let Some(desired) = self.cm.next_data(&mut changes, &shutdown).await {
-            let mut pins = BTreeMap::new();
-            for (cluster, text) in desired {
-                match serde_json::from_str::<PinRecord>(&text) {
-                    Ok(p) => {
-                        pins.insert(cluster, p);
-                    }
-                    Err(e) => {
-                        warn!(cluster = %cluster, error = %e, "unreadable pin in the shared ConfigMap; ignored")
+        let mut pins: Option<BTreeMap<String, PinRecord>> = None;
+        let mut missing = false;
+        loop {
+            let data = if missing {
+                tokio::select! {
+                    d = self.cm.next_data(&mut changes, &shutdown) => match d {
+                        Some(d) => Some(d),
+                        None => break,
+                    },
+                    () = tokio::time::sleep(MISSING_RETRY) => None,
+                }
+            } else {
+                match self.cm.next_data(&mut changes, &shutdown).await {
+                    Some(d) => Some(d),
+                    None => break,
+                }
+            };
+            if let Some(desired) = data {
+                let mut read = BTreeMap::new();
+                for (cluster, text) in desired {
+                    match serde_json::from_str::<PinRecord>(&text) {
+                        Ok(p) => {
+                            read.insert(cluster, p);
+                        }
+                        Err(e) => {
+                            warn!(cluster = %cluster, error = %e, "unreadable pin in the shared ConfigMap; ignored")
+                        }
                     }
                 }
+                pins = Some(read);
             }
+            let Some(desired) = pins.clone() else {
+                continue;
+            };
+            let wanted = desired
+                .iter()
+                .map(|(c, p)| (c.clone(), p.version.clone()))
+                .collect();
+            missing = !history.fetch_missing(wanted).await.is_empty();
             let h = history.clone();
-            match tokio::task::spawn_blocking(move || h.reconcile(pins)).await {
+            match tokio::task::spawn_blocking(move || h.reconcile(desired)).await {
                 Ok(changed) if changed > 0 => {
                     info!(changed, configmap = %self.location(), "shared pins applied");
                 }
@@ -81,3 +110,6 @@ impl SharedPins {
         }
     }
 }
+
+/// How often a replica looks again for pinned versions it lacks.
+pub const MISSING_RETRY: std::time::Duration = std::time::Duration::from_secs(5);

@@ -48,6 +48,7 @@ fn open(dir: &Path, keep: usize) -> (History, CancellationToken, TaskTracker) {
             keep,
         },
         None,
+        None,
         &tasks,
         shutdown.clone(),
     )
@@ -337,5 +338,59 @@ async fn every_group_s_newest_build_is_recorded_however_many_change_at_once() {
     for g in 0..600 {
         let newest = h.list(&format!("g{g}")).unwrap().pop().map(|s| s.id);
         assert_eq!(newest, Some(version_id(&v(g, 2))), "group g{g}");
+    }
+}
+
+#[tokio::test]
+async fn a_version_exported_by_one_replica_is_served_alike_by_another_that_never_built_it() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (leader, s1, t1) = open(a.path(), 5);
+    let (fresh, s2, t2) = open(b.path(), 5);
+    let built = snap(vec![res("ns/a", "1", "body-a"), res("ns/b", "2", "body-b")]);
+    let id = version_id(&built);
+    leader
+        .append(&publication("east", built.clone(), "f.yaml"))
+        .unwrap();
+    // Some history of its own first: the import takes the next number.
+    fresh
+        .append(&publication(
+            "east",
+            snap(vec![res("ns/c", "9", "c")]),
+            "g.yaml",
+        ))
+        .unwrap();
+    assert!(matches!(
+        fresh.snapshot("east", &id),
+        Err(HistoryError::NoVersion { .. })
+    ));
+    let exported = leader.export("east", &id).unwrap();
+    assert_eq!(exported.bodies.len(), 2);
+    // Through the archive's bytes, as another replica reads them.
+    let blob = archive::encode(&exported).unwrap();
+    let back = archive::decode(&blob, "east", &id).unwrap();
+    fresh.import(back).unwrap();
+    let served = fresh.snapshot("east", &id).unwrap();
+    assert_eq!(version_id(&served), id);
+    assert_eq!(
+        served.collection("vs").resources().as_ref(),
+        built.collection("vs").resources().as_ref(),
+        "the same bodies"
+    );
+    let listed = fresh.list("east").unwrap();
+    let imported = listed.last().unwrap();
+    assert!(imported.from_archive);
+    assert_eq!(imported.seq, 2, "this replica's own numbering");
+    // Without an archive, a missing version stays missing (and is said so).
+    let still = fresh
+        .fetch_missing(vec![
+            ("east".into(), id.clone()),
+            ("east".into(), "ffffffffffff".into()),
+        ])
+        .await;
+    assert_eq!(still, [("east".to_owned(), "ffffffffffff".to_owned())]);
+    for (s, t) in [(s1, t1), (s2, t2)] {
+        s.cancel();
+        t.close();
+        t.wait().await;
     }
 }

@@ -251,7 +251,10 @@ impl SharedRollout {
     }
 
     /// Follows the ConfigMap until `shutdown`, sending what it says with
-    /// the snapshots `history` has of its versions (read once each).
+    /// the snapshots `history` has of its versions (read once each). A
+    /// version this replica's history lacks is read from the archive
+    /// ([`crate::history::archive`]) first; one still missing is looked
+    /// for again every [`MISSING_RETRY`].
     pub async fn follow(
         self,
         history: History,
@@ -260,15 +263,34 @@ impl SharedRollout {
     ) {
         let mut changes = self.cm.watch();
         let mut known = Snapshots::new();
-        while let Some(data) = self.cm.next_data(&mut changes, &shutdown).await {
-            let decisions = match data.get(KEY).map(|t| Decisions::parse(t)) {
-                None => Decisions::default(),
-                Some(Ok(d)) => d,
-                Some(Err(e)) => {
-                    // Keep following what was last readable.
-                    warn!(error = %e, configmap = %self.location(), "unreadable rollout decisions in the shared ConfigMap; ignored");
-                    continue;
+        let mut last: Option<Decisions> = None;
+        loop {
+            let next = if missing_in(last.as_ref(), &known) {
+                tokio::select! {
+                    d = self.cm.next_data(&mut changes, &shutdown) => d.map_or(Next::Stop, Next::Data),
+                    () = tokio::time::sleep(MISSING_RETRY) => Next::Retry,
                 }
+            } else {
+                self.cm
+                    .next_data(&mut changes, &shutdown)
+                    .await
+                    .map_or(Next::Stop, Next::Data)
+            };
+            let (decisions, retry) = match next {
+                Next::Stop => break,
+                Next::Retry => match last.clone() {
+                    Some(d) => (d, true),
+                    None => continue,
+                },
+                Next::Data(data) => match data.get(KEY).map(|t| Decisions::parse(t)) {
+                    None => (Decisions::default(), false),
+                    Some(Ok(d)) => (d, false),
+                    Some(Err(e)) => {
+                        // Keep following what was last readable.
+                        warn!(error = %e, configmap = %self.location(), "unreadable rollout decisions in the shared ConfigMap; ignored");
+                        continue;
+                    }
+                },
             };
             let wanted: HashSet<(String, String)> = decisions
                 .versions()
@@ -281,7 +303,10 @@ impl SharedRollout {
                 .into_iter()
                 .filter(|k| !known.contains_key(k))
                 .collect();
+            let before = known.len();
             if !missing.is_empty() {
+                // Versions this replica never built, from the archive.
+                history.fetch_missing(missing.clone()).await;
                 let h = history.clone();
                 let read = tokio::task::spawn_blocking(move || {
                     missing
@@ -295,15 +320,42 @@ impl SharedRollout {
                     Err(e) => std::panic::resume_unwind(e.into_panic()),
                 }
             }
-            if let Some(r) = &decisions.rollout {
+            if retry && known.len() == before {
+                // Nothing new found: the decisions are as sent.
+                continue;
+            }
+            if let Some(r) = &decisions.rollout.as_ref().filter(|_| !retry) {
                 info!(rollout = r.id, phase = r.phase.name(), by = ?decisions.by, "shared rollout decisions read");
             }
             mirrored.send_replace(Some(Arc::new(Mirrored {
-                decisions,
+                decisions: decisions.clone(),
                 snapshots: known.clone(),
             })));
+            last = Some(decisions);
         }
     }
+}
+
+/// How often a follower looks again for versions of the decisions it
+/// could not produce (neither in its history nor in the archive yet).
+pub const MISSING_RETRY: Duration = Duration::from_secs(5);
+
+/// What a follower does next.
+enum Next {
+    /// The ConfigMap's data changed.
+    Data(BTreeMap<String, String>),
+    /// Look again for versions still missing.
+    Retry,
+    /// Shut down (or the watch ended).
+    Stop,
+}
+
+/// Whether versions `decisions` refer to are not in `known`.
+fn missing_in(decisions: Option<&Decisions>, known: &Snapshots) -> bool {
+    decisions.is_some_and(|d| {
+        d.versions()
+            .any(|(c, v)| !known.contains_key(&(c.to_owned(), v.to_owned())))
+    })
 }
 
 /// Keeps the versions `decisions` refer to (every rollout version and

@@ -236,6 +236,7 @@ fn peer_status() -> PeerStatus {
         streams: 1,
         collections: BTreeMap::from([("c".into(), collection_status())]),
         replica: None,
+        node_meta: Default::default(),
     }
 }
 

@@ -46,8 +46,8 @@ use meshhub_mcp::source::{IncrementalPolicy, SourceConfig};
 use meshhub_proto::kinds::KindTable;
 use meshhub_proto::mcp::{Metadata, Resource};
 use meshhub_proto::upward::{
-    CLUSTER_STATUS, CLUSTER_STATUS_MESSAGE, ClusterStatus, ExportsState, IstiodView,
-    SERVICE_EXPORT_MESSAGE, SERVICE_EXPORTS, ServiceExport,
+    CLUSTER_STATUS, CLUSTER_STATUS_MESSAGE, ClusterStatus, ExportsState, IstiodInstance,
+    IstiodView, SERVICE_EXPORT_MESSAGE, SERVICE_EXPORTS, ServiceExport,
 };
 use prost::Message as _;
 use sha2::{Digest as _, Sha256};
@@ -75,6 +75,16 @@ pub struct IstiodCheck {
     pub interval: Duration,
 }
 
+/// Reading istiod's release from its version endpoint.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IstiodVersionCheck {
+    /// istiod's monitoring address, as a base URL (`http://host:15014`);
+    /// `/version` is read there.
+    pub url: String,
+    /// How often.
+    pub interval: Duration,
+}
+
 /// The upward channel's settings.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UpwardConfig {
@@ -82,6 +92,8 @@ pub struct UpwardConfig {
     pub report_interval: Duration,
     /// istiod's view, when configured.
     pub istiod: Option<IstiodCheck>,
+    /// istiod's release, when its version endpoint is configured.
+    pub istiod_version: Option<IstiodVersionCheck>,
     /// Exported services (KEP-1645), when enabled.
     pub mcs: Option<mcs::McsConfig>,
 }
@@ -91,6 +103,7 @@ impl Default for UpwardConfig {
         Self {
             report_interval: DEFAULT_REPORT_INTERVAL,
             istiod: None,
+            istiod_version: None,
             mcs: None,
         }
     }
@@ -150,11 +163,19 @@ impl Upward {
             );
             rx
         });
+        let version = config.istiod_version.as_ref().map(|check| {
+            let (tx, rx) = watch::channel(None);
+            tasks.spawn(
+                check_version(check.clone(), tx, shutdown.clone())
+                    .instrument(info_span!("upward.istiod_version", istiod.url = %check.url)),
+            );
+            rx
+        });
         tasks.spawn(
             run(
                 config.report_interval,
                 sources,
-                istiod,
+                Watched { istiod, version },
                 writer,
                 group.clone(),
                 shutdown,
@@ -231,11 +252,20 @@ impl GroupIndex for HubOnly {
     }
 }
 
+/// What the report task reads of the istiod checks.
+struct Watched {
+    istiod: Option<watch::Receiver<Option<IstiodView>>>,
+    version: Option<watch::Receiver<Option<IstiodInstance>>>,
+}
+
 /// The report task: the single writer of the upward cache.
 async fn run(
     every: Duration,
     mut s: Sources,
-    mut istiod: Option<watch::Receiver<Option<IstiodView>>>,
+    Watched {
+        mut istiod,
+        mut version,
+    }: Watched,
     writer: SnapshotWriter,
     group: Group,
     shutdown: CancellationToken,
@@ -247,6 +277,7 @@ async fn run(
         let store = s.store.borrow_and_update().clone();
         let apply = s.apply.as_mut().map(|a| a.borrow_and_update().clone());
         let view = istiod.as_mut().and_then(|i| i.borrow_and_update().clone());
+        let release = version.as_mut().and_then(|v| v.borrow_and_update().clone());
         let exports = s.exports.as_mut().map(|e| e.borrow_and_update().clone());
         let ledger = s.ledger.view();
         let report = report::build(&report::Inputs {
@@ -255,6 +286,7 @@ async fn run(
             apply: apply.as_deref(),
             ledger: &ledger,
             istiod: view.as_ref(),
+            istiod_version: release.as_ref(),
         });
         let held = exports.as_deref();
         let exports = exports_collection(held.map_or(&[], |e| e.exports.as_slice()));
@@ -284,6 +316,7 @@ async fn run(
             r = s.store.changed() => if r.is_err() { return },
             Some(()) = changed(s.apply.as_mut()) => {}
             Some(()) = changed(istiod.as_mut()) => {}
+            Some(()) = changed(version.as_mut()) => {}
             Some(()) = changed(s.exports.as_mut()) => {}
         }
     }
@@ -443,6 +476,49 @@ async fn check_istiod(
                 *old = Some(view);
             }
             !same
+        });
+    }
+}
+
+/// Reads istiod's release every `check.interval` (published when it, or
+/// why it can't be read, changed).
+async fn check_version(
+    check: IstiodVersionCheck,
+    tx: watch::Sender<Option<IstiodInstance>>,
+    shutdown: CancellationToken,
+) {
+    let mut tick = tokio::time::interval(check.interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let read = tokio::select! {
+            () = shutdown.cancelled() => return,
+            r = istiod::read_version(&check.url, CONFIGZ_TIMEOUT) => r,
+        };
+        let mut seen = IstiodInstance {
+            source: report::SOURCE_VERSION_ENDPOINT.to_owned(),
+            name: check.url.clone(),
+            ..Default::default()
+        };
+        match read {
+            Ok(release) => seen.version = release,
+            Err(e) => seen.error = e.to_string(),
+        }
+        tx.send_if_modified(|old| {
+            let changed = old.as_ref() != Some(&seen);
+            if changed {
+                match (&seen.error, old.as_ref().map(|o| o.error.is_empty())) {
+                    (e, Some(true) | None) if !e.is_empty() => {
+                        warn!(error = %e, "can't read istiod's release");
+                    }
+                    _ => {}
+                }
+                *old = Some(seen);
+            }
+            changed
         });
     }
 }

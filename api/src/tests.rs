@@ -562,3 +562,29 @@ fn log_levels() {
         r#"{"modules":{"a::b":"debug"}}"#,
     );
 }
+
+#[test]
+fn a_cluster_is_checked_against_its_oldest_istiod() {
+    use crate::upward::{IstioRuntimeView, IstiodInstanceView};
+    let istiod = |version: &str, revision: &str| IstiodInstanceView {
+        source: "consumer".into(),
+        name: format!("istiod-{revision}"),
+        version: version.into(),
+        revision: revision.into(),
+        error: String::new(),
+    };
+    let v = IstioRuntimeView {
+        istiods: vec![
+            istiod("1.28.3", "default"),
+            istiod("1.23.2", "canary"),
+            istiod("", "other"),
+        ],
+    };
+    assert_eq!(v.oldest().unwrap().to_string(), "1.23.2");
+    assert_eq!(v.summary(), "1.23.2 (canary), 1.28.3");
+    let none = IstioRuntimeView {
+        istiods: vec![istiod("", ""), istiod("65536.65536.65536", "")],
+    };
+    assert_eq!(none.oldest(), None);
+    assert_eq!(IstioRuntimeView::default().summary(), "unknown");
+}

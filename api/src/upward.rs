@@ -44,6 +44,74 @@ pub struct ClusterReportView {
     /// (none: nothing received yet).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exports_state: Option<ExportsStateView>,
+    /// The Istio the cluster runs, as its agent sees it (none: no report,
+    /// or an agent older than the field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub istio: Option<IstioRuntimeView>,
+}
+
+/// What Istio a cluster runs.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IstioRuntimeView {
+    /// Each istiod the agent sees.
+    #[serde(default)]
+    pub istiods: Vec<IstiodInstanceView>,
+}
+
+/// One istiod of a cluster.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IstiodInstanceView {
+    /// `consumer` (it dialed the agent) or `version-endpoint`.
+    pub source: String,
+    /// Its node id, or the URL read.
+    pub name: String,
+    /// Its release; empty when unknown.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub version: String,
+    /// Its revision; empty: default or not said.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub revision: String,
+    /// Why the version endpoint could not be read.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub error: String,
+}
+
+impl IstioRuntimeView {
+    /// The release version skew is checked against: the oldest any istiod
+    /// of the cluster runs (an object reaches every istiod of its cluster,
+    /// so the oldest is the one that would cut it); `None` when no istiod
+    /// names a release.
+    pub fn oldest(&self) -> Option<meshhub_analyze::IstioVersion> {
+        self.istiods
+            .iter()
+            .filter_map(|i| meshhub_analyze::IstioVersion::parse(&i.version).ok())
+            .filter(|v| !v.is_placeholder())
+            .min()
+    }
+
+    /// The releases as a table cell shows them: `1.23.2, 1.28.3 (canary)`;
+    /// `unknown` when no istiod names one.
+    pub fn summary(&self) -> String {
+        let mut seen: Vec<String> = self
+            .istiods
+            .iter()
+            .filter(|i| !i.version.is_empty())
+            .map(|i| {
+                if i.revision.is_empty() || i.revision == "default" {
+                    i.version.clone()
+                } else {
+                    format!("{} ({})", i.version, i.revision)
+                }
+            })
+            .collect();
+        seen.sort();
+        seen.dedup();
+        if seen.is_empty() {
+            "unknown".to_owned()
+        } else {
+            seen.join(", ")
+        }
+    }
 }
 
 /// Whether an agent says its exports are its cluster's whole set.

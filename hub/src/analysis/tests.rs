@@ -130,7 +130,7 @@ fn version_skew_is_checked_per_cluster_release_and_holdable() {
 
     // East upgrades: it is named as changed, and the same build is served.
     let changed = a.set_releases([(east.clone(), v("1.31.0")), (west.clone(), v("1.32.0"))].into());
-    assert_eq!(changed, [east.clone()]);
+    assert_eq!(changed, std::slice::from_ref(&east));
     assert_eq!(
         a.check(&east, "v2", [&dr], Some("v1".into()), &audit),
         Decision::Serve

@@ -12,7 +12,7 @@
 //! `istio.io/api` release; a test reads those CRDs from the Go module cache
 //! and fails when the table differs (analyze/tests/it/since.rs).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fmt;
 use std::sync::LazyLock;
 
@@ -222,6 +222,89 @@ pub fn table_rows() -> usize {
     parse_table(TABLE_TEXT).map_or(0, |r| r.len())
 }
 
+/// The newest minor the table names (what "knows everything" means).
+pub fn newest_minor() -> u32 {
+    parse_table(TABLE_TEXT)
+        .ok()
+        .and_then(|rows| rows.iter().map(|r| r.since).max())
+        .unwrap_or(OLDEST_MINOR)
+}
+
+/// Every field path (`spec.a.b`, `*` for a map's values) and enum value
+/// (`spec.a=V`) of a CRD's served versions' `spec` schema, and its kind
+/// (`spec.names.kind`); `None` for what is no CRD.
+pub fn crd_paths(crd: &Value) -> Option<(String, BTreeSet<String>)> {
+    let kind = crd.pointer("/spec/names/kind")?.as_str()?.to_owned();
+    let mut out = BTreeSet::new();
+    for v in crd.pointer("/spec/versions")?.as_array()? {
+        if v.get("served") == Some(&Value::Bool(false)) {
+            continue;
+        }
+        if let Some(spec) = v.pointer("/schema/openAPIV3Schema/properties/spec") {
+            schema_paths(spec, "spec", &mut out);
+        }
+    }
+    Some((kind, out))
+}
+
+fn schema_paths(s: &Value, path: &str, out: &mut BTreeSet<String>) {
+    for e in s
+        .get("enum")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        if let Some(e) = e.as_str() {
+            out.insert(format!("{path}={e}"));
+        }
+    }
+    for (k, v) in s
+        .get("properties")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+    {
+        let p = format!("{path}.{k}");
+        out.insert(p.clone());
+        schema_paths(v, &p, out);
+    }
+    if let Some(items) = s.get("items").filter(|i| i.is_object()) {
+        schema_paths(items, path, out);
+    }
+    if let Some(map) = s.get("additionalProperties").filter(|m| m.is_object()) {
+        schema_paths(map, &format!("{path}.*"), out);
+    }
+    for key in ["oneOf", "anyOf", "allOf"] {
+        for sub in s.get(key).and_then(Value::as_array).into_iter().flatten() {
+            schema_paths(sub, path, out);
+        }
+    }
+}
+
+/// The newest Istio minor (of 1.x) whose additions to `kind` a CRD schema
+/// with `paths` ([`crd_paths`]) all knows: one below the oldest row it
+/// lacks, the table's newest when it lacks none. An API server with that
+/// CRD refuses (strict validation) or prunes what a newer row adds.
+pub fn crd_knows(kind: &str, paths: &BTreeSet<String>) -> u32 {
+    let newest = newest_minor();
+    let Some(rows) = TABLE.get(kind) else {
+        return newest;
+    };
+    let lacking = rows
+        .fields
+        .iter()
+        .filter(|(p, _)| !paths.contains(*p))
+        .map(|(_, since)| *since)
+        .chain(
+            rows.values
+                .iter()
+                .filter(|((p, v), _)| !paths.contains(&format!("{p}={v}")))
+                .map(|(_, since)| *since),
+        )
+        .min();
+    lacking.map_or(newest, |m| m - 1)
+}
+
 /// What an object of `kind` with `spec` needs of the table, in path order.
 pub fn needs(kind: &str, spec: &Value) -> Vec<Need> {
     let Some(rows) = TABLE.get(kind) else {
@@ -342,6 +425,29 @@ mod tests {
             "{got:?}"
         );
         assert!(needs("DestinationRule", &json!({"host": "r"})).is_empty());
+    }
+
+    #[test]
+    fn a_crd_knows_up_to_the_first_row_it_lacks() {
+        let crd = json!({"spec": {"names": {"kind": "DestinationRule"}, "versions": [{
+            "served": true,
+            "schema": {"openAPIV3Schema": {"properties": {"spec": {"properties": {
+                "host": {"type": "string"},
+                "trafficPolicy": {"properties": {"loadBalancer": {"properties": {
+                    "simple": {"enum": ["ROUND_ROBIN"]}}}}}
+            }}}}}
+        }]}});
+        let (kind, paths) = crd_paths(&crd).unwrap();
+        assert_eq!(kind, "DestinationRule");
+        assert!(paths.contains("spec.trafficPolicy.loadBalancer.simple=ROUND_ROBIN"));
+        // It lacks `warmup` (1.24): it knows 1.23.
+        assert_eq!(crd_knows(&kind, &paths), 23);
+        // A kind the table has nothing new for is known up to the newest.
+        assert_eq!(
+            crd_knows("PeerAuthentication", &BTreeSet::new()),
+            newest_minor()
+        );
+        assert!(crd_paths(&json!({"kind": "x"})).is_none());
     }
 
     #[test]

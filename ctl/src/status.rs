@@ -584,6 +584,7 @@ mod tests {
                 version: "1.28.3".into(),
                 ..Default::default()
             }],
+            ..Default::default()
         };
         assert_eq!(istio(&remote(Some(seen))), "1.28.3");
         assert_eq!(istio(&remote(None)), "unknown");

@@ -26,6 +26,7 @@
 //! exports change (and every `reportInterval`, for the ledger) and
 //! publishes it only when its content changed.
 
+pub mod crds;
 pub mod istiod;
 pub mod mcs;
 pub mod report;
@@ -125,6 +126,8 @@ pub struct Sources {
     pub ledger: Ledger,
     /// The cluster's exports and whether they are complete (MCS on).
     pub exports: Option<watch::Receiver<Arc<mcs::Exports>>>,
+    /// The cluster's Istio CRDs (apply on).
+    pub crds: Option<watch::Receiver<Option<crds::Crds>>>,
 }
 
 /// The running upward channel: its cache and the ledger of its streams.
@@ -279,6 +282,7 @@ async fn run(
         let view = istiod.as_mut().and_then(|i| i.borrow_and_update().clone());
         let release = version.as_mut().and_then(|v| v.borrow_and_update().clone());
         let exports = s.exports.as_mut().map(|e| e.borrow_and_update().clone());
+        let crds = s.crds.as_mut().and_then(|c| c.borrow_and_update().clone());
         let ledger = s.ledger.view();
         let report = report::build(&report::Inputs {
             cluster: &s.cluster,
@@ -287,6 +291,7 @@ async fn run(
             ledger: &ledger,
             istiod: view.as_ref(),
             istiod_version: release.as_ref(),
+            crds: crds.as_ref(),
         });
         let held = exports.as_deref();
         let exports = exports_collection(held.map_or(&[], |e| e.exports.as_slice()));
@@ -318,6 +323,7 @@ async fn run(
             Some(()) = changed(istiod.as_mut()) => {}
             Some(()) = changed(version.as_mut()) => {}
             Some(()) = changed(s.exports.as_mut()) => {}
+            Some(()) = changed(s.crds.as_mut()) => {}
         }
     }
 }

@@ -25,6 +25,8 @@ pub struct Inputs<'a> {
     pub istiod: Option<&'a IstiodView>,
     /// istiod's release from its version endpoint, when configured.
     pub istiod_version: Option<&'a IstiodInstance>,
+    /// The cluster's Istio CRDs (apply on), once read.
+    pub crds: Option<&'a super::crds::Crds>,
 }
 
 /// [`IstiodInstance::source`] of an istiod that dialed in.
@@ -41,7 +43,11 @@ const PLACEHOLDER_VERSION: &str = "65536.65536.65536";
 /// `xds://` config source; its revision from `ISTIO_REVISION`, its release
 /// from `ISTIO_VERSION` unless that is Istio's placeholder), then the one
 /// whose version endpoint is read.
-fn istio(ledger: &[PeerStatus], endpoint: Option<&IstiodInstance>) -> IstioRuntime {
+fn istio(
+    ledger: &[PeerStatus],
+    endpoint: Option<&IstiodInstance>,
+    crds: Option<&super::crds::Crds>,
+) -> IstioRuntime {
     let mut istiods: Vec<IstiodInstance> = ledger
         .iter()
         .filter(|p| p.role == Role::Source && p.connected && p.protocol.contains("ads"))
@@ -64,7 +70,16 @@ fn istio(ledger: &[PeerStatus], endpoint: Option<&IstiodInstance>) -> IstioRunti
     istiods.sort_by(|a, b| a.name.cmp(&b.name));
     istiods.dedup();
     istiods.extend(endpoint.cloned());
-    IstioRuntime { istiods }
+    let (crds, crds_error) = match crds {
+        Some(Ok(c)) => (c.clone(), String::new()),
+        Some(Err(e)) => (Vec::new(), e.clone()),
+        None => (Vec::new(), String::new()),
+    };
+    IstioRuntime {
+        istiods,
+        crds,
+        crds_error,
+    }
 }
 
 /// The state's name as the ledger shows it.
@@ -166,7 +181,7 @@ pub fn build(i: &Inputs<'_>) -> ClusterStatus {
         consumers,
         applied,
         istiod: i.istiod.cloned(),
-        istio: Some(istio(i.ledger, i.istiod_version)),
+        istio: Some(istio(i.ledger, i.istiod_version, i.crds)),
         // Filled in with the exports they are published with.
         exports_state: None,
     }
@@ -226,7 +241,7 @@ mod tests {
             version: "1.28.3".to_owned(),
             ..Default::default()
         };
-        let got = istio(&ledger, Some(&endpoint)).istiods;
+        let got = istio(&ledger, Some(&endpoint), None).istiods;
         let rows: Vec<(&str, &str, &str, &str)> = got
             .iter()
             .map(|i| {
@@ -258,6 +273,7 @@ mod tests {
             ledger: &[],
             istiod: None,
             istiod_version: None,
+            crds: None,
         });
         assert_eq!(r.cluster, "east");
         assert!(r.collections.is_empty() && r.istiod.is_none());

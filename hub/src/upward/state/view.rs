@@ -4,8 +4,8 @@ use std::collections::BTreeMap;
 use std::time::SystemTime;
 
 use meshhub_api::upward::{
-    AppliedView, ClusterReportView, ConsumerCollectionView, ExportView, HeldView, IstioRuntimeView,
-    IstiodInstanceView, IstiodView, LocalConsumerView, ObjectProblemView,
+    AppliedView, ClusterReportView, ConsumerCollectionView, ExportView, HeldView, IstioCrdView,
+    IstioRuntimeView, IstiodInstanceView, IstiodView, LocalConsumerView, ObjectProblemView,
 };
 use meshhub_mcp::ledger::At;
 use meshhub_proto::upward::{ClusterStatus, ObjectProblem, ServiceExport};
@@ -110,9 +110,30 @@ pub fn view_of(r: &ClusterStatus) -> ClusterReportView {
                     error: bounded(&d.error),
                 })
                 .collect(),
+            crds: i
+                .crds
+                .iter()
+                .take(MAX_CRDS)
+                .map(|c| IstioCrdView {
+                    name: bounded(&c.name),
+                    kind: bounded(&c.kind),
+                    served_versions: c
+                        .served_versions
+                        .iter()
+                        .take(16)
+                        .map(|v| bounded(v))
+                        .collect(),
+                    storage_version: bounded(&c.storage_version),
+                    knows: bounded(&c.knows),
+                })
+                .collect(),
+            crds_error: bounded(&i.crds_error),
         }),
     }
 }
+
+/// At most this many Istio CRDs of one cluster are kept.
+const MAX_CRDS: usize = 64;
 
 /// At most this many istiods of one cluster are kept (a report is input
 /// from outside: bounded).

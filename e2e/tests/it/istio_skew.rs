@@ -13,7 +13,8 @@
 //!
 //! Then the applier: an agent applying into an API server with Istio
 //! 1.23's CRDs is refused the field (strict field validation) and NACKs
-//! naming it, instead of the API server pruning it silently.
+//! naming it, instead of the API server pruning it silently; it reports
+//! the cluster's Istio CRDs, the DestinationRule's as knowing 1.23.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -287,5 +288,17 @@ async fn an_older_crd_refuses_the_field_instead_of_pruning_it() {
             nack.contains("warmup"),
             "the refusal names the field: {nack}"
         );
+        // The agent reports the cluster's Istio CRDs and what they know.
+        let crd = eventually_blocking("west reports its Istio CRDs", || {
+            let s = hub.status();
+            remote(&s, "west")["report"]["istio"]["crds"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|c| c["kind"] == "DestinationRule")
+                .cloned()
+        });
+        assert_eq!(crd["knows"], "1.23", "{crd}");
+        assert_eq!(crd["name"], "destinationrules.networking.istio.io", "{crd}");
     });
 }

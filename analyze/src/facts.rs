@@ -10,6 +10,8 @@ use std::collections::BTreeMap;
 use meshhub_proto::object::Object;
 use serde_json::Value;
 
+use crate::since::Need;
+
 /// The kinds analysis reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Kind {
@@ -25,7 +27,24 @@ pub enum Kind {
     Sidecar,
     /// `telemetry.istio.io` Telemetry.
     Telemetry,
+    /// Another Istio kind (`AuthorizationPolicy`, `TrafficExtension`, …):
+    /// read only for what it needs of Istio's releases.
+    Other(&'static str),
 }
+
+/// The Istio kinds analysis reads only for their needs (the API group of
+/// each: kinds of other groups are not Istio's).
+const OTHER_KINDS: &[(&str, &str)] = &[
+    ("networking.istio.io", "EnvoyFilter"),
+    ("networking.istio.io", "ProxyConfig"),
+    ("networking.istio.io", "WorkloadEntry"),
+    ("networking.istio.io", "WorkloadGroup"),
+    ("security.istio.io", "AuthorizationPolicy"),
+    ("security.istio.io", "PeerAuthentication"),
+    ("security.istio.io", "RequestAuthentication"),
+    ("extensions.istio.io", "WasmPlugin"),
+    ("extensions.istio.io", "TrafficExtension"),
+];
 
 impl Kind {
     /// The kind for an API group and kind, if analysis reads it.
@@ -37,7 +56,12 @@ impl Kind {
             ("networking.istio.io", "ServiceEntry") => Self::ServiceEntry,
             ("networking.istio.io", "Sidecar") => Self::Sidecar,
             ("telemetry.istio.io", "Telemetry") => Self::Telemetry,
-            _ => return None,
+            _ => {
+                return OTHER_KINDS
+                    .iter()
+                    .find(|(g, k)| *g == group && *k == kind)
+                    .map(|(_, k)| Self::Other(k));
+            }
         })
     }
 
@@ -50,6 +74,7 @@ impl Kind {
             Self::ServiceEntry => "ServiceEntry",
             Self::Sidecar => "Sidecar",
             Self::Telemetry => "Telemetry",
+            Self::Other(kind) => kind,
         }
     }
 }
@@ -65,6 +90,8 @@ pub struct Facts {
     pub name: String,
     /// The kind's part.
     pub body: Body,
+    /// What it uses that not every Istio release knows (the since table).
+    pub needs: Vec<Need>,
 }
 
 /// The kind-specific part of [`Facts`].
@@ -94,6 +121,8 @@ pub enum Body {
         /// It has a `selector`.
         selects: bool,
     },
+    /// A kind read only for its needs.
+    Other,
 }
 
 /// What analysis reads of a VirtualService.
@@ -216,12 +245,14 @@ impl Facts {
             Kind::Telemetry => Body::Telemetry {
                 selects: spec.get("selector").is_some_and(|s| !s.is_null()),
             },
+            Kind::Other(_) => Body::Other,
         };
         Some(Self {
             kind,
             namespace,
             name: obj.metadata.name.clone(),
             body,
+            needs: crate::since::needs(kind.as_str(), spec),
         })
     }
 }

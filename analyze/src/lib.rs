@@ -21,6 +21,7 @@
 //! | IST0145 | ConflictingGateways | Error | Gateways with equal selectors and port claiming one host |
 //! | IST0160 | MultipleTelemetriesWithoutWorkloadSelectors | Error | several namespace-wide Telemetries in a namespace |
 //! | MH0001 | ServiceEntryAddressConflict | Warning | ServiceEntries for different hosts on one address and port |
+//! | MH0002 | IstioVersionSkew | Warning | a kind, field or enum value the cluster's Istio release does not know ([`since`], [`Target`]) |
 //!
 //! What needs workloads (a selector matching no pod, two selectors on one
 //! pod, a destination host that is a Kubernetes Service) is not checked:
@@ -34,6 +35,8 @@ mod report;
 mod selectors;
 mod service_entry;
 mod set;
+pub mod since;
+mod skew;
 mod virtual_service;
 
 #[cfg(test)]
@@ -45,15 +48,31 @@ pub use facts::{
 };
 pub use message::{
     CODES, CONFLICTING_GATEWAYS, CONFLICTING_MESH_GATEWAY_VIRTUAL_SERVICE_HOSTS, Code,
-    GATEWAY_DUPLICATE_CERTIFICATE, MULTIPLE_SIDECARS_WITHOUT_WORKLOAD_SELECTORS,
-    MULTIPLE_TELEMETRIES_WITHOUT_WORKLOAD_SELECTORS, Message, REFERENCED_RESOURCE_NOT_FOUND,
-    SERVICE_ENTRY_ADDRESS_CONFLICT, Severity, VIRTUAL_SERVICE_HOST_NOT_FOUND_IN_GATEWAY, find_code,
+    GATEWAY_DUPLICATE_CERTIFICATE, ISTIO_VERSION_SKEW,
+    MULTIPLE_SIDECARS_WITHOUT_WORKLOAD_SELECTORS, MULTIPLE_TELEMETRIES_WITHOUT_WORKLOAD_SELECTORS,
+    Message, REFERENCED_RESOURCE_NOT_FOUND, SERVICE_ENTRY_ADDRESS_CONFLICT, Severity,
+    VIRTUAL_SERVICE_HOST_NOT_FOUND_IN_GATEWAY, find_code,
 };
 
-/// Every message about the set `objects` (one cluster's), by object.
+pub use since::{IstioVersion, Need, VersionError};
+pub use skew::Target;
+
+/// Every message about the set `objects` (one cluster's), by object,
+/// without a version check.
 pub fn analyze<'a>(objects: impl IntoIterator<Item = &'a Facts>) -> Vec<Message> {
-    let set = set::Set::new(objects);
+    analyze_for(objects, &Target::Unchecked)
+}
+
+/// Every message about the set `objects` of a cluster running `target`
+/// (MH0002 for what its Istio release does not know), by object.
+pub fn analyze_for<'a>(
+    objects: impl IntoIterator<Item = &'a Facts>,
+    target: &Target<'_>,
+) -> Vec<Message> {
+    let objects: Vec<&Facts> = objects.into_iter().collect();
+    let set = set::Set::new(objects.iter().copied());
     let mut out = report::Report::default();
+    skew::check(&objects, target, &mut out);
     virtual_service::gateways(&set, &mut out);
     virtual_service::subsets(&set, &mut out);
     virtual_service::delegates(&set, &mut out);

@@ -99,6 +99,13 @@ pub const SERVICE_ENTRY_ADDRESS_CONFLICT: Code = Code {
     name: "ServiceEntryAddressConflict",
     severity: Severity::Warning,
 };
+/// MH0002 (meshhub's own): an object, field or enum value needs a newer
+/// Istio than the cluster runs; the older istiod would drop it silently.
+pub const ISTIO_VERSION_SKEW: Code = Code {
+    code: "MH0002",
+    name: "IstioVersionSkew",
+    severity: Severity::Warning,
+};
 
 /// Every code analysis can raise, in code order.
 pub const CODES: &[Code] = &[
@@ -110,6 +117,7 @@ pub const CODES: &[Code] = &[
     CONFLICTING_GATEWAYS,
     MULTIPLE_TELEMETRIES_WITHOUT_WORKLOAD_SELECTORS,
     SERVICE_ENTRY_ADDRESS_CONFLICT,
+    ISTIO_VERSION_SKEW,
 ];
 
 /// The code called `code` (`IST0101`), if analysis raises it.

@@ -34,7 +34,7 @@ impl<'a> Set<'a> {
                 Body::ServiceEntry(se) => set.service_entries.push((f, se)),
                 Body::Sidecar { selects: false } => set.namespace_sidecars.push(f),
                 Body::Telemetry { selects: false } => set.namespace_telemetries.push(f),
-                Body::Sidecar { .. } | Body::Telemetry { .. } => {}
+                Body::Sidecar { .. } | Body::Telemetry { .. } | Body::Other => {}
             }
         }
         let by_name = |a: &Facts, b: &Facts| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name));

@@ -405,3 +405,89 @@ fn conflicts_among_thousands_stay_linear() {
     assert!(text("IST0109", "v0003").contains("ns/v0009 and 1990 more associated"));
     assert!(text("MH0001", "s0000").contains("ns/s0010 and 1989 more;"));
 }
+
+const NEW_FIELDS: &str = "
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: reviews, namespace: bookinfo}
+spec:
+  host: reviews
+  trafficPolicy:
+    connectionPool:
+      http:
+        http2KeepAlive: {interval: 10s}
+---
+apiVersion: extensions.istio.io/v1alpha1
+kind: TrafficExtension
+metadata: {name: ext, namespace: bookinfo}
+spec: {}
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: old, namespace: bookinfo}
+spec:
+  host: ratings
+";
+
+fn skew(target: &crate::Target<'_>) -> Vec<Message> {
+    crate::analyze_for(&objects(NEW_FIELDS), target)
+}
+
+#[test]
+fn mh0002_names_what_a_cluster_release_lacks() {
+    let v128 = crate::IstioVersion::parse("1.28.3").unwrap();
+    let m = skew(&crate::Target::Known {
+        cluster: Some("east"),
+        version: v128,
+    });
+    assert_eq!(
+        codes(&m),
+        [
+            "MH0002 DestinationRule bookinfo/reviews spec.trafficPolicy.connectionPool.http.http2KeepAlive",
+            "MH0002 TrafficExtension bookinfo/ext ",
+        ]
+    );
+    assert_eq!(
+        m[0].to_string(),
+        "Warning [MH0002] DestinationRule bookinfo/reviews spec.trafficPolicy.connectionPool.http.http2KeepAlive: needs Istio 1.31; cluster east runs 1.28.3"
+    );
+    assert_eq!(
+        m[1].text,
+        "TrafficExtension needs Istio 1.30; cluster east runs 1.28.3"
+    );
+
+    // 1.30 knows the kind, not the field; 1.32 knows both.
+    let v130 = crate::IstioVersion::parse("1.30").unwrap();
+    let m = skew(&crate::Target::Known {
+        cluster: None,
+        version: v130,
+    });
+    assert_eq!(m.len(), 1, "{m:?}");
+    assert!(
+        m[0].text.ends_with("checked against Istio 1.30"),
+        "{}",
+        m[0].text
+    );
+    let v132 = crate::IstioVersion::parse("1.32.0").unwrap();
+    assert!(
+        skew(&crate::Target::Known {
+            cluster: None,
+            version: v132
+        })
+        .is_empty()
+    );
+}
+
+#[test]
+fn mh0002_takes_an_unknown_release_as_the_oldest_and_says_so() {
+    let m = skew(&crate::Target::Unknown { cluster: "west" });
+    assert_eq!(m.len(), 2, "{m:?}");
+    assert!(
+        m.iter().all(|m| m.text.contains("cluster west is unknown")),
+        "{m:?}"
+    );
+    assert!(
+        skew(&crate::Target::Unchecked).is_empty(),
+        "no check without a target"
+    );
+}

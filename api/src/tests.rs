@@ -236,6 +236,7 @@ fn peer_status() -> PeerStatus {
         streams: 1,
         collections: BTreeMap::from([("c".into(), collection_status())]),
         replica: None,
+        node_meta: Default::default(),
     }
 }
 
@@ -560,4 +561,43 @@ fn log_levels() {
         },
         r#"{"modules":{"a::b":"debug"}}"#,
     );
+}
+
+#[test]
+fn a_cluster_is_checked_against_its_oldest_istiod() {
+    use crate::upward::{IstioRuntimeView, IstiodInstanceView};
+    let istiod = |version: &str, revision: &str| IstiodInstanceView {
+        source: "consumer".into(),
+        name: format!("istiod-{revision}"),
+        version: version.into(),
+        revision: revision.into(),
+        error: String::new(),
+    };
+    let v = IstioRuntimeView {
+        istiods: vec![
+            istiod("1.28.3", "default"),
+            istiod("1.23.2", "canary"),
+            istiod("", "other"),
+        ],
+        ..Default::default()
+    };
+    assert_eq!(v.oldest().unwrap().to_string(), "1.23.2");
+    assert_eq!(v.summary(), "1.23.2 (canary), 1.28.3");
+    let none = IstioRuntimeView {
+        istiods: vec![istiod("", ""), istiod("65536.65536.65536", "")],
+        ..Default::default()
+    };
+    assert_eq!(none.oldest(), None);
+    assert_eq!(IstioRuntimeView::default().summary(), "unknown");
+    // An older CRD lowers what the cluster is checked against.
+    let mut with_crds = v.clone();
+    with_crds.istiods.retain(|i| i.version == "1.28.3");
+    with_crds.crds = vec![crate::upward::IstioCrdView {
+        name: "destinationrules.networking.istio.io".into(),
+        kind: "DestinationRule".into(),
+        knows: "1.23".into(),
+        ..Default::default()
+    }];
+    assert_eq!(with_crds.oldest().unwrap().to_string(), "1.23");
+    assert_eq!(with_crds.summary(), "1.28.3; CRDs 1.23");
 }

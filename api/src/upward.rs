@@ -44,6 +44,115 @@ pub struct ClusterReportView {
     /// (none: nothing received yet).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exports_state: Option<ExportsStateView>,
+    /// The Istio the cluster runs, as its agent sees it (none: no report,
+    /// or an agent older than the field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub istio: Option<IstioRuntimeView>,
+}
+
+/// What Istio a cluster runs.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IstioRuntimeView {
+    /// Each istiod the agent sees.
+    #[serde(default)]
+    pub istiods: Vec<IstiodInstanceView>,
+    /// The cluster's Istio CRDs (an agent that applies).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub crds: Vec<IstioCrdView>,
+    /// Why they could not be read.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub crds_error: String,
+}
+
+/// One Istio CRD of a cluster.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IstioCrdView {
+    /// `destinationrules.networking.istio.io`.
+    pub name: String,
+    /// Its kind.
+    pub kind: String,
+    /// Its served versions.
+    #[serde(default)]
+    pub served_versions: Vec<String>,
+    /// Its storage version.
+    #[serde(default)]
+    pub storage_version: String,
+    /// The newest Istio release (`1.28`) whose additions its schema knows.
+    pub knows: String,
+}
+
+/// One istiod of a cluster.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IstiodInstanceView {
+    /// `consumer` (it dialed the agent) or `version-endpoint`.
+    pub source: String,
+    /// Its node id, or the URL read.
+    pub name: String,
+    /// Its release; empty when unknown.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub version: String,
+    /// Its revision; empty: default or not said.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub revision: String,
+    /// Why the version endpoint could not be read.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub error: String,
+}
+
+impl IstioRuntimeView {
+    /// The release version skew is checked against: the oldest any istiod
+    /// of the cluster runs (an object reaches every istiod of its cluster,
+    /// so the oldest is the one that would cut it), or older when an Istio
+    /// CRD of the cluster knows less (its API server would refuse the
+    /// rest); `None` when no istiod names a release.
+    pub fn oldest(&self) -> Option<meshhub_analyze::IstioVersion> {
+        let istiod = self
+            .istiods
+            .iter()
+            .filter_map(|i| meshhub_analyze::IstioVersion::parse(&i.version).ok())
+            .filter(|v| !v.is_placeholder())
+            .min()?;
+        Some(match self.crds_know() {
+            Some(crds) if crds < istiod => crds,
+            _ => istiod,
+        })
+    }
+
+    /// The release the cluster's Istio CRDs all know (the least of them).
+    pub fn crds_know(&self) -> Option<meshhub_analyze::IstioVersion> {
+        self.crds
+            .iter()
+            .filter_map(|c| meshhub_analyze::IstioVersion::parse(&c.knows).ok())
+            .min()
+    }
+
+    /// The releases as a table cell shows them: `1.23.2, 1.28.3 (canary)`;
+    /// `unknown` when no istiod names one.
+    pub fn summary(&self) -> String {
+        let mut seen: Vec<String> = self
+            .istiods
+            .iter()
+            .filter(|i| !i.version.is_empty())
+            .map(|i| {
+                if i.revision.is_empty() || i.revision == "default" {
+                    i.version.clone()
+                } else {
+                    format!("{} ({})", i.version, i.revision)
+                }
+            })
+            .collect();
+        seen.sort();
+        seen.dedup();
+        let mut out = if seen.is_empty() {
+            "unknown".to_owned()
+        } else {
+            seen.join(", ")
+        };
+        if let Some(crds) = self.crds_know() {
+            out.push_str(&format!("; CRDs {crds}"));
+        }
+        out
+    }
 }
 
 /// Whether an agent says its exports are its cluster's whole set.

@@ -33,6 +33,12 @@ pub struct AnalyzeArgs {
     /// every object goes to the default group.
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// Offline: check every cluster against this Istio release (`1.28.3`):
+    /// what it does not know is reported as MH0002 (an older istiod drops
+    /// it silently). Online, the hub checks each cluster against the
+    /// release its agent reports.
+    #[arg(long, value_name = "VERSION")]
+    pub istio_version: Option<String>,
     /// Online: the hub's admin address.
     #[arg(long, env = "MESHHUB_ADMIN", default_value = "http://127.0.0.1:9902")]
     pub admin: String,
@@ -102,6 +108,11 @@ pub async fn run(args: AnalyzeArgs) -> Result<bool, String> {
                 "--config reads clusters for files (-f); a running hub knows its own".into(),
             );
         }
+        if args.istio_version.is_some() {
+            return Err(
+                "--istio-version checks files (-f); a running hub checks each cluster against the release its agent reports".into(),
+            );
+        }
         online(&args).await?
     } else {
         offline(&args)?
@@ -119,6 +130,14 @@ pub async fn run(args: AnalyzeArgs) -> Result<bool, String> {
 }
 
 fn offline(args: &AnalyzeArgs) -> Result<Report, String> {
+    let target = match &args.istio_version {
+        Some(v) => meshhub_analyze::Target::Known {
+            cluster: None,
+            version: meshhub_analyze::IstioVersion::parse(v)
+                .map_err(|e| format!("--istio-version: {e}"))?,
+        },
+        None => meshhub_analyze::Target::Unchecked,
+    };
     let hub: HubFile = match &args.config {
         Some(path) => {
             let text =
@@ -161,7 +180,7 @@ fn offline(args: &AnalyzeArgs) -> Result<Report, String> {
     let clusters = members
         .into_iter()
         .map(|(cluster, facts)| {
-            let messages: Vec<AnalysisMessage> = meshhub_analyze::analyze(&facts)
+            let messages: Vec<AnalysisMessage> = meshhub_analyze::analyze_for(&facts, &target)
                 .iter()
                 .map(AnalysisMessage::from)
                 .collect();

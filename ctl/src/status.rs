@@ -83,6 +83,10 @@ struct Row {
     /// (`12/13, 1 dropped`), from the cluster's upward report.
     #[serde(skip_serializing_if = "Option::is_none")]
     held_by_istiod: Option<String>,
+    /// Clusters: the Istio releases its agent sees (`1.28.3`,
+    /// `1.23.2 (canary), 1.28.3`, `unknown`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    istio: Option<String>,
     collections: BTreeMap<String, CollectionRow>,
 }
 
@@ -139,8 +143,17 @@ fn held_by_istiod(r: &RemoteView) -> String {
     }
 }
 
+/// The cluster's Istio releases, as the status table shows them.
+fn istio(r: &RemoteView) -> String {
+    r.report
+        .as_ref()
+        .and_then(|r| r.istio.as_ref())
+        .map_or_else(|| "unknown".to_owned(), |i| i.summary())
+}
+
 fn cluster_row(r: RemoteView) -> Row {
     let held = held_by_istiod(&r);
+    let istio = istio(&r);
     let mut collections = collections(r.collections);
     for (name, dropped) in &r.dropped {
         if let Some(row) = collections.get_mut(name) {
@@ -154,6 +167,7 @@ fn cluster_row(r: RemoteView) -> Row {
     }
     Row {
         held_by_istiod: Some(held),
+        istio: Some(istio),
         dialed_by: r.dialed_by,
         shard: r.shard,
         group: r.cluster.clone(),
@@ -183,6 +197,7 @@ fn consumer_row(p: PeerStatus) -> Row {
         disconnected_at: p.disconnected_at,
         last_error: p.last_error,
         held_by_istiod: None,
+        istio: None,
         collections: collections(p.collections),
     }
 }
@@ -304,6 +319,7 @@ fn table(report: &Report) -> String {
         "AGENT".to_owned(),
         "CONNECTED".to_owned(),
         "SINCE".to_owned(),
+        "ISTIO".to_owned(),
         "HELD BY ISTIOD".to_owned(),
         "LAST ERROR".to_owned(),
     ];
@@ -317,6 +333,7 @@ fn table(report: &Report) -> String {
             r.address.clone(),
             yes_no(r.connected),
             since(r),
+            dash(&r.istio),
             dash(&r.held_by_istiod),
             dash(&r.last_error),
         ];
@@ -492,6 +509,7 @@ mod tests {
             disconnected_at: None,
             last_error: None,
             held_by_istiod: None,
+            istio: None,
             collections: BTreeMap::new(),
         }
     }
@@ -537,6 +555,45 @@ mod tests {
             .collect();
         assert_eq!(shard_rows.len(), 3, "{text}");
         assert!(shard_rows[2].contains("hub-a"), "{text}");
+    }
+
+    #[test]
+    fn clusters_show_their_istio_releases() {
+        use meshhub_api::upward::{ClusterReportView, IstioRuntimeView, IstiodInstanceView};
+        let remote = |istio: Option<IstioRuntimeView>| RemoteView {
+            cluster: "east".into(),
+            address: "http://east:15010".into(),
+            connected: true,
+            connected_since: None,
+            disconnected_at: None,
+            last_error: None,
+            streams: 1,
+            shard: None,
+            dialed_by: None,
+            collections: BTreeMap::new(),
+            dropped: BTreeMap::new(),
+            report: Some(ClusterReportView {
+                istio,
+                ..Default::default()
+            }),
+        };
+        let seen = IstioRuntimeView {
+            istiods: vec![IstiodInstanceView {
+                source: "version-endpoint".into(),
+                name: "http://istiod:15014".into(),
+                version: "1.28.3".into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        assert_eq!(istio(&remote(Some(seen))), "1.28.3");
+        assert_eq!(istio(&remote(None)), "unknown");
+        let mut row = cluster("east", None, None);
+        row.istio = Some("1.23.2 (canary), 1.28.3".into());
+        let text = table(&report(vec![row], vec![]));
+        let head = text.lines().next().unwrap();
+        assert!(head.contains("ISTIO"), "{text}");
+        assert!(text.contains("1.23.2 (canary), 1.28.3"), "{text}");
     }
 
     #[test]

@@ -75,6 +75,45 @@ pub fn istio_module_dir() -> PathBuf {
     .clone()
 }
 
+/// The CRDs of Istio 1.23 (`manifests/charts/base/crds/crd-all.gen.yaml`
+/// of the module [`istiod_1_23_bin`] is built from): `MESHHUB_ISTIO_1_23_CRDS`
+/// if set, else read from the Go module cache through the scratch module
+/// `e2e/peers/istio.sh` built istiod 1.23 in (beside its `bin`). Read at
+/// test time, never committed.
+pub fn istio_1_23_crds() -> PathBuf {
+    if let Some(file) = std::env::var_os("MESHHUB_ISTIO_1_23_CRDS").filter(|f| !f.is_empty()) {
+        return PathBuf::from(file);
+    }
+    let module = istiod_1_23_bin()
+        .parent()
+        .and_then(Path::parent)
+        .map(|d| d.join("module"))
+        .filter(|d| d.join("go.mod").is_file())
+        .unwrap_or_else(|| {
+            panic!(
+                "no scratch module beside {} (set MESHHUB_ISTIO_1_23_CRDS)",
+                istiod_1_23_bin().display()
+            )
+        });
+    let out = std::process::Command::new("go")
+        .args(["list", "-m", "-f", "{{.Dir}}", "istio.io/istio"])
+        .current_dir(&module)
+        .env("GOFLAGS", "-mod=mod")
+        .env("GOSUMDB", "off")
+        .output()
+        .unwrap_or_else(|e| panic!("go list in {}: {e}", module.display()));
+    assert!(
+        out.status.success(),
+        "go list in {}: {}",
+        module.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let file = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+        .join("manifests/charts/base/crds/crd-all.gen.yaml");
+    assert!(file.is_file(), "no Istio 1.23 CRDs at {}", file.display());
+    file
+}
+
 fn istiod_from(var: &str, target: &str) -> PathBuf {
     let bin = std::env::var_os(var)
         .map(PathBuf::from)

@@ -14,7 +14,7 @@ pub mod spec;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Instant, SystemTime};
 
-use meshhub_analyze::{Facts, Message, Severity};
+use meshhub_analyze::{Facts, IstioVersion, Message, Severity, Target};
 use meshhub_api::analysis::{AnalysisMessage, ClusterAnalysis, HeldBack};
 use meshhub_mcp::cache::Group;
 use tracing::{info, warn};
@@ -55,6 +55,9 @@ struct GroupState {
 pub struct Analysis {
     spec: Option<AnalysisSpec>,
     groups: BTreeMap<Group, GroupState>,
+    /// Each cluster's Istio release, as its agent reported it (absent:
+    /// unknown, checked as the oldest release: see meshhub-analyze's skew).
+    releases: BTreeMap<Group, IstioVersion>,
 }
 
 impl Analysis {
@@ -63,12 +66,34 @@ impl Analysis {
         Self {
             spec: spec.enabled.then_some(spec),
             groups: BTreeMap::new(),
+            releases: BTreeMap::new(),
         }
     }
 
     /// Whether groups are analysed (the store then keeps objects' facts).
     pub fn enabled(&self) -> bool {
         self.spec.is_some()
+    }
+
+    /// Takes the clusters' Istio releases; the groups whose release
+    /// changed (they need analysing again).
+    pub fn set_releases(&mut self, releases: BTreeMap<Group, IstioVersion>) -> Vec<Group> {
+        if releases == self.releases {
+            return Vec::new();
+        }
+        let mut changed: Vec<Group> = releases
+            .iter()
+            .filter(|(g, v)| self.releases.get(*g) != Some(v))
+            .map(|(g, _)| g.clone())
+            .collect();
+        changed.extend(
+            self.releases
+                .keys()
+                .filter(|g| !releases.contains_key(*g))
+                .cloned(),
+        );
+        self.releases = releases;
+        changed
     }
 
     /// Analyses `group`'s new build `version` (its objects' `facts`) and
@@ -86,7 +111,14 @@ impl Analysis {
             return Decision::Serve;
         };
         let started = Instant::now();
-        let messages = meshhub_analyze::analyze(facts);
+        let target = match self.releases.get(group) {
+            Some(version) => Target::Known {
+                cluster: Some(group),
+                version: *version,
+            },
+            None => Target::Unknown { cluster: group },
+        };
+        let messages = meshhub_analyze::analyze_for(facts, &target);
         metrics::histogram!(METRIC_SECONDS).record(started.elapsed().as_secs_f64());
 
         let holding: Vec<&Message> = messages

@@ -233,7 +233,9 @@ impl Hub {
             config.debounce,
             sources.iter().map(|s| s.name().to_owned()),
         );
-        let mut pipeline = pipeline.follow_rules(rules_rx.clone());
+        let mut pipeline = pipeline
+            .follow_rules(rules_rx.clone())
+            .follow_istio(reports_rx.clone());
         // History and audit log: written off the pipeline's path.
         let audit = match &config.audit {
             Some(spec) => {

@@ -169,6 +169,12 @@ pub struct Pipeline {
     /// Per group, the latest build analysis let through (what a cluster
     /// keeps while a newer build is held back).
     good: HashMap<Group, Arc<Snapshot>>,
+    /// The clusters' reports, read for their Istio releases (`None`: not
+    /// followed, or their owner ended); see [`istio`].
+    istio: Option<watch::Receiver<crate::upward::Reports>>,
+    /// Groups to analyse again at the next build although their content
+    /// is unchanged (their cluster's Istio release changed).
+    reanalyse: BTreeSet<Group>,
 }
 
 impl std::fmt::Debug for Pipeline {
@@ -211,6 +217,8 @@ impl Pipeline {
             rollout: None,
             analysis: Analysis::default(),
             good: HashMap::new(),
+            istio: None,
+            reanalyse: BTreeSet::new(),
         };
         p.update_status();
         (p, rx)
@@ -276,6 +284,7 @@ impl Pipeline {
         let mut open = true;
         let mut rule_updates = self.rule_updates.take();
         let mut pin_updates = self.record.pins.clone();
+        let mut istio = self.istio.take();
         if pin_updates.is_some() {
             self.apply_pins(&mut pin_updates);
         }
@@ -303,6 +312,12 @@ impl Pipeline {
                     None => std::future::pending().await,
                 }
             };
+            let istio_changed = async {
+                match istio.as_mut() {
+                    Some(rx) => rx.changed().await.is_ok(),
+                    None => std::future::pending().await,
+                }
+            };
             let rollout_event = async {
                 match self.rollout.as_mut() {
                     Some(s) => s.next().await,
@@ -326,6 +341,7 @@ impl Pipeline {
                     // The configuration owner is gone: keep the last rules.
                     _ => rule_updates = None,
                 },
+                ok = istio_changed => self.on_istio(&mut istio, ok),
                 _ = due => self.publish(Instant::now()),
                 ev = events.recv(), if open => match ev {
                     Some(ev) => self.on_event(ev),
@@ -446,7 +462,7 @@ impl Pipeline {
             };
             let prev = self.published.get(group);
             let mut snapshot = Snapshot::new();
-            let mut changed = prev.is_none();
+            let mut changed = self.reanalyse.remove(group) || prev.is_none();
             for (coll, resources) in colls {
                 // Keep the previous Arc when nothing changed: cheaper for
                 // readers comparing, and the same bytes anyway. The served
@@ -497,6 +513,7 @@ impl Pipeline {
                 }
             }
         }
+        self.reanalyse.clear();
         self.record.rejections(&resolved.rejected);
         self.stage_built();
 
@@ -752,6 +769,7 @@ impl Pipeline {
     }
 }
 
+mod istio;
 pub mod recording;
 pub mod spec;
 mod staged;

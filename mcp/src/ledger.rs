@@ -231,7 +231,16 @@ pub struct PeerStatus {
     /// `meshhub-replica` request metadata), when it sent one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub replica: Option<String>,
+    /// What the peer's node announced of [`NODE_META_KEPT`] (xDS node
+    /// metadata, `SinkNode` annotations).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_meta: BTreeMap<String, String>,
 }
+
+/// The node metadata a record keeps (the rest is dropped: a record lives as
+/// long as its stream, and its size is an idle stream's memory): the
+/// Istio release and revision an istiod or proxy announces.
+pub const NODE_META_KEPT: &[&str] = &["ISTIO_VERSION", "ISTIO_REVISION"];
 
 /// One collection as a record keeps it: the rare parts boxed, the state
 /// derived when someone looks.
@@ -374,6 +383,7 @@ impl Ledger {
             streams: 0,
             collections: BTreeMap::new(),
             replica: None,
+            node_meta: BTreeMap::new(),
         };
         let (tx, rx) = watch::channel(Record {
             head: status,
@@ -450,6 +460,18 @@ impl PeerRecord {
             s.head.node_id = node_id.to_owned();
             s.head.group = group.to_owned();
         });
+    }
+
+    /// Records what the peer's node announced of [`NODE_META_KEPT`].
+    pub fn node_meta<'a>(&self, meta: impl IntoIterator<Item = (&'a String, &'a String)>) {
+        let kept: BTreeMap<String, String> = meta
+            .into_iter()
+            .filter(|(k, _)| NODE_META_KEPT.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        if !kept.is_empty() {
+            self.tx.send_modify(|s| s.head.node_meta = kept);
+        }
     }
 
     /// Records the hub replica that pushes on this stream.

@@ -231,6 +231,19 @@ impl Agent {
             }
             None => None,
         };
+        // The cluster's Istio CRDs, read with the applier's connection.
+        let crds = match &config.apply {
+            Some(apply) => {
+                let client = apply.connection.client().await.map_err(RunError::Applier)?;
+                let (tx, rx) = watch::channel(None);
+                tasks.spawn(
+                    upward::crds::run(client, upward::crds::INTERVAL, tx, shutdown.clone())
+                        .instrument(info_span!("upward.crds")),
+                );
+                Some(rx)
+            }
+            None => None,
+        };
         let upward = Upward::start(
             &config.upward,
             upward::Sources {
@@ -241,6 +254,7 @@ impl Agent {
                 apply: apply_status.get().cloned().flatten(),
                 ledger: ledger.clone(),
                 exports,
+                crds,
             },
             upward_ledger,
             &tasks,

@@ -55,6 +55,15 @@ use failure::{Failure, Outcome, stopped, verdict};
 
 /// The field manager of every write.
 pub const FIELD_MANAGER: &str = "meshhub";
+
+/// The parameters of every write: server-side apply as [`FIELD_MANAGER`],
+/// forcing, with strict field validation (an unknown field is refused, not
+/// pruned).
+fn write_params() -> PatchParams {
+    PatchParams::apply(FIELD_MANAGER)
+        .force()
+        .validation_strict()
+}
 /// The label marking the objects the agent manages.
 pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
 /// Its value.
@@ -593,6 +602,11 @@ impl Task {
     }
 
     /// Server-side apply of one object, forcing: the fields are ours.
+    ///
+    /// Strict field validation: a field the cluster's CRD schema does not
+    /// know (an older Istio's CRDs) is a refusal naming the field, which
+    /// the store turns into a NACK; without it the API server prunes the
+    /// field and answers 200 (a silent cut, issue 36).
     async fn write(
         &self,
         resource: &ApiResource,
@@ -602,13 +616,9 @@ impl Task {
         let mut body = d.object.clone();
         body.api_version = resource.api_version.clone();
         let api = self.api(resource, namespaced, d.namespace.as_deref());
-        api.patch(
-            &d.name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&body),
-        )
-        .await
-        .map(drop)
+        api.patch(&d.name, &write_params(), &Patch::Apply(&body))
+            .await
+            .map(drop)
     }
 
     /// A change of a managed object: repair it if it drifted from what is

@@ -26,6 +26,7 @@
 //! exports change (and every `reportInterval`, for the ledger) and
 //! publishes it only when its content changed.
 
+pub mod crds;
 pub mod istiod;
 pub mod mcs;
 pub mod report;
@@ -46,8 +47,8 @@ use meshhub_mcp::source::{IncrementalPolicy, SourceConfig};
 use meshhub_proto::kinds::KindTable;
 use meshhub_proto::mcp::{Metadata, Resource};
 use meshhub_proto::upward::{
-    CLUSTER_STATUS, CLUSTER_STATUS_MESSAGE, ClusterStatus, ExportsState, IstiodView,
-    SERVICE_EXPORT_MESSAGE, SERVICE_EXPORTS, ServiceExport,
+    CLUSTER_STATUS, CLUSTER_STATUS_MESSAGE, ClusterStatus, ExportsState, IstiodInstance,
+    IstiodView, SERVICE_EXPORT_MESSAGE, SERVICE_EXPORTS, ServiceExport,
 };
 use prost::Message as _;
 use sha2::{Digest as _, Sha256};
@@ -75,6 +76,16 @@ pub struct IstiodCheck {
     pub interval: Duration,
 }
 
+/// Reading istiod's release from its version endpoint.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IstiodVersionCheck {
+    /// istiod's monitoring address, as a base URL (`http://host:15014`);
+    /// `/version` is read there.
+    pub url: String,
+    /// How often.
+    pub interval: Duration,
+}
+
 /// The upward channel's settings.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UpwardConfig {
@@ -82,6 +93,8 @@ pub struct UpwardConfig {
     pub report_interval: Duration,
     /// istiod's view, when configured.
     pub istiod: Option<IstiodCheck>,
+    /// istiod's release, when its version endpoint is configured.
+    pub istiod_version: Option<IstiodVersionCheck>,
     /// Exported services (KEP-1645), when enabled.
     pub mcs: Option<mcs::McsConfig>,
 }
@@ -91,6 +104,7 @@ impl Default for UpwardConfig {
         Self {
             report_interval: DEFAULT_REPORT_INTERVAL,
             istiod: None,
+            istiod_version: None,
             mcs: None,
         }
     }
@@ -112,6 +126,8 @@ pub struct Sources {
     pub ledger: Ledger,
     /// The cluster's exports and whether they are complete (MCS on).
     pub exports: Option<watch::Receiver<Arc<mcs::Exports>>>,
+    /// The cluster's Istio CRDs (apply on).
+    pub crds: Option<watch::Receiver<Option<crds::Crds>>>,
 }
 
 /// The running upward channel: its cache and the ledger of its streams.
@@ -150,11 +166,19 @@ impl Upward {
             );
             rx
         });
+        let version = config.istiod_version.as_ref().map(|check| {
+            let (tx, rx) = watch::channel(None);
+            tasks.spawn(
+                check_version(check.clone(), tx, shutdown.clone())
+                    .instrument(info_span!("upward.istiod_version", istiod.url = %check.url)),
+            );
+            rx
+        });
         tasks.spawn(
             run(
                 config.report_interval,
                 sources,
-                istiod,
+                Watched { istiod, version },
                 writer,
                 group.clone(),
                 shutdown,
@@ -231,11 +255,20 @@ impl GroupIndex for HubOnly {
     }
 }
 
+/// What the report task reads of the istiod checks.
+struct Watched {
+    istiod: Option<watch::Receiver<Option<IstiodView>>>,
+    version: Option<watch::Receiver<Option<IstiodInstance>>>,
+}
+
 /// The report task: the single writer of the upward cache.
 async fn run(
     every: Duration,
     mut s: Sources,
-    mut istiod: Option<watch::Receiver<Option<IstiodView>>>,
+    Watched {
+        mut istiod,
+        mut version,
+    }: Watched,
     writer: SnapshotWriter,
     group: Group,
     shutdown: CancellationToken,
@@ -247,7 +280,9 @@ async fn run(
         let store = s.store.borrow_and_update().clone();
         let apply = s.apply.as_mut().map(|a| a.borrow_and_update().clone());
         let view = istiod.as_mut().and_then(|i| i.borrow_and_update().clone());
+        let release = version.as_mut().and_then(|v| v.borrow_and_update().clone());
         let exports = s.exports.as_mut().map(|e| e.borrow_and_update().clone());
+        let crds = s.crds.as_mut().and_then(|c| c.borrow_and_update().clone());
         let ledger = s.ledger.view();
         let report = report::build(&report::Inputs {
             cluster: &s.cluster,
@@ -255,6 +290,8 @@ async fn run(
             apply: apply.as_deref(),
             ledger: &ledger,
             istiod: view.as_ref(),
+            istiod_version: release.as_ref(),
+            crds: crds.as_ref(),
         });
         let held = exports.as_deref();
         let exports = exports_collection(held.map_or(&[], |e| e.exports.as_slice()));
@@ -284,7 +321,9 @@ async fn run(
             r = s.store.changed() => if r.is_err() { return },
             Some(()) = changed(s.apply.as_mut()) => {}
             Some(()) = changed(istiod.as_mut()) => {}
+            Some(()) = changed(version.as_mut()) => {}
             Some(()) = changed(s.exports.as_mut()) => {}
+            Some(()) = changed(s.crds.as_mut()) => {}
         }
     }
 }
@@ -443,6 +482,49 @@ async fn check_istiod(
                 *old = Some(view);
             }
             !same
+        });
+    }
+}
+
+/// Reads istiod's release every `check.interval` (published when it, or
+/// why it can't be read, changed).
+async fn check_version(
+    check: IstiodVersionCheck,
+    tx: watch::Sender<Option<IstiodInstance>>,
+    shutdown: CancellationToken,
+) {
+    let mut tick = tokio::time::interval(check.interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let read = tokio::select! {
+            () = shutdown.cancelled() => return,
+            r = istiod::read_version(&check.url, CONFIGZ_TIMEOUT) => r,
+        };
+        let mut seen = IstiodInstance {
+            source: report::SOURCE_VERSION_ENDPOINT.to_owned(),
+            name: check.url.clone(),
+            ..Default::default()
+        };
+        match read {
+            Ok(release) => seen.version = release,
+            Err(e) => seen.error = e.to_string(),
+        }
+        tx.send_if_modified(|old| {
+            let changed = old.as_ref() != Some(&seen);
+            if changed {
+                match (&seen.error, old.as_ref().map(|o| o.error.is_empty())) {
+                    (e, Some(true) | None) if !e.is_empty() => {
+                        warn!(error = %e, "can't read istiod's release");
+                    }
+                    _ => {}
+                }
+                *old = Some(seen);
+            }
+            changed
         });
     }
 }

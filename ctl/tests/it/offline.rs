@@ -279,3 +279,43 @@ async fn analyze_places_files_into_the_configured_clusters() {
         "{out}"
     );
 }
+
+/// Issue 36: `--istio-version` checks files against an Istio release
+/// (MH0002 for what it does not know, as the hub does per cluster).
+#[tokio::test]
+async fn analyze_checks_files_against_an_istio_release() {
+    let data =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../validate/tests/data/istio-1.32-valid.yaml");
+    let data = data.to_str().unwrap();
+    let (code, out, err) = ctl(&["analyze", "-f", data, "--istio-version", "1.28.3"]).await;
+    assert_ne!(code, 2, "{out}{err}");
+    for (object, path) in [
+        (
+            "DestinationRule bookinfo/reviews",
+            "spec.trafficPolicy.connectionPool.http.http2KeepAlive",
+        ),
+        (
+            "VirtualService bookinfo/redirect",
+            "spec.http[0].redirect.prefixRewrite",
+        ),
+        ("TrafficExtension bookinfo/ext", ""),
+    ] {
+        assert!(
+            out.lines().any(|l| l.contains("MH0002")
+                && l.contains(object)
+                && l.contains(path)
+                && l.contains("checked against Istio 1.28.3")),
+            "{object} {path}:\n{out}"
+        );
+    }
+    let (_, out, _) = ctl(&["analyze", "-f", data, "--istio-version", "1.32.0"]).await;
+    assert!(!out.contains("MH0002"), "{out}");
+    let (_, out, _) = ctl(&["analyze", "-f", data]).await;
+    assert!(!out.contains("MH0002"), "no release, no check: {out}");
+    let (code, _, err) = ctl(&["analyze", "-f", data, "--istio-version", "latest"]).await;
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("--istio-version: \"latest\" is no Istio version"),
+        "{err}"
+    );
+}

@@ -10,6 +10,7 @@ mod grpcurl;
 mod helm_charts;
 mod image;
 mod istio15;
+mod istio_skew;
 mod istiod;
 mod kube_harness;
 mod kube_multicluster;

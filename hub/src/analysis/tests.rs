@@ -81,3 +81,60 @@ fn disabled_analysis_serves_everything_and_shows_nothing() {
     );
     assert!(a.view().is_empty());
 }
+
+fn keepalive_dr() -> Facts {
+    facts(
+        "apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: reviews, namespace: bookinfo}\nspec:\n  host: reviews\n  trafficPolicy:\n    connectionPool:\n      http:\n        http2KeepAlive: {interval: 10s}\n",
+    )
+}
+
+#[test]
+fn version_skew_is_checked_per_cluster_release_and_holdable() {
+    let (east, west, north) = (
+        Group::from("east"),
+        Group::from("west"),
+        Group::from("north"),
+    );
+    let dr = keepalive_dr();
+    let audit = AuditLog::disabled();
+    let mut a = Analysis::new(spec(&["MH0002"]));
+    let v = |s: &str| meshhub_analyze::IstioVersion::parse(s).unwrap();
+    let changed = a.set_releases([(east.clone(), v("1.28.3")), (west.clone(), v("1.32.0"))].into());
+    assert_eq!(changed, [east.clone(), west.clone()]);
+    assert!(
+        a.set_releases([(east.clone(), v("1.28.3")), (west.clone(), v("1.32.0"))].into())
+            .is_empty()
+    );
+
+    // East runs 1.28.3: held, with the cluster and its release named.
+    let Decision::HoldBack(reasons) = a.check(&east, "v2", [&dr], Some("v1".into()), &audit) else {
+        panic!("not held")
+    };
+    assert_eq!(
+        reasons,
+        [
+            "Warning [MH0002] DestinationRule bookinfo/reviews spec.trafficPolicy.connectionPool.http.http2KeepAlive: needs Istio 1.31; cluster east runs 1.28.3"
+        ]
+    );
+    // West runs 1.32: served, no message.
+    assert_eq!(a.check(&west, "v2", [&dr], None, &audit), Decision::Serve);
+    // North never reported: unknown, taken as the oldest (fail closed).
+    let d = a.check(&north, "v2", [&dr], None, &audit);
+    let Decision::HoldBack(reasons) = d else {
+        panic!("{d:?}")
+    };
+    assert!(
+        reasons[0].contains("cluster north is unknown"),
+        "{reasons:?}"
+    );
+
+    // East upgrades: it is named as changed, and the same build is served.
+    let changed = a.set_releases([(east.clone(), v("1.31.0")), (west.clone(), v("1.32.0"))].into());
+    assert_eq!(changed, std::slice::from_ref(&east));
+    assert_eq!(
+        a.check(&east, "v2", [&dr], Some("v1".into()), &audit),
+        Decision::Serve
+    );
+    // A cluster whose report is gone is named too.
+    assert_eq!(a.set_releases([(east.clone(), v("1.31.0"))].into()), [west]);
+}

@@ -2,6 +2,8 @@
 //! its istiod's `/debug/configz` (here a stand-in serving a chosen list)
 //! and reports up; the hub shows the collection istiod does not fully hold
 //! as DROPPED, naming the object, and SYNCED again once istiod holds it.
+//! The agent also reads its istiod's release (`/version`, a stand-in here);
+//! the hub checks each cluster against it (MH0002, holdable).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -10,7 +12,7 @@ use axum::Router;
 use axum::routing::get;
 use meshhub_e2e::inproc::{agent_config, hub_of_file, push, start_agent, tree, write_hub_config};
 use meshhub_e2e::yaml;
-use meshhub_sink_agent::upward::IstiodCheck;
+use meshhub_sink_agent::upward::{IstiodCheck, IstiodVersionCheck};
 use meshhub_testkit::eventually;
 use meshhub_testkit::objects::{VS, virtual_service};
 use serde_json::Value;
@@ -117,6 +119,97 @@ async fn a_dropped_object_shows_as_dropped_until_istiod_holds_it() {
     eventually("east's EnvoyFilters SYNCED again", || async {
         let e = east(&status(admin).await);
         e["collections"][EF]["state"] == "SYNCED" && e["dropped"].is_null()
+    })
+    .await;
+    hub.shutdown().await;
+    agent.shutdown().await;
+    server.abort();
+}
+
+const KEEPALIVE: &str = "apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata:\n  name: reviews\n  namespace: bookinfo\nspec:\n  host: reviews\n  trafficPolicy:\n    connectionPool:\n      http:\n        http2KeepAlive: {interval: 10s, timeout: 3s}\n";
+
+fn east_analysis(s: &Value) -> Value {
+    s["analysis"]
+        .as_array()
+        .and_then(|a| a.iter().find(|a| a["cluster"] == "east"))
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_field_newer_than_the_clusters_istio_is_flagged_and_held_until_it_upgrades() {
+    // istiod's monitoring port: `/version`, answering a release we choose.
+    let release = Arc::new(Mutex::new("1.28.3-unknown-unknown".to_owned()));
+    let body = release.clone();
+    let app = Router::new().route(
+        "/version",
+        get(move || {
+            let body = body.lock().unwrap().clone();
+            async move { body }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let istiod = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let (dir, config) = tree();
+    let objects = dir.path().join("objects");
+    std::fs::write(objects.join("dr.yaml"), KEEPALIVE).unwrap();
+    let mut cfg = agent_config("east", &dir.path().join("agent"), push());
+    cfg.upward.report_interval = Duration::from_millis(100);
+    cfg.upward.istiod_version = Some(IstiodVersionCheck {
+        url: format!("http://{istiod}"),
+        interval: Duration::from_millis(100),
+    });
+    let agent = start_agent(cfg).await;
+    write_hub_config(
+        &config,
+        &yaml::cluster(
+            "east",
+            "",
+            format!("http://{}", agent.sink_addr().unwrap()),
+            "",
+        ),
+        "analysis:\n  holdBack: [MH0002]\n",
+    );
+    let hub = hub_of_file(&config).await;
+    let admin = hub.admin_addr();
+
+    // The release is reported, and east is checked against it: held.
+    eventually("east checked against 1.28.3 and held back", || async {
+        let st = status(admin).await;
+        let a = east_analysis(&st);
+        a["heldBack"]["codes"][0] == "MH0002"
+            && a["messages"].as_array().is_some_and(|m| {
+                m.iter().any(|m| {
+                    m["message"]
+                        .as_str()
+                        .is_some_and(|t| t.ends_with("cluster east runs 1.28.3"))
+                })
+            })
+    })
+    .await;
+    let s = status(admin).await;
+    let e = east(&s);
+    let istiods = &e["report"]["istio"]["istiods"];
+    assert_eq!(istiods[0]["source"], "version-endpoint", "{e}");
+    assert_eq!(istiods[0]["version"], "1.28.3", "{e}");
+    let m = &east_analysis(&s)["messages"][0];
+    assert_eq!(m["code"], "MH0002", "{m}");
+    assert_eq!(
+        m["path"], "spec.trafficPolicy.connectionPool.http.http2KeepAlive",
+        "{m}"
+    );
+    assert_eq!(
+        m["message"], "needs Istio 1.31; cluster east runs 1.28.3",
+        "{m}"
+    );
+
+    // istiod upgrades: the same build is analysed again and served.
+    *release.lock().unwrap() = "1.31.0-unknown-unknown".to_owned();
+    eventually("east served after its upgrade", || async {
+        let a = east_analysis(&status(admin).await);
+        a["heldBack"].is_null() && a["messages"].as_array().is_some_and(Vec::is_empty)
     })
     .await;
     hub.shutdown().await;

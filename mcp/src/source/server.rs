@@ -182,6 +182,7 @@ where
             tracing::Span::current().record("node.id", consumer.node.id.as_str());
             tracing::Span::current().record("group", &*group);
             record.identify(&consumer.node.id, &group);
+            record.node_meta(&consumer.node.annotations);
             record.connected();
             metrics::gauge!("meshhub_mcp_streams", "role" => d.protocol).increment(1.0);
             tracing::info!("stream opened");

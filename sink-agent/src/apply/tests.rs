@@ -87,3 +87,18 @@ fn a_sync_is_invalid_unless_something_may_pass_by_itself() {
         "one that may pass makes it unavailable, with the longest wait asked for"
     );
 }
+
+#[test]
+fn writes_refuse_unknown_fields_instead_of_pruning_them() {
+    let p = super::write_params();
+    assert!(
+        matches!(
+            p.field_validation,
+            Some(kube::core::params::ValidationDirective::Strict)
+        ),
+        "{:?}",
+        p.field_validation
+    );
+    assert!(p.force, "the fields are ours: writes force");
+    assert_eq!(p.field_manager.as_deref(), Some(super::FIELD_MANAGER));
+}

@@ -9,7 +9,9 @@ use serde::Deserialize;
 
 use super::{ConfigError, values};
 use crate::upward::mcs::{Gateway, McsConfig};
-use crate::upward::{DEFAULT_ISTIOD_INTERVAL, DEFAULT_REPORT_INTERVAL, IstiodCheck, UpwardConfig};
+use crate::upward::{
+    DEFAULT_ISTIOD_INTERVAL, DEFAULT_REPORT_INTERVAL, IstiodCheck, IstiodVersionCheck, UpwardConfig,
+};
 
 /// Flags of the upward channel (flattened into [`super::Args`]).
 #[derive(clap::Args, Clone, Debug, Default)]
@@ -25,7 +27,14 @@ pub struct UpwardArgs {
     #[arg(long, env = "MESHHUB_AGENT_ISTIOD_DEBUG_URL")]
     pub istiod_debug_url: Option<String>,
 
-    /// How often istiod's view is read [default: 5s].
+    /// istiod's monitoring address (`http://istiod.istio-system:15014`):
+    /// the agent reads istiod's release from its `/version` and reports it
+    /// (version skew, MH0002) [default: none: only the releases its
+    /// consumers announce].
+    #[arg(long, env = "MESHHUB_AGENT_ISTIOD_VERSION_URL")]
+    pub istiod_version_url: Option<String>,
+
+    /// How often istiod's view (and release) is read [default: 5s].
     #[arg(long, env = "MESHHUB_AGENT_ISTIOD_CHECK_INTERVAL", value_name = "DURATION", value_parser = values::duration)]
     pub istiod_check_interval: Option<Duration>,
 
@@ -72,6 +81,7 @@ pub(super) struct RawUpward {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct RawIstiod {
     debug_url: Option<String>,
+    version_url: Option<String>,
     check_interval: Option<String>,
 }
 
@@ -139,36 +149,36 @@ pub(super) fn check(args: UpwardArgs, raw: Option<RawUpward>) -> Result<UpwardCo
         ));
     }
     let raw_istiod = raw.istiod.unwrap_or_default();
-    let istiod = match args.istiod_debug_url.or(raw_istiod.debug_url) {
-        None => None,
-        Some(url) => {
-            let parsed: http::Uri = url
-                .parse()
-                .map_err(|_| invalid("upward.istiod.debugUrl", format!("{url:?} is not a URL")))?;
-            if parsed.scheme_str() != Some("http") || parsed.host().is_none() {
-                return Err(invalid(
-                    "upward.istiod.debugUrl",
-                    format!("{url:?}: an http://host:port URL is needed"),
-                ));
-            }
-            let interval = duration(
-                args.istiod_check_interval,
-                raw_istiod.check_interval,
-                "upward.istiod.checkInterval",
-            )?
-            .unwrap_or(DEFAULT_ISTIOD_INTERVAL);
-            if interval < Duration::from_millis(100) {
-                return Err(invalid(
-                    "upward.istiod.checkInterval",
-                    "must be at least 100ms".to_owned(),
-                ));
-            }
-            Some(IstiodCheck {
+    let interval = duration(
+        args.istiod_check_interval,
+        raw_istiod.check_interval,
+        "upward.istiod.checkInterval",
+    )?
+    .unwrap_or(DEFAULT_ISTIOD_INTERVAL);
+    if interval < Duration::from_millis(100) {
+        return Err(invalid(
+            "upward.istiod.checkInterval",
+            "must be at least 100ms".to_owned(),
+        ));
+    }
+    let istiod = args
+        .istiod_debug_url
+        .or(raw_istiod.debug_url)
+        .map(|url| {
+            http_url(&url, "upward.istiod.debugUrl").map(|()| IstiodCheck {
                 debug_url: url,
                 interval,
             })
-        }
-    };
+        })
+        .transpose()?;
+    let istiod_version = args
+        .istiod_version_url
+        .or(raw_istiod.version_url)
+        .map(|url| {
+            http_url(&url, "upward.istiod.versionUrl")
+                .map(|()| IstiodVersionCheck { url, interval })
+        })
+        .transpose()?;
     let raw_mcs = raw.mcs.unwrap_or_default();
     let mcs = if args.mcs.or(raw_mcs.enabled).unwrap_or(false) {
         let kubeconfig = args.mcs_kubeconfig.or(raw_mcs.kubeconfig);
@@ -234,8 +244,23 @@ pub(super) fn check(args: UpwardArgs, raw: Option<RawUpward>) -> Result<UpwardCo
     Ok(UpwardConfig {
         report_interval,
         istiod,
+        istiod_version,
         mcs,
     })
+}
+
+/// `url` is an `http://host[:port]` URL (`key` names the setting).
+fn http_url(url: &str, key: &str) -> Result<(), ConfigError> {
+    let parsed: http::Uri = url
+        .parse()
+        .map_err(|_| invalid(key, format!("{url:?} is not a URL")))?;
+    if parsed.scheme_str() != Some("http") || parsed.host().is_none() {
+        return Err(invalid(
+            key,
+            format!("{url:?}: an http://host:port URL is needed"),
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -287,7 +312,34 @@ mod tests {
             None,
         )
         .unwrap();
-        assert_eq!(c.istiod.unwrap().interval, DEFAULT_ISTIOD_INTERVAL);
+        assert_eq!(c.istiod.as_ref().unwrap().interval, DEFAULT_ISTIOD_INTERVAL);
+        assert_eq!(c.istiod_version, None);
+        let v = check(
+            UpwardArgs {
+                istiod_version_url: Some("http://istiod:15014".into()),
+                istiod_check_interval: Some(Duration::from_secs(2)),
+                ..Default::default()
+            },
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            v.istiod_version,
+            Some(IstiodVersionCheck {
+                url: "http://istiod:15014".into(),
+                interval: Duration::from_secs(2)
+            })
+        );
+        let e = check(
+            UpwardArgs {
+                istiod_version_url: Some("istiod:15014".into()),
+                ..Default::default()
+            },
+            None,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.starts_with("upward.istiod.versionUrl:"), "{e}");
         assert_eq!(
             c.mcs.unwrap().gateway,
             Gateway::Addresses(vec![GatewayAddress {

@@ -60,6 +60,12 @@ pub enum ConfigzError {
         /// The status.
         status: http::StatusCode,
     },
+    /// The answer of `/version` does not start with a release.
+    #[error("{url}: the answer names no Istio release")]
+    NotAVersion {
+        /// The URL.
+        url: String,
+    },
     /// The answer is not the expected JSON.
     #[error("{url}: not a list of configs: {source}")]
     Decode {
@@ -96,22 +102,48 @@ pub type Held = BTreeSet<(String, String, String)>;
 /// Reads `<base>/debug/configz` (at most `timeout`).
 pub async fn read_configz(base: &str, timeout: Duration) -> Result<Held, ConfigzError> {
     let url = format!("{}/debug/configz", base.trim_end_matches('/'));
-    let uri: http::Uri = url
-        .parse()
-        .map_err(|_| ConfigzError::Url { url: url.clone() })?;
+    let body = get(&url, timeout).await?;
+    parse_configz(&body).map_err(|source| ConfigzError::Decode { url, source })
+}
+
+/// Reads istiod's release from `<base>/version` (its monitoring port,
+/// 15014: the body is `<release>-<git revision>-<build status>`).
+pub async fn read_version(base: &str, timeout: Duration) -> Result<String, ConfigzError> {
+    let url = format!("{}/version", base.trim_end_matches('/'));
+    let body = get(&url, timeout).await?;
+    parse_version(&body).ok_or(ConfigzError::NotAVersion { url })
+}
+
+/// The release of a `/version` answer (`1.28.3` of
+/// `1.28.3-unknown-unknown`); `None` when it does not start with one.
+pub fn parse_version(body: &[u8]) -> Option<String> {
+    let text = std::str::from_utf8(body).ok()?.trim();
+    let release = text.split('-').next()?;
+    let mut parts = release.split('.');
+    let numeric =
+        |p: Option<&str>| p.is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+    (numeric(parts.next()) && numeric(parts.next()) && parts.all(|p| numeric(Some(p))))
+        .then(|| release.to_owned())
+}
+
+/// One GET of `url` (at most `timeout`): its body when it answered 200.
+async fn get(url: &str, timeout: Duration) -> Result<bytes::Bytes, ConfigzError> {
+    let uri: http::Uri = url.parse().map_err(|_| ConfigzError::Url {
+        url: url.to_owned(),
+    })?;
     let client = Client::builder(TokioExecutor::new()).build_http::<String>();
     let fetch = async {
         let response = client
             .get(uri)
             .await
             .map_err(|e| ConfigzError::Unreachable {
-                url: url.clone(),
+                url: url.to_owned(),
                 message: meshhub_runtime::error_chain(&e),
             })?;
         let status = response.status();
         if status != http::StatusCode::OK {
             return Err(ConfigzError::Status {
-                url: url.clone(),
+                url: url.to_owned(),
                 status,
             });
         }
@@ -120,20 +152,18 @@ pub async fn read_configz(base: &str, timeout: Duration) -> Result<Held, Configz
             .collect()
             .await
             .map_err(|e| ConfigzError::Unreachable {
-                url: url.clone(),
+                url: url.to_owned(),
                 message: meshhub_runtime::error_chain(&e),
             })?
             .to_bytes();
         Ok(body)
     };
-    let body =
-        tokio::time::timeout(timeout, fetch)
-            .await
-            .map_err(|_| ConfigzError::Timeout {
-                url: url.clone(),
-                timeout,
-            })??;
-    parse_configz(&body).map_err(|source| ConfigzError::Decode { url, source })
+    tokio::time::timeout(timeout, fetch)
+        .await
+        .map_err(|_| ConfigzError::Timeout {
+            url: url.to_owned(),
+            timeout,
+        })?
 }
 
 /// The configs of a `/debug/configz` answer.
@@ -259,6 +289,21 @@ mod tests {
             br#"[{"apiVersion":"networking.istio.io/v1","kind":"VirtualService","metadata":{"name":"reviews","namespace":"bookinfo","resourceVersion":"1"},"spec":{}}]"#,
         )
         .unwrap()
+    }
+
+    #[test]
+    fn the_version_endpoint_names_the_release() {
+        assert_eq!(
+            parse_version(b"1.28.3-unknown-unknown").as_deref(),
+            Some("1.28.3")
+        );
+        assert_eq!(
+            parse_version(b"1.23.2-da0b3f29e9f9-Clean\n").as_deref(),
+            Some("1.23.2")
+        );
+        assert_eq!(parse_version(b"unknown-unknown-unknown"), None);
+        assert_eq!(parse_version(b"1-x"), None);
+        assert_eq!(parse_version(&[0xff, 0xfe]), None);
     }
 
     #[test]

@@ -3,8 +3,8 @@
 
 use meshhub_mcp::ledger::{PeerStatus, Role, SyncState};
 use meshhub_proto::upward::{
-    AppliedCollection, ClusterStatus, ConsumerCollection, HeldCollection, IstiodView,
-    LocalConsumer, ObjectProblem,
+    AppliedCollection, ClusterStatus, ConsumerCollection, HeldCollection, IstioRuntime,
+    IstiodInstance, IstiodView, LocalConsumer, ObjectProblem,
 };
 
 use crate::apply::ApplyStatus;
@@ -23,6 +23,63 @@ pub struct Inputs<'a> {
     pub ledger: &'a [PeerStatus],
     /// istiod's view, when an address is configured.
     pub istiod: Option<&'a IstiodView>,
+    /// istiod's release from its version endpoint, when configured.
+    pub istiod_version: Option<&'a IstiodInstance>,
+    /// The cluster's Istio CRDs (apply on), once read.
+    pub crds: Option<&'a super::crds::Crds>,
+}
+
+/// [`IstiodInstance::source`] of an istiod that dialed in.
+pub const SOURCE_CONSUMER: &str = "consumer";
+/// [`IstiodInstance::source`] of the istiod whose `/version` is read.
+pub const SOURCE_VERSION_ENDPOINT: &str = "version-endpoint";
+
+/// What Istio's xDS client announces as `ISTIO_VERSION` when it has no
+/// release to say (istiod's configuration client always does): not a
+/// release.
+const PLACEHOLDER_VERSION: &str = "65536.65536.65536";
+
+/// The istiods the agent sees: each connected ADS consumer (istiod's
+/// `xds://` config source; its revision from `ISTIO_REVISION`, its release
+/// from `ISTIO_VERSION` unless that is Istio's placeholder), then the one
+/// whose version endpoint is read.
+fn istio(
+    ledger: &[PeerStatus],
+    endpoint: Option<&IstiodInstance>,
+    crds: Option<&super::crds::Crds>,
+) -> IstioRuntime {
+    let mut istiods: Vec<IstiodInstance> = ledger
+        .iter()
+        .filter(|p| p.role == Role::Source && p.connected && p.protocol.contains("ads"))
+        .map(|p| {
+            let meta = |k: &str| p.node_meta.get(k).cloned().unwrap_or_default();
+            let version = meta("ISTIO_VERSION");
+            IstiodInstance {
+                source: SOURCE_CONSUMER.to_owned(),
+                name: p.node_id.clone(),
+                version: if version == PLACEHOLDER_VERSION {
+                    String::new()
+                } else {
+                    version
+                },
+                revision: meta("ISTIO_REVISION"),
+                error: String::new(),
+            }
+        })
+        .collect();
+    istiods.sort_by(|a, b| a.name.cmp(&b.name));
+    istiods.dedup();
+    istiods.extend(endpoint.cloned());
+    let (crds, crds_error) = match crds {
+        Some(Ok(c)) => (c.clone(), String::new()),
+        Some(Err(e)) => (Vec::new(), e.clone()),
+        None => (Vec::new(), String::new()),
+    };
+    IstioRuntime {
+        istiods,
+        crds,
+        crds_error,
+    }
 }
 
 /// The state's name as the ledger shows it.
@@ -124,6 +181,7 @@ pub fn build(i: &Inputs<'_>) -> ClusterStatus {
         consumers,
         applied,
         istiod: i.istiod.cloned(),
+        istio: Some(istio(i.ledger, i.istiod_version, i.crds)),
         // Filled in with the exports they are published with.
         exports_state: None,
     }
@@ -151,6 +209,61 @@ mod tests {
     }
 
     #[test]
+    fn istiods_are_named_with_their_release_and_revision() {
+        let consumer = |id: &str, version: &str, protocol: &str| PeerStatus {
+            id: 1,
+            role: Role::Source,
+            protocol: protocol.to_owned(),
+            peer: "127.0.0.1:1".to_owned(),
+            node_id: id.to_owned(),
+            group: "east".to_owned(),
+            connected: true,
+            connected_since: None,
+            disconnected_at: None,
+            last_error: None,
+            streams: 1,
+            collections: Default::default(),
+            replica: None,
+            node_meta: [
+                ("ISTIO_VERSION".to_owned(), version.to_owned()),
+                ("ISTIO_REVISION".to_owned(), "canary".to_owned()),
+            ]
+            .into(),
+        };
+        let ledger = [
+            consumer("istiod-b", PLACEHOLDER_VERSION, "ads"),
+            consumer("istiod-a", "1.28.3", "delta-ads"),
+            consumer("mcp-client", "1.5.0", "mcp"),
+        ];
+        let endpoint = IstiodInstance {
+            source: SOURCE_VERSION_ENDPOINT.to_owned(),
+            name: "http://istiod:15014".to_owned(),
+            version: "1.28.3".to_owned(),
+            ..Default::default()
+        };
+        let got = istio(&ledger, Some(&endpoint), None).istiods;
+        let rows: Vec<(&str, &str, &str, &str)> = got
+            .iter()
+            .map(|i| {
+                (
+                    i.source.as_str(),
+                    i.name.as_str(),
+                    i.version.as_str(),
+                    i.revision.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                ("consumer", "istiod-a", "1.28.3", "canary"),
+                ("consumer", "istiod-b", "", "canary"),
+                ("version-endpoint", "http://istiod:15014", "1.28.3", ""),
+            ]
+        );
+    }
+
+    #[test]
     fn an_empty_agent_reports_its_cluster() {
         let store = StoreStatus::default();
         let r = build(&Inputs {
@@ -159,6 +272,8 @@ mod tests {
             apply: None,
             ledger: &[],
             istiod: None,
+            istiod_version: None,
+            crds: None,
         });
         assert_eq!(r.cluster, "east");
         assert!(r.collections.is_empty() && r.istiod.is_none());

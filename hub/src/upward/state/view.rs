@@ -4,8 +4,8 @@ use std::collections::BTreeMap;
 use std::time::SystemTime;
 
 use meshhub_api::upward::{
-    AppliedView, ClusterReportView, ConsumerCollectionView, ExportView, HeldView, IstiodView,
-    LocalConsumerView, ObjectProblemView,
+    AppliedView, ClusterReportView, ConsumerCollectionView, ExportView, HeldView, IstioCrdView,
+    IstioRuntimeView, IstiodInstanceView, IstiodView, LocalConsumerView, ObjectProblemView,
 };
 use meshhub_mcp::ledger::At;
 use meshhub_proto::upward::{ClusterStatus, ObjectProblem, ServiceExport};
@@ -97,7 +97,59 @@ pub fn view_of(r: &ClusterStatus) -> ClusterReportView {
         }),
         exports: Vec::new(),
         exports_state: None,
+        istio: r.istio.as_ref().map(|i| IstioRuntimeView {
+            istiods: i
+                .istiods
+                .iter()
+                .take(MAX_ISTIODS)
+                .map(|d| IstiodInstanceView {
+                    source: bounded(&d.source),
+                    name: bounded(&d.name),
+                    version: bounded(&d.version),
+                    revision: bounded(&d.revision),
+                    error: bounded(&d.error),
+                })
+                .collect(),
+            crds: i
+                .crds
+                .iter()
+                .take(MAX_CRDS)
+                .map(|c| IstioCrdView {
+                    name: bounded(&c.name),
+                    kind: bounded(&c.kind),
+                    served_versions: c
+                        .served_versions
+                        .iter()
+                        .take(16)
+                        .map(|v| bounded(v))
+                        .collect(),
+                    storage_version: bounded(&c.storage_version),
+                    knows: bounded(&c.knows),
+                })
+                .collect(),
+            crds_error: bounded(&i.crds_error),
+        }),
     }
+}
+
+/// At most this many Istio CRDs of one cluster are kept.
+const MAX_CRDS: usize = 64;
+
+/// At most this many istiods of one cluster are kept (a report is input
+/// from outside: bounded).
+const MAX_ISTIODS: usize = 64;
+/// At most this many bytes of one of their strings.
+const MAX_FIELD: usize = 512;
+
+fn bounded(s: &str) -> String {
+    if s.len() <= MAX_FIELD {
+        return s.to_owned();
+    }
+    let mut end = MAX_FIELD;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].to_owned()
 }
 
 /// The view of a judged export (its conflict is filled in by the

@@ -3,6 +3,7 @@
 //! the version its group last built, and the version held back, if any.
 
 use std::fmt;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -36,7 +37,7 @@ impl fmt::Display for Level {
 
 /// One analysis message (the fields `istioctl analyze -o json` has, plus
 /// the field path).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AnalysisMessage {
     /// `IST0101`.
@@ -90,9 +91,10 @@ pub struct ClusterAnalysis {
     pub cluster: String,
     /// The version analysed (the history id of the group's latest build).
     pub version: String,
-    /// Every message about it.
+    /// Every message about it (shared: a message about an object every
+    /// cluster receives is one allocation however many clusters carry it).
     #[serde(default)]
-    pub messages: Vec<AnalysisMessage>,
+    pub messages: Vec<Arc<AnalysisMessage>>,
     /// The version held back, when the latest build carries a message of
     /// a code the hub holds back (`analysis.holdBack`).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -358,14 +358,14 @@ fn cluster_analysis() -> ClusterAnalysis {
     ClusterAnalysis {
         cluster: "west".into(),
         version: "bbbb".into(),
-        messages: vec![AnalysisMessage {
+        messages: vec![std::sync::Arc::new(AnalysisMessage {
             code: "IST0101".into(),
             name: "ReferencedResourceNotFound".into(),
             level: Level::Error,
             origin: "VirtualService bookinfo/bookinfo".into(),
             path: "spec.gateways[0]".into(),
             message: "Referenced gateway not found: \"bookinfo-gateway\"".into(),
-        }],
+        })],
         held_back: Some(HeldBack {
             version: "bbbb".into(),
             since: "2024-01-02T03:04:05Z".into(),

@@ -218,7 +218,11 @@ async fn online(args: &AnalyzeArgs) -> Result<Report, String> {
             cluster: a.cluster,
             version: Some(a.version),
             objects: None,
-            messages: a.messages,
+            messages: a
+                .messages
+                .iter()
+                .map(|m| AnalysisMessage::clone(m))
+                .collect(),
             held_back: a
                 .held_back
                 .as_ref()

@@ -460,6 +460,10 @@ spec:
                 )
                 .await
                 .err()
+                .filter(|e| {
+                    e.to_string()
+                        .contains("admits no VirtualService for a blocked host")
+                })
             },
         )
         .await;

@@ -11,7 +11,8 @@
 
 pub mod spec;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use meshhub_analyze::{Facts, IstioVersion, Message, Severity, Target};
@@ -44,7 +45,7 @@ pub enum Decision {
 #[derive(Debug)]
 struct GroupState {
     version: String,
-    messages: Vec<AnalysisMessage>,
+    messages: Vec<Arc<AnalysisMessage>>,
     /// (code, severity) → count, as last set on the gauge.
     counts: BTreeMap<(&'static str, Severity), usize>,
     held: Option<(String, String, Vec<String>)>,
@@ -58,6 +59,11 @@ pub struct Analysis {
     /// Each cluster's Istio release, as its agent reported it (absent:
     /// unknown, checked as the oldest release: see meshhub-analyze's skew).
     releases: BTreeMap<Group, IstioVersion>,
+    /// Every message some group carries, once: the messages about objects
+    /// every cluster receives are the same in every group (with
+    /// "everything to every cluster", all of them), so each group holds
+    /// pointers, not copies (issue 43: hundreds of KiB per cluster).
+    interned: HashSet<Arc<AnalysisMessage>>,
 }
 
 impl Analysis {
@@ -67,6 +73,7 @@ impl Analysis {
             spec: spec.enabled.then_some(spec),
             groups: BTreeMap::new(),
             releases: BTreeMap::new(),
+            interned: HashSet::new(),
         }
     }
 
@@ -138,7 +145,10 @@ impl Analysis {
         for m in &messages {
             *counts.entry((m.code.code, m.code.severity)).or_default() += 1;
         }
-        let views: Vec<AnalysisMessage> = messages.iter().map(AnalysisMessage::from).collect();
+        let views: Vec<Arc<AnalysisMessage>> = messages
+            .iter()
+            .map(|m| intern(&mut self.interned, AnalysisMessage::from(m)))
+            .collect();
         let prev = self.groups.remove(group);
         for ((code, severity), _) in prev.iter().flat_map(|p| &p.counts) {
             if !counts.contains_key(&(*code, *severity)) {
@@ -211,8 +221,12 @@ impl Analysis {
         }
     }
 
-    /// Every group's analysis, by group name.
-    pub fn view(&self) -> Vec<ClusterAnalysis> {
+    /// Every group's analysis, by group name (the messages shared, not
+    /// copied). Messages no group carries any more are forgotten here.
+    pub fn view(&mut self) -> Vec<ClusterAnalysis> {
+        // Held by the interner alone (or also by the previous view, which
+        // the caller is replacing: forgotten at the next view).
+        self.interned.retain(|m| Arc::strong_count(m) > 1);
         self.groups
             .iter()
             .map(|(group, g)| ClusterAnalysis {
@@ -228,6 +242,19 @@ impl Analysis {
             })
             .collect()
     }
+}
+
+/// The shared copy of `m`.
+fn intern(
+    interned: &mut HashSet<Arc<AnalysisMessage>>,
+    m: AnalysisMessage,
+) -> Arc<AnalysisMessage> {
+    if let Some(shared) = interned.get(&m) {
+        return shared.clone();
+    }
+    let shared = Arc::new(m);
+    interned.insert(shared.clone());
+    shared
 }
 
 #[cfg(test)]

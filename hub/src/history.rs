@@ -249,6 +249,9 @@ pub enum HistoryError {
     /// The shared pins (ConfigMap) can't be written.
     #[error(transparent)]
     Shared(#[from] SharedError),
+    /// The pinned version can't be archived for the other replicas.
+    #[error("archiving the pinned version")]
+    Archive(#[from] archive::ArchiveError),
 }
 
 struct Inner {
@@ -257,9 +260,13 @@ struct Inner {
     /// Publications waiting to be written, the newest per group.
     pending: std::sync::Mutex<BTreeMap<Arc<str>, Publication>>,
     wake: tokio::sync::Notify,
-    /// `(group, version id)` the rollout's decisions refer to: never pruned
-    /// (and archived by the leader).
-    referenced: watch::Sender<HashSet<(String, String)>>,
+    /// `(group, version id)` the rollout's decisions refer to, by who
+    /// says so (the controller's own decisions, those followed, those
+    /// restored): never pruned (and archived by the leader). Each source
+    /// writes its own set; the union counts.
+    referenced: watch::Sender<BTreeMap<&'static str, HashSet<(String, String)>>>,
+    /// Referenced versions already warned about as missing everywhere.
+    missing_warned: std::sync::Mutex<HashSet<(String, String)>>,
     pins: watch::Sender<Pins>,
     /// Shared pins this replica could not resolve, by group (written only
     /// by the shared-pins reconciler).
@@ -318,7 +325,8 @@ impl History {
                 keep: spec.keep,
                 pending: std::sync::Mutex::default(),
                 wake: tokio::sync::Notify::new(),
-                referenced: watch::channel(HashSet::new()).0,
+                referenced: watch::channel(BTreeMap::new()).0,
+                missing_warned: std::sync::Mutex::default(),
                 pins: watch::channel(Arc::new(pins)).0,
                 unresolved: std::sync::Mutex::default(),
                 shared: shared.clone(),
@@ -359,21 +367,34 @@ impl History {
 
     /// The versions the rollout's decisions refer to, `(group, version
     /// id)`: never pruned while they do.
-    pub fn protect(&self, referenced: HashSet<(String, String)>) {
+    /// `source` names the decisions (each source replaces only its own
+    /// set: `"decided"`, `"followed"`, `"restored"`).
+    pub fn protect(&self, source: &'static str, referenced: HashSet<(String, String)>) {
         self.inner.referenced.send_if_modified(|r| {
-            let changed = *r != referenced;
-            *r = referenced;
-            changed
+            if r.get(source) == Some(&referenced) {
+                return false;
+            }
+            r.insert(source, referenced);
+            true
         });
     }
 
-    /// The versions the rollout's decisions refer to ([`History::protect`]).
+    /// The versions the rollout's decisions refer to ([`History::protect`]),
+    /// every source's.
     pub fn referenced(&self) -> HashSet<(String, String)> {
-        self.inner.referenced.borrow().clone()
+        self.inner
+            .referenced
+            .borrow()
+            .values()
+            .flatten()
+            .cloned()
+            .collect()
     }
 
-    /// [`History::referenced`], following every change.
-    pub fn referenced_changes(&self) -> watch::Receiver<HashSet<(String, String)>> {
+    /// Wakes on every change of [`History::referenced`].
+    pub fn referenced_changes(
+        &self,
+    ) -> watch::Receiver<BTreeMap<&'static str, HashSet<(String, String)>>> {
         self.inner.referenced.subscribe()
     }
 
@@ -464,7 +485,7 @@ impl History {
             .borrow()
             .get(p.cluster.as_ref())
             .map(|a| a.record.seq);
-        let referenced = self.inner.referenced.borrow().clone();
+        let referenced = self.referenced();
         let protect = |v: &StoredVersion| {
             Some(v.seq) == pinned || referenced.contains(&(v.cluster.clone(), v.id.clone()))
         };

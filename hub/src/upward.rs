@@ -30,7 +30,8 @@
 //!   removed from the configuration loses its report and its exports.
 //!   Every subscriber has a generation ([`Update::generation`]): what a
 //!   stopped one still sends is dropped there. Exports are merged only
-//!   once complete, and judged per cluster ([`judge`], [`policy`]) first.
+//!   once complete, and judged per cluster ([`judge`], under [`crate::clusters::exports`])
+//!   first.
 //! * **Exports** become generated ServiceEntries through [`mcs`], a source
 //!   of the pipeline like any other.
 

@@ -466,6 +466,9 @@ fn watch_for_blocked(
     std::thread::spawn(move || {
         let (mut looks, mut seen) = (0, Vec::new());
         while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            // A look every 50 ms per agent (polling what the agents serve,
+            // not synchronisation: a delivery holds until the next change).
+            std::thread::sleep(std::time::Duration::from_millis(50));
             for (cluster, grpc) in &agents {
                 let h = hosts(*grpc, cluster);
                 looks += 1;

@@ -14,6 +14,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use meshhub_api::ErrorView;
+use meshhub_api::analysis::AnalysisMessage;
 use meshhub_api::kinds::find_kind;
 use meshhub_api::object::{
     ClusterDelivery, Definition, DefinitionState, Delivery, ObjectQuery, ObjectView, PeerDelivery,
@@ -140,7 +141,7 @@ pub fn describe(s: &AdminState, kind: &Kind, q: &ObjectQuery) -> Option<ObjectVi
                 .messages
                 .iter()
                 .filter(|m| m.origin == origin)
-                .cloned()
+                .map(|m| AnalysisMessage::clone(m))
                 .collect();
             (a.cluster.clone(), about)
         })

@@ -64,8 +64,10 @@ pub const DATA_KEY: &str = "chunk";
 pub const CHUNK: usize = 900 * 1024;
 /// Chunks per version at most (about 56 MiB compressed).
 pub const MAX_CHUNKS: usize = 64;
-/// The largest archived version read back (decompressed).
-pub const MAX_DECOMPRESSED: u64 = 1 << 30;
+/// The largest archived version read back (decompressed): well under the
+/// hub's memory limit (the chart's is 1 GiB), and over any group the hub
+/// serves (its messages are capped at 64 MiB per collection).
+pub const MAX_DECOMPRESSED: u64 = 256 << 20;
 /// How long a version nothing refers to stays archived (a decision that
 /// changes back, a replica that reads an older decision meanwhile).
 pub const GRACE: Duration = Duration::from_secs(300);
@@ -102,6 +104,21 @@ pub struct ArchivedBody {
     /// The encoded resource.
     #[prost(bytes = "bytes", tag = "2")]
     pub body: Bytes,
+}
+
+/// `(group, version id)`.
+pub type Key = (String, String);
+
+/// A chunk as listed: its name, its `chunk` and `sha256` annotations.
+type ListedChunk = (String, String, String);
+
+/// An archived version as listed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Listed {
+    /// Its ConfigMaps.
+    pub names: Vec<String>,
+    /// Every chunk of one write is there.
+    pub complete: bool,
 }
 
 /// A version with its bodies, as archived and imported.
@@ -211,6 +228,22 @@ pub fn chunk_name(group: &str, id: &str, index: usize) -> String {
     format!("meshhub-archive-{group}-{id}-{index}")
 }
 
+/// Whether the chunks of one version listed are every chunk of one write.
+fn complete(parts: &[ListedChunk]) -> bool {
+    let n = parts.len();
+    let Some((_, _, sha)) = parts.first() else {
+        return false;
+    };
+    let mut seen = vec![false; n];
+    parts.iter().all(|(_, chunk, s)| {
+        s == sha
+            && chunk
+                .split_once('/')
+                .and_then(|(i, m)| Some((i.parse::<usize>().ok()?, m.parse::<usize>().ok()?)))
+                .is_some_and(|(i, m)| m == n && i < n && !std::mem::replace(&mut seen[i], true))
+    })
+}
+
 /// The ConfigMaps holding `blob` (see the module's docs).
 pub fn chunks(group: &str, id: &str, blob: &[u8]) -> Result<Vec<ConfigMap>, ArchiveError> {
     let parts: Vec<&[u8]> = blob.chunks(CHUNK).collect();
@@ -278,13 +311,18 @@ pub fn join(mut found: Vec<ConfigMap>) -> Result<Vec<u8>, ArchiveError> {
     let Some((_, n, sha)) = parts.first().cloned() else {
         return Err(incomplete("no chunk".to_owned()));
     };
+    if n == 0 || n > MAX_CHUNKS {
+        return Err(ArchiveError::Damaged(format!(
+            "{n} chunks (1 to {MAX_CHUNKS})"
+        )));
+    }
     if parts.iter().any(|(_, m, s)| *m != n || *s != sha) {
         return Err(incomplete("chunks of different writes".to_owned()));
     }
     let mut order: Vec<usize> = (0..found.len()).collect();
     order.sort_by_key(|k| parts[*k].0);
     let indices: Vec<usize> = order.iter().map(|k| parts[*k].0).collect();
-    if indices != (0..n).collect::<Vec<_>>() {
+    if indices.len() != n || indices.iter().enumerate().any(|(k, i)| k != *i) {
         return Err(incomplete(format!("chunks {indices:?} of {n}")));
     }
     let mut blob = Vec::new();
@@ -344,21 +382,40 @@ impl Archive {
         ListParams::default().labels(&s)
     }
 
-    /// The versions archived, `(group, id)` → their ConfigMaps' names.
-    pub async fn list(&self) -> Result<BTreeMap<(String, String), Vec<String>>, ArchiveError> {
+    /// The versions archived, `(group, id)` → their ConfigMaps' names,
+    /// and whether they are complete (every chunk of one write there: a
+    /// writer that stopped half-way, or chunks deleted from outside, leave
+    /// an incomplete one, which the leader writes again).
+    pub async fn list(&self) -> Result<BTreeMap<Key, Listed>, ArchiveError> {
         let list = self.api.list_metadata(&Self::selector(None, None)).await?;
-        let mut out: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
+        let mut chunks: BTreeMap<Key, Vec<ListedChunk>> = BTreeMap::new();
         for m in list.items {
             let labels = m.metadata.labels.unwrap_or_default();
+            let annotations = m.metadata.annotations.unwrap_or_default();
             if let (Some(g), Some(v), Some(name)) = (
                 labels.get(GROUP_LABEL),
                 labels.get(VERSION_LABEL),
                 m.metadata.name,
             ) {
-                out.entry((g.clone(), v.clone())).or_default().push(name);
+                let chunk = annotations
+                    .get(CHUNK_ANNOTATION)
+                    .cloned()
+                    .unwrap_or_default();
+                let sha = annotations.get(SHA_ANNOTATION).cloned().unwrap_or_default();
+                chunks
+                    .entry((g.clone(), v.clone()))
+                    .or_default()
+                    .push((name, chunk, sha));
             }
         }
-        Ok(out)
+        Ok(chunks
+            .into_iter()
+            .map(|(key, parts)| {
+                let complete = complete(&parts);
+                let names = parts.into_iter().map(|(name, _, _)| name).collect();
+                (key, Listed { names, complete })
+            })
+            .collect())
     }
 
     /// `group`'s version `id`, when archived (whole and intact).
@@ -462,21 +519,22 @@ pub async fn keep(
     mut leader: watch::Receiver<LeaderStatus>,
     shutdown: CancellationToken,
 ) {
+    /// How often the leader lists the archive again (chunks deleted or
+    /// written by others meanwhile).
+    const RELIST: Duration = Duration::from_secs(300);
     metrics::counter!(METRIC_ERRORS).increment(0);
     let mut pins = history.pins();
     let mut referenced = history.referenced_changes();
-    // What is archived, as listed when this replica started to lead and
-    // changed by it since.
-    let mut archived: Option<BTreeMap<(String, String), Vec<String>>> = None;
+    // What is archived, as listed (at most RELIST ago) and changed since.
+    let mut archived: Option<(Instant, BTreeMap<Key, Listed>)> = None;
     let mut unreferenced_since: HashMap<(String, String), Instant> = HashMap::new();
     let mut warned: BTreeSet<(String, String)> = BTreeSet::new();
-    let mut retry = false;
+    // Versions that can't be archived whatever is tried (too large).
+    let mut refused: BTreeSet<(String, String)> = BTreeSet::new();
+    // Backed off while something failed or waits (2 s, doubling to 60 s).
+    let mut retry: Option<Duration> = None;
     loop {
-        let tick = if retry {
-            Duration::from_secs(2)
-        } else {
-            Duration::from_secs(30)
-        };
+        let tick = retry.unwrap_or(Duration::from_secs(30));
         tokio::select! {
             changed = referenced.changed() => if changed.is_err() { break },
             changed = pins.changed() => if changed.is_err() { break },
@@ -484,30 +542,37 @@ pub async fn keep(
             () = tokio::time::sleep(tick) => {}
             () = shutdown.cancelled() => break,
         }
-        retry = false;
+        let mut again = false;
         if !leader.borrow_and_update().is_leader {
             archived = None;
             unreferenced_since.clear();
+            retry = None;
             continue;
         }
         referenced.borrow_and_update();
         pins.borrow_and_update();
         let wanted = wanted(&history);
+        if archived
+            .as_ref()
+            .is_some_and(|(at, _)| at.elapsed() >= RELIST)
+        {
+            archived = None;
+        }
         let listed = match &mut archived {
-            Some(a) => a,
+            Some((_, a)) => a,
             None => match archive.list().await {
-                Ok(a) => archived.insert(a),
+                Ok(a) => &mut archived.insert((Instant::now(), a)).1,
                 Err(e) => {
                     metrics::counter!(METRIC_ERRORS).increment(1);
                     warn!(error = %e, namespace = archive.namespace(), "can't list the archived versions; retrying");
-                    retry = true;
+                    retry = Some(backoff(retry));
                     continue;
                 }
             },
         };
         let absent: Vec<(String, String)> = wanted
             .iter()
-            .filter(|k| !listed.contains_key(*k))
+            .filter(|k| !refused.contains(*k) && !listed.get(*k).is_some_and(|l| l.complete))
             .cloned()
             .collect();
         for key in &absent {
@@ -523,35 +588,57 @@ pub async fn keep(
                     if warned.insert(key.clone()) {
                         debug!(group = %key.0, version = %key.1, error = %e, "a referenced version is not in this replica's history (yet); it is archived once it is");
                     }
-                    retry = true;
+                    again = true;
                     continue;
                 }
             };
+            // A write cut short: its chunks go first (one of another
+            // length would be left over otherwise).
+            if let Some(partial) = listed.get(key).filter(|l| !l.complete)
+                && let Err(e) = archive.delete(&partial.names).await
+            {
+                metrics::counter!(METRIC_ERRORS).increment(1);
+                warn!(group = %key.0, version = %key.1, error = %e, "can't delete an incomplete archived version; retrying");
+                again = true;
+                continue;
+            }
             match archive.put(&exported).await {
                 Ok(names) => {
                     info!(group = %key.0, version = %key.1, chunks = names.len(), "version archived");
                     warned.remove(key);
-                    listed.insert(key.clone(), names);
+                    listed.insert(
+                        key.clone(),
+                        Listed {
+                            names,
+                            complete: true,
+                        },
+                    );
+                }
+                Err(e @ ArchiveError::TooLarge { .. }) => {
+                    metrics::counter!(METRIC_ERRORS).increment(1);
+                    warn!(group = %key.0, version = %key.1, error = %e, "a referenced version can't be archived; a replica without it fails closed");
+                    refused.insert(key.clone());
                 }
                 Err(e) => {
                     metrics::counter!(METRIC_ERRORS).increment(1);
                     warn!(group = %key.0, version = %key.1, error = %e, "can't archive a referenced version; retrying");
-                    retry = true;
+                    again = true;
                 }
             }
         }
+        refused.retain(|k| wanted.contains(k));
         // Unreferenced for GRACE: deleted.
         let now = Instant::now();
         unreferenced_since.retain(|k, _| !wanted.contains(k));
         let mut gone = Vec::new();
-        for (key, names) in listed.iter() {
+        for (key, l) in listed.iter() {
             if wanted.contains(key) {
                 continue;
             }
             let since = *unreferenced_since.entry(key.clone()).or_insert(now);
             // Looked at again at the next tick once its grace ends.
             if now.duration_since(since) >= GRACE {
-                gone.push((key.clone(), names.clone()));
+                gone.push((key.clone(), l.names.clone()));
             }
         }
         for (key, names) in gone {
@@ -568,7 +655,15 @@ pub async fn keep(
             }
         }
         metrics::gauge!(METRIC_ARCHIVED).set(listed.len() as f64);
+        retry = again.then(|| backoff(retry));
     }
+}
+
+/// The next retry delay after `previous`: 2 s, doubling up to 60 s.
+fn backoff(previous: Option<Duration>) -> Duration {
+    previous.map_or(Duration::from_secs(2), |d| {
+        (d * 2).min(Duration::from_secs(60))
+    })
 }
 
 #[cfg(test)]

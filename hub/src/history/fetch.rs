@@ -37,7 +37,7 @@ impl History {
             bodies,
         } = exported;
         version.from_archive = true;
-        let referenced = self.inner.referenced.borrow().clone();
+        let referenced = self.referenced();
         self.inner.db.append(
             version,
             &|d| bodies.get(d).cloned(),
@@ -77,13 +77,17 @@ impl History {
             let exported = match archive.get(&group, &id).await {
                 Ok(Some(e)) => e,
                 Ok(None) => {
-                    warn!(group = %group, version = %id, namespace = archive.namespace(), "a referenced version is neither in this replica's history nor archived");
+                    if self.first_warning(&group, &id) {
+                        warn!(group = %group, version = %id, namespace = archive.namespace(), "a referenced version is neither in this replica's history nor archived (yet); looked for again every few seconds");
+                    }
                     still.push((group, id));
                     continue;
                 }
                 Err(e) => {
                     metrics::counter!(archive::METRIC_ERRORS).increment(1);
-                    warn!(group = %group, version = %id, error = %e, "can't read a referenced version from the archive; retrying");
+                    if self.first_warning(&group, &id) {
+                        warn!(group = %group, version = %id, error = %e, "can't read a referenced version from the archive; retrying every few seconds");
+                    }
                     still.push((group, id));
                     continue;
                 }
@@ -91,6 +95,7 @@ impl History {
             let this = self.clone();
             match blocking(move || this.import(exported)).await {
                 Ok(()) => {
+                    super::lock(&self.inner.missing_warned).remove(&(group.clone(), id.clone()));
                     metrics::counter!(archive::METRIC_IMPORTED).increment(1);
                     info!(group = %group, version = %id, "version read from the archive into this replica's history");
                 }
@@ -101,6 +106,11 @@ impl History {
             }
         }
         still
+    }
+
+    /// Whether `(group, id)` is missing for the first time (warned once).
+    fn first_warning(&self, group: &str, id: &str) -> bool {
+        super::lock(&self.inner.missing_warned).insert((group.to_owned(), id.to_owned()))
     }
 
     /// Whether version `id` of `cluster` is stored here.

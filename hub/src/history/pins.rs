@@ -118,6 +118,13 @@ impl History {
         };
         match &self.inner.shared {
             Some(shared) => {
+                // Archived before any other replica is told of it: this one
+                // has it; one started later may not.
+                if let Some(archive) = &self.inner.archive {
+                    let (this, c, v) = (self.clone(), cluster.to_owned(), record.version.clone());
+                    let exported = blocking(move || this.export(&c, &v)).await?;
+                    archive.put(&exported).await?;
+                }
                 shared.write(cluster, Some(&record)).await?;
                 audit.record(event);
             }
@@ -193,7 +200,12 @@ impl History {
                         Some(a) => format!("the earlier pin {}", a.record.version),
                         None => "the latest version".to_owned(),
                     };
-                    warn!(cluster = %cluster, version = %record.version, error = %e, serving = %serving, "shared pin names a version this replica has not recorded; it keeps serving what it served");
+                    let known = super::lock(&self.inner.unresolved)
+                        .get(&cluster)
+                        .is_some_and(|u| u.record.version == record.version);
+                    if !known {
+                        warn!(cluster = %cluster, version = %record.version, error = %e, serving = %serving, "shared pin names a version this replica has not recorded; it keeps serving what it served");
+                    }
                     unresolved.insert(
                         cluster,
                         UnresolvedPin {
@@ -242,7 +254,14 @@ impl History {
         let pins = self.inner.pins.borrow().clone();
         pins.values()
             .map(|a| {
-                let versions = self.list(&a.record.cluster).unwrap_or_default();
+                // Built here: a version read from the archive is not newer
+                // than the builds it predates, whatever its number.
+                let versions: Vec<_> = self
+                    .list(&a.record.cluster)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|v| !v.from_archive)
+                    .collect();
                 let latest = versions.last();
                 PinView {
                     record: a.record.clone(),

@@ -60,7 +60,7 @@ fn error(e: HistoryError) -> Response {
         HistoryError::NoVersion { .. } => StatusCode::NOT_FOUND,
         HistoryError::Ambiguous(_) => StatusCode::BAD_REQUEST,
         HistoryError::NotPinned(_) => StatusCode::CONFLICT,
-        HistoryError::Shared(_) => StatusCode::BAD_GATEWAY,
+        HistoryError::Shared(_) | HistoryError::Archive(_) => StatusCode::BAD_GATEWAY,
         HistoryError::Db(_) | HistoryError::Dir(..) => StatusCode::INTERNAL_SERVER_ERROR,
     };
     let text = meshhub_runtime::error_chain(&e);

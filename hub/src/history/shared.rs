@@ -94,19 +94,34 @@ impl SharedPins {
             let Some(desired) = pins.clone() else {
                 continue;
             };
-            let wanted = desired
-                .iter()
-                .map(|(c, p)| (c.clone(), p.version.clone()))
-                .collect();
-            missing = !history.fetch_missing(wanted).await.is_empty();
-            let h = history.clone();
-            match tokio::task::spawn_blocking(move || h.reconcile(desired)).await {
-                Ok(changed) if changed > 0 => {
-                    info!(changed, configmap = %self.location(), "shared pins applied");
+            // Applied at once (an unpin never waits on the archive); pins
+            // of versions this replica lacks are then read from the
+            // archive and applied again.
+            self.reconcile(&history, desired.clone()).await;
+            let unresolved = history.unresolved_pins().len();
+            missing = false;
+            if unresolved > 0 {
+                let wanted = desired
+                    .iter()
+                    .map(|(c, p)| (c.clone(), p.version.clone()))
+                    .collect();
+                let still = history.fetch_missing(wanted).await;
+                missing = !still.is_empty();
+                if still.len() < unresolved {
+                    self.reconcile(&history, desired).await;
                 }
-                Ok(_) => {}
-                Err(e) => warn!(error = %e, "applying the shared pins failed"),
             }
+        }
+    }
+
+    async fn reconcile(&self, history: &History, desired: BTreeMap<String, PinRecord>) {
+        let h = history.clone();
+        match tokio::task::spawn_blocking(move || h.reconcile(desired)).await {
+            Ok(changed) if changed > 0 => {
+                info!(changed, configmap = %self.location(), "shared pins applied");
+            }
+            Ok(_) => {}
+            Err(e) => warn!(error = %e, "applying the shared pins failed"),
         }
     }
 }

@@ -302,7 +302,10 @@ async fn versions_the_rollout_refers_to_are_never_pruned() {
     let v = |n: u32| snap(vec![res("ns/a", &n.to_string(), &format!("a{n}"))]);
     h.append(&publication("west", v(1), "1")).unwrap();
     // The rollout holds west on v1 (its previous version).
-    h.protect(HashSet::from([("west".to_owned(), version_id(&v(1)))]));
+    h.protect(
+        "decided",
+        HashSet::from([("west".to_owned(), version_id(&v(1)))]),
+    );
     for n in 2..=5 {
         h.append(&publication("west", v(n), "n")).unwrap();
     }
@@ -314,7 +317,7 @@ async fn versions_the_rollout_refers_to_are_never_pruned() {
     );
     assert!(h.snapshot("west", &version_id(&v(1))).is_ok());
     // No longer referred to: pruned with the next version.
-    h.protect(HashSet::new());
+    h.protect("decided", HashSet::new());
     h.append(&publication("west", v(6), "n")).unwrap();
     assert!(h.find("west", &version_id(&v(1))).is_err());
     shutdown.cancel();

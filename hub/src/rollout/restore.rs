@@ -197,6 +197,7 @@ pub fn restore(
     };
     // Kept from pruning from the start (before the first build decides).
     history.protect(
+        "restored",
         decisions
             .versions()
             .map(|(c, v)| (c.to_owned(), v.to_owned()))

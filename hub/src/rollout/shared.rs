@@ -297,42 +297,72 @@ impl SharedRollout {
                 .map(|(c, v)| (c.to_owned(), v.to_owned()))
                 .collect();
             // Kept from pruning before this replica's controller applied them.
-            history.protect(wanted.clone());
+            history.protect("followed", wanted.clone());
             known.retain(|k, _| wanted.contains(k));
             let missing: Vec<(String, String)> = wanted
                 .into_iter()
                 .filter(|k| !known.contains_key(k))
                 .collect();
             let before = known.len();
+            // What this replica's history has, at once; the decisions are
+            // followed before anything is read from the archive (a
+            // rollback never waits on it), and sent again with what the
+            // archive supplied.
+            let missing = read_snapshots(&history, missing, &mut known).await;
+            if !(retry && known.len() == before) {
+                if let Some(r) = &decisions.rollout.as_ref().filter(|_| !retry) {
+                    info!(rollout = r.id, phase = r.phase.name(), by = ?decisions.by, "shared rollout decisions read");
+                }
+                mirrored.send_replace(Some(Arc::new(Mirrored {
+                    decisions: decisions.clone(),
+                    snapshots: known.clone(),
+                })));
+            }
             if !missing.is_empty() {
-                // Versions this replica never built, from the archive.
+                let found = known.len();
                 history.fetch_missing(missing.clone()).await;
-                let h = history.clone();
-                let read = tokio::task::spawn_blocking(move || {
-                    missing
-                        .into_iter()
-                        .filter_map(|(c, v)| h.snapshot(&c, &v).ok().map(|s| ((c, v), s)))
-                        .collect::<Vec<_>>()
-                })
-                .await;
-                match read {
-                    Ok(found) => known.extend(found),
-                    Err(e) => std::panic::resume_unwind(e.into_panic()),
+                read_snapshots(&history, missing, &mut known).await;
+                if known.len() > found {
+                    mirrored.send_replace(Some(Arc::new(Mirrored {
+                        decisions: decisions.clone(),
+                        snapshots: known.clone(),
+                    })));
                 }
             }
-            if retry && known.len() == before {
-                // Nothing new found: the decisions are as sent.
-                continue;
-            }
-            if let Some(r) = &decisions.rollout.as_ref().filter(|_| !retry) {
-                info!(rollout = r.id, phase = r.phase.name(), by = ?decisions.by, "shared rollout decisions read");
-            }
-            mirrored.send_replace(Some(Arc::new(Mirrored {
-                decisions: decisions.clone(),
-                snapshots: known.clone(),
-            })));
             last = Some(decisions);
         }
+    }
+}
+
+/// Reads the snapshots of `wanted` this replica's history has into
+/// `known`; returns those it lacks.
+async fn read_snapshots(
+    history: &History,
+    wanted: Vec<(String, String)>,
+    known: &mut Snapshots,
+) -> Vec<(String, String)> {
+    if wanted.is_empty() {
+        return wanted;
+    }
+    let h = history.clone();
+    let read = tokio::task::spawn_blocking(move || {
+        let mut found = Vec::new();
+        let mut lacking = Vec::new();
+        for (c, v) in wanted {
+            match h.snapshot(&c, &v) {
+                Ok(s) => found.push(((c, v), s)),
+                Err(_) => lacking.push((c, v)),
+            }
+        }
+        (found, lacking)
+    })
+    .await;
+    match read {
+        Ok((found, lacking)) => {
+            known.extend(found);
+            lacking
+        }
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
     }
 }
 
@@ -369,13 +399,17 @@ pub async fn protect_history(
 ) {
     loop {
         // Nothing decided yet (before the first build): what the saved or
-        // followed decisions protected stays protected.
+        // followed decisions protected stays protected. Once this replica
+        // decides, its decisions replace the restored ones (they carried
+        // them over); the followed ones are the follow task's to update.
         if let Some(d) = decisions.borrow_and_update().clone() {
             history.protect(
+                "decided",
                 d.versions()
                     .map(|(c, v)| (c.to_owned(), v.to_owned()))
                     .collect(),
             );
+            history.protect("restored", std::collections::HashSet::new());
         }
         tokio::select! {
             changed = decisions.changed() => if changed.is_err() { break },

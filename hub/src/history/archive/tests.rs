@@ -162,3 +162,36 @@ fn a_version_too_large_for_the_archive_is_an_error_not_a_partial_write() {
         Err(ArchiveError::TooLarge { .. })
     ));
 }
+
+#[test]
+fn a_chunk_count_from_outside_is_bounded_before_anything_is_allocated() {
+    let e = exported(3, 100);
+    let blob = encode(&e).unwrap();
+    let mut cms = chunks("east", "0123456789ab", &blob).unwrap();
+    for n in ["0/1099511627776", "0/18446744073709551615", "0/0"] {
+        cms[0]
+            .metadata
+            .annotations
+            .as_mut()
+            .unwrap()
+            .insert(CHUNK_ANNOTATION.to_owned(), n.to_owned());
+        assert!(
+            matches!(join(cms.clone()), Err(ArchiveError::Damaged(_))),
+            "{n}"
+        );
+    }
+}
+
+#[test]
+fn only_every_chunk_of_one_write_lists_as_complete() {
+    let c = |i: usize, n: usize, sha: &str| (format!("c{i}"), format!("{i}/{n}"), sha.to_owned());
+    assert!(complete(&[c(0, 2, "a"), c(1, 2, "a")]));
+    assert!(complete(&[c(1, 2, "a"), c(0, 2, "a")]));
+    // A write cut short, chunks of two writes, a chunk twice, a foreign count.
+    assert!(!complete(&[c(0, 2, "a")]));
+    assert!(!complete(&[c(0, 2, "a"), c(1, 2, "b")]));
+    assert!(!complete(&[c(0, 2, "a"), c(0, 2, "a")]));
+    assert!(!complete(&[c(0, 3, "a"), c(1, 3, "a")]));
+    assert!(!complete(&[]));
+    assert!(!complete(&[("x".into(), "junk".into(), "a".into())]));
+}

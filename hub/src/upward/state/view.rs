@@ -98,18 +98,26 @@ pub fn view_of(r: &ClusterStatus) -> ClusterReportView {
         exports: Vec::new(),
         exports_state: None,
         istio: r.istio.as_ref().map(|i| IstioRuntimeView {
-            istiods: i
-                .istiods
-                .iter()
-                .take(MAX_ISTIODS)
-                .map(|d| IstiodInstanceView {
-                    source: bounded(&d.source),
-                    name: bounded(&d.name),
-                    version: bounded(&d.version),
-                    revision: bounded(&d.revision),
-                    error: bounded(&d.error),
-                })
-                .collect(),
+            // Oldest known release first: what the skew check reads is
+            // never cut by the bound.
+            istiods: {
+                let mut all: Vec<_> = i.istiods.iter().collect();
+                all.sort_by_key(|d| {
+                    let v = meshhub_analyze::IstioVersion::parse(&d.version).ok();
+                    (v.is_none(), v)
+                });
+                all
+            }
+            .into_iter()
+            .take(MAX_ISTIODS)
+            .map(|d| IstiodInstanceView {
+                source: bounded(&d.source),
+                name: bounded(&d.name),
+                version: bounded(&d.version),
+                revision: bounded(&d.revision),
+                error: bounded(&d.error),
+            })
+            .collect(),
             crds: i
                 .crds
                 .iter()

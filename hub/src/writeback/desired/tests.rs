@@ -213,7 +213,7 @@ fn analysis_messages_are_gathered_per_object_without_repeats() {
     let per_cluster = |cluster: &str| ClusterAnalysis {
         cluster: cluster.into(),
         version: "1".into(),
-        messages: vec![msg("VirtualService ns/a")],
+        messages: vec![std::sync::Arc::new(msg("VirtualService ns/a"))],
         held_back: None,
     };
     let by = messages_by_object(&[per_cluster("east"), per_cluster("west")]);

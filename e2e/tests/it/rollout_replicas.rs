@@ -457,6 +457,17 @@ async fn sharded_replicas_roll_out_clusters_the_decider_does_not_dial() {
     );
 }
 
+/// Keeps a failed test's logs (`keep_logs`).
+struct KeepLogs(std::path::PathBuf);
+
+impl Drop for KeepLogs {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            keep_logs(&self.0, "rollout-replicas");
+        }
+    }
+}
+
 /// Which of `clusters` ever held a `blocked*` route, seen from their
 /// agents, polled until `stop`.
 fn watch_for_blocked(
@@ -498,6 +509,8 @@ async fn a_rolling_restart_with_empty_histories_and_a_pin_never_hand_held_cluste
     let ids = ["hub-a", "hub-b", "hub-c"];
     let waves = "rollout:\n  waves:\n  - {name: canary, clusters: [a], bake: 1s}\n  - {name: second, clusters: [b], bake: 1s}\n  - {name: rest, rest: true, bake: 1s}\n";
     let mut r = Replicas::start_with(&ids, &["a", "b", "c"], None, waves, Some("a")).await;
+    // Dropped before `r`: a failure keeps the processes' logs.
+    let _logs = KeepLogs(r.logs.clone());
     let leader =
         |hubs: &[HubProc]| eventually_blocking("a leader", || hubs.iter().position(is_leader));
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));

@@ -144,17 +144,26 @@ fn a_message_every_cluster_carries_is_held_once() {
     let mut a = Analysis::new(spec(&[]));
     let audit = AuditLog::disabled();
     let vs = bound_vs();
-    let groups: Vec<Group> = (0..50).map(|i| Group::from(format!("c{i}").as_str())).collect();
+    let groups: Vec<Group> = (0..50)
+        .map(|i| Group::from(format!("c{i}").as_str()))
+        .collect();
     for g in &groups {
         a.check(g, "v1", [&vs], None, &audit);
     }
     let view = a.view();
     assert_eq!(view.len(), 50);
     let first = &view[0].messages;
-    assert!(!first.is_empty(), "the route to a missing gateway is reported");
+    assert!(
+        !first.is_empty(),
+        "the route to a missing gateway is reported"
+    );
     for c in &view {
         for (m, shared) in c.messages.iter().zip(first) {
-            assert!(std::sync::Arc::ptr_eq(m, shared), "{} shares {m}", c.cluster);
+            assert!(
+                std::sync::Arc::ptr_eq(m, shared),
+                "{} shares {m}",
+                c.cluster
+            );
         }
     }
     // Forgotten once no group carries them any more.
@@ -163,5 +172,9 @@ fn a_message_every_cluster_carries_is_held_once() {
     }
     drop(view);
     assert!(a.view().iter().all(|c| c.messages.is_empty()));
-    assert!(a.interned.is_empty(), "{} messages still held", a.interned.len());
+    assert!(
+        a.interned.is_empty(),
+        "{} messages still held",
+        a.interned.len()
+    );
 }

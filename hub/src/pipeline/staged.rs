@@ -305,7 +305,8 @@ impl Staged {
             return c.follow(mirrored);
         }
         if c.leading() && c.term() == status.term {
-            return Vec::new();
+            // Versions the follow task read from the archive since.
+            return c.learn(mirrored.as_deref());
         }
         let mut serve = c.follow(mirrored);
         serve.extend(c.lead(now, status.term));

@@ -57,6 +57,33 @@ impl Controller {
         self.built(now, &latest)
     }
 
+    /// While leading: snapshots of decided versions that reached this
+    /// replica after it took the lead (the follow task read them from the
+    /// archive meanwhile). A decision it could not produce is tried again.
+    pub fn learn(&mut self, mirrored: Option<&Mirrored>) -> Serve {
+        let Some(m) = mirrored else {
+            return Serve::new();
+        };
+        if let Some(r) = self.restored.as_mut() {
+            for (k, s) in &m.snapshots {
+                r.snapshots.entry(k.clone()).or_insert_with(|| s.clone());
+            }
+        }
+        let mut new = false;
+        for (k, s) in &m.snapshots {
+            if !self.known.contains_key(k) {
+                self.known.insert(k.clone(), s.clone());
+                new = true;
+            }
+        }
+        if !new || self.unavailable.is_empty() {
+            return Serve::new();
+        }
+        let serve = self.retry_unavailable();
+        self.publish_view();
+        serve
+    }
+
     /// Follows another replica's decisions (this one lost the lead, never
     /// had it, or the decisions changed): its own rollout stops deciding.
     pub fn follow(&mut self, mirrored: Option<Arc<Mirrored>>) -> Serve {

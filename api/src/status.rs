@@ -113,8 +113,9 @@ pub struct CollectionView {
     pub resources: usize,
 }
 
-/// One remote cluster on the status page.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// One remote cluster on the status page (`Default`: a cluster not yet
+/// dialed, nothing known of it).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RemoteView {
     /// The cluster (and group).
     pub cluster: String,

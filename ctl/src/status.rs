@@ -564,18 +564,12 @@ mod tests {
             cluster: "east".into(),
             address: "http://east:15010".into(),
             connected: true,
-            connected_since: None,
-            disconnected_at: None,
-            last_error: None,
             streams: 1,
-            shard: None,
-            dialed_by: None,
-            collections: BTreeMap::new(),
-            dropped: BTreeMap::new(),
             report: Some(ClusterReportView {
                 istio,
                 ..Default::default()
             }),
+            ..Default::default()
         };
         let seen = IstioRuntimeView {
             istiods: vec![IstiodInstanceView {

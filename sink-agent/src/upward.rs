@@ -429,13 +429,14 @@ async fn check_istiod(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut failing = false;
     loop {
-        tokio::select! {
-            () = shutdown.cancelled() => return,
-            _ = tick.tick() => {}
-        }
-        let read = tokio::select! {
-            () = shutdown.cancelled() => return,
-            r = istiod::read_configz(&check.debug_url, CONFIGZ_TIMEOUT) => r,
+        let Some(read) = next_round(
+            &mut tick,
+            &shutdown,
+            istiod::read_configz(&check.debug_url, CONFIGZ_TIMEOUT),
+        )
+        .await
+        else {
+            return;
         };
         let mut view = IstiodView {
             address: check.debug_url.clone(),
@@ -496,13 +497,14 @@ async fn check_version(
     let mut tick = tokio::time::interval(check.interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        tokio::select! {
-            () = shutdown.cancelled() => return,
-            _ = tick.tick() => {}
-        }
-        let read = tokio::select! {
-            () = shutdown.cancelled() => return,
-            r = istiod::read_version(&check.url, CONFIGZ_TIMEOUT) => r,
+        let Some(read) = next_round(
+            &mut tick,
+            &shutdown,
+            istiod::read_version(&check.url, CONFIGZ_TIMEOUT),
+        )
+        .await
+        else {
+            return;
         };
         let mut seen = IstiodInstance {
             source: report::SOURCE_VERSION_ENDPOINT.to_owned(),
@@ -540,4 +542,21 @@ fn subscribed(kinds: &KindTable, ledger: &Ledger) -> Option<BTreeSet<String>> {
         .filter_map(|t| kinds.by_type_url(&t).map(|k| k.collection().to_owned()))
         .collect();
     (!set.is_empty()).then_some(set)
+}
+
+/// The next round of a polling loop: waits for `tick`, then runs `read`;
+/// `None` once `shutdown` fires during either.
+pub(crate) async fn next_round<F: std::future::Future>(
+    tick: &mut tokio::time::Interval,
+    shutdown: &CancellationToken,
+    read: F,
+) -> Option<F::Output> {
+    tokio::select! {
+        () = shutdown.cancelled() => return None,
+        _ = tick.tick() => {}
+    }
+    tokio::select! {
+        () = shutdown.cancelled() => None,
+        r = read => Some(r),
+    }
 }

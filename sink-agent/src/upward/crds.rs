@@ -33,13 +33,8 @@ pub async fn run(
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        tokio::select! {
-            () = shutdown.cancelled() => return,
-            _ = tick.tick() => {}
-        }
-        let read = tokio::select! {
-            () = shutdown.cancelled() => return,
-            r = api.list(&params) => r,
+        let Some(read) = super::next_round(&mut tick, &shutdown, api.list(&params)).await else {
+            return;
         };
         let crds: Crds = match read {
             Ok(list) => Ok(istio_crds(&list.items)),

@@ -34,17 +34,10 @@ fn versioned(v: &str) -> Versioned {
 pub(crate) fn remote(status: Option<CollectionStatus>) -> RemoteView {
     RemoteView {
         cluster: "west".into(),
-        address: String::new(),
         connected: true,
-        connected_since: None,
-        disconnected_at: None,
-        last_error: None,
         streams: 1,
-        shard: None,
-        dialed_by: None,
         collections: status.into_iter().map(|s| (VS.to_owned(), s)).collect(),
-        dropped: BTreeMap::new(),
-        report: None,
+        ..Default::default()
     }
 }
 

@@ -95,21 +95,29 @@ pub fn istio_1_23_crds() -> PathBuf {
                 istiod_1_23_bin().display()
             )
         });
+    // `go mod download` (not `go list -m`, whose Dir is empty when the
+    // module cache lacks the module: a cached istiod with a fresh cache)
+    // fetches the version the scratch module requires and says where.
     let out = std::process::Command::new("go")
-        .args(["list", "-m", "-f", "{{.Dir}}", "istio.io/istio"])
+        .args(["mod", "download", "-json", "istio.io/istio"])
         .current_dir(&module)
         .env("GOFLAGS", "-mod=mod")
         .env("GOSUMDB", "off")
         .output()
-        .unwrap_or_else(|e| panic!("go list in {}: {e}", module.display()));
+        .unwrap_or_else(|e| panic!("go mod download in {}: {e}", module.display()));
     assert!(
         out.status.success(),
-        "go list in {}: {}",
+        "go mod download in {}: {}{}",
         module.display(),
+        String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    let file = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
-        .join("manifests/charts/base/crds/crd-all.gen.yaml");
+    let info: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("go mod download -json in {}: {e}", module.display()));
+    let dir = info["Dir"]
+        .as_str()
+        .unwrap_or_else(|| panic!("go mod download -json gave no Dir: {info}"));
+    let file = PathBuf::from(dir).join("manifests/charts/base/crds/crd-all.gen.yaml");
     assert!(file.is_file(), "no Istio 1.23 CRDs at {}", file.display());
     file
 }

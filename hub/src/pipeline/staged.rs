@@ -283,20 +283,27 @@ impl Staged {
             return Vec::new();
         };
         let status = r.leader.borrow_and_update().clone();
-        // Decisions of an older leadership term than the Lease's are a
-        // former leader's late write: the last ones of a current term stand
-        // (0: a hub before terms were shared, read as before).
+        // Decisions of an older leadership term than those this replica
+        // already accepted are a former leader's late write: the freshest
+        // term read stands (0: a hub before terms were shared, read as
+        // before). Not compared with the Lease's term: between a new
+        // leader winning the lease and writing its first decisions, the
+        // ConfigMap rightly holds the previous term's, which the new
+        // leader continues from — a replica started in that window (the
+        // new leader itself, in a rolling restart) must accept them.
         let read = r.mirrored.borrow_and_update().clone();
+        let accepted_term = r.accepted.as_ref().map_or(0, |m| m.decisions.term);
         let current = read
             .as_ref()
-            .is_none_or(|m| m.decisions.term == 0 || m.decisions.term >= status.term);
+            .is_none_or(|m| m.decisions.term == 0 || m.decisions.term >= accepted_term);
         if current {
             r.accepted = read;
         } else {
             warn!(
                 term = read.as_ref().map(|m| m.decisions.term),
+                accepted.term = accepted_term,
                 lease.term = status.term,
-                "shared rollout decisions of an older leadership term ignored"
+                "shared rollout decisions of an older leadership term than those already read ignored"
             );
         }
         let mirrored = r.accepted.clone();

@@ -120,3 +120,100 @@ fn a_replica_leads_once_it_holds_the_lease_and_has_read_the_decisions_and_contin
     assert!(!staged.controller.leading());
     assert!(view.borrow().following);
 }
+
+/// The decisions `leader` made, as shared in leadership term `term`.
+fn mirrored_in_term(
+    leader: &crate::rollout::Controller,
+    known: &[&HashMap<Group, Arc<Snapshot>>],
+    term: u64,
+) -> Option<Arc<crate::rollout::shared::Mirrored>> {
+    let mut m = Arc::unwrap_or_clone(mirrored(leader, known).expect("decisions"));
+    m.decisions.term = term;
+    Some(Arc::new(m))
+}
+
+fn staged_follower(
+    v: &[&HashMap<Group, Arc<Snapshot>>],
+) -> (
+    Staged,
+    watch::Sender<LeaderStatus>,
+    watch::Sender<Option<Arc<crate::rollout::shared::Mirrored>>>,
+) {
+    let (follower, _view) = controller_and_view();
+    let mut follower = follower.following();
+    for (i, l) in v.iter().enumerate() {
+        follower.built(10 * i as u64, l);
+    }
+    let ledger = Ledger::new();
+    let (lease_tx, lease_rx) = watch::channel(lease(false, 0));
+    let (mirror_tx, mirror_rx) = watch::channel(None);
+    let staged = Staged {
+        controller: follower,
+        deliveries: ledger.deliveries(),
+        ledger: ledger.clone(),
+        requests: None,
+        gate_answers: None,
+        reports: None,
+        replicas: Some(Replicas {
+            leader: lease_rx,
+            mirrored: mirror_rx,
+            accepted: None,
+        }),
+        reloads: None,
+    };
+    (staged, lease_tx, mirror_tx)
+}
+
+#[test]
+fn a_restarted_replica_that_wins_the_lease_continues_the_previous_terms_decisions() {
+    let (v1, v2) = (latest("1"), latest("2"));
+    // hub-a led in term 1 and rolled the canary back: it stays on v1.
+    let mut other = controller();
+    other.built(0, &v1);
+    other.built(10, &v2);
+    other.delivery(20, &delivery("a", &canary(&v2), Outcome::Nack));
+    let decided = mirrored_in_term(&other, &[&v1, &v2], 1);
+    assert!(
+        matches!(
+            decided
+                .as_ref()
+                .and_then(|m| m.decisions.rollout.as_ref())
+                .map(|r| &r.phase),
+            Some(Phase::RolledBack { .. })
+        ),
+        "the setting: a rolled-back rollout"
+    );
+
+    // A replica started afresh wins the lease (term 2) before it read the
+    // ConfigMap, which still holds term 1's decisions (nobody has led in
+    // term 2 yet).
+    let (mut staged, lease_tx, mirror_tx) = staged_follower(&[&v1, &v2]);
+    lease_tx.send_replace(lease(true, 2));
+    assert!(staged.role(30).is_empty(), "not before it read them");
+    mirror_tx.send_replace(decided);
+    staged.role(40);
+    assert!(
+        staged.controller.leading(),
+        "it leads from the previous term's decisions instead of waiting forever"
+    );
+    assert_eq!(staged.controller.term(), 2);
+
+    // A late write of term 1 after it accepted term 2's is ignored.
+    let later = mirrored_in_term(&other, &[&v1, &v2], 2);
+    mirror_tx.send_replace(later);
+    staged.role(50);
+    let accepted = |s: &Staged| {
+        s.replicas
+            .as_ref()
+            .and_then(|r| r.accepted.as_ref())
+            .map(|m| m.decisions.term)
+    };
+    assert_eq!(accepted(&staged), Some(2));
+    mirror_tx.send_replace(mirrored_in_term(&other, &[&v1, &v2], 1));
+    staged.role(60);
+    assert_eq!(
+        accepted(&staged),
+        Some(2),
+        "term 1 after term 2 is a late write"
+    );
+}

@@ -392,11 +392,31 @@ impl HubProc {
             admin: addr(&fields, "admin.addr"),
             proc,
         };
-        eventually_blocking("hub ready", || {
-            get_blocking(hub.admin, "/readyz")
-                .filter(|(code, _)| *code == 200)
-                .map(drop)
-        });
+        // The last answer is kept so that a hub that never gets ready
+        // says why (its /readyz body names what it waits for).
+        let mut last = None;
+        let deadline = Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            match get_blocking(hub.admin, "/readyz") {
+                Some((200, _)) => break,
+                answer => last = answer.or(last),
+            }
+            if Instant::now() >= deadline {
+                let log: String = ["out", "err"]
+                    .iter()
+                    .filter_map(|ext| {
+                        std::fs::read_to_string(logs.join(format!("{name}.{ext}"))).ok()
+                    })
+                    .collect();
+                let tail: Vec<&str> = log.lines().rev().take(40).collect();
+                panic!(
+                    "hub {name} not ready after 30s; /readyz last answered {last:?}; \
+                     the end of its log:\n{}",
+                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                );
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
         hub
     }
 

@@ -124,10 +124,59 @@ pub async fn connect_once<U: Updater>(
 /// How long the status of a call that is over may take to arrive.
 const FINAL_STATUS_WAIT: Duration = Duration::from_secs(1);
 
-/// The status a call ended with, if it ended with an error.
-async fn final_status(responses: &mut tonic::Streaming<Resources>) -> End {
-    match tokio::time::timeout(FINAL_STATUS_WAIT, responses.next()).await {
-        Ok(Some(Err(status))) => End::Failed(status),
-        _ => End::PeerClosed,
+/// The status a call ended with, if it ended with an error. Responses
+/// still queued before it are passed over: their ACKs can no longer be
+/// sent, and the next stream asks again from what is held. (Reading only
+/// the next item lost the status behind them: a source that refuses a
+/// collection right after answering others — Galley 1.5 does — looked
+/// like a peer that closed for no reason, and the refusal was retried.)
+async fn final_status<S>(responses: &mut S) -> End
+where
+    S: futures::Stream<Item = Result<Resources, tonic::Status>> + Unpin,
+{
+    let status = async {
+        while let Some(item) = responses.next().await {
+            if let Err(status) = item {
+                return End::Failed(status);
+            }
+        }
+        End::PeerClosed
+    };
+    tokio::time::timeout(FINAL_STATUS_WAIT, status)
+        .await
+        .unwrap_or(End::PeerClosed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(collection: &str) -> Result<Resources, tonic::Status> {
+        Ok(Resources {
+            collection: collection.to_owned(),
+            ..Resources::default()
+        })
+    }
+
+    #[tokio::test]
+    async fn the_final_status_is_found_behind_queued_responses() {
+        let refusal = tonic::Status::invalid_argument("unsupported collection \"x\"");
+        let mut responses = futures::stream::iter([answer("a"), answer("b"), Err(refusal)]);
+        match final_status(&mut responses).await {
+            End::Failed(status) => {
+                assert_eq!(status.code(), tonic::Code::InvalidArgument);
+                assert!(status.message().contains("unsupported collection"));
+            }
+            other => panic!("the refusal was lost: {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_call_that_ended_cleanly_or_never_ends_is_peer_closed() {
+        let mut clean = futures::stream::iter([answer("a")]);
+        assert!(matches!(final_status(&mut clean).await, End::PeerClosed));
+        tokio::time::pause();
+        let mut silent = futures::stream::pending::<Result<Resources, tonic::Status>>();
+        assert!(matches!(final_status(&mut silent).await, End::PeerClosed));
     }
 }

@@ -586,7 +586,15 @@ impl Hub {
                 .instrument(info_span!("reload", config = %config.config_file.display())),
         );
 
-        // Admin HTTP and the metrics upkeep.
+        // Admin HTTP and the metrics upkeep; `/metrics` also says, when
+        // scraped, how each cluster this replica dials and the rollout stand.
+        let fleet = admin::fleet::section(admin::fleet::FleetInputs {
+            agents: agents_rx.clone(),
+            leader: leader.clone(),
+            ledger: ledger.clone(),
+            reports: reports_rx.clone(),
+            rollout: rollout.view.clone(),
+        });
         let admin_state = AdminState {
             status: status.clone(),
             cache: cache.clone(),
@@ -595,11 +603,13 @@ impl Hub {
             reload: reload_status.clone(),
             ledger: ledger.clone(),
             leader: leader.clone(),
-            base: admin_port.base(
-                admin::readiness(status.clone()),
-                Identity::new("meshhub", process_config(&config)),
-                shutdown.clone(),
-            ),
+            base: admin_port
+                .base(
+                    admin::readiness(status.clone()),
+                    Identity::new("meshhub", process_config(&config)),
+                    shutdown.clone(),
+                )
+                .with_metrics(fleet),
             kinds: kinds.clone(),
             history: history.clone(),
             grpc_tls: grpc_tls.as_ref().map(|t| t.status()),

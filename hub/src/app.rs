@@ -586,16 +586,8 @@ impl Hub {
                 .instrument(info_span!("reload", config = %config.config_file.display())),
         );
 
-        // Admin HTTP and the metrics upkeep; `/metrics` also says, when
-        // scraped, how each cluster this replica dials and the rollout stand.
-        let fleet = admin::fleet::section(admin::fleet::FleetInputs {
-            agents: agents_rx.clone(),
-            leader: leader.clone(),
-            ledger: ledger.clone(),
-            reports: reports_rx.clone(),
-            rollout: rollout.view.clone(),
-        });
-        let admin_state = AdminState {
+        // Admin HTTP and the metrics upkeep.
+        let mut admin_state = AdminState {
             status: status.clone(),
             cache: cache.clone(),
             rules: rules_rx,
@@ -603,18 +595,19 @@ impl Hub {
             reload: reload_status.clone(),
             ledger: ledger.clone(),
             leader: leader.clone(),
-            base: admin_port
-                .base(
-                    admin::readiness(status.clone()),
-                    Identity::new("meshhub", process_config(&config)),
-                    shutdown.clone(),
-                )
-                .with_metrics(fleet),
+            base: admin_port.base(
+                admin::readiness(status.clone()),
+                Identity::new("meshhub", process_config(&config)),
+                shutdown.clone(),
+            ),
             kinds: kinds.clone(),
             history: history.clone(),
             grpc_tls: grpc_tls.as_ref().map(|t| t.status()),
             reports: reports_rx,
         };
+        // `/metrics` also says how each cluster this replica dials stands.
+        let fleet = admin::fleet::section_of(&admin_state, rollout.view.clone());
+        admin_state.base.add_metrics(fleet);
         // The history's pin and unpin change what clusters are served: behind
         // the admin authorization like every state-changing endpoint.
         let mut admin_routes = admin::router(admin_state.clone())

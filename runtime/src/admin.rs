@@ -104,10 +104,8 @@ impl AdminBase {
     }
 
     /// Adds `section` to what `/metrics` serves.
-    #[must_use]
-    pub fn with_metrics(mut self, section: crate::metrics::Section) -> Self {
+    pub fn add_metrics(&mut self, section: crate::metrics::Section) {
         self.sections.push(section);
-        self
     }
 }
 

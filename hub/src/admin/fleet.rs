@@ -43,6 +43,18 @@ pub fn section(inputs: FleetInputs) -> Section {
     Arc::new(move |text: &mut Text| write(&inputs, text))
 }
 
+/// The section for `/metrics` of what `admin` reads, and the rollout's
+/// `view`.
+pub fn section_of(admin: &super::AdminState, rollout: watch::Receiver<Arc<View>>) -> Section {
+    section(FleetInputs {
+        agents: admin.agents.clone(),
+        leader: admin.leader.clone(),
+        ledger: admin.ledger.clone(),
+        reports: admin.reports.clone(),
+        rollout,
+    })
+}
+
 /// The label value of a collection's state (as `/status` spells it).
 fn state_name(s: SyncState) -> &'static str {
     match s {

@@ -587,7 +587,7 @@ impl Hub {
         );
 
         // Admin HTTP and the metrics upkeep.
-        let admin_state = AdminState {
+        let mut admin_state = AdminState {
             status: status.clone(),
             cache: cache.clone(),
             rules: rules_rx,
@@ -605,6 +605,9 @@ impl Hub {
             grpc_tls: grpc_tls.as_ref().map(|t| t.status()),
             reports: reports_rx,
         };
+        // `/metrics` also says how each cluster this replica dials stands.
+        let fleet = admin::fleet::section_of(&admin_state, rollout.view.clone());
+        admin_state.base.add_metrics(fleet);
         // The history's pin and unpin change what clusters are served: behind
         // the admin authorization like every state-changing endpoint.
         let mut admin_routes = admin::router(admin_state.clone())

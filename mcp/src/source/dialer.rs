@@ -24,6 +24,7 @@ use super::body::{Layout, ResponseBody};
 use super::drive::{End, Plumbing, Queued, drive, settle};
 use super::{SourceConfig, SourceStream, TRIGGER_COLLECTION};
 use crate::cache::{Group, SnapshotCache};
+use crate::dial::ConnectError;
 use crate::ledger::{Ledger, Role};
 use crate::reconnect::{Backoff, ReconnectPolicy, reconnect_loop};
 use crate::transport::DialError;
@@ -85,14 +86,12 @@ async fn dial_once(
     record: &crate::ledger::PeerRecord,
     shutdown: &CancellationToken,
 ) -> Result<(End, bool), DialError> {
-    let endpoint = target
-        .endpoint
-        .endpoint()
-        .map_err(|e| DialError::Endpoint(e.to_string()))?;
-    let endpoint = crate::transport::tune(endpoint);
-    let channel = tokio::select! {
+    let connected = tokio::select! {
         () = shutdown.cancelled() => return Ok((End::Shutdown, false)),
-        c = endpoint.connect() => c.map_err(|e| DialError::Connect(crate::transport::connect_error(&e)))?,
+        c = target.endpoint.connect() => c.map_err(|e| match e {
+            ConnectError::Prepare(e) => DialError::Endpoint(e.to_string()),
+            ConnectError::Connect(e) => DialError::Connect(crate::transport::connect_error(&e)),
+        })?,
     };
     let (tx, rx) = mpsc::channel::<Queued<EncodedResources>>(16);
     // Some proxies only open the stream once the client sent something.
@@ -116,7 +115,15 @@ async fn dial_once(
     let body = ResponseBody::request(outgoing, target.max_message_bytes);
     let response = tokio::select! {
         () = shutdown.cancelled() => return Ok((End::Shutdown, false)),
-        r = establish(channel, body, replica, target.max_message_bytes) => r.map_err(DialError::Refused)?,
+        r = establish(connected.channel.clone(), body, replica, target.max_message_bytes) => match r {
+            Ok(stream) => stream,
+            Err(CallError::Answered(status)) => return Err(DialError::Refused(status)),
+            Err(CallError::NoCall(status)) => {
+                // The connection could not carry the call.
+                target.endpoint.forget(&connected);
+                return Err(DialError::Refused(status));
+            }
+        },
     };
     record.connected();
     metrics::gauge!("meshhub_mcp_streams", "role" => "dialer").increment(1.0);
@@ -141,7 +148,20 @@ async fn dial_once(
     )
     .await;
     metrics::gauge!("meshhub_mcp_streams", "role" => "dialer").decrement(1.0);
+    if !matches!(end, End::Shutdown | End::Withdrawn) {
+        // The connection may be what ended it: the next attempt opens a
+        // new one.
+        target.endpoint.forget(&connected);
+    }
     Ok((end, healthy))
+}
+
+/// Why [`establish`] gave no stream.
+enum CallError {
+    /// The sink answered with a status (the connection works).
+    Answered(Status),
+    /// The call could not be made on the connection.
+    NoCall(Status),
 }
 
 /// The gRPC path of `ResourceSink.EstablishResourceStream`.
@@ -158,7 +178,7 @@ async fn establish<M, S>(
     body: ResponseBody<M, S>,
     replica: Option<HeaderValue>,
     max_message_bytes: usize,
-) -> Result<Streaming<RequestResources>, Status>
+) -> Result<Streaming<RequestResources>, CallError>
 where
     M: Layout,
     S: futures::Stream<Item = Result<M, Status>> + Unpin + Send + 'static,
@@ -170,20 +190,20 @@ where
         .header(http::header::TE, "trailers")
         .header(http::header::CONTENT_TYPE, "application/grpc")
         .body(tonic::body::Body::new(body))
-        .map_err(|e| Status::internal(format!("building the request: {e}")))?;
+        .map_err(|e| CallError::NoCall(Status::internal(format!("building the request: {e}"))))?;
     if let Some(replica) = replica {
         request.headers_mut().insert(REPLICA_METADATA, replica);
     }
     let response = channel
         .oneshot(request)
         .await
-        .map_err(|e| Status::from_error(Box::new(e)))?;
+        .map_err(|e| CallError::NoCall(Status::from_error(Box::new(e))))?;
     let status_code = response.status();
     let decoder =
         tonic_prost::ProstCodec::<RequestResources, RequestResources>::default().decoder();
     // A `grpc-status` among the headers: a trailers-only answer.
     match Status::from_header_map(response.headers()) {
-        Some(status) if status.code() != tonic::Code::Ok => Err(status),
+        Some(status) if status.code() != tonic::Code::Ok => Err(CallError::Answered(status)),
         Some(_) => Ok(Streaming::new_empty(decoder, response.into_body())),
         None => Ok(Streaming::new_response(
             decoder,

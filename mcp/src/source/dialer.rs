@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tonic::Status;
-use tonic::codec::{Codec as _, Streaming};
+use tonic::codec::{BufferSettings, Codec as _, DecodeBuf, Decoder, Streaming};
 use tonic::transport::Channel;
 use tower::ServiceExt as _;
 use tracing::Instrument;
@@ -156,6 +156,29 @@ async fn dial_once(
     Ok((end, healthy))
 }
 
+/// The sink's requests (ACKs, NACKs: a collection, a nonce, an error) are
+/// small: tonic's default 8 KiB receive buffer per stream would be a
+/// twentieth of an idle cluster's memory.
+const ACK_BUFFER: usize = 1024;
+
+/// tonic's prost decoder with a receive buffer of [`ACK_BUFFER`] bytes at
+/// first (it grows for a larger message as any); tonic's default yield
+/// threshold (32 KiB).
+struct AckDecoder<D>(D);
+
+impl<D: Decoder<Error = Status>> Decoder for AckDecoder<D> {
+    type Item = D::Item;
+    type Error = Status;
+
+    fn decode(&mut self, buf: &mut DecodeBuf<'_>) -> Result<Option<D::Item>, Status> {
+        self.0.decode(buf)
+    }
+
+    fn buffer_settings(&self) -> BufferSettings {
+        BufferSettings::new(ACK_BUFFER, 32 * 1024)
+    }
+}
+
 /// Why [`establish`] gave no stream.
 enum CallError {
     /// The sink answered with a status (the connection works).
@@ -199,8 +222,9 @@ where
         .await
         .map_err(|e| CallError::NoCall(Status::from_error(Box::new(e))))?;
     let status_code = response.status();
-    let decoder =
-        tonic_prost::ProstCodec::<RequestResources, RequestResources>::default().decoder();
+    let decoder = AckDecoder(
+        tonic_prost::ProstCodec::<RequestResources, RequestResources>::default().decoder(),
+    );
     // A `grpc-status` among the headers: a trailers-only answer.
     match Status::from_header_map(response.headers()) {
         Some(status) if status.code() != tonic::Code::Ok => Err(CallError::Answered(status)),

@@ -56,7 +56,7 @@ pub enum DialError {
 
 /// PEM files of a client's TLS: roots that verify the server, an optional
 /// client certificate for mutual TLS, and the name to verify.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ClientTlsFiles {
     /// PEM roots that verify the server's certificate.
     pub ca: PathBuf,
@@ -152,19 +152,25 @@ impl DialTarget {
     /// was opened with the TLS files as they are now, else a new one
     /// (offered to the others).
     pub async fn connect(&self) -> Result<Connected, ConnectError> {
-        let endpoint = crate::transport::tune(self.endpoint()?);
+        // The material first: files rotated between this read and the
+        // endpoint's make a channel tagged older than it is, which the
+        // next attempt replaces — never one reused with files it lacks.
         let shared = self.shared.as_ref().and_then(|slot| {
-            // Unreadable now (replaced between two reads): not shared.
+            // Unreadable now (replaced mid-rotation): not shared.
             let material = shared::material(self.tls.as_ref()).ok()?;
             Some((slot, material))
         });
         if let Some(held) = shared.and_then(|(slot, material)| slot.get(material)) {
             return Ok(held);
         }
+        let endpoint = crate::transport::tune(self.endpoint()?);
         let channel = endpoint.connect().await.map_err(ConnectError::Connect)?;
         Ok(match shared {
             Some((slot, material)) => slot.offer(channel, material),
-            None => Connected { channel, id: 0 },
+            None => Connected {
+                channel: Arc::new(channel),
+                id: 0,
+            },
         })
     }
 

@@ -3,69 +3,70 @@
 //! The hub reaches each remote cluster's agent twice: the push stream
 //! (`ResourceSink`, on the replica that dials the cluster) and the upward
 //! subscription (`ResourceSource`, on every replica). Each HTTP/2 client
-//! connection costs ~36 KiB at rest (h2's read and write buffers, hyper's
-//! request channel, tower's buffer), so two per cluster was a sixth of an
-//! idle cluster's memory. Targets made by [`Connections::share`] for the
-//! same peer hold one [`Slot`]: the first to connect puts its channel
-//! there, the other takes a clone, and both streams run on one
-//! connection.
+//! connection holds its own buffers at rest (h2's read and write buffers,
+//! hyper's request channel, tower's buffer): measured, the second
+//! connection was ~20 KiB of an idle cluster (docs/scaling.md). Targets
+//! made by [`Connections::share`] for the same peer, address and TLS files
+//! hold one [`Slot`]: the first to connect puts its channel there, the
+//! other takes it, and both streams run on one connection.
 //!
-//! A connection is not kept beyond its use. A dialer whose established
-//! stream ended, or whose call could not be made, [`forgets`](Slot::forget)
-//! the channel it used: its next attempt connects afresh, as an unshared
-//! dialer does (a dead connection is never handed out again; the other
-//! dialer keeps its clone until its own stream ends, then joins the new
-//! one). A changed certificate, key or CA (read at every attempt, as
-//! unshared) is a new connection too. The slot lives as long as a target
-//! holding it; the registry keeps only weak references.
+//! The slot holds the channel weakly: a connection lives while a stream
+//! uses it ([`Connected`] is held for the stream's life) and closes when
+//! the last one ends — a replica that does not push and waits to ask an
+//! agent that does not serve the upward report again holds none. A dialer
+//! whose established stream ended, or whose call could not be made,
+//! [`forgets`](Slot::forget) the channel it used: its next attempt
+//! connects afresh, as an unshared dialer does (the other dialer keeps it
+//! until its own stream ends, then joins the new one). TLS files changed
+//! since (read at every attempt, as unshared) mean a new connection too.
+//! The registry keeps only weak references.
 
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash as _, Hasher as _};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
-use tonic::transport::{Channel, Uri};
+use tonic::transport::Channel;
 
 use super::{ClientTlsFiles, DialTarget};
 
-/// Where the shared connections of the peers are found, by peer name.
+/// Where the shared connections are found: by peer name, address and TLS
+/// files (a reload that moves a peer elsewhere is another slot; the old
+/// one goes with its last target).
 #[derive(Debug, Default)]
 pub struct Connections {
-    peers: Mutex<HashMap<String, Peer>>,
+    inner: Mutex<Registry>,
 }
 
-#[derive(Debug)]
-struct Peer {
-    uri: Uri,
-    tls: Option<ClientTlsFiles>,
-    slot: Weak<Slot>,
+type Key = (String, String, Option<ClientTlsFiles>);
+
+#[derive(Debug, Default)]
+struct Registry {
+    slots: HashMap<Key, Weak<Slot>>,
+    /// Entries after the last sweep of dead ones: the next sweep comes
+    /// when the map has doubled (amortised O(1) per call, not O(peers)).
+    swept: usize,
 }
 
 impl Connections {
     /// `target`, sharing its connection with the other targets shared for
-    /// `peer` at the same address and TLS files (another address or other
-    /// files: a slot of its own, which later calls share).
+    /// `peer` at the same address with the same TLS files.
     pub fn share(&self, peer: &str, mut target: DialTarget) -> DialTarget {
-        let mut peers = self.peers.lock().unwrap_or_else(PoisonError::into_inner);
-        // Peers whose every target is gone.
-        peers.retain(|_, p| p.slot.strong_count() > 0);
-        let same = |p: &Peer| &p.uri == target.uri() && p.tls == target.tls;
-        let slot = match peers
-            .get(peer)
-            .filter(|p| same(p))
-            .and_then(|p| p.slot.upgrade())
-        {
+        let mut r = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        if r.slots.len() >= 2 * r.swept + 64 {
+            r.slots.retain(|_, slot| slot.strong_count() > 0);
+            r.swept = r.slots.len();
+        }
+        let key = (
+            peer.to_owned(),
+            target.uri().to_string(),
+            target.tls.clone(),
+        );
+        let slot = match r.slots.get(&key).and_then(Weak::upgrade) {
             Some(slot) => slot,
             None => {
                 let slot = Arc::new(Slot::default());
-                peers.insert(
-                    peer.to_owned(),
-                    Peer {
-                        uri: target.uri().clone(),
-                        tls: target.tls.clone(),
-                        slot: Arc::downgrade(&slot),
-                    },
-                );
+                r.slots.insert(key, Arc::downgrade(&slot));
                 slot
             }
         };
@@ -73,13 +74,13 @@ impl Connections {
         target
     }
 
-    /// Peers with a live slot.
+    /// Live slots.
     pub fn len(&self) -> usize {
-        let peers = self.peers.lock().unwrap_or_else(PoisonError::into_inner);
-        peers.values().filter(|p| p.slot.strong_count() > 0).count()
+        let r = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        r.slots.values().filter(|s| s.strong_count() > 0).count()
     }
 
-    /// Whether no peer has a live slot.
+    /// Whether no slot is live.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -96,37 +97,39 @@ pub struct Slot {
 
 #[derive(Debug)]
 struct Held {
-    channel: Channel,
+    channel: Weak<Channel>,
     id: u64,
     material: u64,
 }
 
 impl Slot {
-    /// The channel held, when it was opened with TLS material `material`.
+    /// The channel held and still used, when it was opened with TLS
+    /// material `material`.
     pub(super) fn get(&self, material: u64) -> Option<Connected> {
         let held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
-        held.as_ref()
-            .filter(|h| h.material == material)
-            .map(|h| Connected {
-                channel: h.channel.clone(),
-                id: h.id,
-            })
+        let h = held.as_ref().filter(|h| h.material == material)?;
+        Some(Connected {
+            channel: h.channel.upgrade()?,
+            id: h.id,
+        })
     }
 
     /// Offers a channel just connected: kept unless another dialer put a
-    /// channel of the same material there meanwhile, whose clone is
+    /// live channel of the same material there meanwhile, which is
     /// returned instead (ours is dropped, and its connection with it).
     pub(super) fn offer(&self, channel: Channel, material: u64) -> Connected {
         let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(h) = held.as_ref().filter(|h| h.material == material) {
-            return Connected {
-                channel: h.channel.clone(),
-                id: h.id,
-            };
+        if let Some((h, channel)) = held
+            .as_ref()
+            .filter(|h| h.material == material)
+            .and_then(|h| Some((h, h.channel.upgrade()?)))
+        {
+            return Connected { channel, id: h.id };
         }
         let id = self.last_id.fetch_add(1, Ordering::Relaxed) + 1;
+        let channel = Arc::new(channel);
         *held = Some(Held {
-            channel: channel.clone(),
+            channel: Arc::downgrade(&channel),
             id,
             material,
         });
@@ -144,11 +147,12 @@ impl Slot {
 }
 
 /// A channel to the peer, with the id its [`Slot`] knows it by (0:
-/// unshared).
+/// unshared). Hold it for as long as the stream on it runs: the shared
+/// connection closes when the last holder drops it.
 #[derive(Clone, Debug)]
 pub struct Connected {
     /// The channel.
-    pub channel: Channel,
+    pub channel: Arc<Channel>,
     /// Its id in the slot.
     pub id: u64,
 }

@@ -19,6 +19,7 @@ use crate::ledger::{Ledger, PeerRecord, Role};
 use crate::reconnect::{Backoff, ReconnectPolicy, reconnect_loop};
 use crate::source::drive::{End, settle};
 use crate::transport::DialError;
+use tonic::transport::Channel;
 
 /// A source to subscribe to.
 #[derive(Clone, Debug)]
@@ -77,7 +78,7 @@ pub async fn connect_once<U: Updater>(
             ConnectError::Connect(e) => DialError::Connect(crate::transport::connect_error(&e)),
         })?,
     };
-    let mut client = ResourceSourceClient::new(connected.channel.clone())
+    let mut client = ResourceSourceClient::new(Channel::clone(&connected.channel))
         .max_decoding_message_size(target.max_message_bytes)
         .max_encoding_message_size(target.max_message_bytes);
     let (tx, rx) = mpsc::channel::<Result<RequestResources, tonic::Status>>(64);

@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tonic::Status;
-use tonic::codec::{BufferSettings, Codec as _, DecodeBuf, Decoder, Streaming};
+use tonic::codec::{BufferSettings, Streaming};
 use tonic::transport::Channel;
 use tower::ServiceExt as _;
 use tracing::Instrument;
@@ -115,13 +115,13 @@ async fn dial_once(
     let body = ResponseBody::request(outgoing, target.max_message_bytes);
     let response = tokio::select! {
         () = shutdown.cancelled() => return Ok((End::Shutdown, false)),
-        r = establish(connected.channel.clone(), body, replica, target.max_message_bytes) => match r {
+        r = establish(Channel::clone(&connected.channel), body, replica, target.max_message_bytes) => match r {
             Ok(stream) => stream,
             Err(CallError::Answered(status)) => return Err(DialError::Refused(status)),
-            Err(CallError::NoCall(status)) => {
+            Err(CallError::NoCall(e)) => {
                 // The connection could not carry the call.
                 target.endpoint.forget(&connected);
-                return Err(DialError::Refused(status));
+                return Err(e);
             }
         },
     };
@@ -157,34 +157,18 @@ async fn dial_once(
 }
 
 /// The sink's requests (ACKs, NACKs: a collection, a nonce, an error) are
-/// small: tonic's default 8 KiB receive buffer per stream would be a
-/// twentieth of an idle cluster's memory.
+/// small: the receive buffer starts at this size (tonic's default, 8 KiB
+/// per stream, was a twentieth of an idle cluster's memory); it grows for
+/// a larger message as any.
 const ACK_BUFFER: usize = 1024;
-
-/// tonic's prost decoder with a receive buffer of [`ACK_BUFFER`] bytes at
-/// first (it grows for a larger message as any); tonic's default yield
-/// threshold (32 KiB).
-struct AckDecoder<D>(D);
-
-impl<D: Decoder<Error = Status>> Decoder for AckDecoder<D> {
-    type Item = D::Item;
-    type Error = Status;
-
-    fn decode(&mut self, buf: &mut DecodeBuf<'_>) -> Result<Option<D::Item>, Status> {
-        self.0.decode(buf)
-    }
-
-    fn buffer_settings(&self) -> BufferSettings {
-        BufferSettings::new(ACK_BUFFER, 32 * 1024)
-    }
-}
 
 /// Why [`establish`] gave no stream.
 enum CallError {
     /// The sink answered with a status (the connection works).
     Answered(Status),
-    /// The call could not be made on the connection.
-    NoCall(Status),
+    /// The call could not be made on the connection (with the cause's
+    /// whole chain, as a failed connect says it).
+    NoCall(DialError),
 }
 
 /// The gRPC path of `ResourceSink.EstablishResourceStream`.
@@ -213,17 +197,19 @@ where
         .header(http::header::TE, "trailers")
         .header(http::header::CONTENT_TYPE, "application/grpc")
         .body(tonic::body::Body::new(body))
-        .map_err(|e| CallError::NoCall(Status::internal(format!("building the request: {e}"))))?;
+        .map_err(|e| {
+            CallError::NoCall(DialError::Internal(format!("building the request: {e}")))
+        })?;
     if let Some(replica) = replica {
         request.headers_mut().insert(REPLICA_METADATA, replica);
     }
     let response = channel
         .oneshot(request)
         .await
-        .map_err(|e| CallError::NoCall(Status::from_error(Box::new(e))))?;
+        .map_err(|e| CallError::NoCall(DialError::Connect(crate::transport::connect_error(&e))))?;
     let status_code = response.status();
-    let decoder = AckDecoder(
-        tonic_prost::ProstCodec::<RequestResources, RequestResources>::default().decoder(),
+    let decoder = tonic_prost::ProstCodec::<RequestResources, RequestResources>::raw_decoder(
+        BufferSettings::new(ACK_BUFFER, 32 * 1024),
     );
     // A `grpc-status` among the headers: a trailers-only answer.
     match Status::from_header_map(response.headers()) {

@@ -31,6 +31,7 @@ async fn the_dialers_of_one_peer_share_one_connection_and_a_forgotten_one_is_rep
     let (address, mut count, _peer) = peer().await;
     let target = DialTarget::plaintext(Endpoint::from_shared(address.clone()).expect("uri"));
     let connections = Connections::default();
+    assert!(!target.is_shared());
     let push = connections.share("east", target.clone());
     let upward = connections.share("east", target.clone());
     assert!(push.is_shared() && upward.is_shared());
@@ -54,19 +55,23 @@ async fn the_dialers_of_one_peer_share_one_connection_and_a_forgotten_one_is_rep
     upward.forget(&second);
     assert_eq!(upward.connect().await.expect("connects").id, third.id);
 
+    // The connection lives while a stream holds it: once every holder
+    // let go, the next attempt connects.
+    let held = third.id;
+    drop((first, second, third));
+    let fourth = upward.connect().await.expect("connects");
+    assert_ne!(fourth.id, held, "nobody held the connection: a new one");
+    accepted(&mut count, 3).await;
+
     // Another peer, or the same peer at another address: a slot of its own.
     let west = connections.share("west", target.clone());
     let w = west.connect().await.expect("connects");
-    accepted(&mut count, 3).await;
+    accepted(&mut count, 4).await;
     assert_eq!(w.id, 1, "a new slot's first channel");
     assert_eq!(connections.len(), 2);
     let moved = DialTarget::plaintext(Endpoint::from_static("http://127.0.0.1:1"));
     let moved = connections.share("east", moved);
-    assert_eq!(
-        connections.len(),
-        2,
-        "east's entry now names the new address"
-    );
+    assert_eq!(connections.len(), 3, "east at another address");
     assert!(
         moved
             .shared
@@ -75,11 +80,13 @@ async fn the_dialers_of_one_peer_share_one_connection_and_a_forgotten_one_is_rep
             .is_some_and(|(a, b)| !Arc::ptr_eq(a, b)),
         "another address is another connection"
     );
+    // The targets of the old address keep theirs.
+    assert_eq!(push.connect().await.expect("connects").id, fourth.id);
 
     // An unshared target connects every time.
     let alone = target.connect().await.expect("connects");
     assert_eq!(alone.id, 0);
-    accepted(&mut count, 4).await;
+    accepted(&mut count, 5).await;
 
     // The registry holds no slot once its targets are gone.
     drop((push, upward, west, moved));

@@ -39,27 +39,13 @@ fn a_replica_leads_once_it_holds_the_lease_and_has_read_the_decisions_and_contin
     other.built(0, &v1);
     other.built(10, &v2);
 
-    let (follower, view) = controller_and_view();
-    let mut follower = follower.following();
-    follower.built(0, &v1);
-    follower.built(10, &v2);
-    let ledger = Ledger::new();
-    let (lease_tx, lease_rx) = watch::channel(lease(false, 0));
-    let (mirror_tx, mirror_rx) = watch::channel(None);
-    let mut staged = Staged {
-        controller: follower,
-        deliveries: ledger.deliveries(),
-        ledger: ledger.clone(),
-        requests: None,
-        gate_answers: None,
-        reports: None,
-        replicas: Some(Replicas {
-            leader: lease_rx,
-            mirrored: mirror_rx,
-            accepted: None,
-        }),
-        reloads: None,
-    };
+    let Rig {
+        mut staged,
+        view,
+        lease: lease_tx,
+        mirror: mirror_tx,
+    } = rig(&[&v1, &v2]);
+    let ledger = staged.ledger.clone();
 
     // The lease is won before the decisions were read: still following
     // (leading now would start over and overwrite the shared decisions).
@@ -132,14 +118,17 @@ fn mirrored_in_term(
     Some(Arc::new(m))
 }
 
-fn staged_follower(
-    v: &[&HashMap<Group, Arc<Snapshot>>],
-) -> (
-    Staged,
-    watch::Sender<LeaderStatus>,
-    watch::Sender<Option<Arc<crate::rollout::shared::Mirrored>>>,
-) {
-    let (follower, _view) = controller_and_view();
+/// A following replica's pipeline side and its inputs.
+struct Rig {
+    staged: Staged,
+    view: watch::Receiver<Arc<crate::rollout::View>>,
+    lease: watch::Sender<LeaderStatus>,
+    mirror: watch::Sender<Option<Arc<crate::rollout::shared::Mirrored>>>,
+}
+
+/// A replica that follows (no lease, nothing read yet) and built `v`.
+fn rig(v: &[&HashMap<Group, Arc<Snapshot>>]) -> Rig {
+    let (follower, view) = controller_and_view();
     let mut follower = follower.following();
     for (i, l) in v.iter().enumerate() {
         follower.built(10 * i as u64, l);
@@ -150,7 +139,7 @@ fn staged_follower(
     let staged = Staged {
         controller: follower,
         deliveries: ledger.deliveries(),
-        ledger: ledger.clone(),
+        ledger,
         requests: None,
         gate_answers: None,
         reports: None,
@@ -161,7 +150,12 @@ fn staged_follower(
         }),
         reloads: None,
     };
-    (staged, lease_tx, mirror_tx)
+    Rig {
+        staged,
+        view,
+        lease: lease_tx,
+        mirror: mirror_tx,
+    }
 }
 
 #[test]
@@ -187,7 +181,12 @@ fn a_restarted_replica_that_wins_the_lease_continues_the_previous_terms_decision
     // A replica started afresh wins the lease (term 2) before it read the
     // ConfigMap, which still holds term 1's decisions (nobody has led in
     // term 2 yet).
-    let (mut staged, lease_tx, mirror_tx) = staged_follower(&[&v1, &v2]);
+    let Rig {
+        mut staged,
+        lease: lease_tx,
+        mirror: mirror_tx,
+        ..
+    } = rig(&[&v1, &v2]);
     lease_tx.send_replace(lease(true, 2));
     assert!(staged.role(30).is_empty(), "not before it read them");
     mirror_tx.send_replace(decided);

@@ -36,37 +36,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build_server(false)
         .compile_fds(upward)?;
 
-    // The dial-out client sends pre-encoded messages (see `wire.rs`): same
-    // gRPC path as the generated client, another Rust type. (The servers
-    // write responses with meshhub-mcp's chunked body instead.)
-    let codec = "tonic_prost::ProstCodec";
-    let stream = |name: &str, route: &str, input: &str, output: &str| {
-        tonic_build::manual::Method::builder()
-            .name(name)
-            .route_name(route)
-            .input_type(input)
-            .output_type(output)
-            .codec_path(codec)
-            .client_streaming()
-            .server_streaming()
-            .build()
-    };
-    let sink = tonic_build::manual::Service::builder()
-        .name("ResourceSink")
-        .package("istio.mcp.v1alpha1")
-        .method(stream(
-            "establish_resource_stream",
-            "EstablishResourceStream",
-            "crate::wire::EncodedResources",
-            "crate::mcp::RequestResources",
-        ))
-        .build();
-    let wire_out = out.join("wire");
-    fs::create_dir_all(&wire_out)?;
-    tonic_build::manual::Builder::new()
-        .build_server(false)
-        .out_dir(&wire_out)
-        .compile(&[sink]);
     Ok(())
 }
 

@@ -130,6 +130,10 @@ enum Command {
 }
 
 /// The hub's allocator, so that the hub process measured runs as `meshhub` does.
+/// Feature `system-allocator` leaves the C library's, for heap profilers
+/// that interpose `malloc` (heaptrack: docs/performance.md, "Where the
+/// memory goes").
+#[cfg(not(feature = "system-allocator"))]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

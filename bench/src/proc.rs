@@ -97,9 +97,12 @@ impl Child {
         args: &[String],
         env: &[(&str, &str)],
     ) -> Result<Self> {
-        let mut child = Command::new(program)
-            .args(args)
-            .envs(env.iter().copied())
+        let mut command = Command::new(program);
+        command.args(args).envs(env.iter().copied());
+        if name == "hub" {
+            command.envs(hub_env());
+        }
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -209,4 +212,16 @@ impl Commands {
         }
         Ok(Some(v))
     }
+}
+
+/// `MESHHUB_BENCH_HUB_ENV`: `KEY=VALUE` pairs, separated by whitespace,
+/// given to the hub processes only (a heap profiler's `LD_PRELOAD` and
+/// output file: docs/performance.md, "Where the memory goes").
+fn hub_env() -> Vec<(String, String)> {
+    std::env::var("MESHHUB_BENCH_HUB_ENV")
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
 }

@@ -34,6 +34,7 @@ pub mod parity;
 pub mod pod;
 pub mod ports;
 pub mod prometheus;
+pub mod promql;
 pub mod standin;
 pub mod turn;
 pub mod upstream;

@@ -25,6 +25,25 @@ pub fn prometheus_bin() -> &'static Path {
     })
 }
 
+/// `promtool` (rule checks and unit tests): `MESHHUB_PROMTOOL_BIN` if set,
+/// else the one beside [`prometheus_bin`] (Debian's `prometheus` package
+/// ships both).
+pub fn promtool_bin() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| match std::env::var_os("MESHHUB_PROMTOOL_BIN") {
+        Some(p) => PathBuf::from(p),
+        None => {
+            let bin = prometheus_bin().with_file_name("promtool");
+            assert!(
+                bin.exists(),
+                "no promtool beside {} (set MESHHUB_PROMTOOL_BIN)",
+                prometheus_bin().display()
+            );
+            bin
+        }
+    })
+}
+
 /// A `/metrics` endpoint serving `requests_failed{cluster="<c>"} <value>`
 /// for each cluster, each value set by the test.
 #[derive(Debug)]

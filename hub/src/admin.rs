@@ -6,6 +6,7 @@
 //! and `/debug/object` ([`objects`]: one object's sources, validation
 //! and delivery).
 
+pub mod fleet;
 pub mod objects;
 
 use std::sync::Arc;

@@ -147,8 +147,7 @@ impl Hub {
         let rules = GroupRules::new(&config.clusters).with_access(config.access.clone());
         crate::groups::warn_about_access(&config.access, &config.clusters);
         // The reloader is the single writer of the clusters configuration;
-        // the pipeline, the gRPC services, the dialers and the admin port
-        // follow these.
+        // the pipeline, gRPC, the dialers and the admin port follow it.
         let (rules_tx, rules_rx) = watch::channel(rules.clone());
         let (agents_tx, agents_rx) = watch::channel(Arc::new(config.agents.clone()));
         let (labels_tx, labels_rx) = watch::channel(Arc::new(config.cluster_labels.clone()));
@@ -189,9 +188,8 @@ impl Hub {
             config.unknown_fields,
             semantic_check(),
         );
-        // One Kubernetes client per API server: the sources, leader
-        // election and shared pins configured with the same connection
-        // share it (and its connection pool).
+        // One Kubernetes client per API server: the sources, leader election
+        // and shared pins configured with the same connection share it.
         let mut clients = Clients::default();
         let mut sources: Vec<Box<dyn Source>> = Vec::new();
         // Status write-back: one writer per Kubernetes source that asks.
@@ -435,7 +433,8 @@ impl Hub {
         }
         drop(events_tx);
 
-        // gRPC: ResourceSource, ADS and health.
+        // gRPC: ResourceSource, ADS and health, with the transport settings
+        // and flow control.
         let shared = Shared {
             cache: cache.clone(),
             groups: Arc::new(LiveRules(rules_rx.clone())) as Arc<dyn GroupIndex>,
@@ -448,8 +447,6 @@ impl Hub {
             shutdown: shutdown.clone(),
             tasks: tasks.clone(),
         };
-        // ResourceSource and ADS with the transport settings and flow
-        // control (`limits`), health, reflection.
         let base = meshhub_runtime::grpc::serving_port(
             shared,
             kinds.clone(),
@@ -505,7 +502,8 @@ impl Hub {
         );
 
         // Remote clusters: one dialer per agent (on the leader, or on the
-        // holder of the cluster's shard).
+        // holder of the cluster's shard); one connection with the upward's.
+        let connections = Arc::<meshhub_mcp::dial::Connections>::default();
         tasks.spawn(
             clusters::run(
                 agents_rx.clone(),
@@ -516,6 +514,7 @@ impl Hub {
                     tasks: tasks.clone(),
                     max_message_bytes: config.limits.max_message_bytes,
                     replica: config.leader_election.as_ref().map(|l| l.identity.clone()),
+                    connections: connections.clone(),
                 },
                 shutdown.clone(),
             )
@@ -541,6 +540,7 @@ impl Hub {
                     ledger: ledger.clone(),
                     tasks: tasks.clone(),
                     max_message_bytes: config.limits.max_message_bytes,
+                    connections,
                     unserved_retry: crate::upward::UNSERVED_RETRY,
                 },
                 updates_tx,
@@ -587,7 +587,7 @@ impl Hub {
         );
 
         // Admin HTTP and the metrics upkeep.
-        let admin_state = AdminState {
+        let mut admin_state = AdminState {
             status: status.clone(),
             cache: cache.clone(),
             rules: rules_rx,
@@ -605,6 +605,9 @@ impl Hub {
             grpc_tls: grpc_tls.as_ref().map(|t| t.status()),
             reports: reports_rx,
         };
+        // `/metrics` also says how each cluster this replica dials stands.
+        let fleet = admin::fleet::section_of(&admin_state, rollout.view.clone());
+        admin_state.base.add_metrics(fleet);
         // The history's pin and unpin change what clusters are served: behind
         // the admin authorization like every state-changing endpoint.
         let mut admin_routes = admin::router(admin_state.clone())

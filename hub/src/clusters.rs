@@ -31,7 +31,7 @@ use std::time::Duration;
 use meshhub_api::status::RemoteView;
 use meshhub_api::upward::{ClusterReportView, ObjectProblemView};
 use meshhub_mcp::cache::{Group, SnapshotCache};
-use meshhub_mcp::dial::DialTarget;
+use meshhub_mcp::dial::{Connections, DialTarget};
 use meshhub_mcp::ledger::{CollectionStatus, Ledger, PeerStatus, Role, SyncState};
 use meshhub_mcp::source::SourceConfig;
 use meshhub_mcp::source::dialer::{self, SinkTarget};
@@ -87,6 +87,8 @@ pub struct DialerDeps {
     pub max_message_bytes: usize,
     /// This replica's identity, sent to the agents (leader election on).
     pub replica: Option<String>,
+    /// The agents' connections, shared with the upward subscribers.
+    pub connections: Arc<Connections>,
 }
 
 struct Running {
@@ -195,7 +197,7 @@ fn reconcile(
             continue;
         }
         let endpoint = match endpoint(spec) {
-            Ok(e) => e,
+            Ok(e) => deps.connections.share(cluster, e),
             Err(e) => {
                 error!(error = %meshhub_runtime::error_chain(&e), "can't dial this agent");
                 continue;

@@ -255,6 +255,8 @@ pub struct UpwardDeps {
     pub tasks: TaskTracker,
     /// gRPC message limit both ways.
     pub max_message_bytes: usize,
+    /// The agents' connections, shared with the push dialers.
+    pub connections: Arc<meshhub_mcp::dial::Connections>,
     /// How long to wait before asking an agent that does not serve the
     /// upward report again ([`UNSERVED_RETRY`]; shorter in tests).
     pub unserved_retry: Duration,
@@ -467,7 +469,7 @@ async fn reconcile(
         };
         let target = SourceTarget {
             name: peer_name(&cluster),
-            endpoint,
+            endpoint: deps.connections.share(&cluster, endpoint),
             config: Arc::new(SinkConfig {
                 node: SinkNode {
                     id: NODE_ID.to_owned(),

@@ -15,9 +15,12 @@
 //! sources and the sink agent's pull mode all dial through it.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
+pub mod shared;
 pub mod spec;
 
+pub use shared::{Connected, Connections};
 pub use spec::{DialDefaults, DialSpec, RawClientTls, RawDialSpec};
 
 use tonic::transport::{ClientTlsConfig, Endpoint, Uri};
@@ -53,7 +56,7 @@ pub enum DialError {
 
 /// PEM files of a client's TLS: roots that verify the server, an optional
 /// client certificate for mutual TLS, and the name to verify.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ClientTlsFiles {
     /// PEM roots that verify the server's certificate.
     pub ca: PathBuf,
@@ -74,11 +77,25 @@ impl ClientTlsFiles {
     }
 }
 
+/// Why [`DialTarget::connect`] gave no channel.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    /// The endpoint could not be prepared (its TLS files).
+    #[error(transparent)]
+    Prepare(#[from] DialError),
+    /// No connection.
+    #[error("connect")]
+    Connect(#[source] tonic::transport::Error),
+}
+
 /// An endpoint to dial, plaintext or with client TLS files.
 #[derive(Clone, Debug)]
 pub struct DialTarget {
     endpoint: Endpoint,
     tls: Option<ClientTlsFiles>,
+    /// The connection shared with the other dialers of the same peer
+    /// ([`Connections::share`]); none: a connection per attempt.
+    shared: Option<Arc<shared::Slot>>,
 }
 
 impl DialTarget {
@@ -87,6 +104,7 @@ impl DialTarget {
         Self {
             endpoint,
             tls: None,
+            shared: None,
         }
     }
 
@@ -94,7 +112,11 @@ impl DialTarget {
     /// files once now, so that a wrong path is a configuration error at
     /// start rather than a retried connection error.
     pub fn new(endpoint: Endpoint, tls: Option<ClientTlsFiles>) -> Result<Self, DialError> {
-        let target = Self { endpoint, tls };
+        let target = Self {
+            endpoint,
+            tls,
+            shared: None,
+        };
         target.endpoint()?;
         Ok(target)
     }
@@ -123,5 +145,46 @@ impl DialTarget {
                 uri: self.endpoint.uri().clone(),
                 source,
             })
+    }
+
+    /// A channel for one attempt, with meshhub's transport settings: the
+    /// connection shared with the peer's other dialers when it is held and
+    /// was opened with the TLS files as they are now, else a new one
+    /// (offered to the others).
+    pub async fn connect(&self) -> Result<Connected, ConnectError> {
+        // The material first: files rotated between this read and the
+        // endpoint's make a channel tagged older than it is, which the
+        // next attempt replaces — never one reused with files it lacks.
+        let shared = self.shared.as_ref().and_then(|slot| {
+            // Unreadable now (replaced mid-rotation): not shared.
+            let material = shared::material(self.tls.as_ref()).ok()?;
+            Some((slot, material))
+        });
+        if let Some(held) = shared.and_then(|(slot, material)| slot.get(material)) {
+            return Ok(held);
+        }
+        let endpoint = crate::transport::tune(self.endpoint()?);
+        let channel = endpoint.connect().await.map_err(ConnectError::Connect)?;
+        Ok(match shared {
+            Some((slot, material)) => slot.offer(channel, material),
+            None => Connected {
+                channel: Arc::new(channel),
+                id: 0,
+            },
+        })
+    }
+
+    /// The dialer's stream on `connected` ended or could not be opened:
+    /// its next attempt opens a new connection (the peer's other dialers
+    /// keep theirs until their own stream ends).
+    pub fn forget(&self, connected: &Connected) {
+        if let Some(slot) = &self.shared {
+            slot.forget(connected.id);
+        }
+    }
+
+    /// Whether this target shares its connection.
+    pub fn is_shared(&self) -> bool {
+        self.shared.is_some()
     }
 }

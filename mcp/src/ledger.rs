@@ -21,6 +21,11 @@ pub const RETAINED_DISCONNECTED: usize = 256;
 /// fall behind before it loses the oldest ones.
 pub const DELIVERY_BACKLOG: usize = 1024;
 
+/// Histogram (label `role`): from a response sent (source) or received
+/// (sink) to its ACK — on the hub's dial-out, a push's round trip through
+/// the agent, the fan-out latency dashboards show.
+pub const METRIC_ACK_SECONDS: &str = "meshhub_mcp_ack_seconds";
+
 /// The answer a peer gave to one response.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
@@ -580,7 +585,13 @@ impl PeerRecord {
 
     /// An ACK was received (source) or sent (sink).
     pub fn acked(&self, collection: &str, version: &str, nonce: &str) {
+        let mut took = None;
         self.collection(collection, |c| {
+            took = c
+                .sent
+                .as_ref()
+                .filter(|s| s.nonce == nonce)
+                .and_then(|s| SystemTime::now().duration_since(s.at.0).ok());
             c.acked = Some(Versioned {
                 version: version.to_owned(),
                 nonce: nonce.to_owned(),
@@ -590,6 +601,10 @@ impl PeerRecord {
         });
         self.announce(collection, version, Outcome::Ack, None);
         metrics::counter!("meshhub_mcp_acks_total", "role" => self.role().as_str(), "collection" => collection.to_owned()).increment(1);
+        if let Some(took) = took {
+            metrics::histogram!(METRIC_ACK_SECONDS, "role" => self.role().as_str())
+                .record(took.as_secs_f64());
+        }
     }
 
     /// A NACK was received (source) or sent (sink).

@@ -14,10 +14,9 @@
 //!   `DeltaDiscoveryResponse`; each shared resource is framed as
 //!   `Resource{version, resource: Any{…, value}, name}` (Delta MCP-over-xDS).
 //!
-//! [`sink_client`] carries the same gRPC path as the generated client in
-//! [`crate::mcp`]; only the Rust type of the outgoing message differs. The
-//! servers (in `meshhub-mcp`) write these messages with a chunked body that
-//! sends the shared bytes without a per-stream copy: the resources of a
+//! The servers and the hub's dial-out (in `meshhub-mcp`) write these
+//! messages with a chunked body that sends the shared bytes without a
+//! per-stream copy: the resources of a
 //! full-state or incremental response go out as their list's
 //! [`ResourceList::section`], framed once for every stream.
 
@@ -539,17 +538,6 @@ impl Message for EncodedDeltaDiscoveryResponse {
         *self = Self::default();
     }
 }
-
-#[allow(clippy::all, missing_docs, unreachable_pub)]
-mod generated {
-    include!(concat!(
-        env!("OUT_DIR"),
-        "/wire/istio.mcp.v1alpha1.ResourceSink.rs"
-    ));
-}
-
-/// `ResourceSink` client sending [`EncodedResources`] (the hub's dial-out).
-pub use generated::resource_sink_client as sink_client;
 
 #[cfg(test)]
 mod tests;

@@ -35,6 +35,9 @@ pub struct AdminBase {
     pub debug: DebugState,
     /// Protection of state-changing endpoints.
     pub auth: AdminAuth,
+    /// Parts of `/metrics` worked out when scraped, after the recorder's
+    /// and the process's own ([`crate::metrics::process_section`]).
+    pub sections: Vec<crate::metrics::Section>,
 }
 
 impl std::fmt::Debug for AdminBase {
@@ -96,7 +99,13 @@ impl AdminBase {
                 shutdown,
             },
             auth: AdminAuth::new(token_file, listen),
+            sections: Vec::new(),
         }
+    }
+
+    /// Adds `section` to what `/metrics` serves.
+    pub fn add_metrics(&mut self, section: crate::metrics::Section) {
+        self.sections.push(section);
     }
 }
 
@@ -123,11 +132,21 @@ async fn readyz(State(b): State<AdminBase>) -> Response {
 }
 
 async fn metrics(State(b): State<AdminBase>) -> Response {
-    (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        b.metrics.render(),
-    )
-        .into_response()
+    let mut text = crate::metrics::Text::default();
+    crate::metrics::process_section(
+        &mut text,
+        (b.ready)().is_ok(),
+        b.debug.process.started_unix(),
+    );
+    for section in &b.sections {
+        section(&mut text);
+    }
+    let mut body = b.metrics.render();
+    if !body.is_empty() && !body.ends_with('\n') {
+        body.push('\n');
+    }
+    body.push_str(&text.into_string());
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
 }
 
 /// Serves `router` on `listener` until `shutdown`.

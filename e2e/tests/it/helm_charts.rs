@@ -28,6 +28,82 @@ use serde_json::{Value, json};
 const NS: &str = "meshhub";
 const NET: &str = "networking.istio.io/v1";
 
+/// The Prometheus Operator's ServiceMonitor and PrometheusRule kinds, as
+/// much of their schema as the charts use (written here: the operator's
+/// CRDs are not fetched): the fields' types, what is required, the
+/// duration pattern of `for`.
+const MONITORING_CRDS: &str = r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: servicemonitors.monitoring.coreos.com}
+spec:
+  group: monitoring.coreos.com
+  scope: Namespaced
+  names: {kind: ServiceMonitor, listKind: ServiceMonitorList, plural: servicemonitors, singular: servicemonitor}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        required: [spec]
+        properties:
+          spec:
+            type: object
+            required: [selector]
+            properties:
+              jobLabel: {type: string}
+              selector: {type: object, x-kubernetes-preserve-unknown-fields: true}
+              endpoints:
+                type: array
+                items:
+                  type: object
+                  properties:
+                    port: {type: string}
+                    path: {type: string}
+                    interval: {type: string, pattern: '^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$'}
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: prometheusrules.monitoring.coreos.com}
+spec:
+  group: monitoring.coreos.com
+  scope: Namespaced
+  names: {kind: PrometheusRule, listKind: PrometheusRuleList, plural: prometheusrules, singular: prometheusrule}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        required: [spec]
+        properties:
+          spec:
+            type: object
+            properties:
+              groups:
+                type: array
+                items:
+                  type: object
+                  required: [name, rules]
+                  properties:
+                    name: {type: string, minLength: 1}
+                    interval: {type: string}
+                    rules:
+                      type: array
+                      items:
+                        type: object
+                        required: [expr]
+                        properties:
+                          alert: {type: string}
+                          record: {type: string}
+                          expr: {x-kubernetes-int-or-string: true}
+                          for: {type: string, pattern: '^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$'}
+                          labels: {type: object, additionalProperties: {type: string}}
+                          annotations: {type: object, additionalProperties: {type: string}}
+"#;
+
 fn write(dir: &Path, name: &str, text: &str) -> String {
     let p = dir.join(name);
     std::fs::write(&p, text).unwrap();
@@ -95,6 +171,12 @@ async fn the_charts_render_and_every_object_is_accepted_by_a_real_api_server() {
     let client = planes.client("primary").await;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
+    // The chart's ServiceMonitor and PrometheusRule are applied too.
+    let monitoring_crds = dir.join("monitoring-crds.yaml");
+    std::fs::write(&monitoring_crds, MONITORING_CRDS).unwrap();
+    planes
+        .install_crds_file("primary", &monitoring_crds, &[])
+        .await;
 
     let ca = Ca::new("meshhub-helm-e2e-ca");
     let Leaf { cert, key: key_pem } = ca.server(&["meshhub.meshhub.svc"]);
@@ -106,7 +188,7 @@ async fn the_charts_render_and_every_object_is_accepted_by_a_real_api_server() {
         dir,
         "hub-values.yaml",
         &format!(
-            "replicaCount: 2\nleaderElection: {{enabled: true}}\npodDisruptionBudget: {{enabled: true}}\nhistory: {{enabled: true, keep: 20}}\naudit: {{enabled: true, file: true}}\nwebhook:\n  enabled: true\n  certSecret: meshhub-webhook-tls\n  caBundle: {}\nconfig:\n  sources:\n    - name: kubernetes\n      kubernetes: {{namespaces: [bookinfo]}}\n  clusters:\n    - name: east\n      namespaces: [bookinfo]\n      agent:\n        address: https://agent.east.example:9911\n        tls: {{ca: /etc/meshhub/tls/ca.crt, cert: /etc/meshhub/tls/tls.crt, key: /etc/meshhub/tls/tls.key}}\n",
+            "replicaCount: 2\nleaderElection: {{enabled: true}}\npodDisruptionBudget: {{enabled: true}}\nserviceMonitor: {{enabled: true}}\nprometheusRule: {{enabled: true, alerts: {{MeshhubClusterNotSynced: {{for: 30m}}}}}}\ndashboards: {{enabled: true}}\nhistory: {{enabled: true, keep: 20}}\naudit: {{enabled: true, file: true}}\nwebhook:\n  enabled: true\n  certSecret: meshhub-webhook-tls\n  caBundle: {}\nconfig:\n  sources:\n    - name: kubernetes\n      kubernetes: {{namespaces: [bookinfo]}}\n  clusters:\n    - name: east\n      namespaces: [bookinfo]\n      agent:\n        address: https://agent.east.example:9911\n        tls: {{ca: /etc/meshhub/tls/ca.crt, cert: /etc/meshhub/tls/tls.crt, key: /etc/meshhub/tls/tls.key}}\n",
             base64(&ca)
         ),
     );
@@ -141,6 +223,8 @@ async fn the_charts_render_and_every_object_is_accepted_by_a_real_api_server() {
         "Secret",
         "PodDisruptionBudget",
         "ValidatingWebhookConfiguration",
+        "ServiceMonitor",
+        "PrometheusRule",
     ] {
         assert!(
             !find(&hub, kind).is_empty(),
@@ -148,6 +232,26 @@ async fn the_charts_render_and_every_object_is_accepted_by_a_real_api_server() {
             kinds(&hub)
         );
     }
+    // The configuration and one ConfigMap per Grafana dashboard.
+    let dashboards = find(&hub, "ConfigMap")
+        .into_iter()
+        .filter(|c| {
+            c.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("grafana_dashboard"))
+                .is_some_and(|v| v == "1")
+        })
+        .count();
+    assert_eq!(
+        dashboards,
+        4,
+        "{:?}",
+        find(&hub, "ConfigMap")
+            .iter()
+            .map(|c| key(c))
+            .collect::<Vec<_>>()
+    );
 
     // Secure defaults, probes and the shutdown grace in the Deployment.
     let deploy = serde_json::to_value(find(&hub, "Deployment")[0]).unwrap();
@@ -183,7 +287,11 @@ async fn the_charts_render_and_every_object_is_accepted_by_a_real_api_server() {
         "Istio port naming: {svc}"
     );
     // The configuration carries the chart-owned blocks.
-    let cm = serde_json::to_value(find(&hub, "ConfigMap")[0]).unwrap();
+    let cm = find(&hub, "ConfigMap")
+        .into_iter()
+        .map(|c| serde_json::to_value(c).unwrap())
+        .find(|c| c["data"]["meshhub.yaml"].is_string())
+        .expect("the configuration's ConfigMap");
     let config = cm["data"]["meshhub.yaml"].as_str().unwrap();
     assert!(
         config.contains("leaderElection:") && config.contains("webhook:"),
@@ -295,9 +403,8 @@ async fn the_charts_render_and_every_object_is_accepted_by_a_real_api_server() {
     assert_eq!(deploy["spec"]["strategy"]["type"], "Recreate");
     install(&client, &agent).await;
 
-    // Optional parts render when asked (the ServiceMonitor CRD is not
-    // installed here, so it is rendered, not applied), and missing required
-    // values are clear errors.
+    // Optional parts are left out unless asked (the hub above asked for
+    // every one), and missing required values are clear errors.
     let with_monitor = tokio::task::block_in_place(|| {
         template(
             "meshhub",
@@ -308,6 +415,8 @@ async fn the_charts_render_and_every_object_is_accepted_by_a_real_api_server() {
     })
     .unwrap();
     assert!(!find(&objects(&with_monitor), "ServiceMonitor").is_empty());
+    assert!(find(&objects(&with_monitor), "PrometheusRule").is_empty());
+    assert_eq!(find(&objects(&with_monitor), "ConfigMap").len(), 1);
     // Status write-back: `patch` on the Istio kinds' status, only when a
     // Kubernetes source of the configuration turns it on.
     let status_rule = |rendered: &str| {

@@ -6,6 +6,7 @@
 
 mod binary_runtime;
 mod chaos_soak;
+mod chart_monitoring;
 mod grpcurl;
 mod helm_charts;
 mod image;
@@ -15,6 +16,7 @@ mod istiod;
 mod kube_harness;
 mod kube_multicluster;
 mod leader_election;
+mod monitoring_metrics;
 mod multicluster;
 mod reconnect_churn;
 mod rollout_clusters;

@@ -184,6 +184,7 @@ mod at_rest {
             ledger: Ledger::new(),
             tasks: tasks.clone(),
             max_message_bytes: 4 << 20,
+            connections: Arc::default(),
             unserved_retry: Duration::from_secs(3600),
         };
         tasks.spawn(run(agents_rx, deps, tx, shutdown.clone()));
@@ -253,6 +254,7 @@ async fn subscribers_are_announced_with_their_generation() {
         ledger: Ledger::new(),
         tasks: TaskTracker::new(),
         max_message_bytes: 4 << 20,
+        connections: Arc::default(),
         unserved_retry: UNSERVED_RETRY,
     };
     let mut running = BTreeMap::new();

@@ -14,10 +14,12 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::{SinkConfig, SinkStream, Updater};
+use crate::dial::ConnectError;
 use crate::ledger::{Ledger, PeerRecord, Role};
 use crate::reconnect::{Backoff, ReconnectPolicy, reconnect_loop};
 use crate::source::drive::{End, settle};
 use crate::transport::DialError;
+use tonic::transport::Channel;
 
 /// A source to subscribe to.
 #[derive(Clone, Debug)]
@@ -69,16 +71,14 @@ pub async fn connect_once<U: Updater>(
     record: &PeerRecord,
     shutdown: &CancellationToken,
 ) -> Result<(End, bool), DialError> {
-    let endpoint = target
-        .endpoint
-        .endpoint()
-        .map_err(|e| DialError::Endpoint(e.to_string()))?;
-    let endpoint = crate::transport::tune(endpoint);
-    let channel = tokio::select! {
+    let connected = tokio::select! {
         () = shutdown.cancelled() => return Ok((End::Shutdown, false)),
-        c = endpoint.connect() => c.map_err(|e| DialError::Connect(crate::transport::connect_error(&e)))?,
+        c = target.endpoint.connect() => c.map_err(|e| match e {
+            ConnectError::Prepare(e) => DialError::Endpoint(e.to_string()),
+            ConnectError::Connect(e) => DialError::Connect(crate::transport::connect_error(&e)),
+        })?,
     };
-    let mut client = ResourceSourceClient::new(channel)
+    let mut client = ResourceSourceClient::new(Channel::clone(&connected.channel))
         .max_decoding_message_size(target.max_message_bytes)
         .max_encoding_message_size(target.max_message_bytes);
     let (tx, rx) = mpsc::channel::<Result<RequestResources, tonic::Status>>(64);
@@ -96,7 +96,14 @@ pub async fn connect_once<U: Updater>(
     }
     let response = tokio::select! {
         () = shutdown.cancelled() => return Ok((End::Shutdown, false)),
-        r = call => r.map_err(DialError::Refused)?,
+        r = call => r.map_err(|status| {
+            // The connection could not carry the call (an answer of the
+            // source, such as UNIMPLEMENTED, says it can).
+            if matches!(status.code(), tonic::Code::Unavailable | tonic::Code::Unknown) {
+                target.endpoint.forget(&connected);
+            }
+            DialError::Refused(status)
+        })?,
     };
     record.connected();
     tracing::info!("subscribed");
@@ -118,6 +125,11 @@ pub async fn connect_once<U: Updater>(
         End::PeerClosed => final_status(&mut responses).await,
         end => end,
     };
+    if !matches!(end, End::Shutdown | End::Withdrawn) {
+        // The connection may be what ended it: the next attempt opens a
+        // new one.
+        target.endpoint.forget(&connected);
+    }
     Ok((end, healthy))
 }
 

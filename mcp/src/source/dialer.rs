@@ -8,16 +8,23 @@
 
 use std::sync::Arc;
 
+use http::HeaderValue;
+use meshhub_proto::mcp::RequestResources;
 use meshhub_proto::wire::EncodedResources;
-use meshhub_proto::wire::sink_client::ResourceSinkClient;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
+use tonic::Status;
+use tonic::codec::{BufferSettings, Streaming};
+use tonic::transport::Channel;
+use tower::ServiceExt as _;
 use tracing::Instrument;
 
+use super::body::{Layout, ResponseBody};
 use super::drive::{End, Plumbing, Queued, drive, settle};
 use super::{SourceConfig, SourceStream, TRIGGER_COLLECTION};
 use crate::cache::{Group, SnapshotCache};
+use crate::dial::ConnectError;
 use crate::ledger::{Ledger, Role};
 use crate::reconnect::{Backoff, ReconnectPolicy, reconnect_loop};
 use crate::transport::DialError;
@@ -79,18 +86,13 @@ async fn dial_once(
     record: &crate::ledger::PeerRecord,
     shutdown: &CancellationToken,
 ) -> Result<(End, bool), DialError> {
-    let endpoint = target
-        .endpoint
-        .endpoint()
-        .map_err(|e| DialError::Endpoint(e.to_string()))?;
-    let endpoint = crate::transport::tune(endpoint);
-    let channel = tokio::select! {
+    let connected = tokio::select! {
         () = shutdown.cancelled() => return Ok((End::Shutdown, false)),
-        c = endpoint.connect() => c.map_err(|e| DialError::Connect(crate::transport::connect_error(&e)))?,
+        c = target.endpoint.connect() => c.map_err(|e| match e {
+            ConnectError::Prepare(e) => DialError::Endpoint(e.to_string()),
+            ConnectError::Connect(e) => DialError::Connect(crate::transport::connect_error(&e)),
+        })?,
     };
-    let mut client = ResourceSinkClient::new(channel)
-        .max_decoding_message_size(target.max_message_bytes)
-        .max_encoding_message_size(target.max_message_bytes);
     let (tx, rx) = mpsc::channel::<Queued<EncodedResources>>(16);
     // Some proxies only open the stream once the client sent something.
     let trigger = EncodedResources {
@@ -100,19 +102,28 @@ async fn dial_once(
     tx.send(Box::new(Ok(trigger)))
         .await
         .map_err(|_| DialError::Internal("queue closed".into()))?;
-    let outgoing = tokio_stream::StreamExt::map_while(ReceiverStream::new(rx), |q| (*q).ok());
-    let mut request = tonic::Request::new(outgoing);
-    if let Some(replica) = &target.replica {
-        let value = replica.parse().map_err(|_| {
+    let replica = match &target.replica {
+        Some(replica) => Some(HeaderValue::from_str(replica).map_err(|_| {
             DialError::Internal(format!(
                 "replica identity {replica:?} is not valid gRPC metadata"
             ))
-        })?;
-        request.metadata_mut().insert(REPLICA_METADATA, value);
-    }
+        })?),
+        None => None,
+    };
+    let outgoing =
+        tokio_stream::StreamExt::map_while(ReceiverStream::new(rx), |q| (*q).ok().map(Ok));
+    let body = ResponseBody::request(outgoing, target.max_message_bytes);
     let response = tokio::select! {
         () = shutdown.cancelled() => return Ok((End::Shutdown, false)),
-        r = client.establish_resource_stream(request) => r.map_err(DialError::Refused)?,
+        r = establish(Channel::clone(&connected.channel), body, replica, target.max_message_bytes) => match r {
+            Ok(stream) => stream,
+            Err(CallError::Answered(status)) => return Err(DialError::Refused(status)),
+            Err(CallError::NoCall(e)) => {
+                // The connection could not carry the call.
+                target.endpoint.forget(&connected);
+                return Err(e);
+            }
+        },
     };
     record.connected();
     metrics::gauge!("meshhub_mcp_streams", "role" => "dialer").increment(1.0);
@@ -130,12 +141,86 @@ async fn dial_once(
         },
         &mut machine,
         None,
-        response.into_inner(),
+        response,
         &tx,
         |r| r,
         || healthy = true,
     )
     .await;
     metrics::gauge!("meshhub_mcp_streams", "role" => "dialer").decrement(1.0);
+    if !matches!(end, End::Shutdown | End::Withdrawn) {
+        // The connection may be what ended it: the next attempt opens a
+        // new one.
+        target.endpoint.forget(&connected);
+    }
     Ok((end, healthy))
+}
+
+/// The sink's requests (ACKs, NACKs: a collection, a nonce, an error) are
+/// small: the receive buffer starts at this size (tonic's default, 8 KiB
+/// per stream, was a twentieth of an idle cluster's memory); it grows for
+/// a larger message as any.
+const ACK_BUFFER: usize = 1024;
+
+/// Why [`establish`] gave no stream.
+enum CallError {
+    /// The sink answered with a status (the connection works).
+    Answered(Status),
+    /// The call could not be made on the connection (with the cause's
+    /// whole chain, as a failed connect says it).
+    NoCall(DialError),
+}
+
+/// The gRPC path of `ResourceSink.EstablishResourceStream`.
+const ESTABLISH_PATH: &str = "/istio.mcp.v1alpha1.ResourceSink/EstablishResourceStream";
+
+/// Opens the sink's stream with `body` as the request: what tonic's
+/// generated client does, but with our message body, which holds nothing
+/// of a sent message once it is written (tonic's encoder keeps a buffer
+/// the size of the largest message for the life of the stream: a full
+/// snapshot per idle cluster). The answer is decoded by tonic, with the
+/// same checks (trailers-only status, HTTP status, message limit).
+async fn establish<M, S>(
+    channel: Channel,
+    body: ResponseBody<M, S>,
+    replica: Option<HeaderValue>,
+    max_message_bytes: usize,
+) -> Result<Streaming<RequestResources>, CallError>
+where
+    M: Layout,
+    S: futures::Stream<Item = Result<M, Status>> + Unpin + Send + 'static,
+{
+    let mut request = http::Request::builder()
+        .method(http::Method::POST)
+        .version(http::Version::HTTP_2)
+        .uri(ESTABLISH_PATH)
+        .header(http::header::TE, "trailers")
+        .header(http::header::CONTENT_TYPE, "application/grpc")
+        .body(tonic::body::Body::new(body))
+        .map_err(|e| {
+            CallError::NoCall(DialError::Internal(format!("building the request: {e}")))
+        })?;
+    if let Some(replica) = replica {
+        request.headers_mut().insert(REPLICA_METADATA, replica);
+    }
+    let response = channel
+        .oneshot(request)
+        .await
+        .map_err(|e| CallError::NoCall(DialError::Connect(crate::transport::connect_error(&e))))?;
+    let status_code = response.status();
+    let decoder = tonic_prost::ProstCodec::<RequestResources, RequestResources>::raw_decoder(
+        BufferSettings::new(ACK_BUFFER, 32 * 1024),
+    );
+    // A `grpc-status` among the headers: a trailers-only answer.
+    match Status::from_header_map(response.headers()) {
+        Some(status) if status.code() != tonic::Code::Ok => Err(CallError::Answered(status)),
+        Some(_) => Ok(Streaming::new_empty(decoder, response.into_body())),
+        None => Ok(Streaming::new_response(
+            decoder,
+            response.into_body(),
+            status_code,
+            None,
+            Some(max_message_bytes),
+        )),
+    }
 }

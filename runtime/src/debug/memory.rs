@@ -22,7 +22,7 @@ pub struct MemoryView {
 }
 
 /// The value of `field` (`VmRSS:   1234 kB`) in bytes.
-fn field(status: &str, name: &str) -> Option<u64> {
+pub(crate) fn field(status: &str, name: &str) -> Option<u64> {
     let line = status.lines().find(|l| l.starts_with(name))?;
     let rest = line[name.len()..].trim_start_matches(':').trim();
     let kb: u64 = rest.strip_suffix("kB")?.trim().parse().ok()?;

@@ -50,6 +50,13 @@ impl ProcessInfo {
     }
 }
 
+impl ProcessInfo {
+    /// When the process started, Unix seconds.
+    pub fn started_unix(&self) -> u64 {
+        self.started_unix
+    }
+}
+
 /// The `/debug/process` document.
 #[derive(Debug, Serialize)]
 pub struct ProcessView<'a> {

@@ -208,3 +208,49 @@ async fn errors_and_oversized_messages_end_with_their_status() {
     assert!(chunks.is_empty(), "nothing of an oversized message is sent");
     assert_eq!(trailers.get("grpc-status").unwrap(), "8");
 }
+
+/// Every frame of a request body until it ends: its data, and the error
+/// that failed it, if any. A request body never sends trailers.
+async fn drain_request<B: http_body::Body<Data = Bytes, Error = Status> + Unpin>(
+    mut body: B,
+) -> (Vec<Bytes>, Option<Status>) {
+    let mut data = Vec::new();
+    loop {
+        match std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await {
+            Some(Ok(f)) => data.push(f.into_data().expect("a request body sends no trailers")),
+            Some(Err(s)) => return (data, Some(s)),
+            None => return (data, None),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_request_body_sends_the_same_bytes_ends_without_trailers_and_fails_on_what_cannot_be_sent()
+ {
+    let body = ResponseBody::request(
+        tokio_stream::iter(vec![Ok(mcp("1")), Ok(mcp("2"))]),
+        usize::MAX,
+    );
+    let (chunks, error) = drain_request(body).await;
+    assert!(error.is_none(), "{error:?}");
+    let mut expected = grpc_frame(&mcp("1"));
+    expected.extend(grpc_frame(&mcp("2")));
+    assert_eq!(wire(&chunks), expected);
+
+    // An oversized message resets the stream (an error, not trailers).
+    let body = ResponseBody::request(tokio_stream::iter(vec![Ok(mcp("1"))]), 100);
+    let (chunks, error) = drain_request(body).await;
+    assert!(chunks.is_empty(), "nothing of an oversized message is sent");
+    assert_eq!(
+        error.map(|s| s.code()),
+        Some(tonic::Code::ResourceExhausted)
+    );
+
+    let body = ResponseBody::request(
+        tokio_stream::iter(vec![Ok(mcp("1")), Err(Status::cancelled("stopping"))]),
+        usize::MAX,
+    );
+    let (chunks, error) = drain_request(body).await;
+    assert_eq!(wire(&chunks), grpc_frame(&mcp("1")));
+    assert_eq!(error.map(|s| s.code()), Some(tonic::Code::Cancelled));
+}

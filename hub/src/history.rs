@@ -63,6 +63,12 @@ use self::shared::{SharedError, SharedPins};
 pub const DEFAULT_DIR: &str = "/var/lib/meshhub";
 /// Default `history.keep`.
 pub const DEFAULT_KEEP: usize = 50;
+/// Default `history.cacheBytes`: the database's page cache. redb's own
+/// default is 1 GiB, which a long history fills with pages read for
+/// `/history` and diffs — resident memory an operator never asked for.
+pub const DEFAULT_CACHE_BYTES: u64 = 64 << 20;
+/// The smallest `history.cacheBytes` accepted.
+const MIN_CACHE_BYTES: u64 = 1 << 20;
 /// The database file's name in `history.dir`.
 pub const DB_FILE: &str = "history.redb";
 /// Source changes listed per version (the rest are counted).
@@ -91,6 +97,8 @@ pub struct RawHistory {
     dir: Option<PathBuf>,
     #[serde(default)]
     keep: Option<usize>,
+    #[serde(default)]
+    cache_bytes: Option<u64>,
 }
 
 /// Where and how much history is kept (`history:`).
@@ -100,6 +108,8 @@ pub struct HistorySpec {
     pub dir: PathBuf,
     /// Versions kept per group.
     pub keep: usize,
+    /// The database's page cache, in bytes.
+    pub cache_bytes: u64,
 }
 
 impl RawHistory {
@@ -112,9 +122,19 @@ impl RawHistory {
                 format!("{keep} leaves nothing to roll back to; at least 2"),
             ));
         }
+        let cache_bytes = self.cache_bytes.unwrap_or(DEFAULT_CACHE_BYTES);
+        if cache_bytes < MIN_CACHE_BYTES {
+            return Err(SettingError::new(
+                "cacheBytes",
+                format!(
+                    "{cache_bytes} is too small for the database's pages; at least {MIN_CACHE_BYTES} (1 MiB)"
+                ),
+            ));
+        }
         Ok(HistorySpec {
             dir: base.join(self.dir.unwrap_or_else(|| PathBuf::from(DEFAULT_DIR))),
             keep,
+            cache_bytes,
         })
     }
 }
@@ -306,7 +326,7 @@ impl History {
     ) -> Result<Self, HistoryError> {
         std::fs::create_dir_all(&spec.dir)
             .map_err(|e| HistoryError::Dir(spec.dir.display().to_string(), e))?;
-        let db = Db::open(&spec.dir.join(DB_FILE))?;
+        let db = Db::open(&spec.dir.join(DB_FILE), spec.cache_bytes)?;
         let mut pins = BTreeMap::new();
         for record in db.pins()? {
             match pins::resolve(&db, &record) {

@@ -68,9 +68,11 @@ pub struct Db {
 }
 
 impl Db {
-    /// Opens (creating) the database file.
-    pub fn open(path: &Path) -> Result<Self, DbError> {
-        let db = Database::create(path)?;
+    /// Opens (creating) the database file, with a page cache of at most
+    /// `cache_bytes`.
+    pub fn open(path: &Path, cache_bytes: u64) -> Result<Self, DbError> {
+        let cache = usize::try_from(cache_bytes).unwrap_or(usize::MAX);
+        let db = Database::builder().set_cache_size(cache).create(path)?;
         let tx = db.begin_write()?;
         tx.open_table(BODIES)?;
         tx.open_table(REFS)?;

@@ -46,6 +46,7 @@ fn open(dir: &Path, keep: usize) -> (History, CancellationToken, TaskTracker) {
         &HistorySpec {
             dir: dir.to_owned(),
             keep,
+            cache_bytes: super::DEFAULT_CACHE_BYTES,
         },
         None,
         None,
@@ -253,10 +254,17 @@ fn config_defaults_and_checks() {
     let spec = RawHistory::default().check(base).unwrap();
     assert_eq!(spec.dir, Path::new(DEFAULT_DIR));
     assert_eq!(spec.keep, DEFAULT_KEEP);
-    let raw: RawHistory =
-        serde_json::from_value(serde_json::json!({"dir": "data", "keep": 5})).unwrap();
+    assert_eq!(spec.cache_bytes, super::DEFAULT_CACHE_BYTES);
+    let raw: RawHistory = serde_json::from_value(
+        serde_json::json!({"dir": "data", "keep": 5, "cacheBytes": 8_388_608}),
+    )
+    .unwrap();
     let spec = raw.check(base).unwrap();
     assert_eq!(spec.dir, Path::new("/etc/meshhub/data"));
+    assert_eq!(spec.cache_bytes, 8 << 20);
+    let raw: RawHistory = serde_json::from_value(serde_json::json!({"cacheBytes": 4096})).unwrap();
+    let e = raw.check(base).unwrap_err();
+    assert_eq!(e.field, "cacheBytes");
     let raw: RawHistory = serde_json::from_value(serde_json::json!({"keep": 1})).unwrap();
     assert_eq!(raw.check(base).unwrap_err().field, "keep");
     assert!(serde_json::from_value::<RawHistory>(serde_json::json!({"kept": 1})).is_err());

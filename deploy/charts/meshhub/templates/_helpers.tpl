@@ -59,7 +59,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- if and .Values.history.persistence.existingClaim (gt (int .Values.replicaCount) 1) -}}
 {{- fail "history.persistence.existingClaim needs replicaCount 1: each replica locks its own history database (leave it empty for a per-pod emptyDir)" -}}
 {{- end -}}
-{{- $_ := set $config "history" (dict "dir" "/var/lib/meshhub" "keep" (int .Values.history.keep)) -}}
+{{- $_ := set $config "history" (dict "dir" "/var/lib/meshhub" "keep" (int .Values.history.keep) "cacheBytes" (int64 .Values.history.cacheBytes)) -}}
 {{- end -}}
 {{- if .Values.audit.enabled -}}
 {{- if not (or .Values.audit.stdout .Values.audit.file) -}}

@@ -305,6 +305,12 @@ pub fn crd_knows(kind: &str, paths: &BTreeSet<String>) -> u32 {
     lacking.map_or(newest, |m| m - 1)
 }
 
+/// The first Istio minor (of 1.x) that knows `kind`; `None` when every
+/// release the table covers knows it (or the kind is not Istio's).
+pub fn kind_since(kind: &str) -> Option<u32> {
+    TABLE.get(kind).and_then(|rows| rows.kind)
+}
+
 /// What an object of `kind` with `spec` needs of the table, in path order.
 pub fn needs(kind: &str, spec: &Value) -> Vec<Need> {
     let Some(rows) = TABLE.get(kind) else {

@@ -187,7 +187,7 @@ pub struct PeerDelivery {
     /// How the peer is connected to the hub.
     pub role: PeerRole,
     /// `mcp`, `ads` or `delta-ads`.
-    pub protocol: String,
+    pub protocol: meshhub_mcp::ledger::StreamProtocol,
     /// Its node id.
     pub node_id: String,
     /// Whether its stream is up.

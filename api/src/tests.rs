@@ -42,7 +42,7 @@ fn peer(role: PeerRole, delivery: Delivery, state: SyncState) -> PeerDelivery {
     PeerDelivery {
         peer: "east".into(),
         role,
-        protocol: "mcp".into(),
+        protocol: meshhub_mcp::ledger::StreamProtocol::Mcp,
         node_id: "n1".into(),
         connected: true,
         delivery,
@@ -225,7 +225,7 @@ fn peer_status() -> PeerStatus {
     PeerStatus {
         id: 7,
         role: Role::Source,
-        protocol: "delta-ads".into(),
+        protocol: meshhub_mcp::ledger::StreamProtocol::DeltaAds,
         peer: "127.0.0.1:5555".into(),
         node_id: "sidecar~x".into(),
         group: "east".into(),

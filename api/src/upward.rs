@@ -201,6 +201,9 @@ pub struct HeldView {
     /// The hub's version of that refused change (empty: none).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub refused_version: String,
+    /// Why it refused `refused_version` (the agent's reason alone).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub refusal: String,
     /// The hub's version of the last change it ACKed (or loaded).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub acked_version: String,

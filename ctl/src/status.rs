@@ -188,7 +188,7 @@ fn consumer_row(p: PeerStatus) -> Row {
         address: p.peer.clone(),
         name: p.peer,
         node_id: Some(p.node_id),
-        protocol: Some(p.protocol),
+        protocol: Some(p.protocol.to_string()),
         group: p.group,
         dialed_by: None,
         shard: None,

@@ -75,7 +75,7 @@ impl AdsServer {
                 let addr = request.remote_addr();
                 let identities = PeerInfo::of(&request);
                 let dialect = Dialect {
-                    protocol: "ads",
+                    protocol: crate::ledger::StreamProtocol::Ads,
                     node: |req: &DiscoveryRequest| node_of(req.node.as_ref()),
                     request: translate,
                     response: |r: EncodedResources| EncodedDiscoveryResponse {
@@ -103,7 +103,7 @@ impl AdsServer {
                 let addr = request.remote_addr();
                 let identities = PeerInfo::of(&request);
                 let dialect = Dialect {
-                    protocol: "delta-ads",
+                    protocol: crate::ledger::StreamProtocol::DeltaAds,
                     node: |req: &DeltaDiscoveryRequest| node_of(req.node.as_ref()),
                     request: delta::accept,
                     response: |r| r,

@@ -105,6 +105,63 @@ pub enum SyncState {
     Dropped,
 }
 
+impl SyncState {
+    /// The state's name as the ledger shows it (`NOT_SENT`, `SYNCED`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::NotSent => "NOT_SENT",
+            Self::Stale => "STALE",
+            Self::Synced => "SYNCED",
+            Self::Nacked => "NACKED",
+            Self::Blocked => "BLOCKED",
+            Self::Dropped => "DROPPED",
+        }
+    }
+}
+
+impl std::fmt::Display for SyncState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The protocol of a stream.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum StreamProtocol {
+    /// MCP (`ResourceSource` / `ResourceSink`).
+    #[default]
+    #[serde(rename = "mcp")]
+    Mcp,
+    /// State-of-the-world MCP-over-xDS (istiod's `xds://` config source).
+    #[serde(rename = "ads")]
+    Ads,
+    /// Delta MCP-over-xDS.
+    #[serde(rename = "delta-ads")]
+    DeltaAds,
+}
+
+impl StreamProtocol {
+    /// Its name: `mcp`, `ads` or `delta-ads` (also the metrics' label).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Mcp => "mcp",
+            Self::Ads => "ads",
+            Self::DeltaAds => "delta-ads",
+        }
+    }
+
+    /// MCP-over-xDS, either form: what istiod's `xds://` speaks.
+    pub fn is_xds(self) -> bool {
+        matches!(self, Self::Ads | Self::DeltaAds)
+    }
+}
+
+impl std::fmt::Display for StreamProtocol {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A point in time, shown as RFC 3339.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct At(pub SystemTime);
@@ -210,9 +267,8 @@ pub struct PeerStatus {
     pub id: u64,
     /// Our role.
     pub role: Role,
-    /// The protocol of the stream: `mcp` (the default), `ads` (SotW
-    /// MCP-over-xDS) or `delta-ads`.
-    pub protocol: String,
+    /// The protocol of the stream.
+    pub protocol: StreamProtocol,
     /// The peer: remote address of a dial-in consumer, or the name of a
     /// dialed cluster.
     pub peer: String,
@@ -377,7 +433,7 @@ impl Ledger {
         let status = PeerStatus {
             id,
             role,
-            protocol: "mcp".to_owned(),
+            protocol: StreamProtocol::Mcp,
             peer: peer.into(),
             node_id: String::new(),
             group: group.into(),
@@ -454,9 +510,8 @@ impl PeerRecord {
     }
 
     /// Records the protocol the stream speaks (when not MCP).
-    pub fn protocol(&self, protocol: &str) {
-        self.tx
-            .send_modify(|s| protocol.clone_into(&mut s.head.protocol));
+    pub fn protocol(&self, protocol: StreamProtocol) {
+        self.tx.send_modify(|s| s.head.protocol = protocol);
     }
 
     /// Records the node the peer announced, and the group it was placed in.

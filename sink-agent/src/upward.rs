@@ -508,6 +508,7 @@ async fn check_version(
         };
         let mut seen = IstiodInstance {
             source: report::SOURCE_VERSION_ENDPOINT.to_owned(),
+            kind: meshhub_proto::upward::IstiodSource::VersionEndpoint.into(),
             name: check.url.clone(),
             ..Default::default()
         };
@@ -537,7 +538,7 @@ fn subscribed(kinds: &KindTable, ledger: &Ledger) -> Option<BTreeSet<String>> {
     let set: BTreeSet<String> = ledger
         .view()
         .iter()
-        .filter(|p| p.role == Role::Source && p.connected && p.protocol.contains("ads"))
+        .filter(|p| p.role == Role::Source && p.connected && p.protocol.is_xds())
         .flat_map(|p| p.collections.keys().cloned().collect::<Vec<_>>())
         .filter_map(|t| kinds.by_type_url(&t).map(|k| k.collection().to_owned()))
         .collect();

@@ -178,7 +178,7 @@ async fn watch_ads_once_prints_every_type_as_istiod_subscribes() {
     for protocol in ["ads", "delta-ads"] {
         let p = peers
             .iter()
-            .find(|p| p.protocol == protocol)
+            .find(|p| p.protocol.as_str() == protocol)
             .unwrap_or_else(|| panic!("a {protocol} consumer in {peers:?}"));
         assert!(p.node_id.starts_with("sidecar~"), "{}", p.node_id);
         let vs = &p.collections["networking.istio.io/v1/VirtualService"];

@@ -55,18 +55,6 @@ pub fn section_of(admin: &super::AdminState, rollout: watch::Receiver<Arc<View>>
     })
 }
 
-/// The label value of a collection's state (as `/status` spells it).
-fn state_name(s: SyncState) -> &'static str {
-    match s {
-        SyncState::NotSent => "NOT_SENT",
-        SyncState::Stale => "STALE",
-        SyncState::Synced => "SYNCED",
-        SyncState::Nacked => "NACKED",
-        SyncState::Blocked => "BLOCKED",
-        SyncState::Dropped => "DROPPED",
-    }
-}
-
 /// The label value of a cluster's state in the rollout (as `meshhubctl
 /// rollout status` spells it, lower case).
 fn rollout_state_name(s: &ClusterState) -> &'static str {
@@ -157,7 +145,7 @@ fn write(inputs: &FleetInputs, text: &mut Text) {
     for r in &rows {
         let mut by_state: BTreeMap<&str, usize> = BTreeMap::new();
         for c in r.collections.values() {
-            *by_state.entry(state_name(c.state)).or_default() += 1;
+            *by_state.entry(c.state.as_str()).or_default() += 1;
         }
         for (state, n) in by_state {
             text.sample(

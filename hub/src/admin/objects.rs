@@ -278,7 +278,7 @@ fn peer_delivery(p: &PeerStatus, kind: &Kind, current: &str) -> PeerDelivery {
         } else {
             PeerRole::Consumer
         },
-        protocol: p.protocol.clone(),
+        protocol: p.protocol,
         node_id: p.node_id.clone(),
         connected: p.connected,
         delivery,

@@ -248,7 +248,6 @@ fn held_deliveries(
             } else {
                 continue;
             };
-            let prefix = format!("{version}: ");
             out.push(Delivery {
                 role: Role::Source,
                 peer: cluster.clone(),
@@ -258,12 +257,7 @@ fn held_deliveries(
                 version: version.clone(),
                 outcome,
                 code: None,
-                message: (outcome == Outcome::Nack).then(|| {
-                    held.refused
-                        .strip_prefix(&prefix)
-                        .unwrap_or(&held.refused)
-                        .to_owned()
-                }),
+                message: (outcome == Outcome::Nack).then(|| held.refusal.clone()),
             });
         }
     }

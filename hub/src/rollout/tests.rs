@@ -442,6 +442,11 @@ fn holding(cluster: &str, holds: &str, refused: &str) -> crate::upward::Reports 
             } else {
                 format!("{refused}: the cluster's API refused it")
             },
+            refusal: if refused.is_empty() {
+                String::new()
+            } else {
+                "the cluster's API refused it".into()
+            },
             refused_version: refused.into(),
             ..Default::default()
         },

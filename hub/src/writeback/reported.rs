@@ -57,17 +57,11 @@ fn delivery(held: &HeldView, current: Option<&str>, at: At) -> CollectionStatus 
     let refused_now = !held.refused_version.is_empty()
         && held.refused_version != held.acked_version
         && current == Some(held.refused_version.as_str());
-    let nacked = refused_now.then(|| {
-        let message = held
-            .refused
-            .strip_prefix(&format!("{}: ", held.refused_version))
-            .unwrap_or(&held.refused);
-        Rejection {
-            version: held.refused_version.clone(),
-            code: 0,
-            message: message.to_owned(),
-            at,
-        }
+    let nacked = refused_now.then(|| Rejection {
+        version: held.refused_version.clone(),
+        code: 0,
+        message: held.refusal.clone(),
+        at,
     });
     let state = if refused_now {
         SyncState::Nacked
@@ -102,6 +96,11 @@ mod tests {
                 String::new()
             } else {
                 format!("{refused}: bad route")
+            },
+            refusal: if refused.is_empty() {
+                String::new()
+            } else {
+                "bad route".into()
             },
             ..HeldView::default()
         };

@@ -65,7 +65,7 @@ impl SourceServer {
                 let addr = request.remote_addr();
                 let identities = PeerInfo::of(&request);
                 let dialect = Dialect {
-                    protocol: "mcp",
+                    protocol: crate::ledger::StreamProtocol::Mcp,
                     node: |req: &RequestResources| req.sink_node.clone().unwrap_or_default(),
                     request: Some,
                     response: |r: EncodedResources| r,
@@ -83,7 +83,7 @@ impl SourceServer {
 /// is read and answered; everything else about serving it is shared.
 pub(crate) struct Dialect<In, Out, M: Machine> {
     /// `mcp`, `ads` or `delta-ads`: span field, ledger entry and metric label.
-    pub protocol: &'static str,
+    pub protocol: crate::ledger::StreamProtocol,
     /// Who the peer says it is (from its first message).
     pub node: fn(&In) -> SinkNode,
     /// The request as the stream's machine reads it; `None` to ignore it.
@@ -119,7 +119,7 @@ where
     let peer = addr.map_or_else(|| "unknown".to_owned(), |a| a.to_string());
     let span = tracing::info_span!(
         "mcp.source.stream",
-        protocol = d.protocol,
+        protocol = d.protocol.as_str(),
         peer.addr = %peer,
         node.id = tracing::field::Empty,
         group = tracing::field::Empty
@@ -170,7 +170,7 @@ where
                 Ok(group) => group,
                 Err(e) => {
                     let reason = if e.denied { "permission_denied" } else { "no_group" };
-                    metrics::counter!(crate::authz::METRIC_REFUSED, "protocol" => d.protocol, "reason" => reason)
+                    metrics::counter!(crate::authz::METRIC_REFUSED, "protocol" => d.protocol.as_str(), "reason" => reason)
                         .increment(1);
                     tracing::warn!(node.id = %consumer.node.id, identities = ?consumer.identities, error = %e, "consumer refused");
                     record.identify(&consumer.node.id, "");
@@ -184,7 +184,7 @@ where
             record.identify(&consumer.node.id, &group);
             record.node_meta(&consumer.node.annotations);
             record.connected();
-            metrics::gauge!("meshhub_mcp_streams", "role" => d.protocol).increment(1.0);
+            metrics::gauge!("meshhub_mcp_streams", "role" => d.protocol.as_str()).increment(1.0);
             tracing::info!("stream opened");
             let mut machine = d.machine;
             let stalled = stalled(progress, s.config.send_timeout);
@@ -207,7 +207,7 @@ where
             let end = tokio::select! {
                 end = driven => end,
                 waited = stalled => {
-                    metrics::counter!(crate::limits::METRIC_CUT, "protocol" => d.protocol).increment(1);
+                    metrics::counter!(crate::limits::METRIC_CUT, "protocol" => d.protocol.as_str()).increment(1);
                     tracing::warn!(waited = ?waited, "consumer stopped reading; closing its connection");
                     // The response body is stuck behind HTTP/2 flow control
                     // and holds what it was given: only closing the
@@ -221,7 +221,7 @@ where
                     )))
                 }
             };
-            metrics::gauge!("meshhub_mcp_streams", "role" => d.protocol).decrement(1.0);
+            metrics::gauge!("meshhub_mcp_streams", "role" => d.protocol.as_str()).decrement(1.0);
             tracing::info!(reason = ?end, "stream closed");
             record.disconnected(end.error());
             if let Some(status) = end.status() {

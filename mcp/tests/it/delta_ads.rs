@@ -180,7 +180,7 @@ fn delta_peer(ledger: &Ledger) -> PeerStatus {
     ledger
         .view()
         .into_iter()
-        .find(|p| p.protocol == "delta-ads")
+        .find(|p| p.protocol == meshhub_mcp::ledger::StreamProtocol::DeltaAds)
         .expect("the Delta stream is in the ledger")
 }
 
@@ -363,5 +363,10 @@ async fn sotw_still_served_beside_delta() {
         .unwrap();
     assert_eq!((r.type_url.as_str(), r.resources.len()), (VS, 1));
     let peers = hub.ledger.view();
-    assert!(peers.iter().any(|p| p.protocol == "ads"), "{peers:?}");
+    assert!(
+        peers
+            .iter()
+            .any(|p| p.protocol == meshhub_mcp::ledger::StreamProtocol::Ads),
+        "{peers:?}"
+    );
 }

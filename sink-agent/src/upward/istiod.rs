@@ -208,7 +208,10 @@ pub struct Tracker {
 impl Tracker {
     /// One check: `served` is the agent's published snapshot, `only` the
     /// collections to compare (those istiod subscribed to; `None`: every
-    /// collection with a kind).
+    /// collection with a kind istiod reads — a kind newer than some Istio
+    /// releases (TrafficExtension, 1.30) only once istiod lists an object of
+    /// it: an older istiod does not read the kind at all, and its objects
+    /// are not drops).
     pub fn check(
         &mut self,
         kinds: &KindTable,
@@ -225,6 +228,14 @@ impl Tracker {
             let Some(kind) = kinds.by_collection(collection) else {
                 continue;
             };
+            if only.is_none()
+                && meshhub_analyze::since::kind_since(kind.kind()).is_some()
+                && !istiod
+                    .iter()
+                    .any(|(g, k, _)| g == kind.group() && k == kind.kind())
+            {
+                continue;
+            }
             out.collections.push(collection.to_owned());
             for key in snapshot.keys() {
                 // Cluster-scoped names are `/name`; istiod shows them with
@@ -340,6 +351,33 @@ mod tests {
             "not compared: istiod did not subscribe"
         );
         assert_eq!(c.collections, vec![VS.to_owned()]);
+    }
+
+    #[test]
+    fn a_kind_newer_than_some_istiods_is_compared_only_once_istiod_lists_it() {
+        const TE: &str = "istio/extensions/v1alpha1/trafficextensions";
+        let kinds = KindTable::builtin();
+        let snap = served(&[(VS, "bookinfo/reviews", "1"), (TE, "bookinfo/ext", "3")]);
+        let mut t = Tracker::default();
+        // istiod (no ADS consumer: it reads the cluster's API) lists no
+        // TrafficExtension: an istiod older than 1.30 does not read them.
+        for _ in 0..3 {
+            let c = t.check(&kinds, &snap, None, &configz());
+            assert!(c.dropped.is_empty(), "{c:?}");
+            assert_eq!(c.collections, vec![VS.to_owned()]);
+        }
+        // Once it lists one, the kind is compared and a missing one is a
+        // drop.
+        let mut held = configz();
+        held.insert((
+            "extensions.istio.io".into(),
+            "TrafficExtension".into(),
+            "bookinfo/other".into(),
+        ));
+        t.check(&kinds, &snap, None, &held);
+        let c = t.check(&kinds, &snap, None, &held);
+        assert_eq!(c.dropped.len(), 1, "{c:?}");
+        assert_eq!(c.dropped[0].collection, TE);
     }
 
     #[test]

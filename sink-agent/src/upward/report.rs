@@ -1,10 +1,11 @@
 //! The `meshhub/v1alpha1/clusterstatus` report, built from what the
 //! agent's parts publish (pure: inputs in, message out).
 
-use meshhub_mcp::ledger::{PeerStatus, Role, SyncState};
+use meshhub_mcp::ledger::{PeerStatus, Role, StreamProtocol, SyncState};
 use meshhub_proto::upward::{
-    AppliedCollection, ClusterStatus, ConsumerCollection, HeldCollection, IstioRuntime,
-    IstiodInstance, IstiodView, LocalConsumer, ObjectProblem,
+    AppliedCollection, ClusterStatus, ConsumerCollection, ConsumerProtocol, ConsumerSyncState,
+    HeldCollection, IstioRuntime, IstiodInstance, IstiodSource, IstiodView, LocalConsumer,
+    ObjectProblem,
 };
 
 use crate::apply::ApplyStatus;
@@ -29,10 +30,32 @@ pub struct Inputs<'a> {
     pub crds: Option<&'a super::crds::Crds>,
 }
 
-/// [`IstiodInstance::source`] of an istiod that dialed in.
+/// [`IstiodInstance::source`] of an istiod that dialed in (the text of
+/// [`IstiodSource::Consumer`], for hubs older than `kind`).
 pub const SOURCE_CONSUMER: &str = "consumer";
 /// [`IstiodInstance::source`] of the istiod whose `/version` is read.
 pub const SOURCE_VERSION_ENDPOINT: &str = "version-endpoint";
+
+/// A consumer's protocol as the report carries it.
+fn consumer_protocol(p: StreamProtocol) -> ConsumerProtocol {
+    match p {
+        StreamProtocol::Mcp => ConsumerProtocol::Mcp,
+        StreamProtocol::Ads => ConsumerProtocol::Ads,
+        StreamProtocol::DeltaAds => ConsumerProtocol::DeltaAds,
+    }
+}
+
+/// A consumer's collection state as the report carries it.
+fn sync_state(s: SyncState) -> ConsumerSyncState {
+    match s {
+        SyncState::NotSent => ConsumerSyncState::NotSent,
+        SyncState::Stale => ConsumerSyncState::Stale,
+        SyncState::Synced => ConsumerSyncState::Synced,
+        SyncState::Nacked => ConsumerSyncState::Nacked,
+        SyncState::Blocked => ConsumerSyncState::Blocked,
+        SyncState::Dropped => ConsumerSyncState::Dropped,
+    }
+}
 
 /// What Istio's xDS client announces as `ISTIO_VERSION` when it has no
 /// release to say (istiod's configuration client always does): not a
@@ -50,12 +73,13 @@ fn istio(
 ) -> IstioRuntime {
     let mut istiods: Vec<IstiodInstance> = ledger
         .iter()
-        .filter(|p| p.role == Role::Source && p.connected && p.protocol.contains("ads"))
+        .filter(|p| p.role == Role::Source && p.connected && p.protocol.is_xds())
         .map(|p| {
             let meta = |k: &str| p.node_meta.get(k).cloned().unwrap_or_default();
             let version = meta("ISTIO_VERSION");
             IstiodInstance {
                 source: SOURCE_CONSUMER.to_owned(),
+                kind: IstiodSource::Consumer.into(),
                 name: p.node_id.clone(),
                 version: if version == PLACEHOLDER_VERSION {
                     String::new()
@@ -82,18 +106,6 @@ fn istio(
     }
 }
 
-/// The state's name as the ledger shows it.
-pub fn state_name(s: SyncState) -> &'static str {
-    match s {
-        SyncState::NotSent => "NOT_SENT",
-        SyncState::Stale => "STALE",
-        SyncState::Synced => "SYNCED",
-        SyncState::Nacked => "NACKED",
-        SyncState::Blocked => "BLOCKED",
-        SyncState::Dropped => "DROPPED",
-    }
-}
-
 /// The report (its `observed` time unset: the caller stamps it, so that
 /// equal content compares equal).
 pub fn build(i: &Inputs<'_>) -> ClusterStatus {
@@ -112,6 +124,11 @@ pub fn build(i: &Inputs<'_>) -> ClusterStatus {
                 .map(|r| format!("{}: {}", r.version, r.message))
                 .unwrap_or_default(),
             acked_version: c.acked_version.clone(),
+            refusal: c
+                .refused
+                .as_ref()
+                .map(|r| r.message.clone())
+                .unwrap_or_default(),
             refused_version: c
                 .refused
                 .as_ref()
@@ -128,7 +145,8 @@ pub fn build(i: &Inputs<'_>) -> ClusterStatus {
         .map(|p| LocalConsumer {
             peer: p.peer.clone(),
             node_id: p.node_id.clone(),
-            protocol: p.protocol.clone(),
+            protocol: p.protocol.as_str().to_owned(),
+            kind: consumer_protocol(p.protocol).into(),
             connected: p.connected,
             collections: p
                 .collections
@@ -140,7 +158,8 @@ pub fn build(i: &Inputs<'_>) -> ClusterStatus {
                         .as_ref()
                         .map(|a| a.version.clone())
                         .unwrap_or_default(),
-                    state: state_name(c.state).to_owned(),
+                    state: c.state.as_str().to_owned(),
+                    sync_state: sync_state(c.state).into(),
                     nack_message: c
                         .nacked
                         .as_ref()
@@ -210,10 +229,10 @@ mod tests {
 
     #[test]
     fn istiods_are_named_with_their_release_and_revision() {
-        let consumer = |id: &str, version: &str, protocol: &str| PeerStatus {
+        let consumer = |id: &str, version: &str, protocol: StreamProtocol| PeerStatus {
             id: 1,
             role: Role::Source,
-            protocol: protocol.to_owned(),
+            protocol,
             peer: "127.0.0.1:1".to_owned(),
             node_id: id.to_owned(),
             group: "east".to_owned(),
@@ -231,21 +250,23 @@ mod tests {
             .into(),
         };
         let ledger = [
-            consumer("istiod-b", PLACEHOLDER_VERSION, "ads"),
-            consumer("istiod-a", "1.28.3", "delta-ads"),
-            consumer("mcp-client", "1.5.0", "mcp"),
+            consumer("istiod-b", PLACEHOLDER_VERSION, StreamProtocol::Ads),
+            consumer("istiod-a", "1.28.3", StreamProtocol::DeltaAds),
+            consumer("mcp-client", "1.5.0", StreamProtocol::Mcp),
         ];
         let endpoint = IstiodInstance {
             source: SOURCE_VERSION_ENDPOINT.to_owned(),
+            kind: IstiodSource::VersionEndpoint.into(),
             name: "http://istiod:15014".to_owned(),
             version: "1.28.3".to_owned(),
             ..Default::default()
         };
         let got = istio(&ledger, Some(&endpoint), None).istiods;
-        let rows: Vec<(&str, &str, &str, &str)> = got
+        let rows: Vec<(IstiodSource, &str, &str, &str, &str)> = got
             .iter()
             .map(|i| {
                 (
+                    i.kind(),
                     i.source.as_str(),
                     i.name.as_str(),
                     i.version.as_str(),
@@ -256,9 +277,21 @@ mod tests {
         assert_eq!(
             rows,
             [
-                ("consumer", "istiod-a", "1.28.3", "canary"),
-                ("consumer", "istiod-b", "", "canary"),
-                ("version-endpoint", "http://istiod:15014", "1.28.3", ""),
+                (
+                    IstiodSource::Consumer,
+                    "consumer",
+                    "istiod-a",
+                    "1.28.3",
+                    "canary"
+                ),
+                (IstiodSource::Consumer, "consumer", "istiod-b", "", "canary"),
+                (
+                    IstiodSource::VersionEndpoint,
+                    "version-endpoint",
+                    "http://istiod:15014",
+                    "1.28.3",
+                    ""
+                ),
             ]
         );
     }

@@ -8,7 +8,11 @@ use meshhub_api::upward::{
     IstioRuntimeView, IstiodInstanceView, IstiodView, LocalConsumerView, ObjectProblemView,
 };
 use meshhub_mcp::ledger::At;
-use meshhub_proto::upward::{ClusterStatus, ObjectProblem, ServiceExport};
+use meshhub_mcp::ledger::{StreamProtocol, SyncState};
+use meshhub_proto::upward::{
+    ClusterStatus, ConsumerCollection, ConsumerProtocol, ConsumerSyncState, HeldCollection,
+    IstiodInstance, IstiodSource, LocalConsumer, ObjectProblem, ServiceExport,
+};
 
 use crate::upward::judge::Judged;
 
@@ -42,8 +46,9 @@ pub fn view_of(r: &ClusterStatus) -> ClusterReportView {
                         hub_version: c.hub_version.clone(),
                         served_version: c.served_version.clone(),
                         resources: c.resources,
-                        refused: c.refused.clone(),
+                        refused: bounded(&c.refused),
                         refused_version: c.refused_version.clone(),
+                        refusal: refusal(c),
                         acked_version: c.acked_version.clone(),
                     },
                 )
@@ -55,7 +60,7 @@ pub fn view_of(r: &ClusterStatus) -> ClusterReportView {
             .map(|c| LocalConsumerView {
                 peer: c.peer.clone(),
                 node_id: c.node_id.clone(),
-                protocol: c.protocol.clone(),
+                protocol: protocol(c),
                 collections: c
                     .collections
                     .iter()
@@ -64,7 +69,7 @@ pub fn view_of(r: &ClusterStatus) -> ClusterReportView {
                             cc.collection.clone(),
                             ConsumerCollectionView {
                                 acked_version: cc.acked_version.clone(),
-                                state: cc.state.clone(),
+                                state: sync_state(cc),
                                 nack_message: cc.nack_message.clone(),
                             },
                         )
@@ -111,7 +116,7 @@ pub fn view_of(r: &ClusterStatus) -> ClusterReportView {
             .into_iter()
             .take(MAX_ISTIODS)
             .map(|d| IstiodInstanceView {
-                source: bounded(&d.source),
+                source: istiod_source(d),
                 name: bounded(&d.name),
                 version: bounded(&d.version),
                 revision: bounded(&d.revision),
@@ -148,6 +153,59 @@ const MAX_CRDS: usize = 64;
 const MAX_ISTIODS: usize = 64;
 /// At most this many bytes of one of their strings.
 const MAX_FIELD: usize = 512;
+
+/// Why the agent refused a collection's last change: its `refusal`, or —
+/// from an agent older than that field — its `refused` text without the
+/// `<version>: ` it starts with (read once here: everything after this
+/// reads the reason alone).
+fn refusal(c: &HeldCollection) -> String {
+    if !c.refusal.is_empty() || c.refused_version.is_empty() {
+        return bounded(&c.refusal);
+    }
+    let legacy = c
+        .refused
+        .strip_prefix(c.refused_version.as_str())
+        .and_then(|rest| rest.strip_prefix(": "))
+        .unwrap_or(&c.refused);
+    bounded(legacy)
+}
+
+/// A local consumer's protocol, from its typed field (an agent older than
+/// it: its text).
+fn protocol(c: &LocalConsumer) -> String {
+    let known = match ConsumerProtocol::try_from(c.kind) {
+        Ok(ConsumerProtocol::Mcp) => StreamProtocol::Mcp,
+        Ok(ConsumerProtocol::Ads) => StreamProtocol::Ads,
+        Ok(ConsumerProtocol::DeltaAds) => StreamProtocol::DeltaAds,
+        Ok(ConsumerProtocol::Unspecified) | Err(_) => return bounded(&c.protocol),
+    };
+    known.as_str().to_owned()
+}
+
+/// A local consumer's collection state, from its typed field (an agent
+/// older than it: its text).
+fn sync_state(c: &ConsumerCollection) -> String {
+    let known = match ConsumerSyncState::try_from(c.sync_state) {
+        Ok(ConsumerSyncState::NotSent) => SyncState::NotSent,
+        Ok(ConsumerSyncState::Stale) => SyncState::Stale,
+        Ok(ConsumerSyncState::Synced) => SyncState::Synced,
+        Ok(ConsumerSyncState::Nacked) => SyncState::Nacked,
+        Ok(ConsumerSyncState::Blocked) => SyncState::Blocked,
+        Ok(ConsumerSyncState::Dropped) => SyncState::Dropped,
+        Ok(ConsumerSyncState::Unspecified) | Err(_) => return bounded(&c.state),
+    };
+    known.as_str().to_owned()
+}
+
+/// How the agent knows an istiod, from its typed field (an agent older
+/// than it: its text).
+fn istiod_source(d: &IstiodInstance) -> String {
+    match IstiodSource::try_from(d.kind) {
+        Ok(IstiodSource::Consumer) => "consumer".to_owned(),
+        Ok(IstiodSource::VersionEndpoint) => "version-endpoint".to_owned(),
+        Ok(IstiodSource::Unspecified) | Err(_) => bounded(&d.source),
+    }
+}
 
 fn bounded(s: &str) -> String {
     if s.len() <= MAX_FIELD {
@@ -204,4 +262,100 @@ pub(super) fn dropped_set(v: &ClusterReportView) -> BTreeMap<(String, String), O
         .flat_map(|i| i.dropped.iter())
         .map(|d| ((d.collection.clone(), d.name.clone()), d.clone()))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use meshhub_proto::upward::IstioRuntime;
+
+    /// A report as an agent of this version writes it (typed fields and
+    /// their text), and as an older agent did (text only).
+    fn reports() -> (ClusterStatus, ClusterStatus) {
+        let typed = ClusterStatus {
+            cluster: "east".into(),
+            collections: vec![HeldCollection {
+                collection: "istio/networking/v1/virtualservices".into(),
+                refused: "v7: spec.http[0]: invalid".into(),
+                refused_version: "v7".into(),
+                refusal: "spec.http[0]: invalid".into(),
+                ..HeldCollection::default()
+            }],
+            consumers: vec![LocalConsumer {
+                peer: "10.0.0.1:1".into(),
+                protocol: "delta-ads".into(),
+                kind: ConsumerProtocol::DeltaAds.into(),
+                connected: true,
+                collections: vec![ConsumerCollection {
+                    collection: "networking.istio.io/v1/VirtualService".into(),
+                    state: "NACKED".into(),
+                    sync_state: ConsumerSyncState::Nacked.into(),
+                    ..ConsumerCollection::default()
+                }],
+                ..LocalConsumer::default()
+            }],
+            istio: Some(IstioRuntime {
+                istiods: vec![IstiodInstance {
+                    source: "version-endpoint".into(),
+                    kind: IstiodSource::VersionEndpoint.into(),
+                    name: "http://istiod:15014".into(),
+                    ..IstiodInstance::default()
+                }],
+                ..IstioRuntime::default()
+            }),
+            ..ClusterStatus::default()
+        };
+        let mut legacy = typed.clone();
+        legacy.collections[0].refusal.clear();
+        legacy.consumers[0].kind = 0;
+        legacy.consumers[0].collections[0].sync_state = 0;
+        if let Some(i) = legacy.istio.as_mut() {
+            i.istiods[0].kind = 0;
+        }
+        (typed, legacy)
+    }
+
+    #[test]
+    fn typed_fields_and_an_older_agents_text_give_the_same_view() {
+        let (typed, legacy) = reports();
+        let view = view_of(&typed);
+        assert_eq!(view, view_of(&legacy));
+        let held = &view.collections["istio/networking/v1/virtualservices"];
+        assert_eq!(held.refusal, "spec.http[0]: invalid");
+        assert_eq!(held.refused_version, "v7");
+        let consumer = &view.consumers[0];
+        assert_eq!(consumer.protocol, "delta-ads");
+        assert_eq!(
+            consumer.collections["networking.istio.io/v1/VirtualService"].state,
+            "NACKED"
+        );
+        let istiods = &view.istio.as_ref().unwrap().istiods;
+        assert_eq!(istiods[0].source, "version-endpoint");
+    }
+
+    #[test]
+    fn the_typed_field_wins_over_text_that_disagrees() {
+        let (mut typed, _) = reports();
+        // Text a hub must not parse: the reason is the typed field, whatever
+        // the text says; the protocol and state are the enums'.
+        typed.collections[0].refused = "something else entirely".into();
+        typed.consumers[0].protocol = "ads-but-not-really".into();
+        typed.consumers[0].collections[0].state = "SYNCED".into();
+        let view = view_of(&typed);
+        let held = &view.collections["istio/networking/v1/virtualservices"];
+        assert_eq!(held.refusal, "spec.http[0]: invalid");
+        assert_eq!(view.consumers[0].protocol, "delta-ads");
+        assert_eq!(
+            view.consumers[0].collections["networking.istio.io/v1/VirtualService"].state,
+            "NACKED"
+        );
+    }
+
+    #[test]
+    fn an_unknown_enum_value_falls_back_to_the_text() {
+        let (mut typed, _) = reports();
+        typed.consumers[0].kind = 99;
+        typed.consumers[0].protocol = "future-protocol".into();
+        assert_eq!(view_of(&typed).consumers[0].protocol, "future-protocol");
+    }
 }

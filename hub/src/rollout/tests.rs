@@ -239,7 +239,7 @@ pub(crate) fn dropped(cluster: &str, version: &str) -> crate::upward::Reports {
         }],
         ..Default::default()
     });
-    Arc::new(BTreeMap::from([(cluster.to_owned(), report)]))
+    Arc::new(BTreeMap::from([(cluster.to_owned(), Arc::new(report))]))
 }
 
 #[test]
@@ -451,7 +451,7 @@ fn holding(cluster: &str, holds: &str, refused: &str) -> crate::upward::Reports 
             ..Default::default()
         },
     );
-    Arc::new(BTreeMap::from([(cluster.to_owned(), report)]))
+    Arc::new(BTreeMap::from([(cluster.to_owned(), Arc::new(report))]))
 }
 
 #[test]
@@ -499,9 +499,7 @@ fn a_refusal_already_reported_before_does_not_fail_a_new_rollout() {
     assert_eq!(c.rollout.as_ref().unwrap().phase, Phase::Updating);
     // Held while the cluster's API takes it: not yet an ACK.
     let mut applying = holding("a", &vs1, "");
-    Arc::make_mut(&mut applying)
-        .get_mut("a")
-        .unwrap()
+    Arc::make_mut(Arc::make_mut(&mut applying).get_mut("a").unwrap())
         .view
         .collections
         .get_mut(VS)

@@ -50,7 +50,7 @@ pub const SYNC_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 pub fn aggregate_all(reports: &Reports, clusters: &[String]) -> BTreeMap<String, Aggregate> {
     let mut by: BTreeMap<(String, String), Vec<(&str, &Contribution)>> = BTreeMap::new();
     for (cluster, r) in reports.iter() {
-        for c in &r.accepted {
+        for c in r.accepted.iter() {
             by.entry((c.export.namespace.clone(), c.export.name.clone()))
                 .or_default()
                 .push((cluster.as_str(), c));
@@ -146,6 +146,10 @@ impl Source for McsSource {
             let mut sent: BTreeMap<String, Object> = BTreeMap::new();
             let mut follow_agents = true;
             let mut sent_synced = false;
+            // What the last aggregation read: a change of the reports that
+            // leaves every cluster's accepted exports as they were (a
+            // status, a drop, an ACK) aggregates nothing again.
+            let mut read = Read::default();
             loop {
                 let now = reports.borrow_and_update().clone();
                 let clusters: Vec<String> = agents
@@ -153,56 +157,27 @@ impl Source for McsSource {
                     .iter()
                     .map(|a| a.cluster.clone())
                     .collect();
-                let objects: BTreeMap<String, Object> = aggregate_all(&now, &clusters)
-                    .into_iter()
-                    .filter_map(|(k, a)| a.object.map(|o| (k, o)))
-                    .collect();
-                for (key, obj) in &objects {
-                    if sent.get(key) == Some(obj) {
-                        continue;
+                if read.replace(&now, clusters) || !sent_synced {
+                    let objects: BTreeMap<String, Object> = aggregate_all(&now, &read.clusters)
+                        .into_iter()
+                        .filter_map(|(k, a)| a.object.map(|o| (k, o)))
+                        .collect();
+                    send_changes(&events, &source, &sent, &objects)
+                        .await
+                        .map_err(|()| gone())?;
+                    metrics::gauge!("meshhub_mcs_service_entries").set(objects.len() as f64);
+                    // The initial state, then Synced.
+                    if !sent_synced {
+                        events
+                            .send(SourceEvent::Synced {
+                                source: source.clone(),
+                            })
+                            .await
+                            .map_err(|_| gone())?;
+                        sent_synced = true;
                     }
-                    let unit: Arc<str> = format!("ServiceEntry/{key}").into();
-                    let entry = Entry {
-                        origin: Origin {
-                            source: source.clone(),
-                            unit: unit.clone(),
-                            document: 0,
-                            line: None,
-                        },
-                        parsed: Ok(obj.clone()),
-                        changed_by: Some("meshhub-mcs".into()),
-                    };
-                    events
-                        .send(SourceEvent::Unit {
-                            source: source.clone(),
-                            unit,
-                            entries: vec![entry],
-                        })
-                        .await
-                        .map_err(|_| gone())?;
+                    sent = objects;
                 }
-                for key in sent.keys().filter(|k| !objects.contains_key(*k)) {
-                    events
-                        .send(SourceEvent::Unit {
-                            source: source.clone(),
-                            unit: format!("ServiceEntry/{key}").into(),
-                            entries: Vec::new(),
-                        })
-                        .await
-                        .map_err(|_| gone())?;
-                }
-                metrics::gauge!("meshhub_mcs_service_entries").set(objects.len() as f64);
-                // The initial state, then Synced.
-                if !sent_synced {
-                    events
-                        .send(SourceEvent::Synced {
-                            source: source.clone(),
-                        })
-                        .await
-                        .map_err(|_| gone())?;
-                    sent_synced = true;
-                }
-                sent = objects;
                 tokio::select! {
                     () = shutdown.cancelled() => return Ok(()),
                     r = reports.changed() => if r.is_err() { return Ok(()) },
@@ -212,5 +187,136 @@ impl Source for McsSource {
             }
         }
         .boxed()
+    }
+}
+
+/// What an aggregation read: the configured clusters and each cluster's
+/// accepted exports (shared with the reports, compared by pointer).
+#[derive(Default)]
+struct Read {
+    clusters: Vec<String>,
+    accepted: Vec<(String, Arc<Vec<Contribution>>)>,
+}
+
+impl Read {
+    /// Takes what `reports` and `clusters` hold now; whether it differs
+    /// from what was read before (the exports of some cluster, or the
+    /// clusters).
+    fn replace(&mut self, reports: &Reports, clusters: Vec<String>) -> bool {
+        let same_exports = self.accepted.len() == reports.len()
+            && self
+                .accepted
+                .iter()
+                .zip(reports.iter())
+                .all(|((a, x), (b, r))| a == b && Arc::ptr_eq(x, &r.accepted));
+        if same_exports && self.clusters == clusters {
+            return false;
+        }
+        self.clusters = clusters;
+        if !same_exports {
+            self.accepted = reports
+                .iter()
+                .map(|(c, r)| (c.clone(), r.accepted.clone()))
+                .collect();
+        }
+        true
+    }
+}
+
+/// Sends a unit for each Service whose entry differs from what was `sent`,
+/// and an empty one for each no longer generated. `Err`: the pipeline is
+/// gone.
+async fn send_changes(
+    events: &mpsc::Sender<SourceEvent>,
+    source: &Arc<str>,
+    sent: &BTreeMap<String, Object>,
+    objects: &BTreeMap<String, Object>,
+) -> Result<(), ()> {
+    for (key, obj) in objects {
+        if sent.get(key) == Some(obj) {
+            continue;
+        }
+        let unit: Arc<str> = format!("ServiceEntry/{key}").into();
+        let entry = Entry {
+            origin: Origin {
+                source: source.clone(),
+                unit: unit.clone(),
+                document: 0,
+                line: None,
+            },
+            parsed: Ok(obj.clone()),
+            changed_by: Some("meshhub-mcs".into()),
+        };
+        events
+            .send(SourceEvent::Unit {
+                source: source.clone(),
+                unit,
+                entries: vec![entry],
+            })
+            .await
+            .map_err(drop)?;
+    }
+    for key in sent.keys().filter(|k| !objects.contains_key(*k)) {
+        events
+            .send(SourceEvent::Unit {
+                source: source.clone(),
+                unit: format!("ServiceEntry/{key}").into(),
+                entries: Vec::new(),
+            })
+            .await
+            .map_err(drop)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use super::Read;
+    use crate::upward::state::{ClusterReport, Reports};
+
+    fn reports(of: &[(&str, Arc<ClusterReport>)]) -> Reports {
+        Arc::new(
+            of.iter()
+                .map(|(c, r)| ((*c).to_owned(), r.clone()))
+                .collect::<BTreeMap<_, _>>(),
+        )
+    }
+
+    #[test]
+    fn only_new_exports_or_clusters_are_aggregated_again() {
+        let east = Arc::new(ClusterReport::default());
+        let west = Arc::new(ClusterReport::default());
+        let clusters = || vec!["east".to_owned(), "west".to_owned()];
+        let mut read = Read::default();
+        assert!(read.replace(
+            &reports(&[("east", east.clone()), ("west", west.clone())]),
+            clusters()
+        ));
+        // West's report replaced (a status, an ACK), its exports the same.
+        let mut status_only = (*west).clone();
+        status_only.view.unserved = true;
+        let west2 = Arc::new(status_only);
+        assert!(!read.replace(
+            &reports(&[("east", east.clone()), ("west", west2.clone())]),
+            clusters()
+        ));
+        // New exports.
+        let mut exported = (*west2).clone();
+        exported.accepted = Arc::new(Vec::new());
+        let west3 = Arc::new(exported);
+        assert!(read.replace(
+            &reports(&[("east", east.clone()), ("west", west3.clone())]),
+            clusters()
+        ));
+        // The configured clusters changed.
+        assert!(read.replace(
+            &reports(&[("east", east.clone()), ("west", west3.clone())]),
+            vec!["east".to_owned()]
+        ));
+        // A cluster's report gone.
+        assert!(read.replace(&reports(&[("east", east)]), vec!["east".to_owned()]));
     }
 }

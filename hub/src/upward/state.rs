@@ -47,15 +47,19 @@ pub struct ClusterReport {
     /// from the ledger when shown).
     pub view: ClusterReportView,
     /// The exports merged: of the last complete set, those its judgement
-    /// accepted (the MCS generator reads them).
-    pub accepted: Vec<Contribution>,
+    /// accepted (the MCS generator reads them; shared, so that it can tell
+    /// a report whose exports did not change by [`Arc::ptr_eq`]).
+    pub accepted: Arc<Vec<Contribution>>,
     /// Whether a complete set of the agent's exports was received since
     /// the hub started.
     pub exports_received: bool,
 }
 
-/// Every cluster's report, by cluster.
-pub type Reports = Arc<BTreeMap<String, ClusterReport>>;
+/// Every cluster's report, by cluster. Each is shared: an update replaces
+/// its cluster's entry only, so publishing costs a pointer per cluster,
+/// never a copy of every report, and a reader can tell an unchanged
+/// cluster by [`Arc::ptr_eq`].
+pub type Reports = Arc<BTreeMap<String, Arc<ClusterReport>>>;
 
 type DropKey = (String, String, String);
 
@@ -150,7 +154,7 @@ impl Tracked {
 
 /// The task's state (one owner: [`run`]).
 struct Owner {
-    reports: BTreeMap<String, ClusterReport>,
+    reports: BTreeMap<String, Arc<ClusterReport>>,
     tracked: BTreeMap<String, Tracked>,
     dropped: BTreeSet<DropKey>,
     /// First sightings so far (the order of [`FirstSeen`]).
@@ -233,7 +237,7 @@ impl Owner {
                 t.status_seen = true;
                 t.state = report.as_ref().and_then(|r| r.exports_state.clone());
                 let promoted = t.promote();
-                let entry = self.reports.entry(cluster.clone()).or_default();
+                let entry = Arc::make_mut(self.reports.entry(cluster.clone()).or_default());
                 let old = view::dropped_set(&entry.view);
                 let exports = std::mem::take(&mut entry.view.exports);
                 entry.view = report.as_deref().map(view_of).unwrap_or_default();
@@ -275,7 +279,9 @@ impl Owner {
                 t.pending = Some((version, exports));
                 let promoted = t.promote();
                 let entry = self.reports.entry(cluster.clone()).or_default();
-                entry.view.unserved = false;
+                if entry.view.unserved {
+                    Arc::make_mut(entry).view.unserved = false;
+                }
                 if promoted {
                     self.trusted(&cluster);
                 } else if let Some(s) = &t.state {
@@ -284,7 +290,12 @@ impl Owner {
             }
             What::Unserved(unserved) => {
                 // The last report (if any) stays, as for a cut stream.
-                self.reports.entry(cluster).or_default().view.unserved = unserved;
+                let known = self.reports.contains_key(&cluster);
+                let entry = self.reports.entry(cluster).or_default();
+                if known && entry.view.unserved == unserved {
+                    return false;
+                }
+                Arc::make_mut(entry).view.unserved = unserved;
                 return true;
             }
         }
@@ -293,7 +304,10 @@ impl Owner {
             self.tracked.get_mut(&cluster),
             self.reports.get_mut(&cluster),
         ) {
-            r.view.exports_state = t.state_view(now);
+            let state = t.state_view(now);
+            if r.view.exports_state != state {
+                Arc::make_mut(r).view.exports_state = state;
+            }
         }
         true
     }
@@ -402,9 +416,11 @@ impl Owner {
             c.first_seen = stamp;
             accepted.push(c);
         }
-        let entry = self.reports.entry(cluster.to_owned()).or_default();
+        let entry = Arc::make_mut(self.reports.entry(cluster.to_owned()).or_default());
         entry.view.exports = judged.iter().map(judged_view).collect();
-        entry.accepted = accepted;
+        if *entry.accepted != accepted {
+            entry.accepted = Arc::new(accepted);
+        }
         entry.exports_received = received;
     }
 }

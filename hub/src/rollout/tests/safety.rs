@@ -165,7 +165,7 @@ fn a_cluster_that_refused_a_version_is_left_out_until_it_changes_and_never_offer
 fn standing_drop(cluster: &str) -> crate::upward::Reports {
     let mut reports = dropped(cluster, "1");
     let r = Arc::make_mut(&mut reports);
-    let report = r.get_mut(cluster).unwrap();
+    let report = Arc::make_mut(r.get_mut(cluster).unwrap());
     let istiod = report.view.istiod.as_mut().unwrap();
     istiod.dropped[0].collection = DR.into();
     istiod.dropped[0].name = "bookinfo/d".into();

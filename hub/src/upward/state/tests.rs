@@ -364,3 +364,23 @@ fn a_refused_export_does_not_squat_the_oldest_place_in_a_conflict() {
     let spec = &cart.object.as_ref().unwrap().content["spec"];
     assert_eq!(spec["ports"][0]["name"], "http", "east's definition");
 }
+
+#[test]
+fn an_update_replaces_its_clusters_report_only() {
+    let (mut o, _records) = owner();
+    for c in ["east", "west"] {
+        o.apply(started(c, 1));
+        o.apply(status(c, 1, "1", true));
+    }
+    let before: Reports = Arc::new(o.reports.clone());
+    assert!(o.apply(status("west", 1, "2", true)));
+    let after: Reports = Arc::new(o.reports.clone());
+    // What a reader sees of the others is the very report it saw before
+    // (published as a pointer, never copied); west's is a new one.
+    assert!(Arc::ptr_eq(&before["east"], &after["east"]));
+    assert!(!Arc::ptr_eq(&before["west"], &after["west"]));
+    assert_eq!(before["east"], after["east"]);
+    // An update that changes nothing shown publishes nothing.
+    assert!(!o.apply(update("east", 1, What::Unserved(false))));
+    assert!(Arc::ptr_eq(&after["east"], &o.reports["east"]));
+}

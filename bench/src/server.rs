@@ -32,6 +32,29 @@ use crate::digest::{Digest, resource_hash};
 use crate::envelope::raw_hash;
 use crate::proc::{Commands, emit, now_ns, system_ns};
 
+/// The hub's count of the clusters' reports it took
+/// (`meshhub_upward_updates_total` of the report collection, read from its
+/// own `/metrics`).
+async fn upward_updates(admin: std::net::SocketAddr) -> Value {
+    let read =
+        tokio::task::spawn_blocking(move || meshhub_testkit::http::get_blocking(admin, "/metrics"))
+            .await
+            .ok()
+            .flatten();
+    let Some((200, text)) = read else {
+        return json!({"event": "error", "message": "the hub's /metrics did not answer"});
+    };
+    let count: f64 = text
+        .lines()
+        .filter(|l| {
+            l.starts_with("meshhub_upward_updates_total{")
+                && l.contains("meshhub/v1alpha1/clusterstatus")
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    json!({"event": "upward_updates", "count": count})
+}
+
 /// The group every benchmark consumer lands in (no cluster configured).
 pub const DEFAULT_GROUP: &str = "default";
 
@@ -100,6 +123,7 @@ pub async fn run(config: PathBuf, group: String) -> Result<()> {
             Some("acks") => emit(&acks(&hub, &cmd).await),
             Some("groups_expected") => emit(&groups_expected(&hub, &cmd)?),
             Some("dialers") => emit(&dialers(&hub, &cmd)),
+            Some("upward_updates") => emit(&upward_updates(hub.admin_addr()).await),
             other => {
                 emit(&json!({"event": "error", "message": format!("unknown command {other:?}")}))
             }

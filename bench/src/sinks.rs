@@ -36,7 +36,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context as _, Result};
-use meshhub_mcp::cache::SnapshotCache;
+use meshhub_mcp::cache::{SnapshotCache, SnapshotWriter};
 use meshhub_mcp::group::SingleGroup;
 use meshhub_mcp::ledger::Ledger;
 use meshhub_mcp::sink::server::SinkServer;
@@ -45,7 +45,7 @@ use meshhub_mcp::source::SourceConfig;
 use meshhub_mcp::source::server::{Shared, SourceServer};
 use meshhub_proto::kinds::KindTable;
 use meshhub_proto::mcp::SinkNode;
-use meshhub_proto::upward::ClusterStatus;
+use meshhub_proto::upward::{ClusterStatus, HeldCollection};
 use prost::Message as _;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
@@ -150,8 +150,9 @@ struct Sinks {
     configs: Vec<Arc<SinkConfig>>,
     collections: Vec<String>,
     ledger: Ledger,
-    /// The upward snapshots, one group per cluster (`None`: sink only).
-    upward: Option<SnapshotCache>,
+    /// The upward snapshots, one group per cluster, and their writer
+    /// (`None`: sink only).
+    upward: Option<(SnapshotWriter, SnapshotCache)>,
     tasks: TaskTracker,
     /// Stops the current generation of servers.
     stop: CancellationToken,
@@ -245,6 +246,7 @@ pub async fn run(count: usize, incremental: bool, upward: bool) -> Result<()> {
                 sinks.serve(listeners);
                 emit(&json!({"event": "restarted", "at_ns": at_ns}));
             }
+            Some("reports") => emit(&sinks.reports()),
             Some("reset_bytes") => {
                 sinks.bytes.store(0, Ordering::Relaxed);
                 emit(&json!({"event": "reset"}));
@@ -260,9 +262,9 @@ pub async fn run(count: usize, incremental: bool, upward: bool) -> Result<()> {
 
 /// The upward snapshots of `count` clusters: each a minimal valid report
 /// of its own (what an agent without `--apply` or istiod address reports
-/// before anything arrived) and no exports. Published once: the cache
-/// keeps the snapshots when the writer goes.
-fn upward_cache(count: usize) -> SnapshotCache {
+/// before anything arrived) and no exports, until a `reports` command
+/// replaces them.
+fn upward_cache(count: usize) -> (SnapshotWriter, SnapshotCache) {
     let (writer, cache) = meshhub_mcp::cache::new();
     for i in 0..count {
         let cluster = cluster_name(i);
@@ -275,7 +277,7 @@ fn upward_cache(count: usize) -> SnapshotCache {
             Arc::new(meshhub_sink_agent::upward::snapshot(&cluster, report, &[])),
         );
     }
-    cache
+    (writer, cache)
 }
 
 impl Sinks {
@@ -290,7 +292,7 @@ impl Sinks {
                 self.tasks.clone(),
             )
             .into_service(MAX_MESSAGE);
-            let upward = self.upward.as_ref().map(|cache| {
+            let upward = self.upward.as_ref().map(|(_, cache)| {
                 SourceServer::new(Shared {
                     cache: cache.clone(),
                     groups: Arc::new(SingleGroup(cluster_name(i).into())),
@@ -313,6 +315,43 @@ impl Sinks {
                 }
             });
         }
+    }
+
+    /// A round of reports: every cluster's agent reports again, now with
+    /// what it holds per collection (the hub's version, the one it serves,
+    /// how many resources), as a real agent does after a change.
+    fn reports(&self) -> Value {
+        let Some((writer, _)) = &self.upward else {
+            return json!({"event": "error", "message": "sink only: no upward source"});
+        };
+        let at_ns = now_ns();
+        for (i, s) in self.stores.iter().enumerate() {
+            let cluster = cluster_name(i);
+            let collections = {
+                let held = s.collections.lock().expect("sink store");
+                held.iter()
+                    .map(|(c, h)| HeldCollection {
+                        collection: c.clone(),
+                        hub_version: h.version.clone(),
+                        served_version: h.version.clone(),
+                        acked_version: h.version.clone(),
+                        resources: u32::try_from(h.entries.len()).unwrap_or(u32::MAX),
+                        ..HeldCollection::default()
+                    })
+                    .collect()
+            };
+            let report = ClusterStatus {
+                cluster: cluster.clone(),
+                observed: Some(std::time::SystemTime::now().into()),
+                collections,
+                ..ClusterStatus::default()
+            };
+            writer.set(
+                &cluster,
+                Arc::new(meshhub_sink_agent::upward::snapshot(&cluster, report, &[])),
+            );
+        }
+        json!({"event": "reported", "at_ns": at_ns, "clusters": self.stores.len()})
     }
 
     fn report(&self, cmd: &Value) -> Value {

@@ -396,7 +396,7 @@ impl HubProc {
         // The last answer is kept so that a hub that never gets ready
         // says why (its /readyz body names what it waits for).
         let mut last = None;
-        let deadline = Instant::now() + std::time::Duration::from_secs(30);
+        let deadline = Instant::now() + meshhub_testkit::DEADLINE;
         loop {
             match get_blocking(hub.admin, "/readyz") {
                 Some((200, _)) => break,
@@ -411,8 +411,9 @@ impl HubProc {
                     .collect();
                 let tail: Vec<&str> = log.lines().rev().take(40).collect();
                 panic!(
-                    "hub {name} not ready after 30s; /readyz last answered {last:?}; \
+                    "hub {name} not ready after {:?}; /readyz last answered {last:?}; \
                      the end of its log:\n{}",
+                    meshhub_testkit::DEADLINE,
                     tail.into_iter().rev().collect::<Vec<_>>().join("\n")
                 );
             }

@@ -138,6 +138,11 @@ pub enum StreamProtocol {
     /// Delta MCP-over-xDS.
     #[serde(rename = "delta-ads")]
     DeltaAds,
+    /// A name this version does not know (read from a newer process's
+    /// JSON: one new protocol must not make the whole document unreadable).
+    /// Never recorded by the ledger.
+    #[serde(other, rename = "unknown")]
+    Unknown,
 }
 
 impl StreamProtocol {
@@ -147,6 +152,7 @@ impl StreamProtocol {
             Self::Mcp => "mcp",
             Self::Ads => "ads",
             Self::DeltaAds => "delta-ads",
+            Self::Unknown => "unknown",
         }
     }
 

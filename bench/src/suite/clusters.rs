@@ -149,7 +149,20 @@ pub(super) async fn clusters(params: &Params, results: &mut Results) -> Result<(
     }
     rig.oracle(results).await?;
 
+    // Rounds of reports: every light sink's agent reports again (what it
+    // holds per collection); the hub's CPU until it took them all.
+    let reports = if s.sink_only == 0 {
+        Some(rig.report_rounds(3).await.context("a round of reports")?)
+    } else {
+        None
+    };
+
     let f = &mut results.figures;
+    if let Some((cpu, took)) = reports {
+        f.insert("clusters.report_round_hub_cpu_s".into(), cpu);
+        f.insert("clusters.report_hub_cpu_us".into(), cpu / s.n as f64 * 1e6);
+        f.insert("clusters.report_round_ms".into(), took);
+    }
     let (a50, a99, amax) = all.percentiles();
     let (o50, o99, omax) = one.percentiles();
     f.insert("clusters.n".into(), total as f64);
@@ -338,6 +351,47 @@ impl Rig {
         Ok(())
     }
 
+    /// `rounds` rounds of reports from every light sink: the hub's mean CPU
+    /// (s) per round, from the reports' publication until its count of
+    /// reports taken says all arrived (and 300 ms more for what they set
+    /// off), and the mean time (ms) until they all arrived.
+    async fn report_rounds(&mut self, rounds: usize) -> Result<(f64, f64)> {
+        let (mut cpu, mut took) = (0.0, 0.0);
+        for _ in 0..rounds {
+            let before = self.upward_updates().await?;
+            let cpu0 = self.hub.child.cpu();
+            let sent = sinks_cmd(&mut self.sinks, json!({"cmd": "reports"})).await?;
+            let at = sent["at_ns"].as_u64().unwrap_or_default();
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+            loop {
+                let now = self.upward_updates().await?;
+                if now >= before + self.n as f64 {
+                    break;
+                }
+                ensure!(
+                    tokio::time::Instant::now() < deadline,
+                    "the hub took {} of {} reports in 120 s",
+                    now - before,
+                    self.n
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            took += ms(now_ns() as i128 - at as i128);
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            cpu += self.hub.child.cpu() - cpu0;
+        }
+        Ok((cpu / rounds as f64, took / rounds as f64))
+    }
+
+    async fn upward_updates(&mut self) -> Result<f64> {
+        self.hub
+            .child
+            .send(&json!({"cmd": "upward_updates"}))
+            .await?;
+        let r = self.hub.child.expect("upward_updates", LONG).await?;
+        r["count"].as_f64().context("the hub's count of reports")
+    }
+
     /// Every light sink holds exactly what the hub publishes for its
     /// cluster, every real agent ACKed its group's current versions.
     pub(super) async fn oracle(&mut self, results: &mut Results) -> Result<()> {
@@ -378,6 +432,7 @@ pub(super) async fn sinks_cmd(sinks: &mut Child, cmd: Value) -> Result<Value> {
         Some("report") => "report",
         Some("restart") => "restarted",
         Some("reset_bytes") => "reset",
+        Some("reports") => "reported",
         _ => "waited",
     };
     let r = sinks.expect(event, LONG).await?;

@@ -56,9 +56,9 @@ pub struct ClusterReport {
 }
 
 /// Every cluster's report, by cluster. Each is shared: an update replaces
-/// its cluster's entry only, so publishing costs a pointer per cluster,
-/// never a copy of every report, and a reader can tell an unchanged
-/// cluster by [`Arc::ptr_eq`].
+/// its cluster's entry only, so publishing costs a key and a pointer per
+/// cluster, never a copy of every report, and a reader can tell an
+/// unchanged cluster by [`Arc::ptr_eq`].
 pub type Reports = Arc<BTreeMap<String, Arc<ClusterReport>>>;
 
 type DropKey = (String, String, String);
@@ -237,11 +237,19 @@ impl Owner {
                 t.status_seen = true;
                 t.state = report.as_ref().and_then(|r| r.exports_state.clone());
                 let promoted = t.promote();
-                let entry = Arc::make_mut(self.reports.entry(cluster.clone()).or_default());
-                let old = view::dropped_set(&entry.view);
-                let exports = std::mem::take(&mut entry.view.exports);
-                entry.view = report.as_deref().map(view_of).unwrap_or_default();
-                entry.view.exports = exports;
+                let slot = self.reports.entry(cluster.clone()).or_default();
+                let old = view::dropped_set(&slot.view);
+                // A new report of the cluster: built afresh (the exports
+                // and what was accepted carried over), not a copy of the
+                // previous one to overwrite.
+                let mut view = report.as_deref().map(view_of).unwrap_or_default();
+                view.exports = slot.view.exports.clone();
+                *slot = Arc::new(ClusterReport {
+                    view,
+                    accepted: slot.accepted.clone(),
+                    exports_received: slot.exports_received,
+                });
+                let entry = &**slot;
                 let new = view::dropped_set(&entry.view);
                 for ((collection, name), d) in &new {
                     if !old.contains_key(&(collection.clone(), name.clone())) {

@@ -203,6 +203,10 @@ pub const DROPPED_REASON: &str = "istiod does not hold it: absent from its /debu
 pub struct Tracker {
     /// (collection, name) → served version, missing at the last check.
     missing: BTreeMap<(String, String), String>,
+    /// Kinds newer than some Istio releases that istiod has listed an
+    /// object of (so it reads them): compared from then on, also when it
+    /// holds none of them any more.
+    read_kinds: BTreeSet<(String, String)>,
 }
 
 impl Tracker {
@@ -228,13 +232,14 @@ impl Tracker {
             let Some(kind) = kinds.by_collection(collection) else {
                 continue;
             };
-            if only.is_none()
-                && meshhub_analyze::since::kind_since(kind.kind()).is_some()
-                && !istiod
-                    .iter()
-                    .any(|(g, k, _)| g == kind.group() && k == kind.kind())
-            {
-                continue;
+            if only.is_none() && meshhub_analyze::since::kind_since(kind.kind()).is_some() {
+                let id = (kind.group().to_owned(), kind.kind().to_owned());
+                if !self.read_kinds.contains(&id) {
+                    if !istiod.iter().any(|(g, k, _)| *g == id.0 && *k == id.1) {
+                        continue;
+                    }
+                    self.read_kinds.insert(id);
+                }
             }
             out.collections.push(collection.to_owned());
             for key in snapshot.keys() {
@@ -378,6 +383,10 @@ mod tests {
         let c = t.check(&kinds, &snap, None, &held);
         assert_eq!(c.dropped.len(), 1, "{c:?}");
         assert_eq!(c.dropped[0].collection, TE);
+        // istiod reads the kind: when it holds none of them any more, the
+        // drop stands (not a false "held again").
+        let c = t.check(&kinds, &snap, None, &configz());
+        assert_eq!(c.dropped.len(), 1, "{c:?}");
     }
 
     #[test]

@@ -42,6 +42,7 @@ fn consumer_protocol(p: StreamProtocol) -> ConsumerProtocol {
         StreamProtocol::Mcp => ConsumerProtocol::Mcp,
         StreamProtocol::Ads => ConsumerProtocol::Ads,
         StreamProtocol::DeltaAds => ConsumerProtocol::DeltaAds,
+        StreamProtocol::Unknown => ConsumerProtocol::Unspecified,
     }
 }
 
@@ -294,6 +295,80 @@ mod tests {
                 ),
             ]
         );
+    }
+
+    #[test]
+    fn refusals_protocols_and_states_are_written_typed_and_as_text() {
+        use crate::store::{CollectionInfo, Origin, Refusal};
+        use meshhub_mcp::ledger::{At, CollectionStatus, Rejection};
+        let at = At(std::time::SystemTime::UNIX_EPOCH);
+        let mut store = StoreStatus::default();
+        store.collections.insert(
+            "istio/networking/v1/virtualservices".into(),
+            CollectionInfo {
+                version: "v7".into(),
+                served_version: "s6".into(),
+                resources: 1,
+                bytes: 10,
+                origin: Origin::Hub,
+                updated_at: at,
+                refused: Some(Refusal {
+                    version: "v7".into(),
+                    message: "spec.http[0]: invalid".into(),
+                    at,
+                }),
+                acked_version: "v6".into(),
+            },
+        );
+        let mut consumer = PeerStatus {
+            id: 1,
+            role: Role::Source,
+            protocol: StreamProtocol::DeltaAds,
+            peer: "10.0.0.1:1".into(),
+            node_id: "istiod".into(),
+            group: "east".into(),
+            connected: true,
+            connected_since: None,
+            disconnected_at: None,
+            last_error: None,
+            streams: 1,
+            collections: Default::default(),
+            replica: None,
+            node_meta: Default::default(),
+        };
+        consumer.collections.insert(
+            "networking.istio.io/v1/VirtualService".into(),
+            CollectionStatus {
+                state: SyncState::Nacked,
+                nacked: Some(Rejection {
+                    version: "s6".into(),
+                    code: 3,
+                    message: "bad".into(),
+                    at,
+                }),
+                ..CollectionStatus::default()
+            },
+        );
+        let r = build(&Inputs {
+            cluster: "east",
+            store: &store,
+            apply: None,
+            ledger: &[consumer],
+            istiod: None,
+            istiod_version: None,
+            crds: None,
+        });
+        let held = &r.collections[0];
+        assert_eq!(held.refused_version, "v7");
+        assert_eq!(held.refusal, "spec.http[0]: invalid");
+        assert_eq!(held.refused, "v7: spec.http[0]: invalid", "for older hubs");
+        let c = &r.consumers[0];
+        assert_eq!(c.kind(), ConsumerProtocol::DeltaAds);
+        assert_eq!(c.protocol, "delta-ads");
+        let cc = &c.collections[0];
+        assert_eq!(cc.sync_state(), ConsumerSyncState::Nacked);
+        assert_eq!(cc.state, "NACKED");
+        assert_eq!(cc.nack_message, "bad");
     }
 
     #[test]

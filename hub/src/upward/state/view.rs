@@ -46,7 +46,7 @@ pub fn view_of(r: &ClusterStatus) -> ClusterReportView {
                         hub_version: c.hub_version.clone(),
                         served_version: c.served_version.clone(),
                         resources: c.resources,
-                        refused: bounded(&c.refused),
+                        refused: bounded_to(&c.refused, MAX_REASON),
                         refused_version: c.refused_version.clone(),
                         refusal: refusal(c),
                         acked_version: c.acked_version.clone(),
@@ -153,6 +153,10 @@ const MAX_CRDS: usize = 64;
 const MAX_ISTIODS: usize = 64;
 /// At most this many bytes of one of their strings.
 const MAX_FIELD: usize = 512;
+/// At most this many bytes of a refusal's reason (an API server's or a
+/// webhook's message, shown in objects' status as the NACK's: long ones
+/// are real).
+const MAX_REASON: usize = 16 * 1024;
 
 /// Why the agent refused a collection's last change: its `refusal`, or —
 /// from an agent older than that field — its `refused` text without the
@@ -160,14 +164,14 @@ const MAX_FIELD: usize = 512;
 /// reads the reason alone).
 fn refusal(c: &HeldCollection) -> String {
     if !c.refusal.is_empty() || c.refused_version.is_empty() {
-        return bounded(&c.refusal);
+        return bounded_to(&c.refusal, MAX_REASON);
     }
     let legacy = c
         .refused
         .strip_prefix(c.refused_version.as_str())
         .and_then(|rest| rest.strip_prefix(": "))
         .unwrap_or(&c.refused);
-    bounded(legacy)
+    bounded_to(legacy, MAX_REASON)
 }
 
 /// A local consumer's protocol, from its typed field (an agent older than
@@ -208,10 +212,14 @@ fn istiod_source(d: &IstiodInstance) -> String {
 }
 
 fn bounded(s: &str) -> String {
-    if s.len() <= MAX_FIELD {
+    bounded_to(s, MAX_FIELD)
+}
+
+fn bounded_to(s: &str, max: usize) -> String {
+    if s.len() <= max {
         return s.to_owned();
     }
-    let mut end = MAX_FIELD;
+    let mut end = max;
     while !s.is_char_boundary(end) {
         end -= 1;
     }

@@ -228,9 +228,9 @@ mod tests {
         assert_eq!(object_of("no object here"), "");
     }
 
-    #[test]
-    fn istiods_are_named_with_their_release_and_revision() {
-        let consumer = |id: &str, version: &str, protocol: StreamProtocol| PeerStatus {
+    /// A connected local consumer `id` announcing Istio `version`.
+    fn consumer(id: &str, version: &str, protocol: StreamProtocol) -> PeerStatus {
+        PeerStatus {
             id: 1,
             role: Role::Source,
             protocol,
@@ -249,7 +249,11 @@ mod tests {
                 ("ISTIO_REVISION".to_owned(), "canary".to_owned()),
             ]
             .into(),
-        };
+        }
+    }
+
+    #[test]
+    fn istiods_are_named_with_their_release_and_revision() {
         let ledger = [
             consumer("istiod-b", PLACEHOLDER_VERSION, StreamProtocol::Ads),
             consumer("istiod-a", "1.28.3", StreamProtocol::DeltaAds),
@@ -320,22 +324,7 @@ mod tests {
                 acked_version: "v6".into(),
             },
         );
-        let mut consumer = PeerStatus {
-            id: 1,
-            role: Role::Source,
-            protocol: StreamProtocol::DeltaAds,
-            peer: "10.0.0.1:1".into(),
-            node_id: "istiod".into(),
-            group: "east".into(),
-            connected: true,
-            connected_since: None,
-            disconnected_at: None,
-            last_error: None,
-            streams: 1,
-            collections: Default::default(),
-            replica: None,
-            node_meta: Default::default(),
-        };
+        let mut consumer = consumer("istiod", "1.28.3", StreamProtocol::DeltaAds);
         consumer.collections.insert(
             "networking.istio.io/v1/VirtualService".into(),
             CollectionStatus {

@@ -79,7 +79,12 @@ pub async fn run(config: PathBuf, group: String) -> Result<()> {
     let config = Config::from_args(args).context("hub configuration")?;
     let start_ns = now_ns();
     let hub = Hub::start(config).await.context("starting the hub")?;
-    emit(&json!({"event": "listening", "grpc": hub.grpc_addr().to_string(), "start_ns": start_ns}));
+    emit(&json!({
+        "event": "listening",
+        "grpc": hub.grpc_addr().to_string(),
+        "admin": hub.admin_addr().to_string(),
+        "start_ns": start_ns,
+    }));
     hub.ready().await;
     let ready_ns = now_ns();
     let status = hub.status().borrow().clone();

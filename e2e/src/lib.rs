@@ -23,6 +23,7 @@ use meshhub_testkit::http::get_blocking;
 use meshhub_testkit::ports::free_addr;
 use serde_json::Value;
 
+pub mod browser;
 pub mod chaos;
 pub mod container;
 pub mod helm;
@@ -372,7 +373,12 @@ impl HubProc {
     /// Starts `meshhub --config <config>` on kernel-chosen ports and waits
     /// until it is ready.
     pub fn start(name: &str, config: &Path, logs: &Path) -> Self {
-        let args = [
+        Self::start_with(name, config, logs, &[])
+    }
+
+    /// [`HubProc::start`] with extra flags (`--admin-token-file`, ...).
+    pub fn start_with(name: &str, config: &Path, logs: &Path, extra: &[String]) -> Self {
+        let mut args = [
             "--config",
             &config.display().to_string(),
             "--grpc-addr",
@@ -382,7 +388,9 @@ impl HubProc {
             "--shutdown-grace",
             "2s",
         ]
-        .map(str::to_owned);
+        .map(str::to_owned)
+        .to_vec();
+        args.extend_from_slice(extra);
         // Counted before the start: a fast start would otherwise be
         // counted as an earlier run and waited for again.
         let runs = count_started(logs, name, "meshhub started");

@@ -151,6 +151,7 @@ impl Hub {
         let (rules_tx, rules_rx) = watch::channel(rules.clone());
         let (agents_tx, agents_rx) = watch::channel(Arc::new(config.agents.clone()));
         let (labels_tx, labels_rx) = watch::channel(Arc::new(config.cluster_labels.clone()));
+        let labels_console = labels_rx.clone();
         let (policy_tx, policy_rx) =
             watch::channel(config.rollout.as_ref().map(|r| r.policy.clone()));
         // The recorder first: what the features set while they are built
@@ -608,31 +609,24 @@ impl Hub {
         // `/metrics` also says how each cluster this replica dials stands.
         let fleet = admin::fleet::section_of(&admin_state, rollout.view.clone());
         admin_state.base.add_metrics(fleet);
-        // The history's pin and unpin change what clusters are served: behind
-        // the admin authorization like every state-changing endpoint.
-        let mut admin_routes = admin::router(admin_state.clone())
-            .merge(rollout::routes::read_routes(rollout.clone()))
-            .merge(
-                admin_state
-                    .base
-                    .auth
-                    .protect(rollout::routes::write_routes(rollout)),
-            );
-        if let Some(history) = history {
-            let state = HistoryState {
-                history,
-                kinds: kinds.clone(),
-                audit,
-            };
-            admin_routes = admin_routes
-                .merge(crate::history::routes::read_routes(state.clone()))
-                .merge(
-                    admin_state
-                        .base
-                        .auth
-                        .protect(crate::history::routes::write_routes(state)),
-                );
-        }
+        let console = config.console.then(|| {
+            crate::console::ConsoleState::start(
+                crate::console::Inputs {
+                    admin: admin_state.clone(),
+                    rollout: rollout.view.clone(),
+                    labels: labels_console,
+                    pins: history.as_ref().map(History::pins),
+                },
+                &tasks,
+                shutdown.clone(),
+            )
+        });
+        let history_state = history.map(|history| HistoryState {
+            history,
+            kinds: kinds.clone(),
+            audit,
+        });
+        let admin_routes = admin::routes(admin_state, rollout, history_state, console);
         admin_port.serve(&life, admin_routes);
         let webhook_reload = webhook.map(|w| {
             let (tx, rx) = mpsc::channel(1);

@@ -90,6 +90,11 @@ pub struct Args {
     /// (the same as `insecure: true` in the file).
     #[arg(long, env = "MESHHUB_INSECURE")]
     pub insecure: bool,
+
+    /// Serve the web console on the admin port (`/console`);
+    /// `--console=false` turns it off.
+    #[arg(long, env = "MESHHUB_CONSOLE", default_value_t = true, action = clap::ArgAction::Set)]
+    pub console: bool,
 }
 
 /// The whole, checked configuration.
@@ -103,6 +108,8 @@ pub struct Config {
     pub shutdown_grace: Duration,
     /// The admin token file (see [`Args::admin_token_file`]).
     pub admin_token_file: Option<PathBuf>,
+    /// The web console on the admin port ([`Args::console`]).
+    pub console: bool,
     /// The configuration file these settings came from.
     pub config_file: PathBuf,
     /// The embedded default's private directory, when no file was given
@@ -260,6 +267,7 @@ impl Config {
             admin_token_file: self.admin_token_file.clone(),
             shutdown_grace: self.shutdown_grace,
             insecure: self.insecure_flag,
+            console: self.console,
         };
         let mut config = Self::from_yaml(&args, &self.config_file, text)?;
         config.embedded.clone_from(&self.embedded);
@@ -347,6 +355,7 @@ impl Config {
             admin_addr: args.admin_addr,
             shutdown_grace: args.shutdown_grace,
             admin_token_file: args.admin_token_file.clone(),
+            console: args.console,
             grpc_tls: grpc.tls,
             insecure: grpc.insecure,
             access: grpc.access,

@@ -19,6 +19,7 @@ pub mod audit;
 pub mod clusters;
 pub mod config;
 pub mod configmap;
+pub mod console;
 pub mod groups;
 pub mod history;
 pub mod leader;

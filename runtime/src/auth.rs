@@ -40,6 +40,9 @@ pub enum Refusal {
     Unprotected(SocketAddr),
     /// The token file can't be read.
     TokenFile(String),
+    /// A browser sent it from another site's page (its `Origin` is not
+    /// the admin port's own, or `Sec-Fetch-Site` says `cross-site`).
+    CrossOrigin,
 }
 
 impl IntoResponse for Refusal {
@@ -58,6 +61,11 @@ impl IntoResponse for Refusal {
                     "forbidden: the admin port listens on {addr}, not loopback, and no admin token is configured; \
                      set --admin-token-file (env MESHHUB_ADMIN_TOKEN_FILE) to enable state-changing endpoints\n"
                 ),
+            )
+                .into_response(),
+            Self::CrossOrigin => (
+                StatusCode::FORBIDDEN,
+                "forbidden: state-changing admin requests are refused from another site's page (Origin)\n",
             )
                 .into_response(),
             Self::TokenFile(message) => (
@@ -85,8 +93,14 @@ impl AdminAuth {
         }
     }
 
-    /// Whether a request with `headers` may change state.
+    /// Whether a request with `headers` may change state. A browser's
+    /// request from another site is refused whatever it carries: without
+    /// a token on loopback, any page the operator opens could otherwise
+    /// post to the admin port (a cross-site request forgery).
     pub fn check(&self, headers: &HeaderMap) -> Result<(), Refusal> {
+        if cross_origin(headers) {
+            return Err(Refusal::CrossOrigin);
+        }
         let Some(path) = &self.inner.token_file else {
             return if self.inner.listen.ip().is_loopback() {
                 Ok(())
@@ -120,6 +134,28 @@ impl AdminAuth {
         S: Clone + Send + Sync + 'static,
     {
         router.route_layer(middleware::from_fn_with_state(self.clone(), require_admin))
+    }
+}
+
+/// Whether a browser sent the request from another origin's page: its
+/// `Sec-Fetch-Site` says `cross-site`/`same-site`, or its `Origin` names
+/// another host and port than the `Host` it was sent to. Clients that are
+/// not browsers send neither header.
+fn cross_origin(headers: &HeaderMap) -> bool {
+    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    if matches!(text("sec-fetch-site"), Some("cross-site" | "same-site")) {
+        return true;
+    }
+    let Some(origin) = text(header::ORIGIN.as_str()) else {
+        return false;
+    };
+    let authority = origin
+        .split_once("://")
+        .map(|(_, rest)| rest.trim_end_matches('/'));
+    match (authority, text(header::HOST.as_str())) {
+        (Some(a), Some(host)) => !a.eq_ignore_ascii_case(host),
+        // `Origin: null` (a sandboxed page, a file) or no Host: refuse.
+        _ => true,
     }
 }
 
@@ -161,6 +197,50 @@ mod tests {
             any.check(&headers(None)),
             Err(Refusal::Unprotected(_))
         ));
+    }
+
+    #[test]
+    fn a_browser_request_from_another_site_is_refused_even_on_loopback() {
+        let local = AdminAuth::new(None, "127.0.0.1:1".parse().unwrap());
+        let with = |pairs: &[(&'static str, &str)]| {
+            let mut h = headers(None);
+            for (k, v) in pairs {
+                h.insert(*k, v.parse().unwrap());
+            }
+            local.check(&h)
+        };
+        // The console's own page.
+        assert_eq!(
+            with(&[
+                ("host", "127.0.0.1:8081"),
+                ("origin", "http://127.0.0.1:8081")
+            ]),
+            Ok(())
+        );
+        assert_eq!(with(&[("sec-fetch-site", "same-origin")]), Ok(()));
+        // Another site's page.
+        assert_eq!(
+            with(&[
+                ("host", "127.0.0.1:8081"),
+                ("origin", "https://evil.example")
+            ]),
+            Err(Refusal::CrossOrigin)
+        );
+        assert_eq!(
+            with(&[
+                ("host", "127.0.0.1:8081"),
+                ("origin", "http://127.0.0.1:9999")
+            ]),
+            Err(Refusal::CrossOrigin)
+        );
+        assert_eq!(
+            with(&[("host", "127.0.0.1:8081"), ("origin", "null")]),
+            Err(Refusal::CrossOrigin)
+        );
+        assert_eq!(
+            with(&[("sec-fetch-site", "cross-site")]),
+            Err(Refusal::CrossOrigin)
+        );
     }
 
     #[test]

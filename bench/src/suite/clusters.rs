@@ -31,6 +31,7 @@ use crate::sinks::cluster_name;
 
 use super::harness::*;
 
+mod consoles;
 mod storm;
 
 /// The targets at N = 1,000 (issue 29): p99 beyond the debounce.
@@ -157,7 +158,35 @@ pub(super) async fn clusters(params: &Params, results: &mut Results) -> Result<(
         None
     };
 
+    // Ten consoles follow the fleet through a few more changes.
+    let consoles = rig
+        .consoles(s.changes.clamp(1, 3))
+        .await
+        .context("open consoles")?;
+
     let f = &mut results.figures;
+    f.insert("clusters.console_page_bytes".into(), consoles.page_bytes);
+    f.insert(
+        "clusters.console_assets_bytes".into(),
+        consoles.assets_bytes,
+    );
+    f.insert("clusters.console_page_ms".into(), consoles.page_ms);
+    f.insert(
+        "clusters.console_idle_cpu_per_s".into(),
+        consoles.idle_cpu_per_s,
+    );
+    f.insert(
+        "clusters.console_all_hub_cpu_per_change_s".into(),
+        consoles.cpu_per_change_s,
+    );
+    f.insert(
+        "clusters.console_events_per_change".into(),
+        consoles.events_per_change,
+    );
+    f.insert(
+        "clusters.console_event_bytes_per_change".into(),
+        consoles.bytes_per_change,
+    );
     if let Some((cpu, took)) = reports {
         f.insert("clusters.report_round_hub_cpu_s".into(), cpu);
         f.insert("clusters.report_hub_cpu_us".into(), cpu / s.n as f64 * 1e6);
@@ -249,6 +278,25 @@ pub(super) async fn clusters(params: &Params, results: &mut Results) -> Result<(
             all.hub_cpu() / total as f64 * 1e6,
             one.hub_cpu() * 1e3,
             idle_cpu / total as f64 * 1e6
+        ),
+        "(profile)",
+        None,
+    );
+
+    results.row(
+        format!(
+            "clusters: {} consoles open at N={total}: hub CPU per change of all (without consoles), idle CPU; the fleet page",
+            consoles::CONSOLES
+        ),
+        format!(
+            "{:.3} s ({:.3} s), {:.1} ms/s; {:.1} KiB in {:.1} ms, each stream {:.1} events and {:.1} KiB per change",
+            consoles.cpu_per_change_s,
+            all.hub_cpu(),
+            consoles.idle_cpu_per_s * 1e3,
+            consoles.page_bytes / 1024.0,
+            consoles.page_ms,
+            consoles.events_per_change,
+            consoles.bytes_per_change / 1024.0
         ),
         "(profile)",
         None,

@@ -18,6 +18,8 @@ pub(super) const LONG: Duration = Duration::from_secs(300);
 pub(super) struct Server {
     pub(super) child: Child,
     pub(super) grpc: String,
+    /// Its admin port (`host:port`).
+    pub(super) admin: String,
     pub(super) start_ns: u64,
     pub(super) ready: Value,
 }
@@ -55,9 +57,14 @@ impl Server {
             .context("grpc address")?
             .to_owned();
         let start_ns = listening["start_ns"].as_u64().unwrap_or_default();
+        let admin = listening["admin"]
+            .as_str()
+            .context("admin address")?
+            .to_owned();
         Ok(Self {
             child,
             grpc,
+            admin,
             start_ns,
             ready: Value::Null,
         })

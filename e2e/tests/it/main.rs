@@ -7,6 +7,7 @@
 mod binary_runtime;
 mod chaos_soak;
 mod chart_monitoring;
+mod console;
 mod grpcurl;
 mod helm_charts;
 mod image;

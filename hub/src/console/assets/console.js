@@ -1,0 +1,167 @@
+// meshhub console: live updates (server-sent events), ages and countdowns,
+// and the admin actions for a browser holding the admin token. The pages
+// are complete without this script; it only keeps them current.
+"use strict";
+
+(function () {
+  const TOKEN_KEY = "meshhub.adminToken";
+  const $ = (sel) => document.querySelector(sel);
+
+  // Ages ("12 s ago") and countdowns ("3 min 05 s left"), every second.
+  function fmtAge(secs) {
+    if (secs < 60) return secs + " s ago";
+    if (secs < 3600) return Math.floor(secs / 60) + " min ago";
+    if (secs < 86400) return Math.floor(secs / 3600) + " h ago";
+    return Math.floor(secs / 86400) + " d ago";
+  }
+  function tick() {
+    const now = Date.now();
+    for (const t of document.querySelectorAll("time[data-age]")) {
+      const at = Date.parse(t.getAttribute("datetime"));
+      if (!Number.isNaN(at)) t.textContent = fmtAge(Math.max(0, Math.floor((now - at) / 1000)));
+    }
+    for (const t of document.querySelectorAll("time[data-until]")) {
+      const left = Math.max(0, Math.floor((Number(t.dataset.until) - now) / 1000));
+      t.textContent = Math.floor(left / 60) + " min " + String(left % 60).padStart(2, "0") + " s left";
+    }
+  }
+
+  function announce(text) {
+    const a = $("#announce");
+    if (a) a.textContent = text;
+  }
+
+  // Live updates: one event stream per page.
+  function follow(kind) {
+    let url;
+    if (kind === "fleet") url = "/console/events/fleet" + location.search;
+    else if (kind === "rollout") url = "/console/events/rollout";
+    else if (kind === "cluster") {
+      const name = location.pathname.split("/").pop();
+      url = "/console/events/clusters/" + name;
+    } else return;
+    const state = $("#live-state");
+    const es = new EventSource(url);
+    es.onopen = () => { if (state) state.textContent = "Live"; document.body.dataset.connected = "1"; };
+    es.onerror = () => { if (state) state.textContent = "Reconnecting…"; document.body.dataset.connected = "0"; };
+    es.addEventListener("fleet", (e) => {
+      const f = JSON.parse(e.data);
+      $("#fleet-summary").innerHTML = f.summary;
+      $("#fleet-rows").innerHTML = f.rows;
+      $("#fleet-pager").innerHTML = f.pager;
+      updated();
+    });
+    es.addEventListener("rollout", (e) => {
+      $("#rollout").innerHTML = JSON.parse(e.data).html;
+      showActions();
+      updated();
+    });
+    es.addEventListener("cluster", (e) => {
+      $("#cluster-live").innerHTML = JSON.parse(e.data).html;
+      updated();
+    });
+  }
+
+  function updated() {
+    document.body.dataset.updates = String(Number(document.body.dataset.updates || 0) + 1);
+    tick();
+  }
+
+  // The admin session: the buttons appear only once /console/session
+  // accepts the token (or the hub needs none: a loopback admin port).
+  let admin = false;
+  function headers() {
+    const h = { "x-meshhub-user": "console" };
+    const token = sessionStorage.getItem(TOKEN_KEY);
+    if (token) h["Authorization"] = "Bearer " + token;
+    return h;
+  }
+  async function checkSession() {
+    const box = $("#session");
+    if (!box || !$("#rollout")) return;
+    let r;
+    try {
+      r = await fetch("/console/session", { headers: headers(), cache: "no-store" });
+    } catch (e) {
+      return;
+    }
+    admin = r.status === 204;
+    box.replaceChildren();
+    if (admin) {
+      const s = document.createElement("span");
+      s.textContent = "Admin actions enabled";
+      box.append(s);
+      if (sessionStorage.getItem(TOKEN_KEY)) {
+        const out = document.createElement("button");
+        out.type = "button";
+        out.textContent = "Forget token";
+        out.addEventListener("click", () => { sessionStorage.removeItem(TOKEN_KEY); location.reload(); });
+        box.append(" ", out);
+      }
+    } else {
+      const form = document.createElement("form");
+      form.setAttribute("aria-label", "Enable admin actions");
+      const label = document.createElement("label");
+      label.htmlFor = "admin-token";
+      label.textContent = "Admin token";
+      const input = document.createElement("input");
+      input.type = "password";
+      input.id = "admin-token";
+      input.autocomplete = "off";
+      const button = document.createElement("button");
+      button.type = "submit";
+      button.textContent = "Enable actions";
+      form.append(label, " ", input, " ", button);
+      if (r.status === 403 && sessionStorage.getItem(TOKEN_KEY)) {
+        const err = document.createElement("span");
+        err.className = "error";
+        err.setAttribute("role", "alert");
+        err.textContent = " That token was refused.";
+        form.append(err);
+      }
+      form.addEventListener("submit", (e) => {
+        e.preventDefault();
+        sessionStorage.setItem(TOKEN_KEY, input.value.trim());
+        checkSession();
+      });
+      box.append(form);
+    }
+    showActions();
+  }
+
+  function showActions() {
+    const slot = $("#actions");
+    const tpl = $("#rollout-actions");
+    if (!slot) return;
+    slot.replaceChildren();
+    if (!admin || !tpl) return;
+    slot.append(tpl.content.cloneNode(true));
+    const result = document.createElement("p");
+    result.id = "action-result";
+    result.setAttribute("role", "status");
+    slot.append(result);
+    for (const b of slot.querySelectorAll("button[data-action]")) {
+      b.addEventListener("click", () => act(b.dataset.action, result));
+    }
+  }
+
+  async function act(action, result) {
+    if (action === "abort" && !confirm("Abort the rollout? Clusters already updated follow the policy's onFailure.")) return;
+    result.textContent = action + "…";
+    try {
+      const r = await fetch("/rollout/" + action, { method: "POST", headers: headers() });
+      const text = (await r.text()).trim();
+      result.textContent = (r.ok ? "Done: " : "Refused (" + r.status + "): ") + (text || action);
+      announce(result.textContent);
+    } catch (e) {
+      result.textContent = "Failed: " + e;
+    }
+  }
+
+  document.addEventListener("DOMContentLoaded", () => {
+    tick();
+    setInterval(tick, 1000);
+    follow(document.body.dataset.live);
+    checkSession();
+  });
+})();

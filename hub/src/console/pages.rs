@@ -1,0 +1,177 @@
+//! The console's pages: each handler reads the hub's state through the
+//! console's reader handles (off the async threads where the history
+//! database is read) and renders one page.
+
+pub mod cluster;
+pub mod fleet;
+pub mod object;
+pub mod rollout;
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use meshhub_api::kinds::find_kind;
+use meshhub_api::object::ObjectQuery;
+use serde::Deserialize;
+
+use super::layout::{Nav, error, page};
+use super::model;
+use super::{ConsoleState, Inputs, build_fleet, build_one};
+
+/// Runs `f` off the async threads.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, Response> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| {
+        error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "Internal error",
+            &e.to_string(),
+        )
+    })
+}
+
+/// A query the page can't read.
+fn bad_query(e: &impl std::fmt::Display) -> Response {
+    error(StatusCode::BAD_REQUEST, "Bad request", &e.to_string())
+}
+
+/// `GET /console`.
+pub async fn fleet(
+    State(s): State<ConsoleState>,
+    q: Result<Query<model::Query>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    let Query(q) = match q {
+        Ok(q) => q,
+        Err(e) => return bad_query(&e),
+    };
+    let inputs = s.inputs.clone();
+    let content = blocking(move || fleet::content(&build_fleet(&inputs), &q)).await;
+    match content {
+        Ok(c) => page("Fleet", Nav::Fleet, Some("fleet"), c),
+        Err(r) => r,
+    }
+}
+
+/// `GET /console/rollout`.
+pub async fn rollout(State(s): State<ConsoleState>) -> Response {
+    let view = s.inputs.rollout.borrow().clone();
+    page(
+        "Rollout",
+        Nav::Rollout,
+        Some("rollout"),
+        rollout::content(&view),
+    )
+}
+
+/// The versions a cluster page compares.
+#[derive(Debug, Default, Deserialize)]
+pub struct Compare {
+    from: Option<String>,
+    to: Option<String>,
+}
+
+/// The live part of `cluster`'s page, `None` when no such cluster is
+/// configured (reads the history database: blocking).
+pub fn cluster_live(inputs: &Inputs, cluster: &str) -> Option<maud::Markup> {
+    let (remote, row) = build_one(inputs, cluster)?;
+    Some(cluster::live(&remote, &row))
+}
+
+/// `GET /console/clusters/{cluster}`.
+pub async fn cluster(
+    State(s): State<ConsoleState>,
+    Path(name): Path<String>,
+    q: Result<Query<Compare>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    let Query(q) = match q {
+        Ok(q) => q,
+        Err(e) => return bad_query(&e),
+    };
+    let inputs = s.inputs.clone();
+    let cluster = name.clone();
+    let built = blocking(move || {
+        let live = cluster_live(&inputs, &cluster)?;
+        let admin = &inputs.admin;
+        let analysis = admin
+            .status
+            .borrow()
+            .analysis
+            .iter()
+            .find(|a| a.cluster == cluster)
+            .cloned();
+        let history = admin.history.as_ref();
+        let pin = history.and_then(|h| {
+            h.pin_views()
+                .into_iter()
+                .find(|p| p.record.cluster == cluster)
+        });
+        let versions = history.map(|h| {
+            h.list(&cluster)
+                .map(|mut v| {
+                    v.reverse();
+                    v
+                })
+                .map_err(|e| e.to_string())
+        });
+        let diff = match (history, &q.from, &q.to) {
+            (Some(h), Some(from), Some(to)) => Some(
+                h.find(&cluster, from)
+                    .and_then(|f| Ok((f, h.find(&cluster, to)?)))
+                    .map(|(f, t)| {
+                        // Older first, whichever order they were picked in.
+                        let (f, t) = if f.seq <= t.seq { (f, t) } else { (t, f) };
+                        crate::history::diff::diff(h, &admin.kinds, &f, &t)
+                    })
+                    .map_err(|e| e.to_string()),
+            ),
+            _ => None,
+        };
+        let fixed = cluster::Static {
+            analysis,
+            pin,
+            history: versions,
+            diff,
+            compare: (q.from, q.to),
+        };
+        Some(cluster::content(&cluster, live, &fixed))
+    })
+    .await;
+    match built {
+        Ok(Some(c)) => page(&format!("Cluster {name}"), Nav::Cluster, Some("cluster"), c),
+        Ok(None) => error(
+            StatusCode::NOT_FOUND,
+            "No such cluster",
+            &format!("no cluster {name:?} is configured with an agent (clusters[].agent)"),
+        ),
+        Err(r) => r,
+    }
+}
+
+/// `GET /console/object`.
+pub async fn object(
+    State(s): State<ConsoleState>,
+    q: Result<Query<ObjectQuery>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    // An empty form (or none) shows the form alone.
+    let q = q
+        .ok()
+        .map(|Query(q)| q)
+        .filter(|q| !q.kind.trim().is_empty());
+    let found = q.clone().map(|q| {
+        let kind = find_kind(&s.inputs.admin.kinds, q.kind.trim()).map_err(|e| e.to_string())?;
+        crate::admin::objects::describe(&s.inputs.admin, kind, &q).ok_or_else(|| {
+            format!(
+                "no {} {} in any source (served or rejected)",
+                kind.kind(),
+                q.name
+            )
+        })
+    });
+    page(
+        "Object",
+        Nav::Object,
+        None,
+        object::content(q.as_ref(), found),
+    )
+}

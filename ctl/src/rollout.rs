@@ -89,17 +89,9 @@ pub async fn run(args: RolloutArgs) -> Result<(), String> {
     Ok(())
 }
 
-fn state(s: &ClusterState) -> &'static str {
-    match s {
-        ClusterState::Held => "HELD",
-        ClusterState::Released { .. } => "UPDATING",
-        ClusterState::Acked { .. } => "ACKED",
-        ClusterState::Failed { .. } => "FAILED",
-        ClusterState::RolledBack => "ROLLED-BACK",
-        ClusterState::Excluded => "EXCLUDED",
-        ClusterState::Pinned { .. } => "PINNED",
-        ClusterState::Refused { .. } => "REFUSED",
-    }
+/// The state as the table spells it (`ROLLED-BACK`).
+fn state(s: &ClusterState) -> String {
+    s.name().to_uppercase().replace('_', "-")
 }
 
 fn table(view: &View) -> String {
@@ -160,7 +152,7 @@ fn table(view: &View) -> String {
             rows.push(vec![
                 w.name.clone(),
                 c.clone(),
-                state(&t.state).to_owned(),
+                state(&t.state),
                 t.step.from.as_deref().map_or_else(|| "-".to_owned(), short),
                 short(&t.step.to),
                 detail,

@@ -358,6 +358,36 @@ fn addr(fields: &Value, key: &str) -> SocketAddr {
         .unwrap_or_else(|| panic!("no address {key} in {fields}"))
 }
 
+/// A test's temporary directory whose processes' logs are kept
+/// ([`keep_logs`], under the label) when the test panics, removed
+/// otherwise.
+pub struct KeepLogsOnPanic(pub Option<tempfile::TempDir>, pub &'static str);
+
+impl KeepLogsOnPanic {
+    /// A fresh temporary directory for the test `label`.
+    pub fn new(label: &'static str) -> Self {
+        Self(
+            Some(tempfile::tempdir().expect("a temporary directory")),
+            label,
+        )
+    }
+
+    /// Its path.
+    pub fn path(&self) -> &Path {
+        self.0.as_ref().expect("not dropped").path()
+    }
+}
+
+impl Drop for KeepLogsOnPanic {
+    fn drop(&mut self) {
+        if let Some(dir) = self.0.take()
+            && std::thread::panicking()
+        {
+            keep_logs(&dir.keep(), self.1);
+        }
+    }
+}
+
 /// A running hub.
 #[derive(Debug)]
 pub struct HubProc {

@@ -626,7 +626,8 @@ impl Hub {
             kinds: kinds.clone(),
             audit,
         });
-        let admin_routes = admin::routes(admin_state, rollout, history_state, console);
+        let admin_routes =
+            crate::admin_routes::routes(admin_state, rollout, history_state, console);
         admin_port.serve(&life, admin_routes);
         let webhook_reload = webhook.map(|w| {
             let (tx, rx) = mpsc::channel(1);

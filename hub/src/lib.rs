@@ -13,6 +13,7 @@
 //! writes the audit log.
 
 pub mod admin;
+pub mod admin_routes;
 pub mod analysis;
 pub mod app;
 pub mod audit;

@@ -72,37 +72,40 @@ fn hub_config(objects: &Path, agents: &[(&str, std::net::SocketAddr)]) -> String
     )
 }
 
-/// Keeps the processes' logs of a failed run (`keep_logs`).
-struct KeepLogsOnPanic(Option<tempfile::TempDir>);
-
-impl Drop for KeepLogsOnPanic {
-    fn drop(&mut self) {
-        if let Some(dir) = self.0.take()
-            && std::thread::panicking()
-        {
-            keep_logs(&dir.keep(), "console");
-        }
-    }
-}
-
 /// `r1`'s VirtualService collection as the hub's ledger has it.
 fn r1_collection(hub: &HubProc) -> Value {
     remote(&hub.status(), "r1")["collections"][VS].clone()
 }
 
-async fn rollout_phase(hub: &HubProc) -> String {
-    let admin = hub.admin;
+/// `GET path` on the hub's admin port, parsed (`null` when it does not
+/// answer JSON).
+async fn admin_json(admin: std::net::SocketAddr, path: &'static str) -> Value {
     let body = tokio::task::spawn_blocking(move || {
-        meshhub_testkit::http::get_blocking(admin, "/rollout").map(|(_, b)| b)
+        meshhub_testkit::http::get_blocking(admin, path).map(|(_, b)| b)
     })
     .await
     .unwrap()
     .unwrap_or_default();
-    let v: Value = serde_json::from_str(&body).unwrap_or_default();
+    serde_json::from_str(&body).unwrap_or_default()
+}
+
+async fn rollout_phase(hub: &HubProc) -> String {
+    let v = admin_json(hub.admin, "/rollout").await;
     v["rollout"]["phase"]["phase"]
         .as_str()
         .unwrap_or_default()
         .to_owned()
+}
+
+/// Opens `url` and waits until its event stream is up.
+async fn open_live(b: &Browser, url: &str) {
+    b.client.goto(url).await.unwrap();
+    b.until(
+        "the live stream",
+        STEP,
+        "return document.body.dataset.connected === '1' || null;",
+    )
+    .await;
 }
 
 /// Marks the page; [`still_marked`] tells whether it was reloaded since.
@@ -164,8 +167,8 @@ async fn the_console_follows_a_rollout_and_a_nack_live_in_a_real_browser() {
         .service_account_kubeconfig("r1", "meshhub", "meshhub-agent")
         .await;
 
-    let tmp = KeepLogsOnPanic(Some(tempfile::tempdir().unwrap()));
-    let dir = tmp.0.as_ref().unwrap().path().to_owned();
+    let tmp = KeepLogsOnPanic::new("console");
+    let dir = tmp.path().to_owned();
     let dir = dir.as_path();
     let logs = dir.join("logs");
     let objects = dir.join("objects");
@@ -222,17 +225,11 @@ async fn the_console_follows_a_rollout_and_a_nack_live_in_a_real_browser() {
     let b = Browser::start(&logs).await;
 
     // The fleet: three clusters, live.
-    b.client.goto(&format!("{base}/console")).await.unwrap();
+    open_live(&b, &format!("{base}/console")).await;
     b.until(
         "three fleet rows",
         STEP,
         "return document.querySelectorAll('#fleet-rows tr.row').length === 3 || null;",
-    )
-    .await;
-    b.until(
-        "the live stream",
-        STEP,
-        "return document.body.dataset.connected === '1' || null;",
     )
     .await;
     check_accessibility(&b, "fleet").await;
@@ -336,13 +333,7 @@ async fn the_console_follows_a_rollout_and_a_nack_live_in_a_real_browser() {
     b.screenshot(&shots.join("rollout.png")).await;
 
     // A change r1 refuses: the open fleet page shows the NACK.
-    b.client.goto(&format!("{base}/console")).await.unwrap();
-    b.until(
-        "the live stream",
-        STEP,
-        "return document.body.dataset.connected === '1' || null;",
-    )
-    .await;
+    open_live(&b, &format!("{base}/console")).await;
     mark(&b).await;
     write_vs("blocked-reviews");
     // The hub's side: when its rollout recorded r1's refusal (the NACK
@@ -353,13 +344,7 @@ async fn the_console_follows_a_rollout_and_a_nack_live_in_a_real_browser() {
         tokio::task::spawn(async move {
             let deadline = Instant::now() + STEP;
             loop {
-                let body = tokio::task::spawn_blocking(move || {
-                    meshhub_testkit::http::get_blocking(hub_admin, "/rollout").map(|(_, b)| b)
-                })
-                .await
-                .unwrap()
-                .unwrap_or_default();
-                let v: Value = serde_json::from_str(&body).unwrap_or_default();
+                let v = admin_json(hub_admin, "/rollout").await;
                 if let Some(m) = v["rollout"]["targets"]["r1"]["state"]["message"].as_str() {
                     return (Instant::now(), m.to_owned());
                 }

@@ -173,19 +173,6 @@ impl Remotes {
     }
 }
 
-/// Keeps the processes' logs of a failed run (`keep_logs`).
-struct KeepLogsOnPanic(Option<tempfile::TempDir>);
-
-impl Drop for KeepLogsOnPanic {
-    fn drop(&mut self) {
-        if let Some(dir) = self.0.take()
-            && std::thread::panicking()
-        {
-            keep_logs(&dir.keep(), "rollout-clusters");
-        }
-    }
-}
-
 fn since(t: Instant, start: Instant) -> f64 {
     t.duration_since(start).as_secs_f64()
 }
@@ -208,8 +195,8 @@ async fn a_change_walks_three_real_clusters_and_a_refused_one_is_rolled_back() {
     planes.refuse_blocked_hosts("r1").await;
 
     let hub_kubeconfig = planes.hub_service_account("primary").await;
-    let tmp = KeepLogsOnPanic(Some(tempfile::tempdir().unwrap()));
-    let dir = tmp.0.as_ref().unwrap().path().to_owned();
+    let tmp = KeepLogsOnPanic::new("rollout-clusters");
+    let dir = tmp.path().to_owned();
     let dir = dir.as_path();
     let logs = dir.join("logs");
     std::fs::create_dir_all(&logs).unwrap();

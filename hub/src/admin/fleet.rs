@@ -14,7 +14,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use meshhub_mcp::ledger::{Ledger, SyncState};
-use meshhub_rollout::ClusterState;
 use meshhub_runtime::metrics::{Section, Text};
 use tokio::sync::watch;
 
@@ -53,21 +52,6 @@ pub fn section_of(admin: &super::AdminState, rollout: watch::Receiver<Arc<View>>
         reports: admin.reports.clone(),
         rollout,
     })
-}
-
-/// The label value of a cluster's state in the rollout (as `meshhubctl
-/// rollout status` spells it, lower case).
-fn rollout_state_name(s: &ClusterState) -> &'static str {
-    match s {
-        ClusterState::Held => "held",
-        ClusterState::Released { .. } => "updating",
-        ClusterState::Acked { .. } => "acked",
-        ClusterState::Failed { .. } => "failed",
-        ClusterState::RolledBack => "rolled_back",
-        ClusterState::Excluded => "excluded",
-        ClusterState::Refused { .. } => "refused",
-        ClusterState::Pinned { .. } => "pinned",
-    }
 }
 
 /// Every rollout state, so that each has a series (0 included) while a
@@ -193,7 +177,7 @@ fn write_rollout(view: &View, text: &mut Text) {
     let Some(r) = &view.rollout else { return };
     let mut by_state: BTreeMap<&str, usize> = ROLLOUT_STATES.iter().map(|s| (*s, 0)).collect();
     for t in r.targets.values() {
-        *by_state.entry(rollout_state_name(&t.state)).or_default() += 1;
+        *by_state.entry(t.state.name()).or_default() += 1;
     }
     text.family(
         "meshhub_rollout_clusters",

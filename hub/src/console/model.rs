@@ -224,17 +224,11 @@ pub struct Facts<'a> {
     pub served: &'a dyn Fn(&str) -> Option<String>,
 }
 
-/// The rollout state's name, as the rollout page spells it.
+/// The rollout state's name as the pages spell it (`rolled back`).
 pub fn rollout_state(s: &ClusterState) -> &'static str {
     match s {
-        ClusterState::Held => "held",
-        ClusterState::Released { .. } => "updating",
-        ClusterState::Acked { .. } => "acked",
-        ClusterState::Failed { .. } => "failed",
         ClusterState::RolledBack => "rolled back",
-        ClusterState::Excluded => "excluded",
-        ClusterState::Refused { .. } => "refused",
-        ClusterState::Pinned { .. } => "pinned",
+        other => other.name(),
     }
 }
 

@@ -72,6 +72,21 @@ pub enum ClusterState {
 }
 
 impl ClusterState {
+    /// The state's name for metrics and pages (`held`, `updating`, `acked`,
+    /// `failed`, `rolled_back`, `excluded`, `refused`, `pinned`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Held => "held",
+            Self::Released { .. } => "updating",
+            Self::Acked { .. } => "acked",
+            Self::Failed { .. } => "failed",
+            Self::RolledBack => "rolled_back",
+            Self::Excluded => "excluded",
+            Self::Refused { .. } => "refused",
+            Self::Pinned { .. } => "pinned",
+        }
+    }
+
     /// Whether the cluster is to be served its previous version (`from`)
     /// rather than the new one (`to`). A pinned cluster is served its pin
     /// whatever this says; its rollout version is its previous one.

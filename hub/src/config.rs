@@ -93,7 +93,8 @@ pub struct Args {
 
     /// Serve the web console on the admin port (`/console`);
     /// `--console=false` turns it off.
-    #[arg(long, env = "MESHHUB_CONSOLE", default_value_t = true, action = clap::ArgAction::Set)]
+    #[arg(long, env = "MESHHUB_CONSOLE", default_value_t = true, action = clap::ArgAction::Set,
+          num_args = 0..=1, default_missing_value = "true")]
     pub console: bool,
 }
 

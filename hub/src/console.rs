@@ -80,13 +80,19 @@ pub fn build_fleet(inputs: &Inputs) -> Fleet {
     build(inputs, None)
 }
 
-/// One cluster as `/status` shows it and its fleet row; `None` when no
-/// such cluster is configured with an agent (blocking, like
-/// [`build_fleet`]).
-pub fn build_one(inputs: &Inputs, cluster: &str) -> Option<(RemoteView, Row)> {
-    let fleet = build(inputs, Some(cluster));
-    let row = fleet.rows.into_iter().next()?;
+/// One cluster as `/status` shows it and its fleet row (from `fleet`, the
+/// feed's, when it has the cluster); `None` when no such cluster is
+/// configured with an agent (blocking, like [`build_fleet`]).
+pub fn build_one(
+    inputs: &Inputs,
+    cluster: &str,
+    fleet: Option<&Fleet>,
+) -> Option<(RemoteView, Row)> {
     let remote = remotes(inputs, Some(cluster)).pop()?;
+    let row = match fleet.and_then(|f| f.row(cluster)) {
+        Some(row) => row.clone(),
+        None => build(inputs, Some(cluster)).rows.into_iter().next()?,
+    };
     Some((remote, row))
 }
 
@@ -133,8 +139,7 @@ fn build(inputs: &Inputs, only: Option<&str>) -> Fleet {
     let rollout = view
         .rollout
         .as_ref()
-        .filter(|r| !matches!(r.phase, meshhub_rollout::Phase::Superseded { .. }))
-        .map(|r| &r.targets);
+        .filter(|r| !matches!(r.phase, meshhub_rollout::Phase::Superseded { .. }));
     Fleet::build(Facts {
         remotes,
         labels: &labels,
@@ -169,13 +174,15 @@ impl ConsoleState {
     }
 }
 
-/// The console's routes; `/console/session` behind `auth`.
+/// The console's routes: its pages for this machine's names only on a
+/// loopback port ([`AdminAuth::local_pages`]), `/console/session` behind
+/// the admin authorization.
 pub fn routes(state: ConsoleState, auth: &AdminAuth) -> Router {
     let session = auth.protect(Router::new().route(
         "/console/session",
         get(|| async { StatusCode::NO_CONTENT.into_response() }),
     ));
-    Router::new()
+    let pages = Router::new()
         .route("/", get(|| async { Redirect::to("/console") }))
         .route("/console", get(pages::fleet))
         .route("/console/", get(|| async { Redirect::to("/console") }))
@@ -186,6 +193,6 @@ pub fn routes(state: ConsoleState, auth: &AdminAuth) -> Router {
         .route("/console/events/rollout", get(events::rollout))
         .route("/console/events/clusters/{cluster}", get(events::cluster))
         .route("/console/assets/{file}", get(assets::get))
-        .with_state(state)
-        .merge(session)
+        .with_state(state);
+    auth.local_pages(pages).merge(session)
 }

@@ -40,8 +40,9 @@ pub enum Refusal {
     Unprotected(SocketAddr),
     /// The token file can't be read.
     TokenFile(String),
-    /// A browser sent it from another site's page (its `Origin` is not
-    /// the admin port's own, or `Sec-Fetch-Site` says `cross-site`).
+    /// Without a token, a request a browser sent from another site's page
+    /// (its `Origin` is not the admin port's own, or `Sec-Fetch-Site`
+    /// says so), or to a name that is not loopback (DNS rebinding).
     CrossOrigin,
 }
 
@@ -65,7 +66,8 @@ impl IntoResponse for Refusal {
                 .into_response(),
             Self::CrossOrigin => (
                 StatusCode::FORBIDDEN,
-                "forbidden: state-changing admin requests are refused from another site's page (Origin)\n",
+                "forbidden: without an admin token, state-changing requests are taken only from this machine \
+                 (a loopback Host, and from a browser only its own pages: Origin); set --admin-token-file\n",
             )
                 .into_response(),
             Self::TokenFile(message) => (
@@ -93,20 +95,23 @@ impl AdminAuth {
         }
     }
 
-    /// Whether a request with `headers` may change state. A browser's
-    /// request from another site is refused whatever it carries: without
-    /// a token on loopback, any page the operator opens could otherwise
-    /// post to the admin port (a cross-site request forgery).
+    /// Whether a request with `headers` may change state. Without a token
+    /// (loopback only), a browser is the danger: any page the operator
+    /// opens could post to the admin port (cross-site request forgery), or
+    /// reach it under a name of its own that resolves to 127.0.0.1 (DNS
+    /// rebinding) — so the request must name a loopback host and, from a
+    /// browser, come from the port's own page. A token is never sent by a
+    /// browser on its own (the console keeps it in the tab, not in a
+    /// cookie): with one, the token decides.
     pub fn check(&self, headers: &HeaderMap) -> Result<(), Refusal> {
-        if cross_origin(headers) {
-            return Err(Refusal::CrossOrigin);
-        }
         let Some(path) = &self.inner.token_file else {
-            return if self.inner.listen.ip().is_loopback() {
-                Ok(())
-            } else {
-                Err(Refusal::Unprotected(self.inner.listen))
-            };
+            if !self.inner.listen.ip().is_loopback() {
+                return Err(Refusal::Unprotected(self.inner.listen));
+            }
+            if !loopback_host(headers) || cross_origin(headers) {
+                return Err(Refusal::CrossOrigin);
+            }
+            return Ok(());
         };
         let expected = std::fs::read_to_string(path)
             .map_err(|e| Refusal::TokenFile(format!("{}: {e}", path.display())))?;
@@ -127,6 +132,18 @@ impl AdminAuth {
         }
     }
 
+    /// `router` with every route guarded by [`require_local_host`]: what a
+    /// browser's read-only pages are wrapped in.
+    pub fn local_pages<S>(&self, router: Router<S>) -> Router<S>
+    where
+        S: Clone + Send + Sync + 'static,
+    {
+        router.route_layer(middleware::from_fn_with_state(
+            self.clone(),
+            require_local_host,
+        ))
+    }
+
     /// `router` with every route guarded by [`require_admin`]: what every
     /// state-changing admin endpoint is wrapped in.
     pub fn protect<S>(&self, router: Router<S>) -> Router<S>
@@ -139,8 +156,9 @@ impl AdminAuth {
 
 /// Whether a browser sent the request from another origin's page: its
 /// `Sec-Fetch-Site` says `cross-site`/`same-site`, or its `Origin` names
-/// another host and port than the `Host` it was sent to. Clients that are
-/// not browsers send neither header.
+/// another host and port than the `Host` it was sent to (`Origin: null`,
+/// a sandboxed page or a file, too). Clients that are not browsers send
+/// neither header.
 fn cross_origin(headers: &HeaderMap) -> bool {
     let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     if matches!(text("sec-fetch-site"), Some("cross-site" | "same-site")) {
@@ -149,14 +167,45 @@ fn cross_origin(headers: &HeaderMap) -> bool {
     let Some(origin) = text(header::ORIGIN.as_str()) else {
         return false;
     };
-    let authority = origin
-        .split_once("://")
-        .map(|(_, rest)| rest.trim_end_matches('/'));
-    match (authority, text(header::HOST.as_str())) {
-        (Some(a), Some(host)) => !a.eq_ignore_ascii_case(host),
-        // `Origin: null` (a sandboxed page, a file) or no Host: refuse.
-        _ => true,
+    let Some((_, authority)) = origin.split_once("://") else {
+        return true;
+    };
+    // Without a Host (HTTP/2's :authority) there is nothing to compare:
+    // browsers speak HTTP/1.1 to a plaintext port and always send one.
+    text(header::HOST.as_str())
+        .is_some_and(|host| !authority.trim_end_matches('/').eq_ignore_ascii_case(host))
+}
+
+/// Whether the request's `Host` (when it has one) names this machine:
+/// `localhost` or a loopback address, with or without a port.
+pub fn loopback_host(headers: &HeaderMap) -> bool {
+    let Some(host) = headers.get(header::HOST).and_then(|v| v.to_str().ok()) else {
+        return true;
+    };
+    let name = match host.strip_prefix('[') {
+        // `[::1]:9902`
+        Some(rest) => rest.split(']').next().unwrap_or_default(),
+        None => host.rsplit_once(':').map_or(host, |(n, _)| n),
+    };
+    name.eq_ignore_ascii_case("localhost")
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// The axum middleware for the read-only routes a browser opens (the
+/// console): on a loopback admin port, a request to a name that is not
+/// loopback is refused — a page of another site that made its own name
+/// resolve to 127.0.0.1 (DNS rebinding) can't read them.
+pub async fn require_local_host(
+    State(auth): State<AdminAuth>,
+    req: Request,
+    next: Next,
+) -> Response {
+    if auth.inner.listen.ip().is_loopback() && !loopback_host(req.headers()) {
+        return Refusal::CrossOrigin.into_response();
     }
+    next.run(req).await
 }
 
 /// Compares without stopping at the first difference.
@@ -241,6 +290,26 @@ mod tests {
             with(&[("sec-fetch-site", "cross-site")]),
             Err(Refusal::CrossOrigin)
         );
+    }
+
+    #[test]
+    fn with_a_token_the_token_decides() {
+        let dir = tempfile_dir("origin");
+        let file = dir.join("token");
+        std::fs::write(&file, "s3cret").unwrap();
+        let auth = AdminAuth::new(Some(file), "0.0.0.0:1".parse().unwrap());
+        let mut h = headers(Some("s3cret"));
+        // Behind a proxy that rewrites Host.
+        h.insert("host", "meshhub.internal".parse().unwrap());
+        h.insert("origin", "https://console.example".parse().unwrap());
+        assert_eq!(auth.check(&h), Ok(()));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    fn tempfile_dir(label: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("meshhub-auth-{label}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
     }
 
     #[test]

@@ -142,7 +142,10 @@ async fn check_accessibility(b: &Browser, page: &str) {
         .iter()
         .filter(|n| live(n))
         .filter(|n| {
-            ["link", "button", "textbox", "combobox", "ListBox"].contains(&role(n).as_str())
+            [
+                "link", "button", "textbox", "combobox", "listbox", "checkbox",
+            ]
+            .contains(&role(n).as_str())
         })
         .filter(|n| name(n).trim().is_empty())
         .map(|n| n.to_string())
@@ -366,8 +369,10 @@ async fn the_console_follows_a_rollout_and_a_nack_live_in_a_real_browser() {
     let (recorded, message) = recorded.await.unwrap();
     let lag = shown.saturating_duration_since(recorded);
     println!("console: r1's NACK on the fleet page {lag:?} after the hub's rollout recorded it");
+    // One feed round (250 ms to settle, a build, a render) plus the
+    // page's own polling; generous for a loaded machine and a debug build.
     assert!(
-        lag < Duration::from_secs(3),
+        lag < Duration::from_secs(5),
         "the page showed the NACK {lag:?} after the hub"
     );
     assert!(still_marked(&b).await, "shown without a reload");

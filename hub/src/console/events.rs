@@ -44,13 +44,6 @@ struct Html {
     html: String,
 }
 
-fn event<T: Serialize>(name: &str, data: &T) -> Event {
-    Event::default()
-        .event(name)
-        .json_data(data)
-        .unwrap_or_else(|e| Event::default().event("error").data(e.to_string()))
-}
-
 /// The stream as a response: kept alive, ended by the hub's shutdown,
 /// counted while open.
 fn respond(
@@ -78,50 +71,68 @@ fn fleets(s: &ConsoleState) -> impl Stream<Item = Arc<Fleet>> + Send + 'static {
 }
 
 /// `GET /console/events/fleet?<the page's query>`: `fleet` events with
-/// the summary, rows and pager of that page.
+/// the summary, rows and pager of that page, when they changed.
 pub async fn fleet(State(s): State<ConsoleState>, Query(q): Query<model::Query>) -> Response {
-    let events = fleets(&s).map(move |f| event("fleet", &fragments(&f, &q)));
+    let fragments = fleets(&s).map(move |f| serde_json::to_string(&fragments(&f, &q)).ok());
+    let events = dedup(fragments).map(|json| Event::default().event("fleet").data(json));
     respond(&s, "fleet", events)
 }
 
 /// `GET /console/events/rollout`: `rollout` events with the rollout
-/// section.
+/// section, when the rollout changed.
 pub async fn rollout(State(s): State<ConsoleState>) -> Response {
-    let events = WatchStream::new(s.inputs.rollout.clone()).map(|view| {
-        event(
-            "rollout",
-            &Html {
-                html: section(&view).into_string(),
-            },
-        )
+    let views = WatchStream::new(s.inputs.rollout.clone()).map(|view| {
+        serde_json::to_string(&Html {
+            html: section(&view).into_string(),
+        })
+        .ok()
     });
+    let events = dedup(views).map(|json| Event::default().event("rollout").data(json));
     respond(&s, "rollout", events)
 }
 
 /// `GET /console/events/clusters/{cluster}`: `cluster` events with the
-/// cluster's live section, whenever the fleet changed.
+/// cluster's live section, after every round of the feed in which it
+/// changed (its page shows more than its fleet row: what its istiod
+/// holds, the applier, the local consumers).
 pub async fn cluster(State(s): State<ConsoleState>, Path(cluster): Path<String>) -> Response {
     let inputs = s.inputs.clone();
-    let events = fleets(&s)
-        .then(move |_| {
-            let inputs = inputs.clone();
-            let cluster = cluster.clone();
-            async move {
-                tokio::task::spawn_blocking(move || cluster_live(&inputs, &cluster))
-                    .await
-                    .ok()
-                    .flatten()
-            }
-        })
-        .filter_map(|live| async move {
-            live.map(|m| {
-                event(
-                    "cluster",
-                    &Html {
-                        html: m.into_string(),
-                    },
-                )
+    let (rounds, fleet) = s.feed.subscribe_rounds();
+    let sections = WatchStream::new(rounds).then(move |_| {
+        let inputs = inputs.clone();
+        let cluster = cluster.clone();
+        let current = fleet.borrow().clone();
+        async move {
+            tokio::task::spawn_blocking(move || {
+                let live = cluster_live(&inputs, &cluster, current.as_deref())?;
+                serde_json::to_string(&Html {
+                    html: live.into_string(),
+                })
+                .ok()
             })
-        });
+            .await
+            .ok()
+            .flatten()
+        }
+    });
+    let events = dedup(sections).map(|json| Event::default().event("cluster").data(json));
     respond(&s, "cluster", events)
+}
+
+/// The texts of `items` that differ from the last one passed (`None`s,
+/// what could not be rendered, left out).
+fn dedup(
+    items: impl Stream<Item = Option<String>> + Send + 'static,
+) -> impl Stream<Item = String> + Send + 'static {
+    let mut last: Option<String> = None;
+    items.filter_map(move |item| {
+        let fresh = match item {
+            Some(text) if last.as_deref() != Some(text.as_str()) => {
+                last = Some(text.clone());
+                Some(text)
+            }
+            _ => None,
+        };
+        async move { fresh }
+    })
 }

@@ -2,17 +2,19 @@
 //! fleet when something it shows changed — a delivery (ACK/NACK), a
 //! report, the rollout, the pipeline's status, the clusters, pins, leader
 //! election, and every 2 s for what has no signal (a stream's connection)
-//! — at most every [`SETTLE`], and publishes it only when it differs. Open
+//! — once per burst (it waits [`SETTLE`] for the rest, then takes every
+//! signal queued meanwhile), and publishes it only when it differs. Open
 //! consoles' event streams ([`super::events`]) follow its output: however
 //! many consoles are open, the hub builds the fleet once per change. With
-//! no stream open it builds nothing.
+//! no stream open it builds nothing and keeps no fleet.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::broadcast::error::TryRecvError;
 use tokio::sync::{Notify, broadcast, watch};
 use tokio_util::sync::CancellationToken;
-use tracing::debug;
+use tracing::{Instrument as _, debug, error, info_span};
 
 use super::Inputs;
 use super::model::Fleet;
@@ -24,22 +26,35 @@ const SETTLE: Duration = Duration::from_millis(250);
 /// How often it looks again without a signal.
 const TICK: Duration = Duration::from_secs(2);
 
-/// The fleet as the feed last built it, and how to ask it to start.
+/// The fleet as the feed last built it (`None` while no stream is open),
+/// and how to follow it.
 #[derive(Clone)]
 pub struct Feed {
-    fleet: watch::Receiver<Option<Arc<Fleet>>>,
+    fleet: Arc<watch::Sender<Option<Arc<Fleet>>>>,
+    /// Bumped on every round the feed woke for, whether the fleet changed
+    /// or not (what a cluster's page shows is more than its row).
+    rounds: Arc<watch::Sender<u64>>,
     demand: Arc<Notify>,
 }
 
 impl Feed {
-    /// A receiver of every fleet built from now on (the current one marked
-    /// unseen, so that a new stream sends it at once; `None` until the
-    /// first is built); wakes the feed.
+    /// A receiver of the fleet (its current value first: `None` until the
+    /// first build after the feed woke); wakes the feed.
     pub fn subscribe(&self) -> watch::Receiver<Option<Arc<Fleet>>> {
-        let mut rx = self.fleet.clone();
-        rx.mark_changed();
+        let rx = self.fleet.subscribe();
         self.demand.notify_one();
         rx
+    }
+
+    /// A receiver of the feed's rounds (and so a stream that keeps the
+    /// feed awake, like [`Feed::subscribe`]), with the fleet's receiver.
+    pub fn subscribe_rounds(&self) -> (watch::Receiver<u64>, watch::Receiver<Option<Arc<Fleet>>>) {
+        (self.rounds.subscribe(), self.subscribe())
+    }
+
+    /// The fleet the feed holds now (none while no stream is open).
+    pub fn current(&self) -> Option<Arc<Fleet>> {
+        self.fleet.borrow().clone()
     }
 }
 
@@ -49,27 +64,26 @@ pub fn spawn(
     tasks: &tokio_util::task::TaskTracker,
     shutdown: CancellationToken,
 ) -> Feed {
-    let (tx, rx) = watch::channel(None);
-    let demand = Arc::new(Notify::new());
-    tasks.spawn(run(inputs, tx, demand.clone(), shutdown));
-    Feed { fleet: rx, demand }
+    let feed = Feed {
+        fleet: Arc::new(watch::Sender::new(None)),
+        rounds: Arc::new(watch::Sender::new(0)),
+        demand: Arc::new(Notify::new()),
+    };
+    tasks.spawn(run(inputs, feed.clone(), shutdown).instrument(info_span!("console.feed")));
+    feed
 }
 
-async fn run(
-    inputs: Inputs,
-    tx: watch::Sender<Option<Arc<Fleet>>>,
-    demand: Arc<Notify>,
-    shutdown: CancellationToken,
-) {
+async fn run(inputs: Inputs, feed: Feed, shutdown: CancellationToken) {
     let mut changes = Changes::new(&inputs);
     loop {
-        // The sender's own handle held by `Feed` counts as one receiver.
-        if tx.receiver_count() <= 1 {
+        if feed.fleet.receiver_count() == 0 {
+            // Nobody follows: keep nothing, build nothing.
+            feed.fleet.send_replace(None);
             tokio::select! {
                 _ = shutdown.cancelled() => return,
-                _ = demand.notified() => {}
+                _ = feed.demand.notified() => {}
             }
-            // Whatever changed while nobody watched is stale news.
+            // What changed while nobody watched is in the build below.
             changes = Changes::new(&inputs);
         } else {
             tokio::select! {
@@ -81,20 +95,29 @@ async fn run(
                 _ = shutdown.cancelled() => return,
                 _ = tokio::time::sleep(SETTLE) => {}
             }
+            // The burst's other signals are in this build.
+            changes.drain();
         }
         let built = {
             let inputs = inputs.clone();
             tokio::task::spawn_blocking(move || super::build_fleet(&inputs)).await
         };
-        let Ok(fleet) = built else { return };
-        let sent = tx.send_if_modified(|current| {
+        let fleet = match built {
+            Ok(f) => f,
+            Err(e) => {
+                error!(error = %e, "building the console's fleet failed; trying again at the next change");
+                continue;
+            }
+        };
+        let changed = feed.fleet.send_if_modified(|current| {
             if current.as_deref() == Some(&fleet) {
                 return false;
             }
             *current = Some(Arc::new(fleet));
             true
         });
-        if sent {
+        feed.rounds.send_modify(|n| *n += 1);
+        if changed {
             metrics::counter!("meshhub_console_fleet_builds_total").increment(1);
             debug!("console fleet changed");
         }
@@ -115,6 +138,18 @@ impl Changes {
             deliveries: inputs.admin.ledger.deliveries(),
             inputs,
         }
+    }
+
+    /// Takes every signal already queued: the build that follows covers
+    /// them.
+    fn drain(&mut self) {
+        loop {
+            match self.deliveries.try_recv() {
+                Ok(_) | Err(TryRecvError::Lagged(_)) => {}
+                Err(TryRecvError::Empty | TryRecvError::Closed) => break,
+            }
+        }
+        self.inputs.mark_seen();
     }
 
     /// The next change of any input.
@@ -149,3 +184,6 @@ async fn closed(r: Result<(), watch::error::RecvError>) {
         std::future::pending::<()>().await;
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -17,7 +17,7 @@ use meshhub_api::history::PinView;
 use meshhub_api::rollout::Standing;
 use meshhub_api::status::RemoteView;
 use meshhub_mcp::ledger::SyncState;
-use meshhub_rollout::{ClusterState, Target};
+use meshhub_rollout::{ClusterState, Failure, Phase, Rollout, Target};
 use serde::Deserialize;
 
 /// How a cluster stands, worst first (the fleet's sort order).
@@ -212,8 +212,8 @@ pub struct Facts<'a> {
     pub remotes: Vec<RemoteView>,
     /// Each cluster's labels.
     pub labels: &'a BTreeMap<String, BTreeMap<String, String>>,
-    /// The rollout's clusters (current or last rollout).
-    pub rollout: Option<&'a BTreeMap<String, Target>>,
+    /// The current (or last) rollout.
+    pub rollout: Option<&'a Rollout>,
     /// Clusters left out of rollouts since they refused a version.
     pub standing: &'a BTreeMap<String, Standing>,
     /// The analysis per cluster.
@@ -245,16 +245,23 @@ impl Fleet {
             .iter()
             .map(|p| (p.record.cluster.as_str(), p))
             .collect();
+        let failure = facts.rollout.and_then(|r| match &r.phase {
+            Phase::Halted { failure } | Phase::RolledBack { failure } => Some(failure),
+            _ => None,
+        });
         let mut rows: Vec<Row> = facts
             .remotes
             .into_iter()
             .map(|r| {
-                let target = facts.rollout.and_then(|t| t.get(&r.cluster));
+                let target = facts.rollout.and_then(|ro| ro.targets.get(&r.cluster));
+                // The cluster that failed the rollout (the others it rolled
+                // back are held, not failing).
+                let failed = failure.filter(|f| f.cluster.as_deref() == Some(r.cluster.as_str()));
                 let standing = facts.standing.get(&r.cluster);
                 row(
                     r,
                     facts.labels,
-                    (target, standing),
+                    (target, standing, failed),
                     &analysis,
                     &pins,
                     facts.served,
@@ -293,9 +300,12 @@ impl Fleet {
             .collect();
         let total = matching.len();
         let size = q.page_size();
+        // A page beyond the last (the set shrank while the page was open)
+        // shows the last, as the pager says.
+        let last = total.saturating_sub(1) / size;
         let page: Vec<&Row> = matching
             .into_iter()
-            .skip(q.page() * size)
+            .skip(q.page().min(last).saturating_mul(size))
             .take(size)
             .collect();
         (page, total)
@@ -310,7 +320,7 @@ impl Fleet {
 fn row(
     r: RemoteView,
     labels: &BTreeMap<String, BTreeMap<String, String>>,
-    (target, standing): (Option<&Target>, Option<&Standing>),
+    (target, standing, failed): (Option<&Target>, Option<&Standing>, Option<&Failure>),
     analysis: &BTreeMap<&str, &ClusterAnalysis>,
     pins: &BTreeMap<&str, &PinView>,
     served: &dyn Fn(&str) -> Option<String>,
@@ -385,19 +395,22 @@ fn row(
         .or_else(|| pin.and_then(|p| p.latest.clone()))
         .or_else(|| target.map(|t| t.step.to.clone()))
         .or_else(|| served_now.clone());
-    let rollout_failed = target.is_some_and(|t| {
-        matches!(
-            t.state,
-            ClusterState::Failed { .. } | ClusterState::Refused { .. } | ClusterState::RolledBack
-        )
-    });
+    let rollout_failed = failed.is_some()
+        || target.is_some_and(|t| {
+            matches!(
+                t.state,
+                ClusterState::Failed { .. } | ClusterState::Refused { .. }
+            )
+        });
     let refusal = match target.map(|t| &t.state) {
         Some(ClusterState::Failed { message } | ClusterState::Refused { message }) => {
             Some(message.clone())
         }
-        _ => standing
-            .filter(|_| target.is_none())
-            .map(|s| s.message.clone()),
+        _ => failed.map(|f| f.message.clone()).or_else(|| {
+            standing
+                .filter(|_| target.is_none())
+                .map(|s| s.message.clone())
+        }),
     };
     let rollout_failed = rollout_failed || (target.is_none() && standing.is_some());
     let health = if rollout_failed || cells.iter().any(|c| c.state.failing()) {

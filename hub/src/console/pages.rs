@@ -46,7 +46,20 @@ pub async fn fleet(
         Err(e) => return bad_query(&e),
     };
     let inputs = s.inputs.clone();
-    let content = blocking(move || fleet::content(&build_fleet(&inputs), &q)).await;
+    // The feed's fleet while a console follows it; built afresh otherwise.
+    let current = s.feed.current();
+    let content = blocking(move || {
+        let built;
+        let fleet = match &current {
+            Some(f) => f.as_ref(),
+            None => {
+                built = build_fleet(&inputs);
+                &built
+            }
+        };
+        fleet::content(fleet, &q)
+    })
+    .await;
     match content {
         Ok(c) => page("Fleet", Nav::Fleet, Some("fleet"), c),
         Err(r) => r,
@@ -71,10 +84,15 @@ pub struct Compare {
     to: Option<String>,
 }
 
-/// The live part of `cluster`'s page, `None` when no such cluster is
-/// configured (reads the history database: blocking).
-pub fn cluster_live(inputs: &Inputs, cluster: &str) -> Option<maud::Markup> {
-    let (remote, row) = build_one(inputs, cluster)?;
+/// The live part of `cluster`'s page (its row from `fleet` when given),
+/// `None` when no such cluster is configured (may read the history
+/// database: blocking).
+pub fn cluster_live(
+    inputs: &Inputs,
+    cluster: &str,
+    fleet: Option<&model::Fleet>,
+) -> Option<maud::Markup> {
+    let (remote, row) = build_one(inputs, cluster, fleet)?;
     Some(cluster::live(&remote, &row))
 }
 
@@ -90,8 +108,9 @@ pub async fn cluster(
     };
     let inputs = s.inputs.clone();
     let cluster = name.clone();
+    let current = s.feed.current();
     let built = blocking(move || {
-        let live = cluster_live(&inputs, &cluster)?;
+        let live = cluster_live(&inputs, &cluster, current.as_deref())?;
         let admin = &inputs.admin;
         let analysis = admin
             .status

@@ -46,20 +46,35 @@
     es.onerror = () => { if (state) state.textContent = "Reconnecting…"; document.body.dataset.connected = "0"; };
     es.addEventListener("fleet", (e) => {
       const f = JSON.parse(e.data);
+      // Focus on a row's link survives the new rows.
+      const row = document.activeElement && document.activeElement.closest("#fleet-rows tr[data-cluster]");
+      const focused = row ? row.dataset.cluster : null;
       $("#fleet-summary").innerHTML = f.summary;
       $("#fleet-rows").innerHTML = f.rows;
       $("#fleet-pager").innerHTML = f.pager;
+      if (focused) {
+        for (const tr of document.querySelectorAll("#fleet-rows tr[data-cluster]")) {
+          if (tr.dataset.cluster === focused) { const a = tr.querySelector("a"); if (a) a.focus(); }
+        }
+      }
       updated();
     });
     es.addEventListener("rollout", (e) => {
-      $("#rollout").innerHTML = JSON.parse(e.data).html;
+      replaceKeepingOpen($("#rollout"), JSON.parse(e.data).html);
       showActions();
       updated();
     });
     es.addEventListener("cluster", (e) => {
-      $("#cluster-live").innerHTML = JSON.parse(e.data).html;
+      replaceKeepingOpen($("#cluster-live"), JSON.parse(e.data).html);
       updated();
     });
+  }
+
+  // Replaces `el`'s content; <details> opened by the reader stay open.
+  function replaceKeepingOpen(el, html) {
+    const open = new Set([...el.querySelectorAll("details[open][id]")].map((d) => d.id));
+    el.innerHTML = html;
+    for (const id of open) { const d = document.getElementById(id); if (d) d.open = true; }
   }
 
   function updated() {
@@ -129,29 +144,35 @@
     showActions();
   }
 
+  // The buttons, from the rollout section's template (their labels and
+  // which are enabled follow the phase); the focused one keeps focus.
   function showActions() {
     const slot = $("#actions");
     const tpl = $("#rollout-actions");
     if (!slot) return;
+    const focused = slot.contains(document.activeElement) ? document.activeElement.dataset.action : null;
     slot.replaceChildren();
     if (!admin || !tpl) return;
     slot.append(tpl.content.cloneNode(true));
-    const result = document.createElement("p");
-    result.id = "action-result";
-    result.setAttribute("role", "status");
-    slot.append(result);
     for (const b of slot.querySelectorAll("button[data-action]")) {
-      b.addEventListener("click", () => act(b.dataset.action, result));
+      b.addEventListener("click", () => act(b.dataset.action));
+      if (b.dataset.action === focused) b.focus();
     }
   }
 
-  async function act(action, result) {
+  async function act(action) {
+    const result = $("#action-result");
     if (action === "abort" && !confirm("Abort the rollout? Clusters already updated follow the policy's onFailure.")) return;
     result.textContent = action + "…";
     try {
       const r = await fetch("/rollout/" + action, { method: "POST", headers: headers() });
-      const text = (await r.text()).trim();
-      result.textContent = (r.ok ? "Done: " : "Refused (" + r.status + "): ") + (text || action);
+      if (r.ok) {
+        // The answer is the whole rollout: the page shows it already.
+        result.textContent = "Done: " + action + ".";
+      } else {
+        const text = (await r.text()).trim();
+        result.textContent = "Refused (" + r.status + "): " + text;
+      }
       announce(result.textContent);
     } catch (e) {
       result.textContent = "Failed: " + e;

@@ -3,7 +3,9 @@ use std::time::{Duration, SystemTime};
 
 use meshhub_api::status::RemoteView;
 use meshhub_mcp::ledger::{At, CollectionStatus, Rejection, SyncState, Versioned};
-use meshhub_rollout::{ClusterState, Step, Target};
+use meshhub_rollout::{
+    Cause, ClusterState, Failure, OnFailure, Phase, PlannedWave, Promotion, Rollout, Step, Target,
+};
 
 use super::*;
 
@@ -74,7 +76,7 @@ fn parse(s: &str) -> Result<Query, String> {
         .map_err(|e| e.body_text())
 }
 
-fn fleet(remotes: Vec<RemoteView>, rollout: Option<&BTreeMap<String, Target>>) -> Fleet {
+fn fleet(remotes: Vec<RemoteView>, rollout: Option<&Rollout>) -> Fleet {
     let labels: BTreeMap<String, BTreeMap<String, String>> = [
         (
             "east".to_owned(),
@@ -157,13 +159,73 @@ fn a_cluster_the_rollout_holds_is_held_and_shows_the_newest_version() {
     .into();
     let f = fleet(
         vec![remote("east", true, &[(VS, synced("1"))])],
-        Some(&targets),
+        Some(&rollout(targets, Phase::Updating)),
     );
     let east = &f.rows[0];
     assert_eq!(east.health, Health::Held);
     assert_eq!(east.hold, Some(Hold::Rollout("held")));
     assert_eq!(east.served.as_deref(), Some("v-east"));
     assert_eq!(east.newest.as_deref(), Some("v-new"));
+}
+
+fn rollout(targets: BTreeMap<String, Target>, phase: Phase) -> Rollout {
+    Rollout {
+        id: 1,
+        started: 0,
+        waves: vec![PlannedWave {
+            name: "all".into(),
+            clusters: targets.keys().cloned().collect(),
+            max_concurrent: None,
+            bake_ms: 0,
+            promotion: Promotion::Automatic,
+        }],
+        deadline_ms: 60_000,
+        on_failure: OnFailure::Rollback,
+        targets,
+        wave: 0,
+        wave_started: 0,
+        phase,
+    }
+}
+
+#[test]
+fn a_rolled_back_rollout_fails_only_the_cluster_that_refused() {
+    let target = |state: ClusterState| Target {
+        step: Step {
+            from: Some("v1".into()),
+            to: "v2".into(),
+        },
+        wave: 0,
+        state,
+    };
+    let targets: BTreeMap<String, Target> = [
+        ("east".to_owned(), target(ClusterState::RolledBack)),
+        ("west".to_owned(), target(ClusterState::RolledBack)),
+    ]
+    .into();
+    let failure = Failure {
+        wave: "all".into(),
+        cluster: Some("west".into()),
+        cause: Cause::Nack,
+        message: "VirtualService bookinfo/reviews: bad host".into(),
+    };
+    let f = fleet(
+        vec![
+            remote("east", true, &[(VS, synced("1"))]),
+            remote("west", true, &[(VS, synced("1"))]),
+        ],
+        Some(&rollout(targets, Phase::RolledBack { failure })),
+    );
+    let west = f.row("west").unwrap();
+    assert_eq!(west.health, Health::Failing);
+    assert_eq!(
+        west.refusal.as_deref(),
+        Some("VirtualService bookinfo/reviews: bad host")
+    );
+    let east = f.row("east").unwrap();
+    assert_eq!(east.health, Health::Held, "rolled back, not the culprit");
+    assert_eq!(east.hold, Some(Hold::Rollout("rolled back")));
+    assert_eq!(east.refusal, None);
 }
 
 #[test]
@@ -178,6 +240,8 @@ fn filters_and_pages_select_the_rows() {
     assert_eq!(rows[0].health, Health::Disconnected, "trouble first");
     let (rows, total) = f.select(&q("page=3"));
     assert_eq!((rows.len(), total), (50, 250));
+    let (rows, _) = f.select(&q("page=9"));
+    assert_eq!(rows.len(), 50, "beyond the last page: the last");
     let (rows, total) = f.select(&q("state=trouble"));
     assert_eq!((rows.len(), total), (5, 5));
     let (rows, _) = f.select(&q("name=c01"));

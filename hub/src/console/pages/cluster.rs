@@ -177,8 +177,9 @@ fn history(cluster: &str, s: &Static) -> Markup {
         @else {
             form method="get" action=(action) aria-label="Compare two versions" {
                 label for="d-from" { "Compare" }
-                select #d-from name="from" { @for v in versions {
-                    option value=(v.id) selected[from.as_deref() == Some(v.id.as_str())] { "#" (v.seq) " " (v.id) } } }
+                select #d-from name="from" { @for (i, v) in versions.iter().enumerate() {
+                    // By default the version before the newest.
+                    option value=(v.id) selected[from.as_deref().map_or(i == 1, |f| f == v.id)] { "#" (v.seq) " " (v.id) } } }
                 label for="d-to" { "with" }
                 select #d-to name="to" { @for (i, v) in versions.iter().enumerate() {
                     option value=(v.id) selected[to.as_deref().map_or(i == 0, |t| t == v.id)] { "#" (v.seq) " " (v.id) } } }

@@ -23,6 +23,10 @@ const LISTED: usize = 60;
 pub fn content(view: &View) -> Markup {
     html! {
         h1 { "Rollout" }
+        // Outside the section the event stream replaces: the buttons keep
+        // their focus and an action's answer stays.
+        div #actions .actions {}
+        p #action-result role="status" {}
         section #rollout aria-label="Rollout" { (section(view)) }
     }
 }
@@ -79,7 +83,6 @@ fn rollout(r: &Rollout, policy: Option<&Policy>) -> Markup {
             @if let Phase::Superseded { by } = r.phase { " · superseded by #" (by) }
         }
         @if let Some(f) = failure { (failure_box(f)) }
-        div #actions .actions {}
         template #rollout-actions { (actions(r)) }
         ol.timeline aria-label="Waves" {
             @for (i, w) in r.waves.iter().enumerate() {
@@ -161,7 +164,7 @@ fn gates(policy: Option<&Policy>, wave: &str) -> Markup {
     };
     html! {
         @if !w.metrics.is_empty() {
-            details {
+            details id=(format!("gates-{wave}")) {
                 summary { "Gates (" (w.metrics.len()) ")" }
                 ul {
                     @for g in &w.metrics {
@@ -191,22 +194,24 @@ fn clusters(names: &[String], targets: &BTreeMap<String, Target>) -> Markup {
         }
     }
     // Trouble and work in progress first.
-    let rank = |t: Option<&Target>| match t.map(|t| &t.state) {
-        Some(ClusterState::Failed { .. } | ClusterState::Refused { .. }) => 0,
-        Some(ClusterState::RolledBack) => 1,
-        Some(ClusterState::Released { .. }) => 2,
-        Some(ClusterState::Held) => 3,
-        Some(ClusterState::Pinned { .. } | ClusterState::Excluded) => 4,
-        _ => 5,
+    let rank = |t: Option<&Target>| -> u8 {
+        match t.map(|t| &t.state) {
+            Some(ClusterState::Failed { .. } | ClusterState::Refused { .. }) => 0,
+            Some(ClusterState::RolledBack) => 1,
+            Some(ClusterState::Released { .. }) => 2,
+            Some(ClusterState::Held) => 3,
+            Some(ClusterState::Pinned { .. } | ClusterState::Excluded) => 4,
+            _ => 5,
+        }
     };
-    let mut listed: Vec<&String> = names.iter().collect();
-    listed.sort_by_key(|c| (rank(targets.get(*c)), (*c).clone()));
+    let mut listed: Vec<(u8, &String)> = names.iter().map(|c| (rank(targets.get(c)), c)).collect();
+    listed.sort_unstable();
     html! {
         p.counts {
             @for (s, n) in &by_state { (badge(&s.replace(' ', "-"), &format!("{n} {s}"))) " " }
         }
         ul.clusters {
-            @for c in listed.iter().take(LISTED) {
+            @for (_, c) in listed.iter().take(LISTED) {
                 @let t = targets.get(*c);
                 li {
                     (cluster_link(c)) " "
@@ -231,7 +236,7 @@ fn clusters(names: &[String], targets: &BTreeMap<String, Target>) -> Markup {
 
 fn policy(p: &Policy) -> Markup {
     html! {
-        details.policy {
+        details #policy .policy {
             summary { "Policy: " (p.waves.len()) " waves, progress deadline " (secs(p.progress_deadline_ms)) }
             ol {
                 @for w in &p.waves {

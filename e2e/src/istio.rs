@@ -366,12 +366,16 @@ impl Istiod {
         }
     }
 
-    /// `/debug/configz`: every config istiod holds, as it holds it.
+    /// `/debug/configz`: every config istiod holds, as it holds it. Read
+    /// over HTTP/1.0: to HTTP/1.1, istiod answers a body larger than a few
+    /// KiB chunked, which the plain client does not decode.
     pub fn configz(&self) -> Vec<Value> {
-        let Some((200, body)) = get_blocking(self.http, "/debug/configz") else {
+        let Some((200, body)) =
+            get_large_blocking(self.http, "/debug/configz", Duration::from_secs(30))
+        else {
             return Vec::new();
         };
-        match serde_json::from_str(&body) {
+        match serde_json::from_slice(&body) {
             Ok(Value::Array(items)) => items,
             _ => Vec::new(),
         }

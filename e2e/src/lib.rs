@@ -36,9 +36,11 @@ pub mod pod;
 pub mod ports;
 pub mod prometheus;
 pub mod promql;
+pub mod rogue;
 pub mod standin;
 pub mod turn;
 pub mod upstream;
+pub mod watcher;
 pub mod yaml;
 
 #[cfg(test)]

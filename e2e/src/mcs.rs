@@ -140,3 +140,45 @@ pub async fn unexport(client: &kube::Client, ns: &str, name: &str) -> bool {
     )
     .await
 }
+
+/// Creates, for every name, the Service `ns/<name>` (as [`service`]) and
+/// its `ServiceExport`, `parallel` requests at a time (a thousand objects
+/// through `apply_yaml`, which discovers the API per object, take minutes).
+pub async fn export_many(client: &kube::Client, ns: &str, names: &[String], parallel: usize) {
+    use k8s_openapi::api::core::v1::Service;
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind, PostParams};
+
+    let services: Api<Service> = Api::namespaced(client.clone(), ns);
+    let gvk = GroupVersionKind::gvk("multicluster.x-k8s.io", "v1alpha1", "ServiceExport");
+    let resource = ApiResource::from_gvk_with_plural(&gvk, "serviceexports");
+    let exports: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &resource);
+    let mut tasks = tokio::task::JoinSet::new();
+    for chunk in names.chunks(names.len().div_ceil(parallel.max(1)).max(1)) {
+        let (services, exports, resource) = (services.clone(), exports.clone(), resource.clone());
+        let (chunk, ns) = (chunk.to_vec(), ns.to_owned());
+        tasks.spawn(async move {
+            for name in chunk {
+                let svc: Service = serde_json::from_value(serde_json::json!({
+                    "metadata": {"name": name, "namespace": ns},
+                    "spec": {
+                        "selector": {"app": name},
+                        "ports": [{"name": "http", "port": 80, "targetPort": 8080}],
+                    },
+                }))
+                .expect("a Service");
+                services
+                    .create(&PostParams::default(), &svc)
+                    .await
+                    .unwrap_or_else(|e| panic!("create Service {ns}/{name}: {e}"));
+                let export = DynamicObject::new(&name, &resource).within(&ns);
+                exports
+                    .create(&PostParams::default(), &export)
+                    .await
+                    .unwrap_or_else(|e| panic!("create ServiceExport {ns}/{name}: {e}"));
+            }
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done.expect("an export task");
+    }
+}

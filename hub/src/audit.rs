@@ -242,6 +242,20 @@ pub enum AuditEvent {
         /// Why (`policy: …`, `cap: …`, `invalid: …`).
         reason: String,
     },
+    /// More of a cluster's exports became refused at once than are
+    /// written one by one (`export_refused`, the first
+    /// [`crate::upward::state::REFUSALS_ITEMIZED`] of one judgement): how
+    /// many more, by reason. A cluster reporting a flood of exports would
+    /// otherwise fill the audit queue, and other records would be dropped.
+    ExportsRefused {
+        /// The exporting cluster.
+        cluster: String,
+        /// How many more became refused.
+        count: usize,
+        /// Of those, how many per reason (`policy`, `cap`, `invalid`).
+        #[serde(rename = "byReason")]
+        by_reason: std::collections::BTreeMap<String, usize>,
+    },
     /// A group's pin was lifted.
     Unpin {
         /// The group (cluster).

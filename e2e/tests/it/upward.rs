@@ -13,6 +13,9 @@
 //! reconcile (an export deleted while the agent was down is withdrawn when
 //! it is back). The export → ServiceEntry-in-istiod latency is printed.
 
+mod hostile;
+mod restarts;
+
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};

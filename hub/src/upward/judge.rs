@@ -115,6 +115,11 @@ fn shape(e: &ServiceExport) -> Result<(), String> {
 /// Judges one cluster's exports (every one of them stamped in `seen`,
 /// by `namespace/name`) under its policy, in the order the hub first saw
 /// them: the first `max_services` that pass the other checks are merged.
+/// Once that many are, the rest are refused over the cap without the
+/// validation of their entry (the cheap checks of their shape still say
+/// what is wrong with them): a validation costs far more than the rest,
+/// and a cluster reporting a flood of exports (issue 38 counts 100,000)
+/// must not cost the hub more than its cap's worth of them.
 pub fn judge(
     cluster: &str,
     exports: &[ServiceExport],
@@ -135,16 +140,7 @@ pub fn judge(
             refusal: None,
         })
         .collect();
-    judged.sort_by(|a, b| {
-        let key = |j: &Judged| {
-            (
-                j.contribution.first_seen.seq,
-                j.contribution.export.namespace.clone(),
-                j.contribution.export.name.clone(),
-            )
-        };
-        key(a).cmp(&key(b))
-    });
+    judged.sort_by(|a, b| order(a).cmp(&order(b)));
     let mut taken = 0_usize;
     for j in &mut judged {
         let e = &j.contribution.export;
@@ -162,6 +158,9 @@ pub fn judge(
             None
         } else if let Err(why) = shape(e) {
             Some(Refusal::Invalid(why))
+        } else if taken >= policy.max_services {
+            // Not merged whatever the validation would say: not validated.
+            Some(over_services(policy))
         } else {
             match entry::contribution_entry(cluster, e) {
                 Some(object) => {
@@ -173,16 +172,27 @@ pub fn judge(
         };
         if j.refusal.is_none() {
             if taken >= policy.max_services {
-                j.refusal = Some(Refusal::Cap(format!(
-                    "more than this cluster's exports.maxServices ({}): the hub takes the ones it saw first",
-                    policy.max_services
-                )));
+                j.refusal = Some(over_services(policy));
             } else {
                 taken += 1;
             }
         }
     }
     judged
+}
+
+/// The order exports are judged in: first seen by the hub first.
+fn order(j: &Judged) -> (u64, &str, &str) {
+    let c = &j.contribution;
+    (c.first_seen.seq, &c.export.namespace, &c.export.name)
+}
+
+/// The refusal of an export past the cluster's `exports.maxServices`.
+fn over_services(policy: &ExportPolicy) -> Refusal {
+    Refusal::Cap(format!(
+        "more than this cluster's exports.maxServices ({}): the hub takes the ones it saw first",
+        policy.max_services
+    ))
 }
 
 #[cfg(test)]

@@ -63,6 +63,14 @@ pub type Reports = Arc<BTreeMap<String, Arc<ClusterReport>>>;
 
 type DropKey = (String, String, String);
 
+/// At most this many of a cluster's exports newly refused by one
+/// judgement are logged and audited one by one (and as many newly no
+/// longer refused logged); the rest are counted in one line and one audit
+/// record (`exports_refused`). A cluster reporting a flood of exports
+/// (issue 38: 100,000 over its cap) would otherwise write as many log
+/// lines and fill the audit queue, whose overflow drops other records.
+pub const REFUSALS_ITEMIZED: usize = 32;
+
 /// What the task keeps of a cluster besides what it shows.
 #[derive(Debug)]
 struct Tracked {
@@ -369,14 +377,20 @@ impl Owner {
                     .map(|r| (format!("{}/{}", e.namespace, e.name), r))
             })
             .collect();
+        // Newly refused, by reason; the first few itemized.
+        let mut new: BTreeMap<&'static str, usize> = BTreeMap::new();
+        let mut more: BTreeMap<String, usize> = BTreeMap::new();
         for (key, why) in &refused {
             if t.refused.get(key) == Some(why) {
                 continue;
             }
+            *new.entry(why.kind()).or_default() += 1;
+            if new.values().sum::<usize>() > REFUSALS_ITEMIZED {
+                *more.entry(why.kind().to_owned()).or_default() += 1;
+                continue;
+            }
             let (namespace, name) = key.split_once('/').unwrap_or((key, ""));
             warn!(%cluster, export = %key, reason = %why, "an exported Service is refused");
-            metrics::counter!("meshhub_upward_export_refusals_total", "cluster" => cluster.to_owned(), "reason" => why.kind())
-                .increment(1);
             self.audit.record(AuditEvent::ExportRefused {
                 cluster: cluster.to_owned(),
                 namespace: namespace.to_owned(),
@@ -384,8 +398,29 @@ impl Owner {
                 reason: why.to_string(),
             });
         }
-        for key in t.refused.keys().filter(|k| !refused.contains_key(*k)) {
+        for (kind, n) in new {
+            metrics::counter!("meshhub_upward_export_refusals_total", "cluster" => cluster.to_owned(), "reason" => kind)
+                .increment(n as u64);
+        }
+        if !more.is_empty() {
+            let count: usize = more.values().sum();
+            warn!(%cluster, count, by_reason = ?more, "more exported Services refused at once than are logged one by one");
+            self.audit.record(AuditEvent::ExportsRefused {
+                cluster: cluster.to_owned(),
+                count,
+                by_reason: more,
+            });
+        }
+        let cleared: Vec<&String> = t
+            .refused
+            .keys()
+            .filter(|k| !refused.contains_key(*k))
+            .collect();
+        for key in cleared.iter().take(REFUSALS_ITEMIZED) {
             info!(%cluster, export = %key, "an exported Service is no longer refused (or no longer exported)");
+        }
+        if cleared.len() > REFUSALS_ITEMIZED {
+            info!(%cluster, count = cleared.len() - REFUSALS_ITEMIZED, "more exported Services no longer refused (or no longer exported) than are logged one by one");
         }
         metrics::gauge!("meshhub_cluster_exports_refused", "cluster" => cluster.to_owned())
             .set(refused.len() as f64);

@@ -165,3 +165,51 @@ fn an_allow_list_limits_namespaces_and_names() {
     assert_eq!(r["shop/checkout"], Some("policy"));
     assert_eq!(r["payments/card"], Some("policy"));
 }
+
+#[test]
+fn a_flood_costs_no_more_validations_than_the_cap() {
+    // Issue 38: a cluster reporting 100,000 exports. Past the cap, no
+    // export is validated (a validation each would cost the hub seconds of
+    // CPU per report); each is refused over the cap.
+    let validated = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counting: Check = {
+        let validated = validated.clone();
+        let real = check();
+        Arc::new(move |o| {
+            validated.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            real(o)
+        })
+    };
+    let policy = ExportPolicy {
+        max_services: 3,
+        ..ExportPolicy::default()
+    };
+    let mut exports = vec![
+        export("shop", "zero", 0, "192.0.2.1"),
+        export("istio-system", "istiod", 15012, "192.0.2.1"),
+    ];
+    exports.extend((0..10_000).map(|i| export("bulk", &format!("svc-{i:05}"), 80, "192.0.2.1")));
+    exports.push(export("shop", "late-zero", 0, "192.0.2.1"));
+    let j = judge("west", &exports, &seen(&exports), &policy, &counting);
+    let r = refusals(&j);
+    assert_eq!(r["shop/zero"], Some("invalid"));
+    assert_eq!(
+        r["shop/late-zero"],
+        Some("invalid"),
+        "the cheap checks still say what is wrong past the cap"
+    );
+    assert_eq!(r["istio-system/istiod"], Some("policy"));
+    for taken in ["bulk/svc-00000", "bulk/svc-00001", "bulk/svc-00002"] {
+        assert_eq!(r[taken], None, "{taken}");
+    }
+    assert_eq!(r["bulk/svc-00003"], Some("cap"));
+    assert_eq!(
+        r.values().filter(|r| **r == Some("cap")).count(),
+        10_000 - 3
+    );
+    assert_eq!(
+        validated.load(std::sync::atomic::Ordering::Relaxed),
+        3,
+        "only the exports taken are validated"
+    );
+}

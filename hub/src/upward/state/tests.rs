@@ -384,3 +384,51 @@ fn an_update_replaces_its_clusters_report_only() {
     assert!(!o.apply(update("east", 1, What::Unserved(false))));
     assert!(Arc::ptr_eq(&after["east"], &o.reports["east"]));
 }
+
+#[test]
+fn a_flood_of_refusals_is_logged_and_audited_in_bounds() {
+    // Issue 38: a cluster reporting 5,000 exports over its cap. Each
+    // refusal one by one would fill the audit queue (others' records
+    // then dropped) and write a log line per export.
+    let (mut o, mut audit) = owner();
+    let policy = ExportPolicy {
+        max_services: 1,
+        ..ExportPolicy::default()
+    };
+    o.apply(update("west", 1, What::Started { policy }));
+    let flood: Vec<ServiceExport> = (0..5_000)
+        .map(|i| export("bulk", &format!("svc-{i:04}"), 80, "192.0.2.66"))
+        .collect();
+    o.apply(status("west", 1, "flood", true));
+    o.apply(exports("west", 1, "flood", flood));
+    let mut records = Vec::new();
+    while let Ok((_, e)) = audit.try_recv() {
+        records.push(e);
+    }
+    let itemized = records
+        .iter()
+        .filter(|e| matches!(e, AuditEvent::ExportRefused { .. }))
+        .count();
+    assert_eq!(itemized, REFUSALS_ITEMIZED, "{records:?}");
+    let summary: Vec<&AuditEvent> = records
+        .iter()
+        .filter(|e| matches!(e, AuditEvent::ExportsRefused { .. }))
+        .collect();
+    assert_eq!(
+        summary,
+        [&AuditEvent::ExportsRefused {
+            cluster: "west".into(),
+            count: 5_000 - 1 - REFUSALS_ITEMIZED,
+            by_reason: [("cap".to_owned(), 5_000 - 1 - REFUSALS_ITEMIZED)].into(),
+        }]
+    );
+    // Every refusal still shows, each with its reason.
+    let shown = &o.reports["west"].view.exports;
+    assert_eq!(
+        shown
+            .iter()
+            .filter(|e| e.refused.starts_with("cap:"))
+            .count(),
+        4_999
+    );
+}

@@ -89,6 +89,29 @@ impl Browser {
         }
     }
 
+    /// What the script `js` (a function body) returns.
+    pub async fn eval(&self, js: &str) -> Value {
+        self.client
+            .execute(js, vec![])
+            .await
+            .unwrap_or_else(|e| panic!("the page's script failed: {e}\n{js}"))
+    }
+
+    /// Clicks the first enabled element matching `css`, found and clicked
+    /// in one step (an event may replace the page's elements between two
+    /// WebDriver commands); panics when there is none.
+    pub async fn click(&self, css: &str) {
+        let js = format!(
+            "const e = document.querySelector({}); if (!e || e.disabled) return false; e.click(); return true;",
+            Value::String(css.to_owned())
+        );
+        assert_eq!(
+            self.eval(&js).await,
+            Value::Bool(true),
+            "no enabled {css} to click"
+        );
+    }
+
     /// The text of the first element matching `css`.
     pub async fn text(&self, css: &str) -> String {
         self.client

@@ -99,29 +99,28 @@ async fn rollout_phase(hub: &HubProc) -> String {
 
 /// Opens `url` and waits until its event stream is up.
 async fn open_live(b: &Browser, url: &str) {
-    b.client.goto(url).await.unwrap();
-    b.until(
+    open_until(
+        b,
+        url,
         "the live stream",
-        STEP,
         "return document.body.dataset.connected === '1' || null;",
     )
     .await;
 }
 
+/// Opens `url` and waits (up to [`STEP`]) for `js` to return something.
+async fn open_until(b: &Browser, url: &str, what: &str, js: &str) -> Value {
+    b.client.goto(url).await.unwrap();
+    b.until(what, STEP, js).await
+}
+
 /// Marks the page; [`still_marked`] tells whether it was reloaded since.
 async fn mark(b: &Browser) {
-    b.client
-        .execute("window.__notReloaded = true; return true;", vec![])
-        .await
-        .unwrap();
+    b.eval("window.__notReloaded = true; return true;").await;
 }
 
 async fn still_marked(b: &Browser) -> bool {
-    b.client
-        .execute("return window.__notReloaded === true;", vec![])
-        .await
-        .unwrap()
-        == Value::Bool(true)
+    b.eval("return window.__notReloaded === true;").await == Value::Bool(true)
 }
 
 /// Every interactive node of the page's accessibility tree has a name,
@@ -254,24 +253,16 @@ async fn the_console_follows_a_rollout_and_a_nack_live_in_a_real_browser() {
     assert_eq!(first, "Skip to content");
 
     // The rollout page without the token: no buttons; its POST refused.
-    b.client
-        .goto(&format!("{base}/console/rollout"))
-        .await
-        .unwrap();
-    b.until(
+    open_until(
+        &b,
+        &format!("{base}/console/rollout"),
         "the token form",
-        STEP,
         "return document.getElementById('admin-token') !== null || null;",
     )
     .await;
     let buttons = b
-        .client
-        .execute(
-            "return document.querySelectorAll('#actions button').length;",
-            vec![],
-        )
-        .await
-        .unwrap();
+        .eval("return document.querySelectorAll('#actions button').length;")
+        .await;
     assert_eq!(buttons, 0, "no action buttons without the token");
     let refused = b
         .client
@@ -303,28 +294,17 @@ async fn the_console_follows_a_rollout_and_a_nack_live_in_a_real_browser() {
         .send_keys(TOKEN)
         .await
         .unwrap();
-    b.client
-        .find(Locator::Css("#session button[type=submit]"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    b.click("#session button[type=submit]").await;
     b.until(
         "the promote button",
         STEP,
         "return document.querySelector('#actions button[data-action=promote]') !== null || null;",
     )
     .await;
+    check_accessibility(&b, "rollout with the actions").await;
     b.screenshot(&shots.join("rollout-awaiting-promotion.png"))
         .await;
-    b.client
-        .find(Locator::Css("#actions button[data-action=promote]"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    b.click("#actions button[data-action=promote]").await;
     let wave2_acked = "const w = document.querySelectorAll('li.wave')[1]; \
          return (w && w.textContent.includes('1 acked')) || null;";
     b.until("wave 2 ACKed on the page", STEP, wave2_acked).await;
@@ -405,25 +385,15 @@ async fn the_console_follows_a_rollout_and_a_nack_live_in_a_real_browser() {
     b.screenshot(&shots.join("rollout-failed.png")).await;
 
     // The cluster page with its history and a diff.
-    b.client
-        .goto(&format!("{base}/console/clusters/r1"))
-        .await
-        .unwrap();
-    b.until(
+    open_until(
+        &b,
+        &format!("{base}/console/clusters/r1"),
         "the history",
-        STEP,
         "return document.querySelectorAll('#d-from option').length >= 2 || null;",
     )
     .await;
-    b.client
-        .find(Locator::Css(
-            "form[aria-label='Compare two versions'] button",
-        ))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    b.click("form[aria-label='Compare two versions'] button")
+        .await;
     b.until(
         "a diff",
         STEP,

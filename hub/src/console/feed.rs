@@ -1,7 +1,7 @@
 //! The console's one watch of the hub's state: a task that rebuilds the
 //! fleet when something it shows changed — a delivery (ACK/NACK), a
 //! report, the rollout, the pipeline's status, the clusters, pins, leader
-//! election, and every 2 s for what has no signal (a stream's connection)
+//! election, and every 5 s for what has no signal (a stream's connection)
 //! — once per burst (it waits [`SETTLE`] for the rest, then takes every
 //! signal queued meanwhile), and publishes it only when it differs. Open
 //! consoles' event streams ([`super::events`]) follow its output: however
@@ -23,8 +23,9 @@ use super::model::Fleet;
 /// rebuilds (a push to 1,000 clusters is 1,000 ACKs).
 const SETTLE: Duration = Duration::from_millis(250);
 
-/// How often it looks again without a signal.
-const TICK: Duration = Duration::from_secs(2);
+/// How often it looks again without a signal (a stream that connects or
+/// drops has none): at 1,000 clusters a build costs ~60 ms of CPU.
+const TICK: Duration = Duration::from_secs(5);
 
 /// The fleet as the feed last built it (`None` while no stream is open),
 /// and how to follow it.
@@ -143,12 +144,7 @@ impl Changes {
     /// Takes every signal already queued: the build that follows covers
     /// them.
     fn drain(&mut self) {
-        loop {
-            match self.deliveries.try_recv() {
-                Ok(_) | Err(TryRecvError::Lagged(_)) => {}
-                Err(TryRecvError::Empty | TryRecvError::Closed) => break,
-            }
-        }
+        while let Ok(_) | Err(TryRecvError::Lagged(_)) = self.deliveries.try_recv() {}
         self.inputs.mark_seen();
     }
 

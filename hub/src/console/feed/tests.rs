@@ -78,7 +78,7 @@ async fn no_stream_no_build_and_a_burst_of_acks_is_one_build() {
     let ledger = Ledger::new();
     let peers: Vec<_> = (0..50)
         .map(|i| {
-            let p = ledger.register(Role::Source, &format!("c{i}"), &format!("c{i}"));
+            let p = ledger.register(Role::Source, format!("c{i}"), format!("c{i}"));
             p.connected();
             p.sent("a", "v1", "1");
             p

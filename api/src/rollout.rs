@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use meshhub_rollout::{Policy, Rollout};
+use meshhub_rollout::{Millis, Policy, Rollout};
 use serde::{Deserialize, Serialize};
 
 /// What `GET /rollout` shows.
@@ -34,6 +34,32 @@ pub struct View {
     /// keep what they hold.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub unavailable: BTreeMap<String, String>,
+    /// The current rollout's metric gates as last evaluated, per gate and
+    /// cluster (the leader's; empty on a follower and before the first
+    /// evaluation).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gates: Vec<GateReading>,
+}
+
+/// One metric gate's last value for one cluster.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GateReading {
+    /// The rollout it was evaluated for.
+    pub rollout: u64,
+    /// The wave (index) it was evaluated for.
+    pub wave: usize,
+    /// The gate's name.
+    pub gate: String,
+    /// The cluster.
+    pub cluster: String,
+    /// The sample that decided (the first that fails, else the last);
+    /// `None`: the query returned no sample.
+    pub value: Option<f64>,
+    /// Whether it held.
+    pub passed: bool,
+    /// When (the hub's clock, Unix milliseconds).
+    pub at: Millis,
 }
 
 /// A cluster's refusal of a version that keeps it out of later rollouts

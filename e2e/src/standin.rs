@@ -310,11 +310,10 @@ impl Mesh {
     /// (status, body).
     pub async fn post(&self, path: &str) -> (u16, String) {
         use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-        let mut s = tokio::net::TcpStream::connect(self.hub.admin_addr())
-            .await
-            .unwrap();
+        let addr = self.hub.admin_addr();
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
         let req = format!(
-            "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nx-meshhub-user: ops\r\nConnection: close\r\n\r\n"
+            "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nx-meshhub-user: ops\r\nConnection: close\r\n\r\n"
         );
         s.write_all(req.as_bytes()).await.unwrap();
         let mut text = String::new();

@@ -190,6 +190,8 @@ pub struct Controller {
     /// When gates are next evaluated: while a wave with `duringBake` gates
     /// bakes, or again after an evaluation that could not be made.
     next_evaluation: Option<Millis>,
+    /// The current rollout's gates as last evaluated (shown on `/rollout`).
+    gate_readings: Vec<meshhub_api::rollout::GateReading>,
 }
 
 /// Who decides the rollout.
@@ -275,6 +277,7 @@ impl Controller {
             restored: None,
             gates: None,
             next_evaluation: None,
+            gate_readings: Vec::new(),
         };
         (c, rx)
     }
@@ -754,6 +757,7 @@ impl Controller {
             leader,
             standing,
             unavailable,
+            gates: self.gate_readings.clone(),
         }));
     }
 }

@@ -57,6 +57,17 @@ async fn a_metric_gate_turning_bad_during_the_bake_rolls_the_canary_back() {
             .contains("failures: 5 (wants < 1)"),
         "{r}"
     );
+    // The gate's last value, as `/rollout` (and the console) shows it.
+    let reading = r["gates"]
+        .as_array()
+        .and_then(|g| {
+            g.iter()
+                .find(|g| g["gate"] == "failures" && g["cluster"] == "a")
+        })
+        .unwrap_or_else(|| panic!("no reading of the gate for a: {r}"));
+    assert_eq!(reading["value"], 5.0, "{r}");
+    assert_eq!(reading["passed"], false, "{r}");
+    assert_eq!(reading["rollout"], r["rollout"]["id"], "{r}");
     eventually("the canary holds its first version again", || async {
         !mesh.holds("a", "bookinfo/two")
     })

@@ -48,7 +48,29 @@ pub struct GateAnswer {
     /// What did not hold, or why nothing could be told (Prometheus
     /// unreachable, a query it refused): then the controller asks again
     /// later rather than deciding on no evidence.
-    pub result: Result<Vec<GateFailure>, QueryError>,
+    pub result: Result<Evaluation, QueryError>,
+}
+
+/// What one evaluation of a wave's gates saw.
+#[derive(Debug, Default)]
+pub struct Evaluation {
+    /// What did not hold.
+    pub failures: Vec<GateFailure>,
+    /// Every gate × cluster: the deciding sample and whether it held.
+    pub readings: Vec<Reading>,
+}
+
+/// One gate for one cluster.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Reading {
+    /// The gate.
+    pub gate: String,
+    /// The cluster.
+    pub cluster: String,
+    /// The first failing sample, else the last; `None`: no sample.
+    pub value: Option<f64>,
+    /// Whether it held.
+    pub passed: bool,
 }
 
 /// Why a query has no answer.
@@ -204,13 +226,15 @@ impl Prometheus {
         }
     }
 
-    /// Evaluates every gate for every cluster: what did not hold.
+    /// Evaluates every gate for every cluster: what did not hold, and
+    /// what each saw.
     pub async fn check(
         &self,
         gates: &[MetricGate],
         clusters: &[String],
-    ) -> Result<Vec<GateFailure>, QueryError> {
+    ) -> Result<Evaluation, QueryError> {
         let mut failures = Vec::new();
+        let mut readings = Vec::new();
         for gate in gates {
             for cluster in clusters {
                 let query = gate.query_for(cluster);
@@ -226,6 +250,13 @@ impl Prometheus {
                         .map(|v| format!("{v}"))
                 };
                 debug!(gate = %gate.name, cluster = %cluster, ?samples, passed = failed.is_none(), "gate evaluated");
+                let failing = samples.iter().find(|v| !gate.passes(Some(**v)));
+                readings.push(Reading {
+                    gate: gate.name.clone(),
+                    cluster: cluster.clone(),
+                    value: failing.or(samples.last()).copied(),
+                    passed: failed.is_none(),
+                });
                 if let Some(seen) = failed {
                     failures.push(GateFailure {
                         cluster: cluster.clone(),
@@ -240,7 +271,7 @@ impl Prometheus {
                 }
             }
         }
-        Ok(failures)
+        Ok(Evaluation { failures, readings })
     }
 
     /// Answers requests from `requests` on `answers` until `shutdown`.
@@ -263,7 +294,7 @@ impl Prometheus {
                 () = shutdown.cancelled() => break,
             };
             let label = match &result {
-                Ok(f) if f.is_empty() => "passed",
+                Ok(e) if e.failures.is_empty() => "passed",
                 Ok(_) => "failed",
                 Err(e) => {
                     warn!(error = %e, wave = request.wave, "a metric gate could not be evaluated; asking again later");

@@ -76,14 +76,29 @@ impl Controller {
             return Serve::new();
         }
         match answer.result {
-            Ok(failures) => self.feed(
-                now,
-                Input::Gates {
-                    wave: req.wave,
-                    last: req.last,
-                    failures,
-                },
-            ),
+            Ok(evaluation) => {
+                self.gate_readings = evaluation
+                    .readings
+                    .into_iter()
+                    .map(|r| meshhub_api::rollout::GateReading {
+                        rollout: req.rollout,
+                        wave: req.wave,
+                        gate: r.gate,
+                        cluster: r.cluster,
+                        value: r.value,
+                        passed: r.passed,
+                        at: now,
+                    })
+                    .collect();
+                self.feed(
+                    now,
+                    Input::Gates {
+                        wave: req.wave,
+                        last: req.last,
+                        failures: evaluation.failures,
+                    },
+                )
+            }
             // No evidence either way: ask again after the interval (the
             // progress deadline bounds the waiting).
             Err(_) => {

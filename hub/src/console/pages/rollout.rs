@@ -15,6 +15,7 @@ use meshhub_rollout::{
 use crate::console::layout::{badge, cluster_link, countdown, millis};
 use crate::console::model::rollout_state;
 use crate::rollout::View;
+use meshhub_api::rollout::GateReading;
 
 /// Clusters listed per wave before "and N more" (the counts cover all).
 const LISTED: usize = 60;
@@ -44,7 +45,7 @@ pub fn section(view: &View) -> Markup {
                 "; actions go to it." }
         }
         @match &view.rollout {
-            Some(r) => (rollout(r, view.policy.as_ref())),
+            Some(r) => (rollout(r, view.policy.as_ref(), &view.gates)),
             None => @if view.enabled { p { "No change has been rolled out since the hub started." } },
         }
         @if !view.standing.is_empty() {
@@ -67,7 +68,7 @@ pub fn section(view: &View) -> Markup {
     }
 }
 
-fn rollout(r: &Rollout, policy: Option<&Policy>) -> Markup {
+fn rollout(r: &Rollout, policy: Option<&Policy>, readings: &[GateReading]) -> Markup {
     let failure = match &r.phase {
         Phase::Halted { failure } | Phase::RolledBack { failure } => Some(failure),
         _ => None,
@@ -105,7 +106,11 @@ fn rollout(r: &Rollout, policy: Option<&Policy>) -> Markup {
                             _ => {}
                         }
                     }
-                    (gates(policy, &w.name))
+                    @let seen: Vec<&GateReading> = readings
+                        .iter()
+                        .filter(|g| g.rollout == r.id && g.wave == i)
+                        .collect();
+                    (gates(policy, &w.name, &seen))
                     (clusters(&w.clusters, &r.targets))
                 }
             }
@@ -158,19 +163,32 @@ fn actions(r: &Rollout) -> Markup {
     }
 }
 
-fn gates(policy: Option<&Policy>, wave: &str) -> Markup {
+fn gates(policy: Option<&Policy>, wave: &str, seen: &[&GateReading]) -> Markup {
     let Some(w) = policy.and_then(|p| p.waves.iter().find(|w| w.name == wave)) else {
         return html! {};
     };
     html! {
         @if !w.metrics.is_empty() {
-            details id=(format!("gates-{wave}")) {
+            details id=(format!("gates-{wave}")) open[seen.iter().any(|s| !s.passed)] {
                 summary { "Gates (" (w.metrics.len()) ")" }
                 ul {
                     @for g in &w.metrics {
                         li {
                             strong { (g.name) } ": " code { (g.query) } " " (comparison(g.comparison)) " " (g.threshold)
                             @if g.during_bake { " (also while baking)" }
+                            @let values: Vec<&&GateReading> = seen.iter().filter(|s| s.gate == g.name).collect();
+                            @if values.is_empty() {
+                                br; span.muted { "not evaluated yet" }
+                            } @else {
+                                ul.cells { @for v in values {
+                                    li {
+                                        (cluster_link(&v.cluster)) ": "
+                                        @match v.value { Some(x) => code { (x) }, None => span.muted { "no sample" } }
+                                        " " @if v.passed { (badge("passed", "passes")) } @else { (badge("failed", "fails")) }
+                                        " " (millis(v.at))
+                                    }
+                                } }
+                            }
                         }
                     }
                 }
@@ -237,7 +255,7 @@ fn clusters(names: &[String], targets: &BTreeMap<String, Target>) -> Markup {
 fn policy(p: &Policy) -> Markup {
     html! {
         details #policy .policy {
-            summary { "Policy: " (p.waves.len()) " waves, progress deadline " (secs(p.progress_deadline_ms)) }
+            summary { "Policy: " (plural(p.waves.len(), "wave")) ", progress deadline " (secs(p.progress_deadline_ms)) }
             ol {
                 @for w in &p.waves {
                     li {
@@ -275,3 +293,6 @@ fn secs(ms: u64) -> String {
         format!("{s} s")
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -166,6 +166,9 @@ pub struct Controller {
     /// The clusters' last reports (for the drops already standing when a
     /// cluster is sent a version).
     last_reports: Option<crate::upward::Reports>,
+    /// The clusters whose last report is looked at again with the next,
+    /// though it did not change: what they await changed since.
+    recheck: signals::Recheck,
     /// Drops already fed to the machine: `(cluster, version, collection,
     /// name)`.
     fed_drops: BTreeSet<(String, String, String, String)>,
@@ -265,6 +268,7 @@ impl Controller {
             standing: BTreeMap::new(),
             released: BTreeSet::new(),
             last_reports: None,
+            recheck: signals::Recheck::Every,
             fed_drops: BTreeSet::new(),
             latest: HashMap::new(),
             mode: Mode::Leading,
@@ -501,6 +505,7 @@ impl Controller {
         );
         self.rollout = Some(rollout);
         self.versions = versions;
+        self.recheck = signals::Recheck::Every;
         let mut commands = commands;
         commands.extend(self.pin_commands(now));
         serve.extend(self.carry_out(now, commands));

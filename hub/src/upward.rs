@@ -65,7 +65,7 @@ use tracing::{Instrument as _, error, info, info_span, warn};
 use crate::clusters::exports::ExportPolicy;
 use crate::clusters::{AgentSpec, Agents, endpoint};
 
-pub use state::Reports;
+pub use state::{ClusterReport, Reports};
 
 /// The ledger name of a cluster's upward stream (a cluster name has no
 /// `/`, so it can't be mistaken for a source's or a dialer's).

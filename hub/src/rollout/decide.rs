@@ -229,6 +229,7 @@ impl Controller {
             return;
         };
         v.unacked = super::changed_collections(v.from.as_ref(), &v.to);
+        self.recheck.add(cluster);
         // A drop already counted against this very version (it is sent
         // again: resumed) is its doing, not a standing one.
         let to_id = version_id(&v.to);

@@ -176,6 +176,7 @@ impl Controller {
         let mut commands = rollout.restore();
         self.rollout = Some(rollout);
         self.versions = versions;
+        self.recheck = super::signals::Recheck::Every;
         if finished || !unchanged {
             return false;
         }

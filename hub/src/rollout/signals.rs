@@ -4,6 +4,7 @@
 //! what the cluster's istiod dropped.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
 use meshhub_mcp::ledger::{Delivery, Outcome, PeerStatus, Role};
 use meshhub_mcp::snapshot::Snapshot;
@@ -11,6 +12,38 @@ use meshhub_rollout::{Input, Rejection};
 
 use super::{Controller, Millis, Serve, Versions};
 use crate::history::version_id;
+use crate::upward::ClusterReport;
+
+/// The clusters whose report [`Controller::reports`] looks at again
+/// though it did not change: what they await changed since it last did.
+#[derive(Debug)]
+pub(super) enum Recheck {
+    /// Every cluster (nothing looked at yet, or the awaited versions were
+    /// replaced: a new rollout, one restored).
+    Every,
+    /// These (sent a version again: its ACK may be in their report).
+    These(BTreeSet<String>),
+}
+
+impl Recheck {
+    pub(super) fn none() -> Self {
+        Self::These(BTreeSet::new())
+    }
+
+    /// `cluster`'s report is to be looked at again.
+    pub(super) fn add(&mut self, cluster: &str) {
+        if let Self::These(set) = self {
+            set.insert(cluster.to_owned());
+        }
+    }
+
+    fn covers(&self, cluster: &str) -> bool {
+        match self {
+            Self::Every => true,
+            Self::These(set) => set.contains(cluster),
+        }
+    }
+}
 
 impl Controller {
     /// A delivery recorded by the ledger.
@@ -130,15 +163,31 @@ impl Controller {
     /// another replica dials: sharded dial-out), and a cluster of the
     /// rollout whose istiod dropped an object of its new version fails it
     /// (istiod ACKs what it drops, so only this report tells).
+    ///
+    /// Only the clusters whose report is new (another allocation than the
+    /// last one looked at: the report task replaces a cluster's entry when
+    /// it changes, never edits it in place) and those whose awaited version
+    /// changed since ([`Recheck`]) are looked at: a round of reports costs
+    /// a pointer comparison per unchanged cluster (issue 38).
     pub fn reports(&mut self, now: Millis, reports: &crate::upward::Reports) -> Serve {
-        self.last_reports = Some(reports.clone());
+        let before = self.last_reports.replace(reports.clone());
+        let recheck = std::mem::replace(&mut self.recheck, Recheck::none());
+        let look = to_look_at(before.as_ref(), reports, &recheck);
         let mut serve = Serve::new();
-        for d in held_deliveries(&self.versions, reports, &mut self.refusals) {
+        let held = held_deliveries(
+            &self.versions,
+            look.iter().map(|c| (*c, &reports[*c])),
+            &mut self.refusals,
+        );
+        for d in held {
             serve.extend(self.delivery(now, &d));
         }
         let mut drops = Vec::new();
-        for (cluster, v) in &self.versions {
-            let Some(istiod) = reports.get(cluster).and_then(|r| r.view.istiod.as_ref()) else {
+        for cluster in look {
+            let Some(v) = self.versions.get(cluster) else {
+                continue;
+            };
+            let Some(istiod) = reports[cluster].view.istiod.as_ref() else {
                 continue;
             };
             // Only an object the change brought (new, or at a new version)
@@ -197,6 +246,25 @@ impl Controller {
     }
 }
 
+/// The clusters of `reports` whose report is another allocation than in
+/// `before`, or that `recheck` covers.
+pub(super) fn to_look_at<'a>(
+    before: Option<&crate::upward::Reports>,
+    reports: &'a crate::upward::Reports,
+    recheck: &Recheck,
+) -> Vec<&'a String> {
+    reports
+        .iter()
+        .filter(|(cluster, report)| {
+            let unchanged = before
+                .and_then(|b| b.get(*cluster))
+                .is_some_and(|was| Arc::ptr_eq(was, report));
+            !unchanged || recheck.covers(cluster)
+        })
+        .map(|(cluster, _)| cluster)
+        .collect()
+}
+
 /// What the agents' reports say of the rollout's collections awaiting an
 /// ACK, as the deliveries the ledger would record had this replica pushed
 /// them: an agent whose last ACKed change is the awaited version ACKed it;
@@ -206,13 +274,13 @@ impl Controller {
 /// there when first seen may be an old one (a rolled-back version resumed)
 /// and is left to the ledger of the replica that dials the cluster, or to
 /// the progress deadline.
-fn held_deliveries(
+fn held_deliveries<'a>(
     versions: &HashMap<String, Versions>,
-    reports: &crate::upward::Reports,
+    reports: impl Iterator<Item = (&'a String, &'a Arc<ClusterReport>)>,
     refusals: &mut HashMap<String, HashMap<String, String>>,
 ) -> Vec<Delivery> {
     let mut out = Vec::new();
-    for (cluster, report) in reports.iter() {
+    for (cluster, report) in reports {
         let seen = match refusals.get_mut(cluster.as_str()) {
             Some(seen) => seen,
             None => refusals.entry(cluster.clone()).or_default(),

@@ -487,6 +487,59 @@ fn an_agents_report_speaks_for_a_cluster_another_replica_dials() {
 }
 
 #[test]
+fn a_round_of_reports_looks_at_the_clusters_whose_report_changed_and_those_rechecked() {
+    use super::signals::{Recheck, to_look_at};
+    let report = |n: &str| {
+        let mut r = crate::upward::ClusterReport::default();
+        r.view.unserved = n == "unserved";
+        Arc::new(r)
+    };
+    let first: crate::upward::Reports = Arc::new(BTreeMap::from([
+        ("a".to_owned(), report("")),
+        ("b".to_owned(), report("")),
+        ("c".to_owned(), report("")),
+    ]));
+    let every = to_look_at(None, &first, &Recheck::none());
+    assert_eq!(every, ["a", "b", "c"], "nothing looked at before: all");
+    // b replaced (even with equal content), d new; a and c the same.
+    let mut next = (*first).clone();
+    next.insert("b".into(), report(""));
+    next.insert("d".into(), report("unserved"));
+    let next = Arc::new(next);
+    assert_eq!(to_look_at(Some(&first), &next, &Recheck::none()), ["b", "d"]);
+    let mut recheck = Recheck::none();
+    recheck.add("c");
+    assert_eq!(to_look_at(Some(&first), &next, &recheck), ["b", "c", "d"]);
+    assert_eq!(
+        to_look_at(Some(&first), &next, &Recheck::Every),
+        ["a", "b", "c", "d"]
+    );
+    assert!(to_look_at(Some(&next), &next, &Recheck::none()).is_empty());
+}
+
+#[test]
+fn a_report_unchanged_since_before_the_rollout_still_counts_for_it() {
+    let mut c = controller();
+    let (v1, v2) = (latest("1"), latest("2"));
+    let vs2 = v2[&Group::from("a")].collection(VS).version().to_owned();
+    c.built(0, &v1);
+    // The agent holds v2 already (another replica sent it) before this
+    // replica's rollout of it starts: nothing awaited yet.
+    let reports = holding("a", &vs2, "");
+    assert!(c.reports(5, &reports).is_empty());
+    c.built(10, &v2);
+    assert_eq!(c.rollout.as_ref().unwrap().phase, Phase::Updating);
+    // The same reports again (no cluster's report changed): the new
+    // rollout's awaited versions are looked for in them all the same.
+    c.reports(20, &reports);
+    assert!(
+        matches!(c.rollout.as_ref().unwrap().phase, Phase::Baking { .. }),
+        "{:?}",
+        c.rollout
+    );
+}
+
+#[test]
 fn a_refusal_already_reported_before_does_not_fail_a_new_rollout() {
     let mut c = controller();
     let (v1, v2) = (latest("1"), latest("2"));

@@ -40,6 +40,12 @@ pub struct ClusterReportView {
     /// the agent sent, each merged or refused.
     #[serde(default)]
     pub exports: Vec<ExportView>,
+    /// How many of the exports are refused, by reason (none: none is).
+    /// `exports` lists every export merged but at most
+    /// [`REFUSED_EXPORTS_LISTED`] refused ones: a cluster reporting a
+    /// flood of exports does not make `/status` as large.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exports_refused: Option<RefusedExportsView>,
     /// Whether the exports can be trusted as the cluster's whole set
     /// (none: nothing received yet).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -281,6 +287,22 @@ pub struct IstiodView {
     /// The collections compared.
     #[serde(default)]
     pub collections: Vec<String>,
+}
+
+/// At most this many of a cluster's refused exports are listed in its
+/// report's `exports` (those the hub saw first).
+pub const REFUSED_EXPORTS_LISTED: usize = 100;
+
+/// A cluster's refused exports, counted.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RefusedExportsView {
+    /// How many are refused.
+    pub count: usize,
+    /// How many per reason (`policy`, `cap`, `invalid`).
+    #[serde(default)]
+    pub by_reason: BTreeMap<String, usize>,
+    /// How many of them `exports` lists.
+    pub listed: usize,
 }
 
 /// One exported Service of a cluster.

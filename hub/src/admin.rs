@@ -179,7 +179,7 @@ pub fn status_view(s: &AdminState) -> StatusView {
 }
 
 /// Each cluster's report as shown, with the MCS conflicts of its exports.
-pub fn report_views(
+fn report_views(
     reports: &crate::upward::Reports,
 ) -> std::collections::BTreeMap<String, meshhub_api::upward::ClusterReportView> {
     let clusters: Vec<String> = reports.keys().cloned().collect();

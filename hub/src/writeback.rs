@@ -45,6 +45,7 @@ use crate::store::ObjectKey;
 
 pub mod basis;
 pub mod desired;
+pub mod heard;
 pub mod queue;
 pub mod reported;
 
@@ -52,6 +53,7 @@ pub use crate::source::kube::spec::write_back::WriteBackSpec;
 
 use basis::Basis;
 use desired::Standing;
+use heard::Heard;
 use queue::Queue;
 
 /// Status writes under way at once.
@@ -130,6 +132,8 @@ pub struct Writer {
     basis: Option<Basis>,
     /// The objects the source saw since the last pass.
     dirty: HashSet<Arc<str>>,
+    /// What enters a status of the clusters' reports.
+    heard: Heard,
 }
 
 impl std::fmt::Debug for Writer {
@@ -164,6 +168,7 @@ impl Writer {
             failing: 0,
             basis: None,
             dirty: HashSet::new(),
+            heard: Heard::default(),
         }
     }
 
@@ -322,12 +327,12 @@ impl Writer {
         }
         let agents = self.inputs.agents.borrow().clone();
         let ledger = self.inputs.ledger.view();
-        let reports = crate::admin::report_views(&self.inputs.reports.borrow());
+        self.heard.update(&self.inputs.reports.borrow());
         let mut remotes = remote_views(
             &agents,
             &leader,
             &ledger,
-            &reports,
+            self.heard.views(),
             crate::upward::peer_name,
         );
         // Clusters another replica dials (sharded): their agents' reports.

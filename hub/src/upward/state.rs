@@ -23,7 +23,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use meshhub_api::upward::{ClusterReportView, Completeness, ExportsStateView};
+use meshhub_api::upward::{
+    ClusterReportView, Completeness, ExportView, ExportsStateView, REFUSED_EXPORTS_LISTED,
+    RefusedExportsView,
+};
 use meshhub_mcp::ledger::At;
 use meshhub_proto::upward::{ExportsState, ServiceExport};
 use tokio::sync::{mpsc, watch};
@@ -252,6 +255,7 @@ impl Owner {
                 // previous one to overwrite.
                 let mut view = report.as_deref().map(view_of).unwrap_or_default();
                 view.exports = slot.view.exports.clone();
+                view.exports_refused = slot.view.exports_refused.clone();
                 *slot = Arc::new(ClusterReport {
                     view,
                     accepted: slot.accepted.clone(),
@@ -460,12 +464,34 @@ impl Owner {
             accepted.push(c);
         }
         let entry = Arc::make_mut(self.reports.entry(cluster.to_owned()).or_default());
-        entry.view.exports = judged.iter().map(judged_view).collect();
+        let (listed, refused_view) = listed_exports(&judged);
+        entry.view.exports = listed;
+        entry.view.exports_refused = refused_view;
         if *entry.accepted != accepted {
             entry.accepted = Arc::new(accepted);
         }
         entry.exports_received = received;
     }
+}
+
+/// The judged exports as a report lists them: every one merged, the
+/// first [`REFUSED_EXPORTS_LISTED`] refused; and the refused ones counted.
+fn listed_exports(judged: &[judge::Judged]) -> (Vec<ExportView>, Option<RefusedExportsView>) {
+    let mut counted = RefusedExportsView::default();
+    let listed = judged
+        .iter()
+        .filter(|j| match &j.refusal {
+            None => true,
+            Some(why) => {
+                counted.count += 1;
+                *counted.by_reason.entry(why.kind().to_owned()).or_default() += 1;
+                counted.count <= REFUSED_EXPORTS_LISTED
+            }
+        })
+        .map(judged_view)
+        .collect();
+    counted.listed = counted.count.min(REFUSED_EXPORTS_LISTED);
+    (listed, (counted.count > 0).then_some(counted))
 }
 
 /// Owns the reports until `shutdown` or until every subscriber is gone;

@@ -422,13 +422,37 @@ fn a_flood_of_refusals_is_logged_and_audited_in_bounds() {
             by_reason: [("cap".to_owned(), 5_000 - 1 - REFUSALS_ITEMIZED)].into(),
         }]
     );
-    // Every refusal still shows, each with its reason.
-    let shown = &o.reports["west"].view.exports;
-    assert_eq!(
-        shown
+    // Every export merged is listed, the refusals counted by reason and
+    // the first of them listed, each with its reason: a flood does not
+    // make `/status` as large.
+    let view = &o.reports["west"].view;
+    assert_eq!(view.exports.iter().filter(|e| e.refused.is_empty()).count(), 1);
+    let listed: Vec<&str> = view
+        .exports
+        .iter()
+        .filter(|e| !e.refused.is_empty())
+        .map(|e| e.name.as_str())
+        .collect();
+    assert_eq!(listed.len(), REFUSED_EXPORTS_LISTED);
+    assert!(
+        view.exports
             .iter()
-            .filter(|e| e.refused.starts_with("cap:"))
-            .count(),
-        4_999
+            .filter(|e| !e.refused.is_empty())
+            .all(|e| e.refused.starts_with("cap:"))
     );
+    assert_eq!(
+        view.exports_refused,
+        Some(RefusedExportsView {
+            count: 4_999,
+            by_reason: [("cap".to_owned(), 4_999)].into(),
+            listed: REFUSED_EXPORTS_LISTED,
+        })
+    );
+    // A new report of the cluster keeps the count with the list.
+    o.apply(status("west", 1, "flood", true));
+    assert_eq!(
+        o.reports["west"].view.exports_refused.as_ref().map(|r| r.count),
+        Some(4_999)
+    );
+    assert_eq!(o.reports["west"].view.exports.len(), 1 + REFUSED_EXPORTS_LISTED);
 }

@@ -102,6 +102,7 @@ pub fn view_of(r: &ClusterStatus) -> ClusterReportView {
         }),
         exports: Vec::new(),
         exports_state: None,
+        exports_refused: None,
         istio: r.istio.as_ref().map(|i| IstioRuntimeView {
             // Oldest known release first: what the skew check reads is
             // never cut by the bound.

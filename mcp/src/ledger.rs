@@ -391,6 +391,8 @@ struct Registry {
 pub struct Ledger {
     inner: Arc<Mutex<Registry>>,
     deliveries: broadcast::Sender<Delivery>,
+    /// Bumped on every change of any peer's record.
+    changes: Arc<watch::Sender<u64>>,
 }
 
 impl std::fmt::Debug for Ledger {
@@ -405,6 +407,7 @@ impl Default for Ledger {
         Self {
             inner: Arc::default(),
             deliveries: broadcast::channel(DELIVERY_BACKLOG).0,
+            changes: Arc::new(watch::Sender::new(0)),
         }
     }
 }
@@ -420,6 +423,19 @@ impl Ledger {
     /// is told how many it lost (`RecvError::Lagged`).
     pub fn deliveries(&self) -> broadcast::Receiver<Delivery> {
         self.deliveries.subscribe()
+    }
+
+    /// A counter bumped on every change of any peer's record — one
+    /// registered, connected or disconnected, identified, a version sent,
+    /// ACKed or NACKed, one gone: what a reader of [`Ledger::view`] waits
+    /// for instead of polling it (the ACKs and NACKs themselves are in
+    /// [`Ledger::deliveries`]).
+    pub fn changes(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    fn changed(&self) {
+        self.changes.send_modify(|n| *n = n.wrapping_add(1));
     }
 
     fn lock(&self) -> MutexGuard<'_, Registry> {
@@ -457,6 +473,8 @@ impl Ledger {
             collections: Vec::new(),
         });
         reg.live.insert(id, rx);
+        drop(reg);
+        self.changed();
         PeerRecord {
             tx,
             ledger: self.clone(),
@@ -492,7 +510,7 @@ impl PeerRecord {
 
     /// A stream came up.
     pub fn connected(&self) {
-        self.tx.send_modify(|s| {
+        self.update(|s| {
             s.head.connected = true;
             s.head.connected_since = Some(now());
             s.head.disconnected_at = None;
@@ -504,7 +522,7 @@ impl PeerRecord {
 
     /// A stream ended or a dial failed.
     pub fn disconnected(&self, error: Option<String>) {
-        self.tx.send_modify(|s| {
+        self.update(|s| {
             if s.head.connected {
                 s.head.disconnected_at = Some(now());
             }
@@ -517,12 +535,12 @@ impl PeerRecord {
 
     /// Records the protocol the stream speaks (when not MCP).
     pub fn protocol(&self, protocol: StreamProtocol) {
-        self.tx.send_modify(|s| s.head.protocol = protocol);
+        self.update(|s| s.head.protocol = protocol);
     }
 
     /// Records the node the peer announced, and the group it was placed in.
     pub fn identify(&self, node_id: &str, group: &str) {
-        self.tx.send_modify(|s| {
+        self.update(|s| {
             s.head.node_id = node_id.to_owned();
             s.head.group = group.to_owned();
         });
@@ -536,14 +554,19 @@ impl PeerRecord {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         if !kept.is_empty() {
-            self.tx.send_modify(|s| s.head.node_meta = kept);
+            self.update(|s| s.head.node_meta = kept);
         }
     }
 
     /// Records the hub replica that pushes on this stream.
     pub fn replica(&self, replica: &str) {
-        self.tx
-            .send_modify(|s| s.head.replica = Some(replica.to_owned()));
+        self.update(|s| s.head.replica = Some(replica.to_owned()));
+    }
+
+    /// Changes the record, and says so to the ledger's readers.
+    fn update(&self, f: impl FnOnce(&mut Record)) {
+        self.tx.send_modify(f);
+        self.ledger.changed();
     }
 
     fn role(&self) -> Role {
@@ -576,7 +599,7 @@ impl PeerRecord {
     }
 
     fn collection(&self, collection: &str, f: impl FnOnce(&mut Entry)) {
-        self.tx.send_modify(|s| f(s.entry(collection)));
+        self.update(|s| f(s.entry(collection)));
     }
 
     /// Records a source-side event.
@@ -697,97 +720,10 @@ impl Drop for PeerRecord {
         while reg.gone.len() > RETAINED_DISCONNECTED {
             reg.gone.pop_front();
         }
+        drop(reg);
+        self.ledger.changed();
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn states_follow_sends_acks_and_nacks() {
-        let ledger = Ledger::new();
-        let rec = ledger.register(Role::Source, "127.0.0.1:1", "default");
-        rec.connected();
-        rec.record(&Event::Subscribed {
-            collection: "c".into(),
-            incremental: false,
-            initial_resources: 0,
-        });
-        let state = |l: &Ledger| l.view()[0].collections["c"].state;
-        assert_eq!(state(&ledger), SyncState::NotSent);
-        rec.sent("c", "v1", "1");
-        assert_eq!(state(&ledger), SyncState::Stale);
-        rec.acked("c", "v1", "1");
-        assert_eq!(state(&ledger), SyncState::Synced);
-        rec.sent("c", "v2", "2");
-        assert_eq!(state(&ledger), SyncState::Stale);
-        rec.nacked("c", "v2", 3, "bad host");
-        assert_eq!(state(&ledger), SyncState::Nacked);
-        let view = ledger.view();
-        let c = &view[0].collections["c"];
-        assert_eq!(c.nacked.as_ref().unwrap().message, "bad host");
-        assert_eq!(
-            c.acked.as_ref().unwrap().version,
-            "v1",
-            "the last ACKed version stays"
-        );
-        assert_eq!((c.acks, c.nacks), (1, 1));
-        rec.sent("c", "v3", "3");
-        rec.acked("c", "v3", "3");
-        assert_eq!(state(&ledger), SyncState::Synced);
-    }
-
-    #[test]
-    fn dropped_records_are_retained_as_disconnected() {
-        let ledger = Ledger::new();
-        {
-            let rec = ledger.register(Role::Sink, "hub", "cluster-a");
-            rec.connected();
-            assert!(ledger.view()[0].connected);
-        }
-        let view = ledger.view();
-        assert_eq!(view.len(), 1);
-        assert!(!view[0].connected);
-        assert!(view[0].disconnected_at.is_some());
-        for i in 0..(RETAINED_DISCONNECTED + 10) {
-            drop(ledger.register(Role::Source, format!("p{i}"), "g"));
-        }
-        assert_eq!(ledger.view().len(), RETAINED_DISCONNECTED);
-    }
-
-    #[test]
-    fn acks_and_nacks_are_announced_to_subscribers() {
-        let ledger = Ledger::new();
-        let rec = ledger.register(Role::Source, "west", "west");
-        // Nobody listens: recording still works.
-        rec.acked("c", "v0", "0");
-        let mut rx = ledger.deliveries();
-        rec.sent("c", "v1", "1");
-        rec.acked("c", "v1", "1");
-        rec.nacked("c", "v2", 3, "bad host");
-        let ack = rx.try_recv().unwrap();
-        assert_eq!((ack.outcome, ack.version.as_str()), (Outcome::Ack, "v1"));
-        assert_eq!(ack.peer, "west");
-        let nack = rx.try_recv().unwrap();
-        assert_eq!(nack.outcome, Outcome::Nack);
-        assert_eq!(nack.message.as_deref(), Some("bad host"));
-        assert_eq!(nack.code, Some(3));
-        assert!(rx.try_recv().is_err(), "sends are not announced");
-    }
-
-    #[test]
-    fn status_serializes_to_json() {
-        let ledger = Ledger::new();
-        let rec = ledger.register(Role::Source, "p", "g");
-        rec.sent("c", "v1", "1");
-        let v = serde_json::to_value(ledger.view()).unwrap();
-        assert_eq!(v[0]["collections"]["c"]["state"], "STALE");
-        assert!(
-            v[0]["collections"]["c"]["sent"]["at"]
-                .as_str()
-                .unwrap()
-                .ends_with('Z')
-        );
-    }
-}
+mod tests;

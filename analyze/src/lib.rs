@@ -70,9 +70,18 @@ pub fn analyze_for<'a>(
     target: &Target<'_>,
 ) -> Vec<Message> {
     let objects: Vec<&Facts> = objects.into_iter().collect();
-    let set = set::Set::new(objects.iter().copied());
+    merge(
+        &analyze_set(objects.iter().copied()),
+        skew_for(&objects, target),
+    )
+}
+
+/// The messages about the set `objects` that do not depend on the cluster
+/// receiving it (every analyzer but the version check), by object: what a
+/// caller analysing many clusters' identical sets can work out once.
+pub fn analyze_set<'a>(objects: impl IntoIterator<Item = &'a Facts>) -> Vec<Message> {
+    let set = set::Set::new(objects);
     let mut out = report::Report::default();
-    skew::check(&objects, target, &mut out);
     virtual_service::gateways(&set, &mut out);
     virtual_service::subsets(&set, &mut out);
     virtual_service::delegates(&set, &mut out);
@@ -82,4 +91,18 @@ pub fn analyze_for<'a>(
     selectors::namespace_wide(&set, &mut out);
     service_entry::address_conflicts(&set, &mut out);
     out.into_messages()
+}
+
+/// The version check alone (MH0002) of `objects` for a cluster running
+/// `target`, by object.
+pub fn skew_for(objects: &[&Facts], target: &Target<'_>) -> Vec<Message> {
+    let mut out = report::Report::default();
+    skew::check(objects, target, &mut out);
+    out.into_messages()
+}
+
+/// [`analyze_set`]'s messages with [`skew_for`]'s, by object as
+/// [`analyze_for`] gives them.
+pub fn merge(set: &[Message], skew: Vec<Message>) -> Vec<Message> {
+    report::Report::from_messages(set.iter().cloned().chain(skew)).into_messages()
 }

@@ -24,6 +24,13 @@ impl Report {
         });
     }
 
+    /// A report of messages already found.
+    pub fn from_messages(messages: impl IntoIterator<Item = Message>) -> Self {
+        Self {
+            messages: messages.into_iter().collect(),
+        }
+    }
+
     /// The messages by object (namespace, kind, name), then path and code;
     /// without repeats.
     pub fn into_messages(mut self) -> Vec<Message> {

@@ -11,8 +11,8 @@
 
 pub mod spec;
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
-use std::sync::Arc;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::{Arc, Weak};
 use std::time::{Instant, SystemTime};
 
 use meshhub_analyze::{Facts, IstioVersion, Message, Severity, Target};
@@ -31,6 +31,9 @@ pub const METRIC_MESSAGES: &str = "meshhub_analysis_messages";
 pub const METRIC_HELD_BACK: &str = "meshhub_analysis_held_back";
 /// Histogram: time to analyse one group's build, in seconds.
 pub const METRIC_SECONDS: &str = "meshhub_analysis_seconds";
+/// Counter: group builds whose content another group (or an earlier build
+/// of theirs) had: its set analysis reused, only the version check run.
+pub const METRIC_REUSED: &str = "meshhub_analysis_reused_total";
 
 /// What to do with a group's new build.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -49,6 +52,8 @@ struct GroupState {
     /// (code, severity) → count, as last set on the gauge.
     counts: BTreeMap<(&'static str, Severity), usize>,
     held: Option<(String, String, Vec<String>)>,
+    /// Its content's set analysis (shared with the memo).
+    set: Arc<Vec<Message>>,
 }
 
 /// The analysis of every group (owned by the pipeline).
@@ -64,6 +69,13 @@ pub struct Analysis {
     /// "everything to every cluster", all of them), so each group holds
     /// pointers, not copies (issue 43: hundreds of KiB per cluster).
     interned: HashSet<Arc<AnalysisMessage>>,
+    /// The set analysis (every analyzer but the version check) of each
+    /// content some group holds, by its version id: groups of identical
+    /// content ("everything to every cluster") are analysed once per
+    /// change, not once each; a group analysed again for a new Istio
+    /// release reuses its set's. Held by the groups ([`GroupState::set`]);
+    /// an entry no group holds any more is dropped.
+    memo: HashMap<String, Weak<Vec<Message>>>,
 }
 
 impl Analysis {
@@ -74,6 +86,7 @@ impl Analysis {
             groups: BTreeMap::new(),
             releases: BTreeMap::new(),
             interned: HashSet::new(),
+            memo: HashMap::new(),
         }
     }
 
@@ -125,7 +138,26 @@ impl Analysis {
             },
             None => Target::Unknown { cluster: group },
         };
-        let messages = meshhub_analyze::analyze_for(facts, &target);
+        let facts: Vec<&Facts> = facts.into_iter().collect();
+        // Its own last set analysis (a new release, same content), or
+        // another group's of the same content.
+        let own = self
+            .groups
+            .get(group)
+            .filter(|g| g.version == version)
+            .map(|g| g.set.clone());
+        let set = match own.or_else(|| self.memo.get(version).and_then(Weak::upgrade)) {
+            Some(set) => {
+                metrics::counter!(METRIC_REUSED).increment(1);
+                set
+            }
+            None => {
+                let set = Arc::new(meshhub_analyze::analyze_set(facts.iter().copied()));
+                self.memo.insert(version.to_owned(), Arc::downgrade(&set));
+                set
+            }
+        };
+        let messages = meshhub_analyze::merge(&set, meshhub_analyze::skew_for(&facts, &target));
         metrics::histogram!(METRIC_SECONDS).record(started.elapsed().as_secs_f64());
 
         let holding: Vec<&Message> = messages
@@ -197,8 +229,12 @@ impl Analysis {
                 messages: views,
                 counts,
                 held,
+                set,
             },
         );
+        if self.memo.len() > 2 * self.groups.len() + 16 {
+            self.memo.retain(|_, set| set.strong_count() > 0);
+        }
         if reasons.is_empty() {
             Decision::Serve
         } else {

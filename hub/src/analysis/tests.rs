@@ -178,3 +178,71 @@ fn a_message_every_cluster_carries_is_held_once() {
         a.interned.len()
     );
 }
+
+#[test]
+fn identical_content_is_analysed_once_and_each_cluster_keeps_its_own_version_check() {
+    let (east, west) = (Group::from("east"), Group::from("west"));
+    let vs = bound_vs();
+    let dr = keepalive_dr();
+    let audit = AuditLog::disabled();
+    let mut a = Analysis::new(spec(&[]));
+    let v = |s: &str| meshhub_analyze::IstioVersion::parse(s).unwrap();
+    a.set_releases([(east.clone(), v("1.28.3")), (west.clone(), v("1.32.0"))].into());
+    a.check(&east, "v1", [&vs, &dr], None, &audit);
+    a.check(&west, "v1", [&vs, &dr], None, &audit);
+    // One set analysis for both; the version check is each cluster's.
+    assert!(Arc::ptr_eq(&a.groups[&east].set, &a.groups[&west].set));
+    let view = a.view();
+    let codes = |c: &str| -> Vec<String> {
+        view.iter()
+            .find(|x| x.cluster == c)
+            .unwrap()
+            .messages
+            .iter()
+            .map(|m| m.code.clone())
+            .collect()
+    };
+    assert!(
+        codes("east").contains(&"MH0002".to_owned()),
+        "{:?}",
+        codes("east")
+    );
+    assert!(
+        !codes("west").contains(&"MH0002".to_owned()),
+        "{:?}",
+        codes("west")
+    );
+    assert_eq!(
+        codes("east")
+            .into_iter()
+            .filter(|c| c != "MH0002")
+            .collect::<Vec<_>>(),
+        codes("west"),
+        "the same set messages"
+    );
+    // The same messages as analysing each alone.
+    let alone = meshhub_analyze::analyze_for(
+        [&vs, &dr],
+        &meshhub_analyze::Target::Known {
+            cluster: Some("east"),
+            version: v("1.28.3"),
+        },
+    );
+    assert_eq!(
+        view.iter()
+            .find(|x| x.cluster == "east")
+            .unwrap()
+            .messages
+            .len(),
+        alone.len()
+    );
+    // Other content: its own analysis; the old one is dropped once no
+    // group holds it.
+    a.check(&east, "v2", [&vs], None, &audit);
+    a.check(&west, "v2", [&vs], None, &audit);
+    assert!(Arc::ptr_eq(&a.groups[&east].set, &a.groups[&west].set));
+    assert!(
+        a.memo.get("v1").is_none_or(|w| w.upgrade().is_none()),
+        "v1's analysis is held by no group"
+    );
+}

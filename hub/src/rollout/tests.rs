@@ -506,7 +506,10 @@ fn a_round_of_reports_looks_at_the_clusters_whose_report_changed_and_those_reche
     next.insert("b".into(), report(""));
     next.insert("d".into(), report("unserved"));
     let next = Arc::new(next);
-    assert_eq!(to_look_at(Some(&first), &next, &Recheck::none()), ["b", "d"]);
+    assert_eq!(
+        to_look_at(Some(&first), &next, &Recheck::none()),
+        ["b", "d"]
+    );
     let mut recheck = Recheck::none();
     recheck.add("c");
     assert_eq!(to_look_at(Some(&first), &next, &recheck), ["b", "c", "d"]);

@@ -27,7 +27,8 @@ impl Heard {
     /// Brings the views up to `reports`; how many were rebuilt.
     pub fn update(&mut self, reports: &Reports) -> usize {
         self.from.retain(|cluster, _| reports.contains_key(cluster));
-        self.views.retain(|cluster, _| reports.contains_key(cluster));
+        self.views
+            .retain(|cluster, _| reports.contains_key(cluster));
         let mut rebuilt = 0;
         for (cluster, report) in reports.iter() {
             if self
@@ -130,9 +131,6 @@ mod tests {
         // A cluster gone from the reports is gone from the views.
         next.remove("east");
         assert_eq!(heard.update(&Arc::new(next)), 0);
-        assert_eq!(
-            heard.views().keys().collect::<Vec<_>>(),
-            ["north", "west"]
-        );
+        assert_eq!(heard.views().keys().collect::<Vec<_>>(), ["north", "west"]);
     }
 }

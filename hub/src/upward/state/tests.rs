@@ -426,7 +426,10 @@ fn a_flood_of_refusals_is_logged_and_audited_in_bounds() {
     // the first of them listed, each with its reason: a flood does not
     // make `/status` as large.
     let view = &o.reports["west"].view;
-    assert_eq!(view.exports.iter().filter(|e| e.refused.is_empty()).count(), 1);
+    assert_eq!(
+        view.exports.iter().filter(|e| e.refused.is_empty()).count(),
+        1
+    );
     let listed: Vec<&str> = view
         .exports
         .iter()
@@ -451,8 +454,15 @@ fn a_flood_of_refusals_is_logged_and_audited_in_bounds() {
     // A new report of the cluster keeps the count with the list.
     o.apply(status("west", 1, "flood", true));
     assert_eq!(
-        o.reports["west"].view.exports_refused.as_ref().map(|r| r.count),
+        o.reports["west"]
+            .view
+            .exports_refused
+            .as_ref()
+            .map(|r| r.count),
         Some(4_999)
     );
-    assert_eq!(o.reports["west"].view.exports.len(), 1 + REFUSED_EXPORTS_LISTED);
+    assert_eq!(
+        o.reports["west"].view.exports.len(),
+        1 + REFUSED_EXPORTS_LISTED
+    );
 }

@@ -9,6 +9,7 @@
 //! status), metrics and the audit log; the history records why a version
 //! was held back.
 
+pub mod background;
 pub mod spec;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -52,8 +53,9 @@ struct GroupState {
     /// (code, severity) → count, as last set on the gauge.
     counts: BTreeMap<(&'static str, Severity), usize>,
     held: Option<(String, String, Vec<String>)>,
-    /// Its content's set analysis (shared with the memo).
-    set: Arc<Vec<Message>>,
+    /// Its content's set analysis: held (not read) so that the memo's
+    /// entry lives while a group has that content.
+    _set: Arc<Vec<Message>>,
 }
 
 /// The analysis of every group (owned by the pipeline).
@@ -75,7 +77,7 @@ pub struct Analysis {
     /// change, not once each; a group analysed again for a new Istio
     /// release reuses its set's. Held by the groups ([`GroupState::set`]);
     /// an entry no group holds any more is dropped.
-    memo: HashMap<String, Weak<Vec<Message>>>,
+    memo: Memo,
 }
 
 impl Analysis {
@@ -86,7 +88,7 @@ impl Analysis {
             groups: BTreeMap::new(),
             releases: BTreeMap::new(),
             interned: HashSet::new(),
-            memo: HashMap::new(),
+            memo: Memo::default(),
         }
     }
 
@@ -116,6 +118,15 @@ impl Analysis {
         changed
     }
 
+    /// Whether a build's analysis decides whether it is served (some code
+    /// is held back): it then runs before the build is served ([`check`]);
+    /// otherwise it may run beside serving ([`background`]).
+    ///
+    /// [`check`]: Analysis::check
+    pub fn decides(&self) -> bool {
+        self.spec.as_ref().is_some_and(|s| !s.hold_back.is_empty())
+    }
+
     /// Analyses `group`'s new build `version` (its objects' `facts`) and
     /// says whether to serve it. `serving` is the version the cluster keeps
     /// if it is held back (its last good one).
@@ -127,39 +138,45 @@ impl Analysis {
         serving: Option<String>,
         audit: &AuditLog,
     ) -> Decision {
+        if self.spec.is_none() {
+            return Decision::Serve;
+        }
+        let facts: Vec<&Facts> = facts.into_iter().collect();
+        let done = run(
+            group.clone(),
+            version.to_owned(),
+            self.releases.get(group).copied(),
+            &facts,
+            &mut self.memo,
+        );
+        self.take(done, serving, audit)
+    }
+
+    /// `group`'s build `version` to analyse elsewhere ([`Job::run`]), then
+    /// [`Analysis::take`] its result.
+    pub fn job(&self, group: &Group, version: &str, facts: Vec<Arc<Facts>>) -> Job {
+        Job {
+            group: group.clone(),
+            version: version.to_owned(),
+            release: self.releases.get(group).copied(),
+            facts,
+        }
+    }
+
+    /// Takes an analysis' result: what `/status`, the metrics and the
+    /// audit log show, and whether to serve the build. `serving` is the
+    /// version the cluster keeps if it is held back.
+    pub fn take(&mut self, done: Done, serving: Option<String>, audit: &AuditLog) -> Decision {
         let Some(spec) = &self.spec else {
             return Decision::Serve;
         };
-        let started = Instant::now();
-        let target = match self.releases.get(group) {
-            Some(version) => Target::Known {
-                cluster: Some(group),
-                version: *version,
-            },
-            None => Target::Unknown { cluster: group },
-        };
-        let facts: Vec<&Facts> = facts.into_iter().collect();
-        // Its own last set analysis (a new release, same content), or
-        // another group's of the same content.
-        let own = self
-            .groups
-            .get(group)
-            .filter(|g| g.version == version)
-            .map(|g| g.set.clone());
-        let set = match own.or_else(|| self.memo.get(version).and_then(Weak::upgrade)) {
-            Some(set) => {
-                metrics::counter!(METRIC_REUSED).increment(1);
-                set
-            }
-            None => {
-                let set = Arc::new(meshhub_analyze::analyze_set(facts.iter().copied()));
-                self.memo.insert(version.to_owned(), Arc::downgrade(&set));
-                set
-            }
-        };
-        let messages = meshhub_analyze::merge(&set, meshhub_analyze::skew_for(&facts, &target));
-        metrics::histogram!(METRIC_SECONDS).record(started.elapsed().as_secs_f64());
-
+        let Done {
+            group,
+            version,
+            set,
+            messages,
+        } = done;
+        let (group, version) = (&group, version.as_str());
         let holding: Vec<&Message> = messages
             .iter()
             .filter(|m| spec.hold_back.contains(m.code.code))
@@ -229,12 +246,9 @@ impl Analysis {
                 messages: views,
                 counts,
                 held,
-                set,
+                _set: set,
             },
         );
-        if self.memo.len() > 2 * self.groups.len() + 16 {
-            self.memo.retain(|_, set| set.strong_count() > 0);
-        }
         if reasons.is_empty() {
             Decision::Serve
         } else {
@@ -277,6 +291,95 @@ impl Analysis {
                 }),
             })
             .collect()
+    }
+}
+
+/// One group's build to analyse, owned (it may run on another thread).
+#[derive(Debug)]
+pub struct Job {
+    /// The group.
+    pub group: Group,
+    /// Its build's version id.
+    pub version: String,
+    release: Option<IstioVersion>,
+    facts: Vec<Arc<Facts>>,
+}
+
+impl Job {
+    /// Analyses the build (`memo`: the set analyses done before).
+    pub fn run(self, memo: &mut Memo) -> Done {
+        let facts: Vec<&Facts> = self.facts.iter().map(|f| &**f).collect();
+        run(self.group, self.version, self.release, &facts, memo)
+    }
+}
+
+/// A build's analysis.
+#[derive(Debug)]
+pub struct Done {
+    /// The group.
+    pub group: Group,
+    /// The build's version id.
+    pub version: String,
+    set: Arc<Vec<Message>>,
+    messages: Vec<Message>,
+}
+
+/// The set analysis (every analyzer but the version check) of each content
+/// some group holds, by its version id: groups of identical content
+/// ("everything to every cluster") are analysed once per change, not once
+/// each; a group analysed again for a new Istio release reuses its set's.
+/// Held by the groups ([`GroupState::set`]); an entry no group holds any
+/// more is dropped.
+#[derive(Debug, Default)]
+pub struct Memo {
+    sets: HashMap<String, Weak<Vec<Message>>>,
+    /// When to drop the entries no group holds.
+    prune_at: usize,
+}
+
+impl Memo {
+    /// The set analysis of content `version` (`facts`), done now unless
+    /// some group holds it.
+    fn set_of(&mut self, version: &str, facts: &[&Facts]) -> Arc<Vec<Message>> {
+        if let Some(set) = self.sets.get(version).and_then(Weak::upgrade) {
+            metrics::counter!(METRIC_REUSED).increment(1);
+            return set;
+        }
+        let set = Arc::new(meshhub_analyze::analyze_set(facts.iter().copied()));
+        self.sets.insert(version.to_owned(), Arc::downgrade(&set));
+        if self.sets.len() > self.prune_at {
+            self.sets.retain(|_, s| s.strong_count() > 0);
+            self.prune_at = 2 * self.sets.len() + 64;
+        }
+        set
+    }
+}
+
+/// Analyses `group`'s build `version` (`facts`) for a cluster running
+/// `release` (`None`: unknown).
+fn run(
+    group: Group,
+    version: String,
+    release: Option<IstioVersion>,
+    facts: &[&Facts],
+    memo: &mut Memo,
+) -> Done {
+    let started = Instant::now();
+    let target = match release {
+        Some(version) => Target::Known {
+            cluster: Some(&group),
+            version,
+        },
+        None => Target::Unknown { cluster: &group },
+    };
+    let set = memo.set_of(&version, facts);
+    let messages = meshhub_analyze::merge(&set, meshhub_analyze::skew_for(facts, &target));
+    metrics::histogram!(METRIC_SECONDS).record(started.elapsed().as_secs_f64());
+    Done {
+        group,
+        version,
+        set,
+        messages,
     }
 }
 

@@ -26,7 +26,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use crate::analysis::{Analysis, AnalysisSpec, Decision};
+use crate::analysis::background::Background;
+use crate::analysis::{Analysis, AnalysisSpec};
 use crate::audit::{AuditEvent, AuditLog};
 use crate::groups::GroupRules;
 use crate::history::{History, Pins, version_id};
@@ -175,6 +176,9 @@ pub struct Pipeline {
     /// Groups to analyse again at the next build although their content
     /// is unchanged (their cluster's Istio release changed).
     reanalyse: BTreeSet<Group>,
+    /// The analysis beside serving, while [`Pipeline::run`] runs and no
+    /// code is held back ([`analysing`]).
+    background: Option<Background>,
 }
 
 impl std::fmt::Debug for Pipeline {
@@ -219,6 +223,7 @@ impl Pipeline {
             good: HashMap::new(),
             istio: None,
             reanalyse: BTreeSet::new(),
+            background: None,
         };
         p.update_status();
         (p, rx)
@@ -278,6 +283,9 @@ impl Pipeline {
         shutdown: CancellationToken,
     ) {
         self.started = Instant::now();
+        if self.analysis.enabled() && !self.analysis.decides() {
+            self.background = Some(Background::spawn(shutdown.clone()));
+        }
         if self.all_synced() {
             self.publish(Instant::now());
         }
@@ -324,6 +332,12 @@ impl Pipeline {
                     None => std::future::pending().await,
                 }
             };
+            let analysed = async {
+                match self.background.as_mut() {
+                    Some(b) => b.results.recv().await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 biased;
                 _ = shutdown.cancelled() => break,
@@ -342,6 +356,7 @@ impl Pipeline {
                     _ => rule_updates = None,
                 },
                 ok = istio_changed => self.on_istio(&mut istio, ok),
+                Some(done) = analysed => self.analysed(done),
                 _ = due => self.publish(Instant::now()),
                 ev = events.recv(), if open => match ev {
                     Some(ev) => self.on_event(ev),
@@ -351,6 +366,9 @@ impl Pipeline {
                     }
                 },
             }
+        }
+        if let Some(b) = self.background.take() {
+            b.stop().await;
         }
         debug!("pipeline stopped");
     }
@@ -429,7 +447,7 @@ impl Pipeline {
             .map(|k| k.collection_shared().clone())
             .collect();
         let analysing = self.analysis.enabled();
-        let mut facts: HashMap<Group, Vec<&meshhub_analyze::Facts>> = HashMap::new();
+        let mut facts: HashMap<Group, Vec<&Arc<meshhub_analyze::Facts>>> = HashMap::new();
         let mut content: HashMap<Group, BTreeMap<Arc<str>, Vec<EncodedResource>>> = groups
             .iter()
             .map(|g| {
@@ -456,6 +474,7 @@ impl Pipeline {
             }
         }
 
+        let mut jobs = Vec::new();
         for group in &groups {
             let Some(colls) = content.remove(group) else {
                 continue;
@@ -480,24 +499,7 @@ impl Pipeline {
             }
             if changed {
                 let snapshot = Arc::new(snapshot);
-                let held = if analysing {
-                    let serving = self.good.get(group).map(|s| version_id(s));
-                    match self.analysis.check(
-                        group,
-                        &version_id(&snapshot),
-                        facts.get(group).into_iter().flatten().copied(),
-                        serving,
-                        &self.record.audit,
-                    ) {
-                        Decision::Serve => {
-                            self.good.insert(group.clone(), snapshot.clone());
-                            Vec::new()
-                        }
-                        Decision::HoldBack(reasons) => reasons,
-                    }
-                } else {
-                    Vec::new()
-                };
+                let held = self.analyse_build(group, &snapshot, facts.get(group), &mut jobs);
                 let staged = self
                     .rollout
                     .as_ref()
@@ -514,6 +516,9 @@ impl Pipeline {
             }
         }
         self.reanalyse.clear();
+        if let Some(b) = &self.background {
+            b.queue(jobs);
+        }
         self.record.rejections(&resolved.rejected);
         self.stage_built();
 
@@ -769,6 +774,7 @@ impl Pipeline {
     }
 }
 
+mod analysing;
 mod istio;
 pub mod recording;
 pub mod spec;

@@ -95,7 +95,7 @@ pub struct Transcoded {
     placement: Placement,
     /// What per-cluster analysis reads of it (kept only while analysis is
     /// on, and for the kinds it reads).
-    pub facts: Option<Box<Facts>>,
+    pub facts: Option<Arc<Facts>>,
 }
 
 /// An object that passed every check, ready to serve: its transcoding (whose
@@ -694,7 +694,7 @@ fn evaluate(
                     encoded: r.encode_to_vec().into(),
                 },
                 warnings: verdict.warning_messages(),
-                facts: facts.then(|| Facts::of(&object).map(Box::new)).flatten(),
+                facts: facts.then(|| Facts::of(&object).map(Arc::new)).flatten(),
                 resource_version: object.metadata.resource_version.map(Into::into),
                 placement,
             }))

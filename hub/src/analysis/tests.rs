@@ -191,7 +191,7 @@ fn identical_content_is_analysed_once_and_each_cluster_keeps_its_own_version_che
     a.check(&east, "v1", [&vs, &dr], None, &audit);
     a.check(&west, "v1", [&vs, &dr], None, &audit);
     // One set analysis for both; the version check is each cluster's.
-    assert!(Arc::ptr_eq(&a.groups[&east].set, &a.groups[&west].set));
+    assert!(Arc::ptr_eq(&a.groups[&east]._set, &a.groups[&west]._set));
     let view = a.view();
     let codes = |c: &str| -> Vec<String> {
         view.iter()
@@ -240,9 +240,9 @@ fn identical_content_is_analysed_once_and_each_cluster_keeps_its_own_version_che
     // group holds it.
     a.check(&east, "v2", [&vs], None, &audit);
     a.check(&west, "v2", [&vs], None, &audit);
-    assert!(Arc::ptr_eq(&a.groups[&east].set, &a.groups[&west].set));
+    assert!(Arc::ptr_eq(&a.groups[&east]._set, &a.groups[&west]._set));
     assert!(
-        a.memo.get("v1").is_none_or(|w| w.upgrade().is_none()),
+        a.memo.sets.get("v1").is_none_or(|w| w.upgrade().is_none()),
         "v1's analysis is held by no group"
     );
 }

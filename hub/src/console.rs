@@ -21,6 +21,7 @@ pub mod feed;
 mod layout;
 pub mod model;
 mod pages;
+pub mod renders;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -160,6 +161,8 @@ pub struct ConsoleState {
     pub feed: Feed,
     /// Ends the event streams.
     pub shutdown: CancellationToken,
+    /// The rollout section per view, shared by the rollout page's streams.
+    pub rollout_renders: Arc<renders::Renders<View, ()>>,
 }
 
 impl ConsoleState {
@@ -170,6 +173,7 @@ impl ConsoleState {
             inputs,
             feed,
             shutdown,
+            rollout_renders: Arc::new(renders::Renders::new("rollout")),
         }
     }
 }

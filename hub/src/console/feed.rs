@@ -17,7 +17,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument as _, debug, error, info_span};
 
 use super::Inputs;
-use super::model::Fleet;
+use super::model::{Fleet, Query};
+use super::renders::Renders;
 
 /// How long the feed waits after a change for others to settle before it
 /// rebuilds (a push to 1,000 clusters is 1,000 ACKs).
@@ -36,6 +37,9 @@ pub struct Feed {
     /// or not (what a cluster's page shows is more than its row).
     rounds: Arc<watch::Sender<u64>>,
     demand: Arc<Notify>,
+    /// The fleet page's fragments per fleet and query, shared by the
+    /// streams showing the same page (dropped with the fleet).
+    renders: Arc<Renders<Fleet, Query>>,
 }
 
 impl Feed {
@@ -57,6 +61,11 @@ impl Feed {
     pub fn current(&self) -> Option<Arc<Fleet>> {
         self.fleet.borrow().clone()
     }
+
+    /// The fleet page's renders, shared by its streams.
+    pub fn renders(&self) -> &Arc<Renders<Fleet, Query>> {
+        &self.renders
+    }
 }
 
 /// Starts the feed's task on `tasks`; it ends with `shutdown`.
@@ -69,6 +78,7 @@ pub fn spawn(
         fleet: Arc::new(watch::Sender::new(None)),
         rounds: Arc::new(watch::Sender::new(0)),
         demand: Arc::new(Notify::new()),
+        renders: Arc::new(Renders::new("fleet")),
     };
     tasks.spawn(run(inputs, feed.clone(), shutdown).instrument(info_span!("console.feed")));
     feed
@@ -80,6 +90,7 @@ async fn run(inputs: Inputs, feed: Feed, shutdown: CancellationToken) {
         if feed.fleet.receiver_count() == 0 {
             // Nobody follows: keep nothing, build nothing.
             feed.fleet.send_replace(None);
+            feed.renders.clear();
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 _ = feed.demand.notified() => {}
@@ -182,4 +193,4 @@ async fn closed(r: Result<(), watch::error::RecvError>) {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -445,7 +445,7 @@ fn row(
 }
 
 /// The fleet page's query: filters and the page.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq, Hash)]
 pub struct Query {
     /// Only clusters in this state (`trouble`: failing or disconnected).
     #[serde(default, deserialize_with = "state_filter")]
@@ -490,6 +490,27 @@ impl Query {
         })
     }
 
+    /// The same selection, spelled one way (what streams showing the same
+    /// page share a render by): trimmed filters, empty ones and defaults
+    /// left out, the page size bounded.
+    pub fn normalized(&self) -> Self {
+        let text = |t: &Option<String>| {
+            t.as_deref()
+                .map(str::trim)
+                .filter(|t| !t.is_empty())
+                .map(str::to_owned)
+        };
+        let page = self.page() + 1;
+        let size = self.page_size();
+        Self {
+            state: self.state,
+            label: text(&self.label),
+            name: text(&self.name),
+            page: (page > 1).then_some(page),
+            size: (size != PAGE_SIZE).then_some(size),
+        }
+    }
+
     /// The query string of this query on page `page` (from 1), for links.
     pub fn with_page(&self, page: usize) -> String {
         let mut parts = form_urlencoded::Serializer::new(String::new());
@@ -513,7 +534,7 @@ impl Query {
 }
 
 /// A state filter of the fleet page.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum StateFilter {
     /// Failing or disconnected.
     Trouble,

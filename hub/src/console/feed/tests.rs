@@ -9,9 +9,11 @@ use crate::clusters::tests::agent;
 use crate::groups::GroupRules;
 use crate::leader::LeaderStatus;
 
-type Keep = Vec<Box<dyn std::any::Any + Send>>;
+/// What keeps the inputs' senders alive.
+pub(crate) type Keep = Vec<Box<dyn std::any::Any + Send>>;
 
-fn inputs(ledger: &Ledger, clusters: &[&str]) -> (Inputs, Keep) {
+/// Inputs over `ledger` with `clusters` configured (agents), nothing else.
+pub(crate) fn inputs(ledger: &Ledger, clusters: &[&str]) -> (Inputs, Keep) {
     let (status_tx, status) = watch::channel(Arc::new(crate::pipeline::Status::default()));
     let (rules_tx, rules) = watch::channel(GroupRules::new(&[]));
     let (agents_tx, agents) = watch::channel(Arc::new(
@@ -66,7 +68,7 @@ fn inputs(ledger: &Ledger, clusters: &[&str]) -> (Inputs, Keep) {
 
 /// Lets the feed's task (and its blocking builds) run until it waits for
 /// something again.
-async fn settle() {
+pub(crate) async fn settle() {
     for _ in 0..20 {
         tokio::time::sleep(Duration::from_millis(1)).await;
         tokio::task::yield_now().await;

@@ -187,9 +187,11 @@ pub fn routes(state: ConsoleState, auth: &AdminAuth) -> Router {
         get(|| async { StatusCode::NO_CONTENT.into_response() }),
     ));
     let pages = Router::new()
-        .route("/", get(|| async { Redirect::to("/console") }))
+        // Relative, like every URL of the console (behind a proxy that
+        // serves the port under a path).
+        .route("/", get(|| async { Redirect::to("console") }))
         .route("/console", get(pages::fleet))
-        .route("/console/", get(|| async { Redirect::to("/console") }))
+        .route("/console/", get(|| async { Redirect::to("../console") }))
         .route("/console/rollout", get(pages::rollout))
         .route("/console/clusters/{cluster}", get(pages::cluster))
         .route("/console/object", get(pages::object))
@@ -200,3 +202,6 @@ pub fn routes(state: ConsoleState, auth: &AdminAuth) -> Router {
         .with_state(state);
     auth.local_pages(pages).merge(session)
 }
+
+#[cfg(test)]
+mod tests;

@@ -5,7 +5,7 @@
 use maud::{Markup, html};
 use serde::Serialize;
 
-use crate::console::layout::{age, badge, cluster_link, short};
+use crate::console::layout::{Root, age, badge, cluster_link, short};
 use crate::console::model::{CellState, Fleet, Health, Query, Row, StateFilter};
 
 /// The parts of the page that change.
@@ -36,7 +36,7 @@ pub fn content(fleet: &Fleet, q: &Query) -> Markup {
     html! {
         h1 { "Fleet" }
         div #fleet-summary { (summary(fleet, q)) }
-        form.filters method="get" action="/console" role="search" aria-label="Filter clusters" {
+        form.filters method="get" action=(Root::TOP.url("console")) role="search" aria-label="Filter clusters" {
             label for="f-state" { "State" }
             select #f-state name="state" {
                 option value="all" selected[q.state.is_none()] { "All" }
@@ -81,7 +81,7 @@ fn summary(fleet: &Fleet, q: &Query) -> Markup {
             page: None,
             ..q.clone()
         };
-        format!("/console?{}", q.with_page(1))
+        Root::TOP.url(&format!("console?{}", q.with_page(1)))
     };
     html! {
         p.summary {
@@ -104,12 +104,12 @@ fn body(rows: &[&Row]) -> Markup {
         @if rows.is_empty() {
             tr { td colspan="7" .muted {
                 "No cluster matches. The fleet lists the clusters the hub dials (clusters[].agent); "
-                "consumers that dial the hub themselves are on " a href="/status" { "/status" } "."
+                "consumers that dial the hub themselves are on " a href=(Root::TOP.url("status")) { "/status" } "."
             } }
         }
         @for r in rows {
             tr class=(format!("row {}", r.health.as_str())) data-cluster=(r.cluster) {
-                th scope="row" { (cluster_link(&r.cluster)) }
+                th scope="row" { (cluster_link(Root::TOP, &r.cluster)) }
                 td {
                     (badge(r.health.as_str(), r.health.label()))
                     @if !r.connected {
@@ -178,13 +178,13 @@ fn pager(q: &Query, total: usize) -> Markup {
     html! {
         @if pages > 1 {
             @if page > 1 {
-                a rel="prev" href=(format!("/console?{}", q.with_page(page - 1))) { "← Previous" }
+                a rel="prev" href=(Root::TOP.url(&format!("console?{}", q.with_page(page - 1)))) { "← Previous" }
                 " "
             }
             span { "Clusters " (first) "–" (last) " of " (total) " (page " (page) " of " (pages) ")" }
             @if page < pages {
                 " "
-                a rel="next" href=(format!("/console?{}", q.with_page(page + 1))) { "Next →" }
+                a rel="next" href=(Root::TOP.url(&format!("console?{}", q.with_page(page + 1)))) { "Next →" }
             }
         } @else {
             span { (total) " shown" }

@@ -12,10 +12,13 @@ use meshhub_rollout::{
     Cause, ClusterState, Comparison, Failure, Members, Phase, Policy, Promotion, Rollout, Target,
 };
 
-use crate::console::layout::{badge, cluster_link, countdown, millis};
+use crate::console::layout::{Root, badge, cluster_link, countdown, millis};
 use crate::console::model::rollout_state;
 use crate::rollout::View;
 use meshhub_api::rollout::GateReading;
+
+/// Where the page sits.
+const ROOT: Root = Root::CONSOLE;
 
 /// Clusters listed per wave before "and N more" (the counts cover all).
 const LISTED: usize = 60;
@@ -55,14 +58,14 @@ pub fn section(view: &View) -> Markup {
                 thead { tr { th scope="col" { "Cluster" } th scope="col" { "Refused version" } th scope="col" { "Rollout" } th scope="col" { "Why" } } }
                 tbody {
                     @for (c, s) in &view.standing {
-                        tr { th scope="row" { (cluster_link(c)) } td { code { (s.version) } } td { "#" (s.rollout) } td.message { (s.message) } }
+                        tr { th scope="row" { (cluster_link(ROOT, c)) } td { code { (s.version) } } td { "#" (s.rollout) } td.message { (s.message) } }
                     }
                 }
             }
         }
         @if !view.unavailable.is_empty() {
             h2 { "Versions this replica cannot produce" }
-            ul { @for (c, v) in &view.unavailable { li { (cluster_link(c)) ": " code { (v) } } } }
+            ul { @for (c, v) in &view.unavailable { li { (cluster_link(ROOT, c)) ": " code { (v) } } } }
         }
         @if let Some(p) = &view.policy { (policy(p)) }
     }
@@ -143,7 +146,7 @@ fn failure_box(f: &Failure) -> Markup {
     html! {
         div.failure role="alert" {
             strong { "Failed in wave " (f.wave) ": " (cause) }
-            @if let Some(c) = &f.cluster { p { "Cluster: " (cluster_link(c)) } }
+            @if let Some(c) = &f.cluster { p { "Cluster: " (cluster_link(ROOT, c)) } }
             p.message { (f.message) }
         }
     }
@@ -152,13 +155,14 @@ fn failure_box(f: &Failure) -> Markup {
 fn actions(r: &Rollout) -> Markup {
     let awaiting = matches!(r.phase, Phase::AwaitingPromotion);
     let stopped = matches!(r.phase, Phase::Halted { .. } | Phase::RolledBack { .. });
+    let url = |action: &str| ROOT.url(&format!("rollout/{action}"));
     html! {
         div role="group" aria-label="Rollout actions" {
-            button type="button" data-action="promote" disabled[!awaiting && r.phase.is_terminal()] {
+            button type="button" data-action="promote" data-url=(url("promote")) disabled[!awaiting && r.phase.is_terminal()] {
                 @if awaiting { "Promote the next wave" } @else { "Start the next wave now" }
             }
-            button type="button" data-action="abort" disabled[r.phase.is_terminal()] { "Abort" }
-            button type="button" data-action="resume" disabled[!stopped] { "Resume" }
+            button type="button" data-action="abort" data-url=(url("abort")) disabled[r.phase.is_terminal()] { "Abort" }
+            button type="button" data-action="resume" data-url=(url("resume")) disabled[!stopped] { "Resume" }
         }
     }
 }
@@ -182,7 +186,7 @@ fn gates(policy: Option<&Policy>, wave: &str, seen: &[&GateReading]) -> Markup {
                             } @else {
                                 ul.cells { @for v in values {
                                     li {
-                                        (cluster_link(&v.cluster)) ": "
+                                        (cluster_link(ROOT, &v.cluster)) ": "
                                         @match v.value { Some(x) => code { (x) }, None => span.muted { "no sample" } }
                                         " " @if v.passed { (badge("passed", "passes")) } @else { (badge("failed", "fails")) }
                                         " " (millis(v.at))
@@ -232,7 +236,7 @@ fn clusters(names: &[String], targets: &BTreeMap<String, Target>) -> Markup {
             @for (_, c) in listed.iter().take(LISTED) {
                 @let t = targets.get(*c);
                 li {
-                    (cluster_link(c)) " "
+                    (cluster_link(ROOT, c)) " "
                     @if let Some(t) = t {
                         @let s = rollout_state(&t.state);
                         (badge(&s.replace(' ', "-"), s))

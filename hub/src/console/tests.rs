@@ -318,7 +318,7 @@ async fn behind_a_path_prefix_every_url_of_the_console_stays_under_it() {
         "every kind of URL seen"
     );
     assert!(
-        posts.contains("/rollout/promote") && posts.contains("/rollout/abort"),
+        posts.contains("/rollout/promote?cluster=west") && posts.contains("/rollout/abort"),
         "{posts:?}"
     );
 }

@@ -151,17 +151,26 @@
     return box && a && box.contains(a) && a.dataset.url ? a.dataset.url : null;
   }
 
-  // The buttons, from the rollout section's template (their labels and
-  // which are enabled follow the phase). The focused one keeps focus.
+  // The buttons, from the rollout section's templates (their labels and
+  // which are shown or enabled follow the phase and each cluster's state):
+  // the rollout's own in #actions, each cluster's beside it. The focused
+  // one keeps focus (`focused`: the URL of one the section held).
   function showActions(focused) {
     const slot = $("#actions");
     const tpl = $("#rollout-actions");
     if (!slot) return;
     focused = focused || focusedAction(slot);
     slot.replaceChildren();
+    for (const s of document.querySelectorAll("#rollout .cluster-actions-shown")) s.remove();
     if (!admin) return;
     if (tpl) slot.append(tpl.content.cloneNode(true));
-    for (const b of document.querySelectorAll("#actions button[data-url]")) {
+    for (const t of document.querySelectorAll("#rollout template.cluster-actions")) {
+      const span = document.createElement("span");
+      span.className = "cluster-actions-shown";
+      span.append(t.content.cloneNode(true));
+      t.after(span);
+    }
+    for (const b of document.querySelectorAll("#actions button[data-url], #rollout button[data-url]")) {
       b.addEventListener("click", () => act(b));
       if (b.dataset.url === focused) b.focus();
     }

@@ -12,7 +12,7 @@ use meshhub_rollout::{
     Cause, ClusterState, Comparison, Failure, Members, Phase, Policy, Promotion, Rollout, Target,
 };
 
-use crate::console::layout::{Root, badge, cluster_link, countdown, millis};
+use crate::console::layout::{Root, badge, cluster_link, countdown, encode, millis};
 use crate::console::model::rollout_state;
 use crate::rollout::View;
 use meshhub_api::rollout::GateReading;
@@ -114,7 +114,7 @@ fn rollout(r: &Rollout, policy: Option<&Policy>, readings: &[GateReading]) -> Ma
                         .filter(|g| g.rollout == r.id && g.wave == i)
                         .collect();
                     (gates(policy, &w.name, &seen))
-                    (clusters(&w.clusters, &r.targets))
+                    (clusters(r, &w.clusters))
                 }
             }
         }
@@ -167,6 +167,86 @@ fn actions(r: &Rollout) -> Markup {
     }
 }
 
+/// What an operator may do to one cluster of the rollout (the admin API's
+/// `?cluster=`, `Rollout::promote` and `Rollout::resume`): promote serves
+/// a held, excluded or refused cluster the new version now, ahead of its
+/// wave; resume returns an excluded, failed, rolled-back or refused one to
+/// the rollout. Nothing once the rollout completed or was superseded
+/// (refused there).
+pub fn cluster_actions(r: &Rollout, state: &ClusterState) -> Vec<ClusterAction> {
+    if matches!(r.phase, Phase::Completed | Phase::Superseded { .. }) {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    if matches!(
+        state,
+        ClusterState::Held | ClusterState::Excluded | ClusterState::Refused { .. }
+    ) {
+        out.push(ClusterAction::Promote);
+    }
+    if matches!(
+        state,
+        ClusterState::Excluded
+            | ClusterState::Failed { .. }
+            | ClusterState::RolledBack
+            | ClusterState::Refused { .. }
+    ) {
+        out.push(ClusterAction::Resume);
+    }
+    out
+}
+
+/// An action on one cluster of the rollout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClusterAction {
+    /// `POST rollout/promote?cluster=`.
+    Promote,
+    /// `POST rollout/resume?cluster=`.
+    Resume,
+}
+
+impl ClusterAction {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Promote => "promote",
+            Self::Resume => "resume",
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Self::Promote => "Promote",
+            Self::Resume => "Resume",
+        }
+    }
+
+    fn means(self, cluster: &str) -> String {
+        match self {
+            Self::Promote => format!("Serve {cluster} the new version now, ahead of its wave"),
+            Self::Resume => format!("Return {cluster} to the rollout"),
+        }
+    }
+}
+
+/// A cluster's buttons, in a template the page's script shows only to a
+/// browser holding an accepted token (like the rollout's own).
+fn cluster_buttons(cluster: &str, actions: &[ClusterAction]) -> Markup {
+    html! {
+        @if !actions.is_empty() {
+            template.cluster-actions {
+                @for a in actions {
+                    " "
+                    button type="button" .small data-action=(a.name()) data-cluster=(cluster)
+                        data-url=(ROOT.url(&format!("rollout/{}?cluster={}", a.name(), encode(cluster))))
+                        aria-label=(format!("{} {cluster}", a.label())) title=(a.means(cluster)) {
+                        (a.label())
+                    }
+                }
+            }
+        }
+    }
+}
+
 fn gates(policy: Option<&Policy>, wave: &str, seen: &[&GateReading]) -> Markup {
     let Some(w) = policy.and_then(|p| p.waves.iter().find(|w| w.name == wave)) else {
         return html! {};
@@ -208,7 +288,8 @@ fn comparison(c: Comparison) -> String {
         .unwrap_or_else(|| format!("{c:?}"))
 }
 
-fn clusters(names: &[String], targets: &BTreeMap<String, Target>) -> Markup {
+fn clusters(r: &Rollout, names: &[String]) -> Markup {
+    let targets = &r.targets;
     let mut by_state: BTreeMap<&str, usize> = BTreeMap::new();
     for c in names {
         if let Some(t) = targets.get(c) {
@@ -246,6 +327,7 @@ fn clusters(names: &[String], targets: &BTreeMap<String, Target>) -> Markup {
                             }
                             _ => {}
                         }
+                        (cluster_buttons(c, &cluster_actions(r, &t.state)))
                     }
                 }
             }

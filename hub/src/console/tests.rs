@@ -1,6 +1,7 @@
 //! The console behind a proxy that serves the admin port under a path, as
 //! `kubectl proxy` does: every URL its pages and script use is relative,
-//! and following them stays under the path.
+//! and following them stays under the path. The fleet lists the consumers
+//! that dial the hub.
 
 use std::collections::{BTreeSet, VecDeque};
 
@@ -355,4 +356,35 @@ fn the_script_builds_no_url_of_its_own() {
         ]
     );
     assert!(code.contains("const url = document.body.dataset.events;"));
+}
+
+#[tokio::test]
+async fn the_fleet_lists_the_consumers_dialing_in_trouble_first() {
+    let (console, _) = proxied();
+    let (status, _, _, body) = console.get(&format!("{PREFIX}/console")).await;
+    assert_eq!(status, 200);
+    let section = body
+        .split("<section id=\"fleet-consumers\"")
+        .nth(1)
+        .unwrap();
+    let nacking = section.find("istiod-nacking.istio-system").unwrap();
+    let fine = section.find("istiod-fine.istio-system").unwrap();
+    assert!(nacking < fine, "trouble first: {section}");
+    assert!(
+        section.contains("unknown field &quot;hots&quot;"),
+        "{section}"
+    );
+    assert!(section.contains("10.0.0.7:4711") && section.contains("ads"));
+    // The cluster the hub dials and the upstream source are not consumers.
+    assert_eq!(section.matches("data-consumer=").count(), 2, "{section}");
+    assert!(!section.contains("<code>east</code></th>") && !section.contains("upstream"));
+    // Filters apply to them: the trouble view keeps only the NACKing one.
+    let (_, _, _, body) = console
+        .get(&format!("{PREFIX}/console?state=trouble"))
+        .await;
+    let section = body
+        .split("<section id=\"fleet-consumers\"")
+        .nth(1)
+        .unwrap();
+    assert!(section.contains("istiod-nacking") && !section.contains("istiod-fine"));
 }

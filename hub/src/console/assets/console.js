@@ -52,6 +52,7 @@
       $("#fleet-summary").innerHTML = f.summary;
       $("#fleet-rows").innerHTML = f.rows;
       $("#fleet-pager").innerHTML = f.pager;
+      $("#fleet-consumers").innerHTML = f.consumers;
       if (focused) {
         for (const tr of document.querySelectorAll("#fleet-rows tr[data-cluster]")) {
           if (tr.dataset.cluster === focused) { const a = tr.querySelector("a"); if (a) a.focus(); }

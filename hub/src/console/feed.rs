@@ -164,30 +164,36 @@ impl Changes {
         let i = &mut self.inputs;
         let pins = async {
             match &mut i.pins {
-                Some(p) => p.changed().await,
+                Some(p) => change(p).await,
                 None => std::future::pending().await,
             }
         };
-        tokio::select! {
-            r = self.deliveries.recv() => {
-                if matches!(r, Err(broadcast::error::RecvError::Closed)) {
-                    std::future::pending::<()>().await;
-                }
+        let deliveries = async {
+            if let Err(broadcast::error::RecvError::Closed) = self.deliveries.recv().await {
+                std::future::pending::<()>().await;
             }
-            r = i.admin.status.changed() => closed(r).await,
-            r = i.admin.reports.changed() => closed(r).await,
-            r = i.admin.agents.changed() => closed(r).await,
-            r = i.admin.leader.changed() => closed(r).await,
-            r = i.rollout.changed() => closed(r).await,
-            r = i.labels.changed() => closed(r).await,
-            r = pins => closed(r).await,
+        };
+        // Each branch's future waits on its own for an input that closed
+        // (the leader's, without leader election, is closed from the
+        // start): waiting in a branch's handler instead would stall every
+        // other branch, and leave the feed to its tick.
+        tokio::select! {
+            () = deliveries => {}
+            () = change(&mut i.admin.status) => {}
+            () = change(&mut i.admin.reports) => {}
+            () = change(&mut i.admin.agents) => {}
+            () = change(&mut i.admin.leader) => {}
+            () = change(&mut i.rollout) => {}
+            () = change(&mut i.labels) => {}
+            () = pins => {}
         }
     }
 }
 
-/// A closed input never changes again: wait for the others.
-async fn closed(r: Result<(), watch::error::RecvError>) {
-    if r.is_err() {
+/// The next change of `rx`; never, once its sender is gone (a closed
+/// input never changes again).
+async fn change<T>(rx: &mut watch::Receiver<T>) {
+    if rx.changed().await.is_err() {
         std::future::pending::<()>().await;
     }
 }

@@ -136,3 +136,39 @@ async fn no_stream_no_build_and_a_burst_of_acks_is_one_build() {
     tasks.close();
     tasks.wait().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_closed_input_does_not_leave_the_others_to_the_tick() {
+    let ledger = Ledger::new();
+    let peer = ledger.register(Role::Source, "c0", "c0");
+    peer.connected();
+    peer.sent("a", "v1", "1");
+    let (inputs, mut keep) = inputs(&ledger, &["c0"]);
+    // Without leader election the hub drops the leader's sender: that
+    // input is closed from the start.
+    keep.retain(|k| !k.is::<watch::Sender<LeaderStatus>>());
+    let tasks = tokio_util::task::TaskTracker::new();
+    let shutdown = CancellationToken::new();
+    let feed = spawn(inputs, &tasks, shutdown.clone());
+    let mut rx = feed.subscribe();
+    rx.wait_for(Option::is_some).await.unwrap();
+    settle().await;
+
+    // An ACK is in the fleet one settling later, not at the next tick.
+    let rounds = *feed.rounds.borrow();
+    let mut built = feed.rounds.subscribe();
+    let start = tokio::time::Instant::now();
+    peer.acked("a", "v1", "1");
+    built.wait_for(|n| *n > rounds).await.unwrap();
+    let took = start.elapsed();
+    assert!(
+        took < SETTLE * 2,
+        "the ACK waited {took:?} (the tick is {TICK:?})"
+    );
+    let fleet = feed.current().unwrap();
+    assert_eq!(fleet.rows[0].health, super::super::model::Health::Synced);
+
+    shutdown.cancel();
+    tasks.close();
+    tasks.wait().await;
+}

@@ -21,6 +21,7 @@ pub mod feed;
 mod layout;
 pub mod model;
 mod pages;
+pub mod renders;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -35,13 +36,14 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::admin::AdminState;
-use crate::clusters::remote_views;
+use crate::clusters::{is_dialer, remote_views};
 use crate::history::pins::Pins;
 use crate::rollout::View;
 
 use self::feed::Feed;
 use self::model::{Facts, Fleet, Row};
 use meshhub_api::status::RemoteView;
+use meshhub_mcp::ledger::{PeerStatus, Role};
 
 /// Each cluster's labels (`clusters[].clusterLabels`), as reloaded.
 pub type Labels = Arc<BTreeMap<String, BTreeMap<String, String>>>;
@@ -97,6 +99,10 @@ pub fn build_one(
 }
 
 fn remotes(inputs: &Inputs, only: Option<&str>) -> Vec<RemoteView> {
+    remotes_of(inputs, only, &inputs.admin.ledger.view())
+}
+
+fn remotes_of(inputs: &Inputs, only: Option<&str>, ledger: &[PeerStatus]) -> Vec<RemoteView> {
     let s = &inputs.admin;
     let all = s.agents.borrow().clone();
     let one: Vec<_>;
@@ -108,7 +114,6 @@ fn remotes(inputs: &Inputs, only: Option<&str>) -> Vec<RemoteView> {
         }
     };
     let leader = s.leader.borrow().clone();
-    let ledger = s.ledger.view();
     let reports: BTreeMap<_, _> = s
         .reports
         .borrow()
@@ -116,12 +121,22 @@ fn remotes(inputs: &Inputs, only: Option<&str>) -> Vec<RemoteView> {
         .filter(|(c, _)| only.is_none_or(|o| o == c.as_str()))
         .map(|(c, r)| (c.clone(), r.view.clone()))
         .collect();
-    remote_views(agents, &leader, &ledger, &reports, crate::upward::peer_name)
+    remote_views(agents, &leader, ledger, &reports, crate::upward::peer_name)
 }
 
 fn build(inputs: &Inputs, only: Option<&str>) -> Fleet {
     let s = &inputs.admin;
-    let remotes = remotes(inputs, only);
+    let ledger = s.ledger.view();
+    let remotes = remotes_of(inputs, only, &ledger);
+    // The streams of consumers that dial the hub, as `/status` lists them
+    // (the fleet's; one cluster's row has none).
+    let consumers = match only {
+        None => ledger
+            .into_iter()
+            .filter(|p| p.role == Role::Source && !is_dialer(p))
+            .collect(),
+        Some(_) => Vec::new(),
+    };
     let labels = inputs.labels.borrow().clone();
     let view = inputs.rollout.borrow().clone();
     let status = s.status.borrow().clone();
@@ -131,10 +146,17 @@ fn build(inputs: &Inputs, only: Option<&str>) -> Fleet {
         .map(crate::history::History::pin_views)
         .unwrap_or_default();
     let cache = s.cache.clone();
-    let served = move |cluster: &str| {
+    let served = |cluster: &str| {
         cache
             .snapshot(cluster)
             .map(|snap| crate::history::version_id(&snap))
+    };
+    let group = |group: &str| {
+        cache.snapshot(group).map(|snap| {
+            snap.collections()
+                .map(|(name, c)| (name.to_owned(), c.version().to_owned()))
+                .collect()
+        })
     };
     let rollout = view
         .rollout
@@ -148,6 +170,8 @@ fn build(inputs: &Inputs, only: Option<&str>) -> Fleet {
         analysis: &status.analysis,
         pins: &pins,
         served: &served,
+        consumers,
+        group: &group,
     })
 }
 
@@ -160,6 +184,8 @@ pub struct ConsoleState {
     pub feed: Feed,
     /// Ends the event streams.
     pub shutdown: CancellationToken,
+    /// The rollout section per view, shared by the rollout page's streams.
+    pub rollout_renders: Arc<renders::Renders<View, ()>>,
 }
 
 impl ConsoleState {
@@ -170,6 +196,7 @@ impl ConsoleState {
             inputs,
             feed,
             shutdown,
+            rollout_renders: Arc::new(renders::Renders::new("rollout")),
         }
     }
 }
@@ -183,9 +210,11 @@ pub fn routes(state: ConsoleState, auth: &AdminAuth) -> Router {
         get(|| async { StatusCode::NO_CONTENT.into_response() }),
     ));
     let pages = Router::new()
-        .route("/", get(|| async { Redirect::to("/console") }))
+        // Relative, like every URL of the console (behind a proxy that
+        // serves the port under a path).
+        .route("/", get(|| async { Redirect::to("console") }))
         .route("/console", get(pages::fleet))
-        .route("/console/", get(|| async { Redirect::to("/console") }))
+        .route("/console/", get(|| async { Redirect::to("../console") }))
         .route("/console/rollout", get(pages::rollout))
         .route("/console/clusters/{cluster}", get(pages::cluster))
         .route("/console/object", get(pages::object))
@@ -196,3 +225,6 @@ pub fn routes(state: ConsoleState, auth: &AdminAuth) -> Router {
         .with_state(state);
     auth.local_pages(pages).merge(session)
 }
+
+#[cfg(test)]
+mod tests;

@@ -228,12 +228,19 @@ pub struct Publication {
 /// The id of a group snapshot: a digest of its collections' names and
 /// versions (12 hex digits).
 pub fn version_id(snapshot: &Snapshot) -> String {
+    version_id_of(snapshot.collections().map(|(name, c)| (name, c.version())))
+}
+
+/// The id of collections at versions, `(collection, version)` in name
+/// order: of a snapshot's every collection, its [`version_id`] (the
+/// console names what a consumer was sent by it).
+pub fn version_id_of<'a>(collections: impl IntoIterator<Item = (&'a str, &'a str)>) -> String {
     let mut h = Sha256::new();
-    for (name, c) in snapshot.collections() {
+    for (name, version) in collections {
         h.update((name.len() as u64).to_le_bytes());
         h.update(name.as_bytes());
-        h.update((c.version().len() as u64).to_le_bytes());
-        h.update(c.version().as_bytes());
+        h.update((version.len() as u64).to_le_bytes());
+        h.update(version.as_bytes());
     }
     hex::encode(&h.finalize()[..6])
 }

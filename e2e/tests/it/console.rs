@@ -15,7 +15,8 @@
 //!   Promote from the page starts wave 2, which the page shows ACKed;
 //! - a change `r1` refuses: the open fleet page shows `r1` NACKED with the
 //!   API server's message within a second or so of the hub's ledger
-//!   recording it (printed), and the rollout page the failure;
+//!   recording it (printed), and the rollout page the failure, with a
+//!   button "Resume r1" that returns `r1` to the rollout;
 //! - the cluster page (history diff) and the object page render; keyboard
 //!   navigation starts at a skip link; in Chromium's accessibility tree
 //!   every link, button, text box and list box has a name, and the pages
@@ -382,7 +383,34 @@ async fn the_console_follows_a_rollout_and_a_nack_live_in_a_real_browser() {
         failure.contains("r1") && failure.contains("NACK"),
         "{failure}"
     );
+    // The token kept in the tab shows r1's own button, named for it.
+    let url = b
+        .until(
+            "r1's Resume button",
+            STEP,
+            "const b = document.querySelector('#rollout button[aria-label=\"Resume r1\"]'); \
+             return b && b.dataset.url;",
+        )
+        .await;
+    assert_eq!(url, "../rollout/resume?cluster=r1");
+    check_accessibility(&b, "rollout with a cluster's actions").await;
     b.screenshot(&shots.join("rollout-failed.png")).await;
+    // It returns r1 to the halted rollout: held until it resumes.
+    b.click("#rollout button[aria-label=\"Resume r1\"]").await;
+    let done = b
+        .until(
+            "the answer",
+            STEP,
+            "const r = document.getElementById('action-result').textContent; \
+             return r.startsWith('Done') || r.startsWith('Refused') ? r : null;",
+        )
+        .await;
+    assert_eq!(done, "Done: resume r1.");
+    let v = admin_json(hub.admin, "/rollout").await;
+    assert_eq!(
+        v["rollout"]["targets"]["r1"]["state"]["state"], "held",
+        "{v}"
+    );
 
     // The cluster page with its history and a diff.
     open_until(

@@ -2,8 +2,10 @@
 //! which sends the page's changing fragments, rendered on the hub, when
 //! what they show changed — the fleet from the feed's one watch of the
 //! hub's state ([`super::feed`]), the rollout from the controller's view.
-//! A stream ends with the hub's shutdown; the browser reconnects by
-//! itself when the hub comes back.
+//! Streams showing the same page state share one render of it per value
+//! ([`super::renders`]); each sends only what changed for it. A stream
+//! ends with the hub's shutdown; the browser reconnects by itself when
+//! the hub comes back.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -15,9 +17,13 @@ use futures::{Stream, StreamExt};
 use serde::Serialize;
 use tokio_stream::wrappers::WatchStream;
 
-use super::model::{self, Fleet};
+use super::feed::Feed;
+use super::model;
 use super::pages::{cluster_live, fleet::fragments, rollout::section};
+use super::renders::Renders;
 use super::{ConsoleState, layout};
+use crate::rollout::View;
+use tokio::sync::watch;
 
 /// Open event streams, for `/metrics`.
 const STREAMS: &str = "meshhub_console_streams";
@@ -65,30 +71,60 @@ fn respond(
     )
 }
 
-/// The fleet's builds, the first as soon as there is one.
-fn fleets(s: &ConsoleState) -> impl Stream<Item = Arc<Fleet>> + Send + 'static {
-    WatchStream::new(s.feed.subscribe()).filter_map(|f| async move { f })
-}
-
 /// `GET /console/events/fleet?<the page's query>`: `fleet` events with
 /// the summary, rows and pager of that page, when they changed.
 pub async fn fleet(State(s): State<ConsoleState>, Query(q): Query<model::Query>) -> Response {
-    let fragments = fleets(&s).map(move |f| serde_json::to_string(&fragments(&f, &q)).ok());
-    let events = dedup(fragments).map(|json| Event::default().event("fleet").data(json));
+    let events = fleet_texts(&s.feed, &q).map(|json| Event::default().event("fleet").data(json));
     respond(&s, "fleet", events)
+}
+
+/// The fleet page's fragments for `q` (JSON), on every fleet the feed
+/// publishes in which they changed. Streams showing the same page (the
+/// same query, normalized) share one render per fleet ([`Feed::renders`]).
+pub fn fleet_texts(feed: &Feed, q: &model::Query) -> impl Stream<Item = Arc<str>> + Send + use<> {
+    let q = q.normalized();
+    let renders = feed.renders().clone();
+    let texts = WatchStream::new(feed.subscribe())
+        .filter_map(|f| async move { f })
+        .then(move |f| {
+            let (renders, q) = (renders.clone(), q.clone());
+            async move {
+                renders
+                    .get(&f, &q, |f, q| serde_json::to_string(&fragments(f, q)).ok())
+                    .await
+            }
+        });
+    dedup(texts)
 }
 
 /// `GET /console/events/rollout`: `rollout` events with the rollout
 /// section, when the rollout changed.
 pub async fn rollout(State(s): State<ConsoleState>) -> Response {
-    let views = WatchStream::new(s.inputs.rollout.clone()).map(|view| {
-        serde_json::to_string(&Html {
-            html: section(&view).into_string(),
-        })
-        .ok()
-    });
-    let events = dedup(views).map(|json| Event::default().event("rollout").data(json));
+    let texts = rollout_texts(s.rollout_renders.clone(), s.inputs.rollout.clone());
+    let events = texts.map(|json| Event::default().event("rollout").data(json));
     respond(&s, "rollout", events)
+}
+
+/// The rollout section (JSON) on every view of the controller in which it
+/// changed, one render per view for every stream.
+fn rollout_texts(
+    renders: Arc<Renders<View, ()>>,
+    views: watch::Receiver<Arc<View>>,
+) -> impl Stream<Item = Arc<str>> + Send + 'static {
+    let texts = WatchStream::new(views).then(move |view| {
+        let renders = renders.clone();
+        async move {
+            renders
+                .get(&view, &(), |view, ()| {
+                    serde_json::to_string(&Html {
+                        html: section(view).into_string(),
+                    })
+                    .ok()
+                })
+                .await
+        }
+    });
+    dedup(texts)
 }
 
 /// `GET /console/events/clusters/{cluster}`: `cluster` events with the
@@ -121,13 +157,16 @@ pub async fn cluster(State(s): State<ConsoleState>, Path(cluster): Path<String>)
 
 /// The texts of `items` that differ from the last one passed (`None`s,
 /// what could not be rendered, left out).
-fn dedup(
-    items: impl Stream<Item = Option<String>> + Send + 'static,
-) -> impl Stream<Item = String> + Send + 'static {
-    let mut last: Option<String> = None;
+fn dedup<T>(
+    items: impl Stream<Item = Option<T>> + Send + 'static,
+) -> impl Stream<Item = T> + Send + 'static
+where
+    T: PartialEq + Clone + Send + 'static,
+{
+    let mut last: Option<T> = None;
     items.filter_map(move |item| {
         let fresh = match item {
-            Some(text) if last.as_deref() != Some(text.as_str()) => {
+            Some(text) if last.as_ref() != Some(&text) => {
                 last = Some(text.clone());
                 Some(text)
             }
@@ -136,3 +175,6 @@ fn dedup(
         async move { fresh }
     })
 }
+
+#[cfg(test)]
+mod tests;

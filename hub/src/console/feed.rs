@@ -17,7 +17,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument as _, debug, error, info_span};
 
 use super::Inputs;
-use super::model::Fleet;
+use super::model::{Fleet, Query};
+use super::renders::Renders;
 
 /// How long the feed waits after a change for others to settle before it
 /// rebuilds (a push to 1,000 clusters is 1,000 ACKs).
@@ -36,6 +37,9 @@ pub struct Feed {
     /// or not (what a cluster's page shows is more than its row).
     rounds: Arc<watch::Sender<u64>>,
     demand: Arc<Notify>,
+    /// The fleet page's fragments per fleet and query, shared by the
+    /// streams showing the same page (dropped with the fleet).
+    renders: Arc<Renders<Fleet, Query>>,
 }
 
 impl Feed {
@@ -57,6 +61,11 @@ impl Feed {
     pub fn current(&self) -> Option<Arc<Fleet>> {
         self.fleet.borrow().clone()
     }
+
+    /// The fleet page's renders, shared by its streams.
+    pub fn renders(&self) -> &Arc<Renders<Fleet, Query>> {
+        &self.renders
+    }
 }
 
 /// Starts the feed's task on `tasks`; it ends with `shutdown`.
@@ -69,6 +78,7 @@ pub fn spawn(
         fleet: Arc::new(watch::Sender::new(None)),
         rounds: Arc::new(watch::Sender::new(0)),
         demand: Arc::new(Notify::new()),
+        renders: Arc::new(Renders::new("fleet")),
     };
     tasks.spawn(run(inputs, feed.clone(), shutdown).instrument(info_span!("console.feed")));
     feed
@@ -80,6 +90,7 @@ async fn run(inputs: Inputs, feed: Feed, shutdown: CancellationToken) {
         if feed.fleet.receiver_count() == 0 {
             // Nobody follows: keep nothing, build nothing.
             feed.fleet.send_replace(None);
+            feed.renders.clear();
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 _ = feed.demand.notified() => {}
@@ -153,33 +164,39 @@ impl Changes {
         let i = &mut self.inputs;
         let pins = async {
             match &mut i.pins {
-                Some(p) => p.changed().await,
+                Some(p) => change(p).await,
                 None => std::future::pending().await,
             }
         };
-        tokio::select! {
-            r = self.deliveries.recv() => {
-                if matches!(r, Err(broadcast::error::RecvError::Closed)) {
-                    std::future::pending::<()>().await;
-                }
+        let deliveries = async {
+            if let Err(broadcast::error::RecvError::Closed) = self.deliveries.recv().await {
+                std::future::pending::<()>().await;
             }
-            r = i.admin.status.changed() => closed(r).await,
-            r = i.admin.reports.changed() => closed(r).await,
-            r = i.admin.agents.changed() => closed(r).await,
-            r = i.admin.leader.changed() => closed(r).await,
-            r = i.rollout.changed() => closed(r).await,
-            r = i.labels.changed() => closed(r).await,
-            r = pins => closed(r).await,
+        };
+        // Each branch's future waits on its own for an input that closed
+        // (the leader's, without leader election, is closed from the
+        // start): waiting in a branch's handler instead would stall every
+        // other branch, and leave the feed to its tick.
+        tokio::select! {
+            () = deliveries => {}
+            () = change(&mut i.admin.status) => {}
+            () = change(&mut i.admin.reports) => {}
+            () = change(&mut i.admin.agents) => {}
+            () = change(&mut i.admin.leader) => {}
+            () = change(&mut i.rollout) => {}
+            () = change(&mut i.labels) => {}
+            () = pins => {}
         }
     }
 }
 
-/// A closed input never changes again: wait for the others.
-async fn closed(r: Result<(), watch::error::RecvError>) {
-    if r.is_err() {
+/// The next change of `rx`; never, once its sender is gone (a closed
+/// input never changes again).
+async fn change<T>(rx: &mut watch::Receiver<T>) {
+    if rx.changed().await.is_err() {
         std::future::pending::<()>().await;
     }
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

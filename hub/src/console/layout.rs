@@ -20,6 +20,44 @@ pub enum Nav {
     Cluster,
 }
 
+/// Where a page sits below the admin port's root: what every URL it
+/// writes starts with. Every link, form, asset, event stream and request
+/// of the console is relative, so that it works where a proxy serves the
+/// admin port under a path (`kubectl proxy`'s
+/// `/api/v1/namespaces/<ns>/services/<svc>:admin/proxy/console`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Root(&'static str);
+
+impl Root {
+    /// `/console` (the fleet): in the root.
+    pub const TOP: Self = Self("");
+    /// `/console/rollout`, `/console/object`: one step below it.
+    pub const CONSOLE: Self = Self("../");
+    /// `/console/clusters/{cluster}`: two steps below it.
+    pub const CLUSTER: Self = Self("../../");
+
+    /// `path` (below the root, no leading `/`) from the page.
+    pub fn url(self, path: &str) -> String {
+        debug_assert!(!path.starts_with('/'), "{path}");
+        format!("{}{path}", self.0)
+    }
+
+    /// The page of `cluster`.
+    pub fn cluster(self, cluster: &str) -> String {
+        self.url(&format!("console/clusters/{}", encode(cluster)))
+    }
+
+    /// What the page's script prefixes its own requests with.
+    pub fn as_str(self) -> &'static str {
+        self.0
+    }
+}
+
+/// `text` as one path segment (or query value).
+pub fn encode(text: &str) -> String {
+    form_urlencoded::byte_serialize(text.as_bytes()).collect()
+}
+
 /// What the Content-Security-Policy allows: this origin's script, style
 /// and event streams, nothing inline, no frames.
 pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \
@@ -45,12 +83,13 @@ pub fn secure(mut r: Response) -> Response {
     r
 }
 
-/// A whole page: `title`, the navigation with `nav` current, and `body`.
-/// `live` names the event stream the script follows (none: static).
-pub fn page(title: &str, nav: Nav, live: Option<&str>, body: Markup) -> Response {
-    let item = |n: Nav, href: &str, text: &str| {
+/// A whole page at `root`: `title`, the navigation with `nav` current,
+/// and `body`. `live` is the event stream the script follows (below the
+/// root; none: static).
+pub fn page(title: &str, nav: Nav, root: Root, live: Option<&str>, body: Markup) -> Response {
+    let item = |n: Nav, path: &str, text: &str| {
         html! {
-            li { a href=(href) aria-current=[(n == nav).then_some("page")] { (text) } }
+            li { a href=(root.url(path)) aria-current=[(n == nav).then_some("page")] { (text) } }
         }
     };
     let markup = html! {
@@ -60,18 +99,18 @@ pub fn page(title: &str, nav: Nav, live: Option<&str>, body: Markup) -> Response
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
                 title { (title) " · meshhub" }
-                link rel="stylesheet" href="/console/assets/console.css";
-                script src="/console/assets/console.js" defer {}
+                link rel="stylesheet" href=(root.url("console/assets/console.css"));
+                script src=(root.url("console/assets/console.js")) defer {}
             }
-            body data-live=[live] {
+            body data-events=[live.map(|l| root.url(l))] data-root=(root.as_str()) {
                 a.skip href="#main" { "Skip to content" }
                 header.top {
                     span.brand { "meshhub" }
                     nav aria-label="Console" {
                         ul {
-                            (item(Nav::Fleet, "/console", "Fleet"))
-                            (item(Nav::Rollout, "/console/rollout", "Rollout"))
-                            (item(Nav::Object, "/console/object", "Object"))
+                            (item(Nav::Fleet, "console", "Fleet"))
+                            (item(Nav::Rollout, "console/rollout", "Rollout"))
+                            (item(Nav::Object, "console/object", "Object"))
                         }
                     }
                     span #live-state .live-state role="status" aria-live="polite" {
@@ -93,16 +132,17 @@ pub fn page(title: &str, nav: Nav, live: Option<&str>, body: Markup) -> Response
     )
 }
 
-/// An error page with `status`.
-pub fn error(status: axum::http::StatusCode, title: &str, message: &str) -> Response {
+/// An error page at `root` with `status`.
+pub fn error(status: axum::http::StatusCode, root: Root, title: &str, message: &str) -> Response {
     let mut r = page(
         title,
         Nav::Fleet,
+        root,
         None,
         html! {
             h1 { (title) }
             p.error role="alert" { (message) }
-            p { a href="/console" { "Back to the fleet" } }
+            p { a href=(root.url("console")) { "Back to the fleet" } }
         },
     );
     *r.status_mut() = status;
@@ -161,11 +201,7 @@ pub fn short(collection: &str) -> &str {
     collection.rsplit('/').next().unwrap_or(collection)
 }
 
-/// A link to a cluster's page.
-pub fn cluster_link(cluster: &str) -> Markup {
-    let href = format!(
-        "/console/clusters/{}",
-        form_urlencoded::byte_serialize(cluster.as_bytes()).collect::<String>()
-    );
-    html! { a href=(href) { (cluster) } }
+/// A link from a page at `root` to a cluster's page.
+pub fn cluster_link(root: Root, cluster: &str) -> Markup {
+    html! { a href=(root.cluster(cluster)) { (cluster) } }
 }

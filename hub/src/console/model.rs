@@ -16,9 +16,13 @@ use meshhub_api::analysis::ClusterAnalysis;
 use meshhub_api::history::PinView;
 use meshhub_api::rollout::Standing;
 use meshhub_api::status::RemoteView;
-use meshhub_mcp::ledger::SyncState;
+use meshhub_mcp::ledger::{PeerStatus, SyncState};
 use meshhub_rollout::{ClusterState, Failure, Phase, Rollout, Target};
 use serde::Deserialize;
+
+mod consumers;
+
+pub use consumers::Consumer;
 
 /// How a cluster stands, worst first (the fleet's sort order).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -204,6 +208,10 @@ pub struct Fleet {
     pub counts: BTreeMap<Health, usize>,
     /// The label keys seen (for the filter's hints).
     pub label_keys: BTreeSet<String>,
+    /// The consumers that dial the hub themselves, trouble first.
+    pub consumers: Vec<Consumer>,
+    /// Consumers by health.
+    pub consumer_counts: BTreeMap<Health, usize>,
 }
 
 /// What the fleet is built from (each a snapshot of a reader handle).
@@ -222,6 +230,11 @@ pub struct Facts<'a> {
     pub pins: &'a [PinView],
     /// The version id each cluster is served now.
     pub served: &'a dyn Fn(&str) -> Option<String>,
+    /// The ledger's streams of consumers that dial the hub (`/status`'s
+    /// `consumers`).
+    pub consumers: Vec<PeerStatus>,
+    /// What a group is served now: each collection's version.
+    pub group: &'a dyn Fn(&str) -> Option<BTreeMap<String, String>>,
 }
 
 /// The rollout state's name as the pages spell it (`rolled back`).
@@ -275,11 +288,24 @@ impl Fleet {
             *counts.entry(r.health).or_default() += 1;
             label_keys.extend(r.labels.keys().cloned());
         }
+        let consumers = consumers::build(facts.consumers, facts.group);
+        let mut consumer_counts = BTreeMap::new();
+        for c in &consumers {
+            *consumer_counts.entry(c.health).or_default() += 1;
+        }
         Self {
             rows,
             counts,
             label_keys,
+            consumers,
+            consumer_counts,
         }
+    }
+
+    /// The consumers `q` selects (its first page's worth), and how many
+    /// there are in all.
+    pub fn select_consumers(&self, q: &Query) -> (Vec<&Consumer>, usize) {
+        consumers::select(&self.consumers, q)
     }
 
     /// The rows `q` selects, and how many there are in all.
@@ -445,7 +471,7 @@ fn row(
 }
 
 /// The fleet page's query: filters and the page.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq, Hash)]
 pub struct Query {
     /// Only clusters in this state (`trouble`: failing or disconnected).
     #[serde(default, deserialize_with = "state_filter")]
@@ -490,6 +516,27 @@ impl Query {
         })
     }
 
+    /// The same selection, spelled one way (what streams showing the same
+    /// page share a render by): trimmed filters, empty ones and defaults
+    /// left out, the page size bounded.
+    pub fn normalized(&self) -> Self {
+        let text = |t: &Option<String>| {
+            t.as_deref()
+                .map(str::trim)
+                .filter(|t| !t.is_empty())
+                .map(str::to_owned)
+        };
+        let page = self.page() + 1;
+        let size = self.page_size();
+        Self {
+            state: self.state,
+            label: text(&self.label),
+            name: text(&self.name),
+            page: (page > 1).then_some(page),
+            size: (size != PAGE_SIZE).then_some(size),
+        }
+    }
+
     /// The query string of this query on page `page` (from 1), for links.
     pub fn with_page(&self, page: usize) -> String {
         let mut parts = form_urlencoded::Serializer::new(String::new());
@@ -513,7 +560,7 @@ impl Query {
 }
 
 /// A state filter of the fleet page.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum StateFilter {
     /// Failing or disconnected.
     Trouble,

@@ -14,26 +14,28 @@ use meshhub_api::kinds::find_kind;
 use meshhub_api::object::ObjectQuery;
 use serde::Deserialize;
 
-use super::layout::{Nav, error, page};
+use super::layout::{Nav, Root, encode, error, page};
 use super::model;
 use super::{ConsoleState, Inputs, build_fleet, build_one};
 
-/// Runs `f` off the async threads.
+/// Runs `f` off the async threads (for a page at `root`).
 async fn blocking<T: Send + 'static>(
+    root: Root,
     f: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, Response> {
     tokio::task::spawn_blocking(f).await.map_err(|e| {
         error(
             StatusCode::INTERNAL_SERVER_ERROR,
+            root,
             "Internal error",
             &e.to_string(),
         )
     })
 }
 
-/// A query the page can't read.
-fn bad_query(e: &impl std::fmt::Display) -> Response {
-    error(StatusCode::BAD_REQUEST, "Bad request", &e.to_string())
+/// A query the page at `root` can't read.
+fn bad_query(root: Root, e: &impl std::fmt::Display) -> Response {
+    error(StatusCode::BAD_REQUEST, root, "Bad request", &e.to_string())
 }
 
 /// `GET /console`.
@@ -43,12 +45,16 @@ pub async fn fleet(
 ) -> Response {
     let Query(q) = match q {
         Ok(q) => q,
-        Err(e) => return bad_query(&e),
+        Err(e) => return bad_query(Root::TOP, &e),
     };
     let inputs = s.inputs.clone();
+    let events = match q.with_page(q.page() + 1) {
+        query if query.is_empty() => "console/events/fleet".to_owned(),
+        query => format!("console/events/fleet?{query}"),
+    };
     // The feed's fleet while a console follows it; built afresh otherwise.
     let current = s.feed.current();
-    let content = blocking(move || {
+    let content = blocking(Root::TOP, move || {
         let built;
         let fleet = match &current {
             Some(f) => f.as_ref(),
@@ -61,7 +67,7 @@ pub async fn fleet(
     })
     .await;
     match content {
-        Ok(c) => page("Fleet", Nav::Fleet, Some("fleet"), c),
+        Ok(c) => page("Fleet", Nav::Fleet, Root::TOP, Some(&events), c),
         Err(r) => r,
     }
 }
@@ -72,7 +78,8 @@ pub async fn rollout(State(s): State<ConsoleState>) -> Response {
     page(
         "Rollout",
         Nav::Rollout,
-        Some("rollout"),
+        Root::CONSOLE,
+        Some("console/events/rollout"),
         rollout::content(&view),
     )
 }
@@ -104,12 +111,12 @@ pub async fn cluster(
 ) -> Response {
     let Query(q) = match q {
         Ok(q) => q,
-        Err(e) => return bad_query(&e),
+        Err(e) => return bad_query(Root::CLUSTER, &e),
     };
     let inputs = s.inputs.clone();
     let cluster = name.clone();
     let current = s.feed.current();
-    let built = blocking(move || {
+    let built = blocking(Root::CLUSTER, move || {
         let live = cluster_live(&inputs, &cluster, current.as_deref())?;
         let admin = &inputs.admin;
         let analysis = admin
@@ -157,9 +164,19 @@ pub async fn cluster(
     })
     .await;
     match built {
-        Ok(Some(c)) => page(&format!("Cluster {name}"), Nav::Cluster, Some("cluster"), c),
+        Ok(Some(c)) => {
+            let events = format!("console/events/clusters/{}", encode(&name));
+            page(
+                &format!("Cluster {name}"),
+                Nav::Cluster,
+                Root::CLUSTER,
+                Some(&events),
+                c,
+            )
+        }
         Ok(None) => error(
             StatusCode::NOT_FOUND,
+            Root::CLUSTER,
             "No such cluster",
             &format!("no cluster {name:?} is configured with an agent (clusters[].agent)"),
         ),
@@ -190,6 +207,7 @@ pub async fn object(
     page(
         "Object",
         Nav::Object,
+        Root::CONSOLE,
         None,
         object::content(q.as_ref(), found),
     )

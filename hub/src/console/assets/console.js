@@ -31,15 +31,15 @@
     if (a) a.textContent = text;
   }
 
-  // Live updates: one event stream per page.
-  function follow(kind) {
-    let url;
-    if (kind === "fleet") url = "/console/events/fleet" + location.search;
-    else if (kind === "rollout") url = "/console/events/rollout";
-    else if (kind === "cluster") {
-      const name = location.pathname.split("/").pop();
-      url = "/console/events/clusters/" + name;
-    } else return;
+  // Every URL is the page's own, relative (no leading "/"): behind a
+  // proxy that serves the hub under a path (kubectl proxy) they stay in it.
+  // `data-root` leads from the page to the admin port's root.
+  const root = () => document.body.dataset.root || "";
+
+  // Live updates: one event stream per page, the one the page names.
+  function follow() {
+    const url = document.body.dataset.events;
+    if (!url) return;
     const state = $("#live-state");
     const es = new EventSource(url);
     es.onopen = () => { if (state) state.textContent = "Live"; document.body.dataset.connected = "1"; };
@@ -52,6 +52,7 @@
       $("#fleet-summary").innerHTML = f.summary;
       $("#fleet-rows").innerHTML = f.rows;
       $("#fleet-pager").innerHTML = f.pager;
+      $("#fleet-consumers").innerHTML = f.consumers;
       if (focused) {
         for (const tr of document.querySelectorAll("#fleet-rows tr[data-cluster]")) {
           if (tr.dataset.cluster === focused) { const a = tr.querySelector("a"); if (a) a.focus(); }
@@ -60,8 +61,9 @@
       updated();
     });
     es.addEventListener("rollout", (e) => {
+      const focused = focusedAction($("#rollout"));
       replaceKeepingOpen($("#rollout"), JSON.parse(e.data).html);
-      showActions();
+      showActions(focused);
       updated();
     });
     es.addEventListener("cluster", (e) => {
@@ -96,7 +98,7 @@
     if (!box || !$("#rollout")) return;
     let r;
     try {
-      r = await fetch("/console/session", { headers: headers(), cache: "no-store" });
+      r = await fetch(root() + "console/session", { headers: headers(), cache: "no-store" });
     } catch (e) {
       return;
     }
@@ -144,31 +146,49 @@
     showActions();
   }
 
-  // The buttons, from the rollout section's template (their labels and
-  // which are enabled follow the phase); the focused one keeps focus.
-  function showActions() {
+  // The URL of the action button focused in `box`, if any.
+  function focusedAction(box) {
+    const a = document.activeElement;
+    return box && a && box.contains(a) && a.dataset.url ? a.dataset.url : null;
+  }
+
+  // The buttons, from the rollout section's templates (their labels and
+  // which are shown or enabled follow the phase and each cluster's state):
+  // the rollout's own in #actions, each cluster's beside it. The focused
+  // one keeps focus (`focused`: the URL of one the section held).
+  function showActions(focused) {
     const slot = $("#actions");
     const tpl = $("#rollout-actions");
     if (!slot) return;
-    const focused = slot.contains(document.activeElement) ? document.activeElement.dataset.action : null;
+    focused = focused || focusedAction(slot);
     slot.replaceChildren();
-    if (!admin || !tpl) return;
-    slot.append(tpl.content.cloneNode(true));
-    for (const b of slot.querySelectorAll("button[data-action]")) {
-      b.addEventListener("click", () => act(b.dataset.action));
-      if (b.dataset.action === focused) b.focus();
+    for (const s of document.querySelectorAll("#rollout .cluster-actions-shown")) s.remove();
+    if (!admin) return;
+    if (tpl) slot.append(tpl.content.cloneNode(true));
+    for (const t of document.querySelectorAll("#rollout template.cluster-actions")) {
+      const span = document.createElement("span");
+      span.className = "cluster-actions-shown";
+      span.append(t.content.cloneNode(true));
+      t.after(span);
+    }
+    for (const b of document.querySelectorAll("#actions button[data-url], #rollout button[data-url]")) {
+      b.addEventListener("click", () => act(b));
+      if (b.dataset.url === focused) b.focus();
     }
   }
 
-  async function act(action) {
+  // Posts the button's request (its data-url, relative to the page).
+  async function act(b) {
     const result = $("#action-result");
-    if (action === "abort" && !confirm("Abort the rollout? Clusters already updated follow the policy's onFailure.")) return;
-    result.textContent = action + "…";
+    const what = b.dataset.action + (b.dataset.cluster ? " " + b.dataset.cluster : "");
+    if (b.dataset.action === "abort" && !b.dataset.cluster &&
+        !confirm("Abort the rollout? Clusters already updated follow the policy's onFailure.")) return;
+    result.textContent = what + "…";
     try {
-      const r = await fetch("/rollout/" + action, { method: "POST", headers: headers() });
+      const r = await fetch(b.dataset.url, { method: "POST", headers: headers() });
       if (r.ok) {
         // The answer is the whole rollout: the page shows it already.
-        result.textContent = "Done: " + action + ".";
+        result.textContent = "Done: " + what + ".";
       } else {
         const text = (await r.text()).trim();
         result.textContent = "Refused (" + r.status + "): " + text;
@@ -182,7 +202,7 @@
   document.addEventListener("DOMContentLoaded", () => {
     tick();
     setInterval(tick, 1000);
-    follow(document.body.dataset.live);
+    follow();
     checkSession();
   });
 })();

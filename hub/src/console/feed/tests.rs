@@ -9,9 +9,11 @@ use crate::clusters::tests::agent;
 use crate::groups::GroupRules;
 use crate::leader::LeaderStatus;
 
-type Keep = Vec<Box<dyn std::any::Any + Send>>;
+/// What keeps the inputs' senders alive.
+pub(crate) type Keep = Vec<Box<dyn std::any::Any + Send>>;
 
-fn inputs(ledger: &Ledger, clusters: &[&str]) -> (Inputs, Keep) {
+/// Inputs over `ledger` with `clusters` configured (agents), nothing else.
+pub(crate) fn inputs(ledger: &Ledger, clusters: &[&str]) -> (Inputs, Keep) {
     let (status_tx, status) = watch::channel(Arc::new(crate::pipeline::Status::default()));
     let (rules_tx, rules) = watch::channel(GroupRules::new(&[]));
     let (agents_tx, agents) = watch::channel(Arc::new(
@@ -66,7 +68,7 @@ fn inputs(ledger: &Ledger, clusters: &[&str]) -> (Inputs, Keep) {
 
 /// Lets the feed's task (and its blocking builds) run until it waits for
 /// something again.
-async fn settle() {
+pub(crate) async fn settle() {
     for _ in 0..20 {
         tokio::time::sleep(Duration::from_millis(1)).await;
         tokio::task::yield_now().await;
@@ -129,6 +131,42 @@ async fn no_stream_no_build_and_a_burst_of_acks_is_one_build() {
     let idle = *feed.rounds.borrow();
     tokio::time::sleep(TICK * 10).await;
     assert_eq!(*feed.rounds.borrow(), idle, "built with no stream open");
+
+    shutdown.cancel();
+    tasks.close();
+    tasks.wait().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_closed_input_does_not_leave_the_others_to_the_tick() {
+    let ledger = Ledger::new();
+    let peer = ledger.register(Role::Source, "c0", "c0");
+    peer.connected();
+    peer.sent("a", "v1", "1");
+    let (inputs, mut keep) = inputs(&ledger, &["c0"]);
+    // Without leader election the hub drops the leader's sender: that
+    // input is closed from the start.
+    keep.retain(|k| !k.is::<watch::Sender<LeaderStatus>>());
+    let tasks = tokio_util::task::TaskTracker::new();
+    let shutdown = CancellationToken::new();
+    let feed = spawn(inputs, &tasks, shutdown.clone());
+    let mut rx = feed.subscribe();
+    rx.wait_for(Option::is_some).await.unwrap();
+    settle().await;
+
+    // An ACK is in the fleet one settling later, not at the next tick.
+    let rounds = *feed.rounds.borrow();
+    let mut built = feed.rounds.subscribe();
+    let start = tokio::time::Instant::now();
+    peer.acked("a", "v1", "1");
+    built.wait_for(|n| *n > rounds).await.unwrap();
+    let took = start.elapsed();
+    assert!(
+        took < SETTLE * 2,
+        "the ACK waited {took:?} (the tick is {TICK:?})"
+    );
+    let fleet = feed.current().unwrap();
+    assert_eq!(fleet.rows[0].health, super::super::model::Health::Synced);
 
     shutdown.cancel();
     tasks.close();

@@ -97,6 +97,8 @@ fn fleet(remotes: Vec<RemoteView>, rollout: Option<&Rollout>) -> Fleet {
         analysis: &[],
         pins: &[],
         served: &served,
+        consumers: Vec::new(),
+        group: &|_| None,
     })
 }
 

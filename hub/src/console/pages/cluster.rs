@@ -9,7 +9,7 @@ use meshhub_api::analysis::ClusterAnalysis;
 use meshhub_api::history::{DiffView, PinView};
 use meshhub_api::status::RemoteView;
 
-use crate::console::layout::{age, badge, short};
+use crate::console::layout::{Root, age, badge, short};
 use crate::console::model::{CellState, Row};
 use crate::history::StoredVersion;
 
@@ -167,10 +167,7 @@ fn history(cluster: &str, s: &Static) -> Markup {
         Some(Err(e)) => return html! { p.error { "Can't read the history: " (e) } },
         Some(Ok(v)) => v,
     };
-    let action = format!(
-        "/console/clusters/{}",
-        form_urlencoded::byte_serialize(cluster.as_bytes()).collect::<String>()
-    );
+    let action = Root::CLUSTER.cluster(cluster);
     let (from, to) = &s.compare;
     html! {
         @if versions.is_empty() { p.muted { "No version recorded yet." } }

@@ -5,8 +5,8 @@
 use maud::{Markup, html};
 use serde::Serialize;
 
-use crate::console::layout::{age, badge, cluster_link, short};
-use crate::console::model::{CellState, Fleet, Health, Query, Row, StateFilter};
+use crate::console::layout::{Root, age, badge, cluster_link, short};
+use crate::console::model::{Cell, CellState, Consumer, Fleet, Health, Query, Row, StateFilter};
 
 /// The parts of the page that change.
 #[derive(Serialize)]
@@ -17,6 +17,8 @@ pub struct Fragments {
     pub rows: String,
     /// `#fleet-pager`.
     pub pager: String,
+    /// `#fleet-consumers`.
+    pub consumers: String,
 }
 
 /// The fragments of `fleet` for `q`.
@@ -26,6 +28,7 @@ pub fn fragments(fleet: &Fleet, q: &Query) -> Fragments {
         summary: summary(fleet, q).into_string(),
         rows: body(&rows).into_string(),
         pager: pager(q, total).into_string(),
+        consumers: consumers(fleet, q).into_string(),
     }
 }
 
@@ -36,7 +39,7 @@ pub fn content(fleet: &Fleet, q: &Query) -> Markup {
     html! {
         h1 { "Fleet" }
         div #fleet-summary { (summary(fleet, q)) }
-        form.filters method="get" action="/console" role="search" aria-label="Filter clusters" {
+        form.filters method="get" action=(Root::TOP.url("console")) role="search" aria-label="Filter clusters" {
             label for="f-state" { "State" }
             select #f-state name="state" {
                 option value="all" selected[q.state.is_none()] { "All" }
@@ -70,6 +73,7 @@ pub fn content(fleet: &Fleet, q: &Query) -> Markup {
             tbody #fleet-rows { (body(&rows)) }
         }
         nav #fleet-pager aria-label="Pages" { (pager(q, total)) }
+        section #fleet-consumers aria-label="Consumers dialing in" { (consumers(fleet, q)) }
     }
 }
 
@@ -81,7 +85,7 @@ fn summary(fleet: &Fleet, q: &Query) -> Markup {
             page: None,
             ..q.clone()
         };
-        format!("/console?{}", q.with_page(1))
+        Root::TOP.url(&format!("console?{}", q.with_page(1)))
     };
     html! {
         p.summary {
@@ -104,12 +108,12 @@ fn body(rows: &[&Row]) -> Markup {
         @if rows.is_empty() {
             tr { td colspan="7" .muted {
                 "No cluster matches. The fleet lists the clusters the hub dials (clusters[].agent); "
-                "consumers that dial the hub themselves are on " a href="/status" { "/status" } "."
+                "consumers that dial the hub themselves are listed below."
             } }
         }
         @for r in rows {
             tr class=(format!("row {}", r.health.as_str())) data-cluster=(r.cluster) {
-                th scope="row" { (cluster_link(&r.cluster)) }
+                th scope="row" { (cluster_link(Root::TOP, &r.cluster)) }
                 td {
                     (badge(r.health.as_str(), r.health.label()))
                     @if !r.connected {
@@ -149,16 +153,16 @@ fn versions(r: &Row) -> Markup {
 }
 
 fn cells(r: &Row) -> Markup {
-    let acked = r
-        .cells
-        .iter()
-        .filter(|c| c.state == CellState::Acked)
-        .count();
+    cell_list(&r.cells)
+}
+
+fn cell_list(cells: &[Cell]) -> Markup {
+    let acked = cells.iter().filter(|c| c.state == CellState::Acked).count();
     html! {
-        @if r.cells.is_empty() { span.muted { "nothing sent" } }
+        @if cells.is_empty() { span.muted { "nothing sent" } }
         @if acked > 0 { (badge("acked", &format!("{acked} ACKED"))) }
         ul.cells {
-            @for c in r.cells.iter().filter(|c| c.state != CellState::Acked) {
+            @for c in cells.iter().filter(|c| c.state != CellState::Acked) {
                 li {
                     (badge(&c.state.as_str().to_lowercase().replace(' ', "-"), c.state.as_str()))
                     " " abbr title=(c.collection) { (short(&c.collection)) }
@@ -178,16 +182,90 @@ fn pager(q: &Query, total: usize) -> Markup {
     html! {
         @if pages > 1 {
             @if page > 1 {
-                a rel="prev" href=(format!("/console?{}", q.with_page(page - 1))) { "← Previous" }
+                a rel="prev" href=(Root::TOP.url(&format!("console?{}", q.with_page(page - 1)))) { "← Previous" }
                 " "
             }
             span { "Clusters " (first) "–" (last) " of " (total) " (page " (page) " of " (pages) ")" }
             @if page < pages {
                 " "
-                a rel="next" href=(format!("/console?{}", q.with_page(page + 1))) { "Next →" }
+                a rel="next" href=(Root::TOP.url(&format!("console?{}", q.with_page(page + 1)))) { "Next →" }
             }
         } @else {
             span { (total) " shown" }
+        }
+    }
+}
+
+/// The consumers that dial the hub (istiods with `configSources:
+/// xds://…`, MCP clients), trouble first: nothing when none does.
+fn consumers(fleet: &Fleet, q: &Query) -> Markup {
+    if fleet.consumers.is_empty() {
+        return html! {};
+    }
+    let (shown, total) = fleet.select_consumers(q);
+    html! {
+        h2 { "Consumers dialing in" }
+        p.summary {
+            strong { (fleet.consumers.len()) } " streams of consumers that dial the hub themselves"
+            @for h in Health::ALL {
+                @let n = fleet.consumer_counts.get(&h).copied().unwrap_or(0);
+                @if n > 0 { " · " span class=(format!("count {}", h.as_str())) { (n) " " (h.label().to_lowercase()) } }
+            }
+            " (every stream: " a href=(Root::TOP.url("status")) { "status" } ")"
+        }
+        table.fleet.consumers {
+            caption.sr-only { "Consumers dialing in, trouble first" }
+            thead {
+                tr {
+                    th scope="col" { "Consumer" }
+                    th scope="col" { "Health" }
+                    th scope="col" { "Istio" }
+                    th scope="col" { "Address" }
+                    th scope="col" { "Group" }
+                    th scope="col" { "Sent / newest" }
+                    th scope="col" { "Collections" }
+                    th scope="col" { "Last change" }
+                }
+            }
+            tbody {
+                @if shown.is_empty() {
+                    tr { td colspan="8" .muted { "No consumer matches." } }
+                }
+                @for c in &shown { (consumer(c)) }
+            }
+        }
+        @if total > shown.len() {
+            p.muted { (total - shown.len()) " more match; narrow the filter." }
+        }
+    }
+}
+
+fn consumer(c: &Consumer) -> Markup {
+    html! {
+        tr class=(format!("row {}", c.health.as_str())) data-consumer=(c.id) {
+            th scope="row" { code { (c.name()) } }
+            td {
+                (badge(c.health.as_str(), c.health.label()))
+                br; small.muted { @if c.connected { "connected " } @else { "disconnected " } (age(c.since)) }
+                @if !c.connected {
+                    @if let Some(e) = &c.last_error { br; small.error { (e) } }
+                }
+            }
+            td { @match &c.istio { Some(v) => { (v) }, None => span.muted { "unknown" } } }
+            td { code { (c.peer) } " " small.muted { (c.protocol) } }
+            td { code { (c.group) } }
+            td {
+                code { (c.served.as_deref().unwrap_or("none")) }
+                @match &c.newest {
+                    Some(n) if Some(n) != c.served.as_ref() => {
+                        " " span.behind { "→ " code { (n) } } span.sr-only { " (not what its group is served now)" }
+                    }
+                    Some(_) => { " " small.muted { "newest" } }
+                    None => { " " small.muted { "group unpublished" } }
+                }
+            }
+            td { (cell_list(&c.cells)) }
+            td { (age(c.last_change)) }
         }
     }
 }

@@ -6,13 +6,16 @@
 use maud::{Markup, html};
 use meshhub_api::object::{ObjectQuery, ObjectView, ValidationResult};
 
-use crate::console::layout::{badge, cluster_link};
+use crate::console::layout::{Root, badge, cluster_link};
+
+/// Where the page sits.
+const ROOT: Root = Root::CONSOLE;
 
 /// The page's content: the form, then `found` (or why nothing is shown).
 pub fn content(q: Option<&ObjectQuery>, found: Option<Result<ObjectView, String>>) -> Markup {
     html! {
         h1 { "Object" }
-        form.filters method="get" action="/console/object" role="search" aria-label="Find an object" {
+        form.filters method="get" action=(ROOT.url("console/object")) role="search" aria-label="Find an object" {
             label for="o-kind" { "Kind" }
             input #o-kind name="kind" type="text" required placeholder="VirtualService"
                 value=[q.map(|q| q.kind.as_str())];
@@ -64,7 +67,7 @@ fn view(v: &ObjectView) -> Markup {
                 th scope="col" { "Agent holds" } th scope="col" { "Applied" } th scope="col" { "Its istiod" } } }
             tbody { @for c in &v.clusters {
                 tr {
-                    th scope="row" { (cluster_link(&c.cluster)) }
+                    th scope="row" { (cluster_link(ROOT, &c.cluster)) }
                     td { @if c.in_snapshot { "yes" } @else { span.behind { "no (held on an older version)" } } }
                     td { ul.cells { @for p in &c.peers {
                         li { code { (p.peer) } " " (p.role.as_str()) " "
@@ -85,7 +88,7 @@ fn view(v: &ObjectView) -> Markup {
         @if !v.analysis.is_empty() {
             h3 { "Analysis" }
             ul { @for (cluster, msgs) in &v.analysis { @for m in msgs {
-                li { (cluster_link(cluster)) ": " code { (m.code) } " " (m.message) }
+                li { (cluster_link(ROOT, cluster)) ": " code { (m.code) } " " (m.message) }
             } } }
         }
     }

@@ -12,10 +12,13 @@ use meshhub_rollout::{
     Cause, ClusterState, Comparison, Failure, Members, Phase, Policy, Promotion, Rollout, Target,
 };
 
-use crate::console::layout::{badge, cluster_link, countdown, millis};
+use crate::console::layout::{Root, badge, cluster_link, countdown, encode, millis};
 use crate::console::model::rollout_state;
 use crate::rollout::View;
 use meshhub_api::rollout::GateReading;
+
+/// Where the page sits.
+const ROOT: Root = Root::CONSOLE;
 
 /// Clusters listed per wave before "and N more" (the counts cover all).
 const LISTED: usize = 60;
@@ -55,14 +58,14 @@ pub fn section(view: &View) -> Markup {
                 thead { tr { th scope="col" { "Cluster" } th scope="col" { "Refused version" } th scope="col" { "Rollout" } th scope="col" { "Why" } } }
                 tbody {
                     @for (c, s) in &view.standing {
-                        tr { th scope="row" { (cluster_link(c)) } td { code { (s.version) } } td { "#" (s.rollout) } td.message { (s.message) } }
+                        tr { th scope="row" { (cluster_link(ROOT, c)) } td { code { (s.version) } } td { "#" (s.rollout) } td.message { (s.message) } }
                     }
                 }
             }
         }
         @if !view.unavailable.is_empty() {
             h2 { "Versions this replica cannot produce" }
-            ul { @for (c, v) in &view.unavailable { li { (cluster_link(c)) ": " code { (v) } } } }
+            ul { @for (c, v) in &view.unavailable { li { (cluster_link(ROOT, c)) ": " code { (v) } } } }
         }
         @if let Some(p) = &view.policy { (policy(p)) }
     }
@@ -111,7 +114,7 @@ fn rollout(r: &Rollout, policy: Option<&Policy>, readings: &[GateReading]) -> Ma
                         .filter(|g| g.rollout == r.id && g.wave == i)
                         .collect();
                     (gates(policy, &w.name, &seen))
-                    (clusters(&w.clusters, &r.targets))
+                    (clusters(r, &w.clusters))
                 }
             }
         }
@@ -143,7 +146,7 @@ fn failure_box(f: &Failure) -> Markup {
     html! {
         div.failure role="alert" {
             strong { "Failed in wave " (f.wave) ": " (cause) }
-            @if let Some(c) = &f.cluster { p { "Cluster: " (cluster_link(c)) } }
+            @if let Some(c) = &f.cluster { p { "Cluster: " (cluster_link(ROOT, c)) } }
             p.message { (f.message) }
         }
     }
@@ -152,13 +155,94 @@ fn failure_box(f: &Failure) -> Markup {
 fn actions(r: &Rollout) -> Markup {
     let awaiting = matches!(r.phase, Phase::AwaitingPromotion);
     let stopped = matches!(r.phase, Phase::Halted { .. } | Phase::RolledBack { .. });
+    let url = |action: &str| ROOT.url(&format!("rollout/{action}"));
     html! {
         div role="group" aria-label="Rollout actions" {
-            button type="button" data-action="promote" disabled[!awaiting && r.phase.is_terminal()] {
+            button type="button" data-action="promote" data-url=(url("promote")) disabled[!awaiting && r.phase.is_terminal()] {
                 @if awaiting { "Promote the next wave" } @else { "Start the next wave now" }
             }
-            button type="button" data-action="abort" disabled[r.phase.is_terminal()] { "Abort" }
-            button type="button" data-action="resume" disabled[!stopped] { "Resume" }
+            button type="button" data-action="abort" data-url=(url("abort")) disabled[r.phase.is_terminal()] { "Abort" }
+            button type="button" data-action="resume" data-url=(url("resume")) disabled[!stopped] { "Resume" }
+        }
+    }
+}
+
+/// What an operator may do to one cluster of the rollout (the admin API's
+/// `?cluster=`, `Rollout::promote` and `Rollout::resume`): promote serves
+/// a held, excluded or refused cluster the new version now, ahead of its
+/// wave; resume returns an excluded, failed, rolled-back or refused one to
+/// the rollout. Nothing once the rollout completed or was superseded
+/// (refused there).
+pub fn cluster_actions(r: &Rollout, state: &ClusterState) -> Vec<ClusterAction> {
+    if matches!(r.phase, Phase::Completed | Phase::Superseded { .. }) {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    if matches!(
+        state,
+        ClusterState::Held | ClusterState::Excluded | ClusterState::Refused { .. }
+    ) {
+        out.push(ClusterAction::Promote);
+    }
+    if matches!(
+        state,
+        ClusterState::Excluded
+            | ClusterState::Failed { .. }
+            | ClusterState::RolledBack
+            | ClusterState::Refused { .. }
+    ) {
+        out.push(ClusterAction::Resume);
+    }
+    out
+}
+
+/// An action on one cluster of the rollout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClusterAction {
+    /// `POST rollout/promote?cluster=`.
+    Promote,
+    /// `POST rollout/resume?cluster=`.
+    Resume,
+}
+
+impl ClusterAction {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Promote => "promote",
+            Self::Resume => "resume",
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Self::Promote => "Promote",
+            Self::Resume => "Resume",
+        }
+    }
+
+    fn means(self, cluster: &str) -> String {
+        match self {
+            Self::Promote => format!("Serve {cluster} the new version now, ahead of its wave"),
+            Self::Resume => format!("Return {cluster} to the rollout"),
+        }
+    }
+}
+
+/// A cluster's buttons, in a template the page's script shows only to a
+/// browser holding an accepted token (like the rollout's own).
+fn cluster_buttons(cluster: &str, actions: &[ClusterAction]) -> Markup {
+    html! {
+        @if !actions.is_empty() {
+            template.cluster-actions {
+                @for a in actions {
+                    " "
+                    button type="button" .small data-action=(a.name()) data-cluster=(cluster)
+                        data-url=(ROOT.url(&format!("rollout/{}?cluster={}", a.name(), encode(cluster))))
+                        aria-label=(format!("{} {cluster}", a.label())) title=(a.means(cluster)) {
+                        (a.label())
+                    }
+                }
+            }
         }
     }
 }
@@ -182,7 +266,7 @@ fn gates(policy: Option<&Policy>, wave: &str, seen: &[&GateReading]) -> Markup {
                             } @else {
                                 ul.cells { @for v in values {
                                     li {
-                                        (cluster_link(&v.cluster)) ": "
+                                        (cluster_link(ROOT, &v.cluster)) ": "
                                         @match v.value { Some(x) => code { (x) }, None => span.muted { "no sample" } }
                                         " " @if v.passed { (badge("passed", "passes")) } @else { (badge("failed", "fails")) }
                                         " " (millis(v.at))
@@ -204,7 +288,8 @@ fn comparison(c: Comparison) -> String {
         .unwrap_or_else(|| format!("{c:?}"))
 }
 
-fn clusters(names: &[String], targets: &BTreeMap<String, Target>) -> Markup {
+fn clusters(r: &Rollout, names: &[String]) -> Markup {
+    let targets = &r.targets;
     let mut by_state: BTreeMap<&str, usize> = BTreeMap::new();
     for c in names {
         if let Some(t) = targets.get(c) {
@@ -232,7 +317,7 @@ fn clusters(names: &[String], targets: &BTreeMap<String, Target>) -> Markup {
             @for (_, c) in listed.iter().take(LISTED) {
                 @let t = targets.get(*c);
                 li {
-                    (cluster_link(c)) " "
+                    (cluster_link(ROOT, c)) " "
                     @if let Some(t) = t {
                         @let s = rollout_state(&t.state);
                         (badge(&s.replace(' ', "-"), s))
@@ -242,6 +327,7 @@ fn clusters(names: &[String], targets: &BTreeMap<String, Target>) -> Markup {
                             }
                             _ => {}
                         }
+                        (cluster_buttons(c, &cluster_actions(r, &t.state)))
                     }
                 }
             }

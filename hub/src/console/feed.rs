@@ -1,8 +1,10 @@
 //! The console's one watch of the hub's state: a task that rebuilds the
-//! fleet when something it shows changed — a delivery (ACK/NACK), a
-//! report, the rollout, the pipeline's status, the clusters, pins, leader
-//! election, and every 5 s for what has no signal (a stream's connection)
-//! — once per burst (it waits [`SETTLE`] for the rest, then takes every
+//! fleet when something it shows changed — any peer's record in the ledger
+//! (a stream connected or gone, a version sent, an ACK or NACK:
+//! [`meshhub_mcp::ledger::Ledger::changes`]), a report, the rollout, the
+//! pipeline's status, the clusters, pins, leader election — and never
+//! otherwise (an idle fleet costs nothing; ages tick in the page) — once
+//! per burst (it waits [`SETTLE`] for the rest, then takes every
 //! signal queued meanwhile), and publishes it only when it differs. Open
 //! consoles' event streams ([`super::events`]) follow its output: however
 //! many consoles are open, the hub builds the fleet once per change. With
@@ -11,8 +13,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::broadcast::error::TryRecvError;
-use tokio::sync::{Notify, broadcast, watch};
+use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument as _, debug, error, info_span};
 
@@ -23,10 +24,6 @@ use super::renders::Renders;
 /// How long the feed waits after a change for others to settle before it
 /// rebuilds (a push to 1,000 clusters is 1,000 ACKs).
 const SETTLE: Duration = Duration::from_millis(250);
-
-/// How often it looks again without a signal (a stream that connects or
-/// drops has none): at 1,000 clusters a build costs ~60 ms of CPU.
-const TICK: Duration = Duration::from_secs(5);
 
 /// The fleet as the feed last built it (`None` while no stream is open),
 /// and how to follow it.
@@ -97,17 +94,22 @@ async fn run(inputs: Inputs, feed: Feed, shutdown: CancellationToken) {
             }
             // What changed while nobody watched is in the build below.
             changes = Changes::new(&inputs);
-        } else {
+        } else if feed.fleet.borrow().is_some() {
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 _ = changes.next() => {}
-                _ = tokio::time::sleep(TICK) => {}
+                // The last stream closed: drop the fleet (above).
+                _ = feed.fleet.closed() => continue,
             }
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 _ = tokio::time::sleep(SETTLE) => {}
             }
             // The burst's other signals are in this build.
+            changes.drain();
+        } else {
+            // A stream is open and no fleet built yet (it subscribed
+            // before this task first looked): build it now.
             changes.drain();
         }
         let built = {
@@ -138,7 +140,7 @@ async fn run(inputs: Inputs, feed: Feed, shutdown: CancellationToken) {
 
 /// The signals of what the fleet shows.
 struct Changes {
-    deliveries: broadcast::Receiver<meshhub_mcp::ledger::Delivery>,
+    ledger: watch::Receiver<u64>,
     inputs: Inputs,
 }
 
@@ -146,16 +148,15 @@ impl Changes {
     fn new(inputs: &Inputs) -> Self {
         let mut inputs = inputs.clone();
         inputs.mark_seen();
-        Self {
-            deliveries: inputs.admin.ledger.deliveries(),
-            inputs,
-        }
+        let mut ledger = inputs.admin.ledger.changes();
+        ledger.borrow_and_update();
+        Self { ledger, inputs }
     }
 
     /// Takes every signal already queued: the build that follows covers
     /// them.
     fn drain(&mut self) {
-        while let Ok(_) | Err(TryRecvError::Lagged(_)) = self.deliveries.try_recv() {}
+        self.ledger.borrow_and_update();
         self.inputs.mark_seen();
     }
 
@@ -168,17 +169,12 @@ impl Changes {
                 None => std::future::pending().await,
             }
         };
-        let deliveries = async {
-            if let Err(broadcast::error::RecvError::Closed) = self.deliveries.recv().await {
-                std::future::pending::<()>().await;
-            }
-        };
         // Each branch's future waits on its own for an input that closed
         // (the leader's, without leader election, is closed from the
         // start): waiting in a branch's handler instead would stall every
-        // other branch, and leave the feed to its tick.
+        // other branch.
         tokio::select! {
-            () = deliveries => {}
+            () = change(&mut self.ledger) => {}
             () = change(&mut i.admin.status) => {}
             () = change(&mut i.admin.reports) => {}
             () = change(&mut i.admin.agents) => {}

@@ -75,7 +75,7 @@ pub struct Analysis {
     /// content some group holds, by its version id: groups of identical
     /// content ("everything to every cluster") are analysed once per
     /// change, not once each; a group analysed again for a new Istio
-    /// release reuses its set's. Held by the groups ([`GroupState::set`]);
+    /// release reuses its set's. Held by the groups (`GroupState::_set`);
     /// an entry no group holds any more is dropped.
     memo: Memo,
 }
@@ -154,7 +154,7 @@ impl Analysis {
 
     /// `group`'s build `version` to analyse elsewhere ([`Job::run`]), then
     /// [`Analysis::take`] its result.
-    pub fn job(&self, group: &Group, version: &str, facts: Vec<Arc<Facts>>) -> Job {
+    pub fn job(&self, group: &Group, version: &str, facts: Arc<[Arc<Facts>]>) -> Job {
         Job {
             group: group.clone(),
             version: version.to_owned(),
@@ -302,7 +302,7 @@ pub struct Job {
     /// Its build's version id.
     pub version: String,
     release: Option<IstioVersion>,
-    facts: Vec<Arc<Facts>>,
+    facts: Arc<[Arc<Facts>]>,
 }
 
 impl Job {
@@ -328,7 +328,7 @@ pub struct Done {
 /// some group holds, by its version id: groups of identical content
 /// ("everything to every cluster") are analysed once per change, not once
 /// each; a group analysed again for a new Istio release reuses its set's.
-/// Held by the groups ([`GroupState::set`]); an entry no group holds any
+/// Held by the groups (`GroupState::_set`); an entry no group holds any
 /// more is dropped.
 #[derive(Debug, Default)]
 pub struct Memo {

@@ -179,6 +179,10 @@ pub struct Pipeline {
     /// The analysis beside serving, while [`Pipeline::run`] runs and no
     /// code is held back ([`analysing`]).
     background: Option<Background>,
+    /// Analyses taken that the status does not show yet, and when it last
+    /// showed them ([`analysing`]).
+    analysis_unshown: bool,
+    analysis_shown_at: Option<Instant>,
 }
 
 impl std::fmt::Debug for Pipeline {
@@ -224,6 +228,8 @@ impl Pipeline {
             istio: None,
             reanalyse: BTreeSet::new(),
             background: None,
+            analysis_unshown: false,
+            analysis_shown_at: None,
         };
         p.update_status();
         (p, rx)
@@ -474,7 +480,7 @@ impl Pipeline {
             }
         }
 
-        let mut jobs = Vec::new();
+        let mut queued = analysing::Queued::default();
         for group in &groups {
             let Some(colls) = content.remove(group) else {
                 continue;
@@ -499,7 +505,7 @@ impl Pipeline {
             }
             if changed {
                 let snapshot = Arc::new(snapshot);
-                let held = self.analyse_build(group, &snapshot, facts.get(group), &mut jobs);
+                let held = self.analyse_build(group, &snapshot, facts.get(group), &mut queued);
                 let staged = self
                     .rollout
                     .as_ref()
@@ -517,7 +523,7 @@ impl Pipeline {
         }
         self.reanalyse.clear();
         if let Some(b) = &self.background {
-            b.queue(jobs);
+            b.queue(queued.jobs);
         }
         self.record.rejections(&resolved.rejected);
         self.stage_built();
@@ -558,6 +564,7 @@ impl Pipeline {
         drop(facts);
         status.served = Arc::new(resolved.objects);
         status.analysis = self.analysis.view();
+        self.analysis_unshown = false;
         self.status.send_replace(Arc::new(status));
     }
 

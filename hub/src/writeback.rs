@@ -318,6 +318,9 @@ impl Writer {
         if writes.enabled && !writes.is_leader {
             self.queue.clear();
             self.basis = None;
+            // Not kept while another replica writes (they hold every
+            // cluster's report of the time).
+            self.heard = Heard::default();
             return None;
         }
         let leader = self.inputs.leader.borrow().clone();

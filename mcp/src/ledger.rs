@@ -522,6 +522,15 @@ impl PeerRecord {
 
     /// A stream ended or a dial failed.
     pub fn disconnected(&self, error: Option<String>) {
+        // A dial failing again as before (every backoff step) changes
+        // nothing a reader shows: no change to announce.
+        let same = {
+            let r = self.tx.borrow();
+            !r.head.connected && (error.is_none() || error == r.head.last_error)
+        };
+        if same {
+            return;
+        }
         self.update(|s| {
             if s.head.connected {
                 s.head.disconnected_at = Some(now());

@@ -6,14 +6,17 @@
 //! writer — to take. A change every cluster receives is then pushed to
 //! every cluster before, not after, N analyses.
 //!
-//! Jobs queue per group, the newest replacing an older one not yet run
-//! (a burst of builds analyses each group's latest once); they run in
-//! chunks of [`CHUNK`], so that results show as they come and a newer
-//! build's job replaces its group's still-queued one meanwhile. The task
+//! Jobs queue per group, first in first out, the newest replacing an
+//! older one not yet run in its place (a burst of builds analyses each
+//! group's latest once, and a group that changes all the time does not
+//! starve the others); they run in chunks of [`CHUNK`], so that results
+//! come as they are done and a newer build's job replaces its group's
+//! still-queued one meanwhile. Each chunk's results say whether the queue
+//! was empty after it ([`Analysed::idle`]). The task
 //! ends with `shutdown` or when the pipeline drops its handle, after the
 //! chunk under way.
 
-use std::collections::BTreeMap;
+use std::collections::{HashMap, VecDeque};
 
 use meshhub_mcp::cache::Group;
 use tokio::sync::mpsc;
@@ -26,12 +29,56 @@ use super::{Done, Job, Memo};
 /// Groups analysed per run on the blocking pool.
 pub const CHUNK: usize = 64;
 
+/// One chunk's analyses.
+#[derive(Debug)]
+pub struct Analysed {
+    /// The analyses.
+    pub done: Vec<Done>,
+    /// Nothing was queued after them.
+    pub idle: bool,
+}
+
+/// The jobs not yet run: first in first out, one per group.
+#[derive(Debug, Default)]
+struct Pending {
+    order: VecDeque<Group>,
+    jobs: HashMap<Group, Job>,
+}
+
+impl Pending {
+    /// Queues `job`, in the place of its group's queued one if any.
+    fn add(&mut self, job: Job) {
+        if !self.jobs.contains_key(&job.group) {
+            self.order.push_back(job.group.clone());
+        }
+        self.jobs.insert(job.group.clone(), job);
+    }
+
+    /// The next `n` jobs.
+    fn take(&mut self, n: usize) -> Vec<Job> {
+        let mut out = Vec::new();
+        while out.len() < n {
+            let Some(group) = self.order.pop_front() else {
+                break;
+            };
+            if let Some(job) = self.jobs.remove(&group) {
+                out.push(job);
+            }
+        }
+        out
+    }
+
+    fn is_empty(&self) -> bool {
+        self.jobs.is_empty()
+    }
+}
+
 /// The pipeline's handle on the task.
 #[derive(Debug)]
 pub struct Background {
     jobs: mpsc::UnboundedSender<Vec<Job>>,
     /// The analyses done, a chunk at a time.
-    pub results: mpsc::Receiver<Vec<Done>>,
+    pub results: mpsc::Receiver<Analysed>,
     task: JoinHandle<()>,
 }
 
@@ -69,32 +116,25 @@ impl Background {
 
 async fn run(
     mut jobs: mpsc::UnboundedReceiver<Vec<Job>>,
-    results: mpsc::Sender<Vec<Done>>,
+    results: mpsc::Sender<Analysed>,
     shutdown: CancellationToken,
 ) {
-    let mut pending: BTreeMap<Group, Job> = BTreeMap::new();
+    let mut pending = Pending::default();
     let mut memo = Memo::default();
-    let add = |pending: &mut BTreeMap<Group, Job>, batch: Vec<Job>| {
-        for j in batch {
-            pending.insert(j.group.clone(), j);
-        }
-    };
     loop {
         if pending.is_empty() {
             tokio::select! {
                 () = shutdown.cancelled() => return,
                 batch = jobs.recv() => match batch {
-                    Some(b) => add(&mut pending, b),
+                    Some(b) => b.into_iter().for_each(|j| pending.add(j)),
                     None => return,
                 },
             }
         }
         while let Ok(b) = jobs.try_recv() {
-            add(&mut pending, b);
+            b.into_iter().for_each(|j| pending.add(j));
         }
-        let chunk: Vec<Job> = std::iter::from_fn(|| pending.pop_first().map(|(_, j)| j))
-            .take(CHUNK)
-            .collect();
+        let chunk = pending.take(CHUNK);
         let mut m = std::mem::take(&mut memo);
         let ran = tokio::task::spawn_blocking(move || {
             let done: Vec<Done> = chunk.into_iter().map(|j| j.run(&mut m)).collect();
@@ -107,19 +147,21 @@ async fn run(
                 done
             }
             Err(e) => {
-                error!(error = %e, "an analysis failed; its groups are analysed again at their next build");
+                error!(error = %e, "an analysis failed; its chunk's groups are analysed again at their next build");
                 continue;
             }
         };
+        let idle = pending.is_empty() && jobs.is_empty();
         tokio::select! {
             () = shutdown.cancelled() => return,
-            sent = results.send(done) => if sent.is_err() { return },
+            sent = results.send(Analysed { done, idle }) => if sent.is_err() { return },
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
     use std::sync::Arc;
 
     use meshhub_analyze::Facts;
@@ -134,6 +176,34 @@ mod tests {
         )
         .unwrap();
         Arc::new(Facts::of(&obj).unwrap())
+    }
+
+    #[test]
+    fn the_queue_is_first_in_first_out_and_a_newer_job_keeps_its_groups_place() {
+        let analysis = Analysis::new(AnalysisSpec {
+            enabled: true,
+            hold_back: Default::default(),
+        });
+        let job = |g: &str, v: &str| analysis.job(&Group::from(g), v, Arc::from(Vec::new()));
+        let mut p = Pending::default();
+        p.add(job("z", "v1"));
+        p.add(job("a", "v1"));
+        p.add(job("z", "v2"));
+        p.add(job("m", "v1"));
+        let taken: Vec<(String, String)> = p
+            .take(10)
+            .into_iter()
+            .map(|j| (j.group.to_string(), j.version))
+            .collect();
+        assert_eq!(
+            taken,
+            [
+                ("z".to_owned(), "v2".to_owned()),
+                ("a".to_owned(), "v1".to_owned()),
+                ("m".to_owned(), "v1".to_owned())
+            ]
+        );
+        assert!(p.is_empty());
     }
 
     #[tokio::test]
@@ -153,16 +223,18 @@ mod tests {
         let jobs = |v: &str| {
             groups
                 .iter()
-                .map(|g| analysis.job(g, v, vec![vs.clone()]))
+                .map(|g| analysis.job(g, v, Arc::from(vec![vs.clone()])))
                 .collect::<Vec<_>>()
         };
         bg.queue(jobs("v1"));
         bg.queue(jobs("v2"));
         let mut seen: BTreeMap<Group, Vec<String>> = BTreeMap::new();
+        let mut idle = false;
         while seen.len() < groups.len() {
-            let done = bg.results.recv().await.expect("results");
-            assert!(done.len() <= CHUNK);
-            for d in done {
+            let a = bg.results.recv().await.expect("results");
+            assert!(a.done.len() <= CHUNK);
+            idle = a.idle;
+            for d in a.done {
                 assert!(!d.messages.is_empty(), "the unbound route is reported");
                 seen.entry(d.group).or_default().push(d.version);
             }
@@ -171,6 +243,7 @@ mod tests {
         for (g, versions) in &seen {
             assert_eq!(versions, &["v2"], "{g}");
         }
+        assert!(idle, "the last chunk says the queue is empty");
         bg.stop().await;
     }
 }

@@ -83,6 +83,8 @@ pub fn spawn(
 
 async fn run(inputs: Inputs, feed: Feed, shutdown: CancellationToken) {
     let mut changes = Changes::new(&inputs);
+    // The last build failed: wait for a change before the next.
+    let mut failed = false;
     loop {
         if feed.fleet.receiver_count() == 0 {
             // Nobody follows: keep nothing, build nothing.
@@ -94,7 +96,7 @@ async fn run(inputs: Inputs, feed: Feed, shutdown: CancellationToken) {
             }
             // What changed while nobody watched is in the build below.
             changes = Changes::new(&inputs);
-        } else if feed.fleet.borrow().is_some() {
+        } else if feed.fleet.borrow().is_some() || failed {
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 _ = changes.next() => {}
@@ -120,9 +122,11 @@ async fn run(inputs: Inputs, feed: Feed, shutdown: CancellationToken) {
             Ok(f) => f,
             Err(e) => {
                 error!(error = %e, "building the console's fleet failed; trying again at the next change");
+                failed = true;
                 continue;
             }
         };
+        failed = false;
         let changed = feed.fleet.send_if_modified(|current| {
             if current.as_deref() == Some(&fleet) {
                 return false;

@@ -1,9 +1,9 @@
 //! What the writer keeps of the clusters' reports: per cluster, only what
 //! enters a status — what its agent holds and refused per collection, and
 //! what its istiod dropped — rebuilt only for a cluster whose report
-//! changed. A round of reports from every cluster costs the writer a
-//! pointer comparison per unchanged cluster; the parts of a report that do
-//! not enter a status (its exports, consumers, applier results, Istio
+//! changed (a pointer comparison per unchanged cluster; each pass still
+//! copies every cluster's small view into its row); the parts of a report
+//! that do not enter a status (its exports, consumers, applier results, Istio
 //! runtime) are never copied, and the exports' conflicts (a fleet-wide
 //! aggregation `/status` shows) are never worked out here (issue 38).
 

@@ -109,6 +109,13 @@ fn every_change_of_a_record_bumps_the_ledgers_counter() {
     assert!(seen(&mut last), "ACKed");
     rec.disconnected(Some("reset".into()));
     assert!(seen(&mut last), "disconnected");
+    rec.disconnected(Some("reset".into()));
+    assert!(
+        !seen(&mut last),
+        "a dial failing again as before changes nothing"
+    );
+    rec.disconnected(Some("refused".into()));
+    assert!(seen(&mut last), "another error");
     drop(rec);
     assert!(seen(&mut last), "gone");
 }

@@ -106,8 +106,16 @@ rm -f "$archive"
 log "$tool: building $image"
 case "$tool" in
   buildah)
+    # The image this tag named before: left untagged by the rebuild, it is
+    # removed (each build would otherwise leave ~85 MB behind in the
+    # machine's container storage; a CI run once ran out of disk).
+    previous="$(buildah images --quiet --noheading "$image" 2>/dev/null | head -n 1 || true)"
     buildah bud --quiet --isolation chroot --timestamp "$SOURCE_DATE_EPOCH" "${args[@]}" "$context" >/dev/null
-    buildah push --quiet "$image" "docker-archive:$archive:$image" ;;
+    buildah push --quiet "$image" "docker-archive:$archive:$image"
+    current="$(buildah images --quiet --noheading "$image" 2>/dev/null | head -n 1 || true)"
+    if [ -n "$previous" ] && [ "$previous" != "$current" ]; then
+      buildah rmi "$previous" >/dev/null 2>&1 || true # still used by a container or another tag: kept
+    fi ;;
   docker)
     docker build --quiet "${args[@]}" "$context" >/dev/null
     docker save -o "$archive" "$image" ;;

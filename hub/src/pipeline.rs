@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use meshhub_mcp::cache::{Group, SnapshotWriter};
-use meshhub_mcp::snapshot::{CollectionSnapshot, EncodedResource, Snapshot};
+use meshhub_mcp::snapshot::Snapshot;
 use serde::Serialize;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
@@ -34,6 +34,8 @@ use crate::history::{History, Pins, version_id};
 use crate::rollout;
 use crate::source::SourceEvent;
 use crate::store::{Conflict, Rejected, ServedObjects, Store, Warning};
+
+use self::assembly::{Assembly, Placed};
 use meshhub_rollout::serving;
 
 /// Histogram: how long changes waited in the debouncer before being
@@ -161,6 +163,8 @@ pub struct Pipeline {
     sources: BTreeMap<Arc<str>, SourceState>,
     status: watch::Sender<Arc<Status>>,
     published: HashMap<Group, Arc<Snapshot>>,
+    /// The last build's classes and shared snapshots ([`assembly`]).
+    assembly: Assembly,
     generation: u64,
     started: Instant,
     rule_updates: Option<watch::Receiver<GroupRules>>,
@@ -218,6 +222,7 @@ impl Pipeline {
             sources,
             status,
             published: HashMap::new(),
+            assembly: Assembly::default(),
             generation: 0,
             started: Instant::now(),
             rule_updates: None,
@@ -453,74 +458,54 @@ impl Pipeline {
             .map(|k| k.collection_shared().clone())
             .collect();
         let analysing = self.analysis.enabled();
-        let mut facts: HashMap<Group, Vec<&Arc<meshhub_analyze::Facts>>> = HashMap::new();
-        let mut content: HashMap<Group, BTreeMap<Arc<str>, Vec<EncodedResource>>> = groups
-            .iter()
-            .map(|g| {
-                (
-                    g.clone(),
-                    collections
-                        .iter()
-                        .map(|c| (c.clone(), Vec::new()))
-                        .collect(),
-                )
-            })
-            .collect();
-        for obj in resolved.objects.values() {
-            for g in obj.groups.iter() {
-                if let Some(colls) = content.get_mut(g) {
-                    colls
-                        .entry(obj.key.collection.clone())
-                        .or_default()
-                        .push(obj.resource.clone());
-                }
-                if let (true, Some(f)) = (analysing, &obj.facts) {
-                    facts.entry(g.clone()).or_default().push(f);
-                }
-            }
-        }
-
+        let assembled = self.assembly.build(
+            resolved.objects.values().map(Placed::from),
+            &groups,
+            &collections,
+            analysing,
+            &self.published,
+        );
+        // Groups of one content share its facts.
+        let mut facts: HashMap<usize, Vec<&Arc<meshhub_analyze::Facts>>> = HashMap::new();
         let mut queued = analysing::Queued::default();
+        let mut changed_groups = 0usize;
         for group in &groups {
-            let Some(colls) = content.remove(group) else {
+            let Some((signature, built)) = assembled.of(group) else {
                 continue;
             };
             let prev = self.published.get(group);
-            let mut snapshot = Snapshot::new();
-            let mut changed = self.reanalyse.remove(group) || prev.is_none();
-            for (coll, resources) in colls {
-                // Keep the previous Arc when nothing changed: cheaper for
-                // readers comparing, and the same bytes anyway. The served
-                // objects are sorted by key, so each collection's list
-                // arrives sorted by name without duplicates and an unchanged
-                // one is recognised without sorting and hashing it again.
-                let c = match prev.map(|p| p.collection(&coll)) {
-                    Some(old) if old.holds_exactly(&resources) => old,
-                    _ => {
-                        changed = true;
-                        Arc::new(CollectionSnapshot::new(resources))
+            // A group whose content did not move keeps its snapshot.
+            let snapshot = match prev {
+                Some(p) if assembly::same_snapshot(p, built) => {
+                    if !self.reanalyse.remove(group) {
+                        continue;
                     }
-                };
-                snapshot.insert(coll.as_ref(), c);
+                    p.clone()
+                }
+                _ => built.clone(),
+            };
+            changed_groups += 1;
+            let facts = analysing.then(|| {
+                &*facts
+                    .entry(signature)
+                    .or_insert_with(|| assembled.facts(signature))
+            });
+            let held = self.analyse_build(group, &snapshot, facts, &mut queued);
+            let staged = self
+                .rollout
+                .as_ref()
+                .is_some_and(|s| s.controller.governs(group));
+            if !held.is_empty() {
+                debug!(cluster = %group, "snapshot built; held back by analysis");
             }
-            if changed {
-                let snapshot = Arc::new(snapshot);
-                let held = self.analyse_build(group, &snapshot, facts.get(group), &mut queued);
-                let staged = self
-                    .rollout
-                    .as_ref()
-                    .is_some_and(|s| s.controller.governs(group));
-                if !held.is_empty() {
-                    debug!(cluster = %group, "snapshot built; held back by analysis");
-                }
-                self.record
-                    .published(group, &snapshot, &origins, &held, staged && held.is_empty());
-                self.published.insert(group.clone(), snapshot);
-                if !staged {
-                    self.serve_group(group);
-                }
+            self.record
+                .published(group, &snapshot, &origins, &held, staged && held.is_empty());
+            self.published.insert(group.clone(), snapshot);
+            if !staged {
+                self.serve_group(group);
             }
         }
+        let distinct = assembled.distinct();
         self.reanalyse.clear();
         if let Some(b) = &self.background {
             b.queue(queued.jobs);
@@ -551,6 +536,8 @@ impl Pipeline {
             objects = resolved.objects.len(),
             rejected = resolved.rejected.len(),
             conflicts = resolved.conflicts.len(),
+            changed = changed_groups,
+            distinct,
             waited_ms = waited.map(|w| w.as_millis() as u64),
             "snapshots built"
         );
@@ -562,6 +549,7 @@ impl Pipeline {
         status.conflicts = resolved.conflicts;
         status.warnings = resolved.warnings;
         drop(facts);
+        drop(assembled);
         status.served = Arc::new(resolved.objects);
         status.analysis = self.analysis.view();
         self.analysis_unshown = false;
@@ -782,6 +770,7 @@ impl Pipeline {
 }
 
 mod analysing;
+mod assembly;
 mod istio;
 pub mod recording;
 pub mod spec;

@@ -38,6 +38,8 @@ use serde_json::{Map, Value};
 use crate::groups::{GroupRules, Placement};
 use crate::source::{Entry, Origin, SourceEvent};
 
+use self::placements::Placements;
+
 /// What happens to an object with fields its schema does not know
 /// (`unknownFields`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
@@ -105,7 +107,7 @@ pub struct Accepted {
     /// What it is.
     pub transcoded: Arc<Transcoded>,
     /// The groups that receive it, sorted (objects placed alike share one
-    /// list).
+    /// list: [`Arc::ptr_eq`] tells placements apart).
     pub groups: Arc<[Group]>,
 }
 
@@ -318,6 +320,8 @@ pub struct Store {
     /// Keep what analysis reads of each object ([`Store::keep_facts`]).
     facts: bool,
     units: BTreeMap<(Arc<str>, Arc<str>), Vec<Stored>>,
+    /// Objects placed alike share one list.
+    placements: Placements,
 }
 
 impl fmt::Debug for Store {
@@ -343,6 +347,7 @@ impl Store {
             semantic,
             facts: false,
             units: BTreeMap::new(),
+            placements: Placements::default(),
         }
     }
 
@@ -411,6 +416,8 @@ impl Store {
             .collect();
         let changed = old.len() != new.len() || old.iter().zip(&new).any(|(a, b)| !a.same_as(b));
         self.units.insert(key, new);
+        drop(old);
+        self.placements.sweep();
         changed
     }
 
@@ -421,6 +428,7 @@ impl Store {
     /// again: the encoded bytes, and so the versions, don't move.
     pub fn set_rules(&mut self, rules: GroupRules) {
         self.rules = rules;
+        self.placements.clear();
         let units = std::mem::take(&mut self.units);
         self.units = units
             .into_iter()
@@ -506,7 +514,7 @@ impl Store {
         match (e, groups) {
             (Evaluated::Valid(transcoded), Ok(groups)) => Outcome::Accepted(Arc::new(Accepted {
                 transcoded: transcoded.clone(),
-                groups,
+                groups: self.placements.intern(groups),
             })),
             (evaluated, groups) => {
                 let mut reasons = match evaluated {
@@ -756,5 +764,6 @@ fn prune_value(v: &mut Value, rest: &str) -> bool {
     false
 }
 
+mod placements;
 #[cfg(test)]
 mod tests;

@@ -1,0 +1,273 @@
+use super::*;
+
+const VS: &str = "istio/networking/v1alpha3/virtualservices";
+const DR: &str = "istio/networking/v1alpha3/destinationrules";
+
+fn res(name: &str, version: &str) -> EncodedResource {
+    EncodedResource {
+        name: name.into(),
+        version: version.into(),
+        encoded: bytes::Bytes::from(format!("{name}@{version}")),
+    }
+}
+
+/// One object: its groups' list, collection and resource.
+struct Obj {
+    groups: Arc<[Group]>,
+    collection: Arc<str>,
+    resource: EncodedResource,
+}
+
+fn obj(groups: &Arc<[Group]>, collection: &str, name: &str, version: &str) -> Obj {
+    Obj {
+        groups: groups.clone(),
+        collection: collection.into(),
+        resource: res(name, version),
+    }
+}
+
+fn list(names: &[&str]) -> Arc<[Group]> {
+    names.iter().map(|n| Group::from(*n)).collect()
+}
+
+/// Sorted by key, as the store resolves them.
+fn placed(objs: &mut [Obj]) -> Vec<Placed<'_>> {
+    objs.sort_by(|a, b| (&a.collection, &a.resource.name).cmp(&(&b.collection, &b.resource.name)));
+    objs.iter()
+        .map(|o| Placed {
+            groups: &o.groups,
+            collection: &o.collection,
+            resource: &o.resource,
+            facts: None,
+        })
+        .collect()
+}
+
+fn groups(n: usize) -> Vec<Group> {
+    (0..n).map(|i| Group::from(format!("c{i}"))).collect()
+}
+
+fn names(s: &Snapshot, coll: &str) -> Vec<String> {
+    s.collection(coll)
+        .keys()
+        .iter()
+        .map(|k| format!("{}@{}", k.name, k.version))
+        .collect()
+}
+
+/// Runs one build and records each group's snapshot as the pipeline does.
+fn build(
+    a: &mut Assembly,
+    objs: &mut [Obj],
+    groups: &[Group],
+    published: &mut HashMap<Group, Arc<Snapshot>>,
+) -> usize {
+    let collections: Vec<Arc<str>> = vec![VS.into(), DR.into()];
+    let objs = placed(objs);
+    let built = a.build(objs.into_iter(), groups, &collections, false, published);
+    let mut changed = 0;
+    for g in groups {
+        let (_, s) = built.of(g).expect("every group has a snapshot");
+        match published.get(g) {
+            Some(p) if same_snapshot(p, s) => {}
+            _ => {
+                changed += 1;
+                published.insert(g.clone(), s.clone());
+            }
+        }
+    }
+    changed
+}
+
+#[test]
+fn groups_of_the_same_objects_share_one_snapshot_and_a_cluster_change_touches_its_group_only() {
+    let gs = groups(4);
+    let every = list(&["c0", "c1", "c2", "c3"]);
+    let own: Vec<Arc<[Group]>> = gs.iter().map(|g| list(&[g])).collect();
+    let shared_objects = |v: &str| {
+        vec![
+            obj(&every, VS, "ns/shared-a", v),
+            obj(&every, DR, "ns/shared-b", "1"),
+        ]
+    };
+    let mut a = Assembly::default();
+    let mut published = HashMap::new();
+
+    // Only shared objects: one content, one snapshot for all.
+    let mut objs = shared_objects("1");
+    assert_eq!(build(&mut a, &mut objs, &gs, &mut published), 4);
+    let first = published[&gs[0]].clone();
+    assert!(gs.iter().all(|g| Arc::ptr_eq(&published[g], &first)));
+    assert_eq!(names(&first, VS), ["ns/shared-a@1"]);
+
+    // Each cluster gets an object of its own: four contents.
+    let mut objs = shared_objects("1");
+    for (i, l) in own.iter().enumerate() {
+        objs.push(obj(l, VS, &format!("ns/own-{i}"), "1"));
+    }
+    assert_eq!(build(&mut a, &mut objs, &gs, &mut published), 4);
+    assert_eq!(
+        names(&published[&gs[2]], VS),
+        ["ns/own-2@1", "ns/shared-a@1"]
+    );
+    // The collection nobody's own objects touched is still the one shared.
+    let dr0 = published[&gs[0]].collection(DR);
+    assert!(
+        gs.iter()
+            .all(|g| Arc::ptr_eq(&published[g].collection(DR), &dr0))
+    );
+
+    // One cluster's own object changes: only its group.
+    let before: Vec<Arc<Snapshot>> = gs.iter().map(|g| published[g].clone()).collect();
+    let mut objs = shared_objects("1");
+    for (i, l) in own.iter().enumerate() {
+        objs.push(obj(
+            l,
+            VS,
+            &format!("ns/own-{i}"),
+            if i == 1 { "2" } else { "1" },
+        ));
+    }
+    assert_eq!(build(&mut a, &mut objs, &gs, &mut published), 1);
+    assert_eq!(
+        names(&published[&gs[1]], VS),
+        ["ns/own-1@2", "ns/shared-a@1"]
+    );
+    for (i, g) in gs.iter().enumerate() {
+        assert_eq!(Arc::ptr_eq(&published[g], &before[i]), i != 1, "{g}");
+    }
+    // The unchanged collection of the changed group is kept.
+    assert!(Arc::ptr_eq(&published[&gs[1]].collection(DR), &dr0));
+
+    // Nothing changes: nothing is rebuilt.
+    let mut objs = shared_objects("1");
+    for (i, l) in own.iter().enumerate() {
+        objs.push(obj(
+            l,
+            VS,
+            &format!("ns/own-{i}"),
+            if i == 1 { "2" } else { "1" },
+        ));
+    }
+    assert_eq!(build(&mut a, &mut objs, &gs, &mut published), 0);
+
+    // A shared object changes: every group, each with its own object.
+    let mut objs = shared_objects("2");
+    for (i, l) in own.iter().enumerate() {
+        objs.push(obj(l, VS, &format!("ns/own-{i}"), "1"));
+    }
+    assert_eq!(build(&mut a, &mut objs, &gs, &mut published), 4);
+    assert_eq!(
+        names(&published[&gs[3]], VS),
+        ["ns/own-3@1", "ns/shared-a@2"]
+    );
+    assert!(Arc::ptr_eq(&published[&gs[3]].collection(DR), &dr0));
+}
+
+#[test]
+fn a_group_moving_to_another_content_or_losing_every_object_is_rebuilt_right() {
+    let gs = groups(3);
+    let first_two = list(&["c0", "c1"]);
+    let last_two = list(&["c1", "c2"]);
+    let mut a = Assembly::default();
+    let mut published = HashMap::new();
+    let mut objs = vec![obj(&first_two, VS, "ns/x", "1")];
+    assert_eq!(build(&mut a, &mut objs, &gs, &mut published), 3);
+    assert_eq!(names(&published[&gs[0]], VS), ["ns/x@1"]);
+    assert!(names(&published[&gs[2]], VS).is_empty());
+
+    // The object moves: c0 loses it, c2 gains it, c1 keeps it.
+    let c1 = published[&gs[1]].clone();
+    let mut objs = vec![obj(&last_two, VS, "ns/x", "1")];
+    assert_eq!(build(&mut a, &mut objs, &gs, &mut published), 2);
+    assert!(names(&published[&gs[0]], VS).is_empty());
+    assert_eq!(names(&published[&gs[2]], VS), ["ns/x@1"]);
+    assert!(
+        Arc::ptr_eq(&published[&gs[1]], &c1),
+        "same content: same snapshot kept"
+    );
+
+    // Everything goes: every group that held something is emptied.
+    let mut objs = Vec::new();
+    assert_eq!(build(&mut a, &mut objs, &gs, &mut published), 2);
+    assert!(gs.iter().all(|g| names(&published[g], VS).is_empty()));
+    // Every collection is named, empty.
+    assert!(
+        gs.iter()
+            .all(|g| published[g].contains(DR) && published[g].contains(VS))
+    );
+}
+
+#[test]
+fn content_equals_a_build_from_scratch_across_random_changes() {
+    // A small deterministic generator: each round moves, changes, adds
+    // and removes objects; every group's snapshot must equal one made
+    // from its objects alone, and keep its address when its content
+    // did not move.
+    let gs = groups(5);
+    let lists: Vec<Arc<[Group]>> = vec![
+        list(&["c0", "c1", "c2", "c3", "c4"]),
+        list(&["c0"]),
+        list(&["c1", "c3"]),
+        list(&["c2", "c3", "c4"]),
+        list(&["c4"]),
+    ];
+    let mut seed = 7u64;
+    let mut next = move |n: u64| {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (seed >> 33) % n
+    };
+    let mut a = Assembly::default();
+    let mut published: HashMap<Group, Arc<Snapshot>> = HashMap::new();
+    // name → (list, collection, version)
+    let mut state: BTreeMap<String, (usize, &str, u64)> = BTreeMap::new();
+    for round in 0..60 {
+        for _ in 0..(1 + next(3)) {
+            let name = format!("ns/o{}", next(12));
+            match next(4) {
+                0 => {
+                    state.remove(&name);
+                }
+                _ => {
+                    let coll = if next(2) == 0 { VS } else { DR };
+                    let e = state.entry(name).or_insert((0, coll, 0));
+                    e.0 = next(lists.len() as u64) as usize;
+                    e.2 += next(2);
+                }
+            }
+        }
+        let before = published.clone();
+        let mut objs: Vec<Obj> = state
+            .iter()
+            .map(|(n, (l, c, v))| obj(&lists[*l], c, n, &v.to_string()))
+            .collect();
+        build(&mut a, &mut objs, &gs, &mut published);
+        for g in &gs {
+            for coll in [VS, DR] {
+                let want: Vec<EncodedResource> = objs
+                    .iter()
+                    .filter(|o| &*o.collection == coll && o.groups.contains(g))
+                    .map(|o| o.resource.clone())
+                    .collect();
+                let want = CollectionSnapshot::new(want);
+                assert_eq!(
+                    *published[g].collection(coll),
+                    want,
+                    "round {round}, {g}, {coll}"
+                );
+            }
+            if let Some(b) = before.get(g) {
+                let unchanged = [VS, DR]
+                    .iter()
+                    .all(|c| b.collection(c).version() == published[g].collection(c).version());
+                assert_eq!(
+                    Arc::ptr_eq(b, &published[g]),
+                    unchanged,
+                    "round {round}, {g}: its snapshot kept exactly when its content did not move"
+                );
+            }
+        }
+    }
+}

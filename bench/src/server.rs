@@ -12,7 +12,9 @@
 //! `groups_expected` (per cluster group, per collection of `collections`,
 //! `version|digest`: what every sink of scenario `clusters` must hold),
 //! `dialers` (the named clusters' dial-out streams from the ledger: whether
-//! each ACKed its group's current version of every collection, and when).
+//! each ACKed its group's current version of every collection, and when),
+//! `analysed` (wait until every group's analysis is of the version it is
+//! served).
 //!
 //! The `published` events watch one group: `default`, or the one named
 //! with `--group`.
@@ -129,6 +131,7 @@ pub async fn run(config: PathBuf, group: String) -> Result<()> {
             Some("groups_expected") => emit(&groups_expected(&hub, &cmd)?),
             Some("dialers") => emit(&dialers(&hub, &cmd)),
             Some("upward_updates") => emit(&upward_updates(hub.admin_addr()).await),
+            Some("analysed") => emit(&analysed(&hub, &cmd).await),
             other => {
                 emit(&json!({"event": "error", "message": format!("unknown command {other:?}")}))
             }
@@ -136,6 +139,40 @@ pub async fn run(config: PathBuf, group: String) -> Result<()> {
     }
     hub.shutdown().await;
     Ok(())
+}
+
+/// Waits (bounded) until the hub's status shows every group's analysis of
+/// the version it serves (analysis runs beside serving: a change's ACKs
+/// come before its analyses are done); the time it took. Watches the
+/// status, which the hub republishes when its analyses ran out.
+async fn analysed(hub: &Hub, cmd: &Value) -> Value {
+    let timeout = Duration::from_millis(cmd["timeout_ms"].as_u64().unwrap_or(120_000));
+    let started = now_ns();
+    let mut status = hub.status();
+    let settled = tokio::time::timeout(timeout, async {
+        loop {
+            let behind = status
+                .borrow_and_update()
+                .analysis
+                .iter()
+                .filter(|a| {
+                    hub.cache()
+                        .snapshot(&a.cluster)
+                        .is_some_and(|s| meshhub::history::version_id(&s) != a.version)
+                })
+                .count();
+            if behind == 0 || status.changed().await.is_err() {
+                return behind;
+            }
+        }
+    })
+    .await;
+    json!({
+        "event": "analysed",
+        "complete": matches!(settled, Ok(0)),
+        "at_ns": now_ns(),
+        "took_ms": (now_ns() - started) as f64 / 1e6,
+    })
 }
 
 /// What every consumer must hold: per collection of the default group.

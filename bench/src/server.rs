@@ -141,12 +141,17 @@ pub async fn run(config: PathBuf, group: String) -> Result<()> {
     Ok(())
 }
 
-/// Waits (bounded) until the hub's status shows every group's analysis of
-/// the version it serves (analysis runs beside serving: a change's ACKs
+/// Waits (bounded) until the hub's status shows every group's (or the
+/// named `clusters'`) analysis of the version it serves (analysis runs beside serving: a change's ACKs
 /// come before its analyses are done); the time it took. Watches the
 /// status, which the hub republishes when its analyses ran out.
 async fn analysed(hub: &Hub, cmd: &Value) -> Value {
     let timeout = Duration::from_millis(cmd["timeout_ms"].as_u64().unwrap_or(120_000));
+    // Only these clusters (all when not named): looking costs a version id
+    // per cluster, which would count as the hub's CPU.
+    let only: Option<Vec<&str>> = cmd["clusters"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect());
     let started = now_ns();
     let mut status = hub.status();
     let settled = tokio::time::timeout(timeout, async {
@@ -155,6 +160,10 @@ async fn analysed(hub: &Hub, cmd: &Value) -> Value {
                 .borrow_and_update()
                 .analysis
                 .iter()
+                .filter(|a| {
+                    only.as_ref()
+                        .is_none_or(|o| o.contains(&a.cluster.as_str()))
+                })
                 .filter(|a| {
                     hub.cache()
                         .snapshot(&a.cluster)

@@ -172,7 +172,13 @@ pub fn status_view(s: &AdminState) -> StatusView {
             .map(History::unresolved_pins)
             .unwrap_or_default(),
         grpc_tls: s.grpc_tls.as_ref().map(|t| t.borrow().clone()),
-        analysis: s.status.borrow().analysis.clone(),
+        analysis: s
+            .status
+            .borrow()
+            .analysis
+            .iter()
+            .map(|a| meshhub_api::analysis::ClusterAnalysis::clone(a))
+            .collect(),
         leader,
         shards,
     }

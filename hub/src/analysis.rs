@@ -48,15 +48,17 @@ pub enum Decision {
 /// One group's latest analysis.
 #[derive(Debug)]
 struct GroupState {
-    version: String,
-    messages: Vec<Arc<AnalysisMessage>>,
+    /// What `/status` shows of it (shared by every view until it changes).
+    view: Arc<ClusterAnalysis>,
     /// (code, severity) → count, as last set on the gauge.
     counts: BTreeMap<(&'static str, Severity), usize>,
-    held: Option<(String, String, Vec<String>)>,
     /// Its content's set analysis: held (not read) so that the memo's
     /// entry lives while a group has that content.
     _set: Arc<Vec<Message>>,
 }
+
+/// Every group's analysis, as the status shows it.
+pub type AnalysisView = Arc<[Arc<ClusterAnalysis>]>;
 
 /// The analysis of every group (owned by the pipeline).
 #[derive(Debug, Default)]
@@ -71,6 +73,8 @@ pub struct Analysis {
     /// "everything to every cluster", all of them), so each group holds
     /// pointers, not copies (issue 43: hundreds of KiB per cluster).
     interned: HashSet<Arc<AnalysisMessage>>,
+    /// The last view, while no group's analysis changed since.
+    view: Option<AnalysisView>,
     /// The set analysis (every analyzer but the version check) of each
     /// content some group holds, by its version id: groups of identical
     /// content ("everything to every cluster") are analysed once per
@@ -88,6 +92,7 @@ impl Analysis {
             groups: BTreeMap::new(),
             releases: BTreeMap::new(),
             interned: HashSet::new(),
+            view: None,
             memo: Memo::default(),
         }
     }
@@ -207,7 +212,8 @@ impl Analysis {
         for ((code, severity), n) in &counts {
             metrics::gauge!(METRIC_MESSAGES, "cluster" => group.to_string(), "code" => *code, "severity" => severity.as_str()).set(*n as f64);
         }
-        if prev.as_ref().is_none_or(|p| p.messages != views) {
+        self.view = None;
+        if prev.as_ref().is_none_or(|p| p.view.messages != views) {
             if !views.is_empty() || prev.is_some() {
                 info!(cluster = %group, version, messages = views.len(), "analysis changed");
             }
@@ -220,8 +226,8 @@ impl Analysis {
         let held = if holding.is_empty() {
             None
         } else {
-            let since = match prev.as_ref().and_then(|p| p.held.as_ref()) {
-                Some((_, since, _)) => since.clone(),
+            let since = match prev.as_ref().and_then(|p| p.view.held_back.as_ref()) {
+                Some(h) => h.since.clone(),
                 None => humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
             };
             warn!(
@@ -232,7 +238,12 @@ impl Analysis {
                 "version held back: analysis found {}",
                 reasons.join("; ")
             );
-            Some((serving.unwrap_or_default(), since, codes))
+            Some(HeldBack {
+                version: version.to_owned(),
+                since,
+                codes,
+                serving: serving.filter(|s| !s.is_empty()),
+            })
         };
         metrics::gauge!(METRIC_HELD_BACK, "cluster" => group.to_string()).set(if held.is_some() {
             1.0
@@ -242,10 +253,13 @@ impl Analysis {
         self.groups.insert(
             group.clone(),
             GroupState {
-                version: version.to_owned(),
-                messages: views,
+                view: Arc::new(ClusterAnalysis {
+                    cluster: group.to_string(),
+                    version: version.to_owned(),
+                    messages: views,
+                    held_back: held,
+                }),
                 counts,
-                held,
                 _set: set,
             },
         );
@@ -258,12 +272,15 @@ impl Analysis {
 
     /// Whether `group`'s latest build is held back.
     pub fn is_held(&self, group: &Group) -> bool {
-        self.groups.get(group).is_some_and(|g| g.held.is_some())
+        self.groups
+            .get(group)
+            .is_some_and(|g| g.view.held_back.is_some())
     }
 
     /// Forgets a group that is gone (its gauges go to zero).
     pub fn remove(&mut self, group: &Group) {
         if let Some(g) = self.groups.remove(group) {
+            self.view = None;
             for (code, severity) in g.counts.keys() {
                 metrics::gauge!(METRIC_MESSAGES, "cluster" => group.to_string(), "code" => *code, "severity" => severity.as_str()).set(0.0);
             }
@@ -271,26 +288,20 @@ impl Analysis {
         }
     }
 
-    /// Every group's analysis, by group name (the messages shared, not
-    /// copied). Messages no group carries any more are forgotten here.
-    pub fn view(&mut self) -> Vec<ClusterAnalysis> {
+    /// Every group's analysis, by group name (shared, not copied: a view
+    /// is made again only after a group's analysis changed, and then
+    /// shares every other group's). Messages no group carries any more are
+    /// forgotten here.
+    pub fn view(&mut self) -> AnalysisView {
+        if let Some(v) = &self.view {
+            return v.clone();
+        }
         // Held by the interner alone (or also by the previous view, which
         // the caller is replacing: forgotten at the next view).
         self.interned.retain(|m| Arc::strong_count(m) > 1);
-        self.groups
-            .iter()
-            .map(|(group, g)| ClusterAnalysis {
-                cluster: group.to_string(),
-                version: g.version.clone(),
-                messages: g.messages.clone(),
-                held_back: g.held.as_ref().map(|(serving, since, codes)| HeldBack {
-                    version: g.version.clone(),
-                    since: since.clone(),
-                    codes: codes.clone(),
-                    serving: (!serving.is_empty()).then(|| serving.clone()),
-                }),
-            })
-            .collect()
+        let view: AnalysisView = self.groups.values().map(|g| g.view.clone()).collect();
+        self.view = Some(view.clone());
+        view
     }
 }
 

@@ -151,7 +151,7 @@ pub struct Status {
     /// Per group, the analysis of its latest build (`/status` shows it
     /// as its own section, `analysis`).
     #[serde(skip)]
-    pub analysis: Vec<meshhub_api::analysis::ClusterAnalysis>,
+    pub analysis: crate::analysis::AnalysisView,
 }
 
 /// The pipeline task's state.

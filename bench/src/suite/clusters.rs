@@ -140,9 +140,11 @@ pub(super) async fn clusters(params: &Params, results: &mut Results) -> Result<(
     for k in 0..s.changes {
         let i = (k * 7919 + 13) % s.shared.max(1);
         let collection = rig.fleet.shared_collection(i);
-        rig.round(&mut all, &collection, None, |f| f.change_shared(i))
-            .await
-            .context("a change of every cluster")?;
+        if std::env::var_os("MESHHUB_BENCH_ONLY_ONE").is_none() {
+            rig.round(&mut all, &collection, None, |f| f.change_shared(i))
+                .await
+                .context("a change of every cluster")?;
+        }
         let j = k % s.per_cluster.max(1);
         let collection = rig.fleet.own_collection(0, j);
         rig.round(&mut one, &collection, Some(0), |f| f.change_own(0, j))
@@ -413,7 +415,11 @@ impl Rig {
         // Analysis runs beside serving: the round's CPU counts until every
         // group's analysis of its new version is done too (else it spills
         // into the next round's).
-        self.hub.child.send(&json!({"cmd": "analysed"})).await?;
+        let mut cmd = json!({"cmd": "analysed"});
+        if let Some(k) = only {
+            cmd["clusters"] = json!([cluster_name(k)]);
+        }
+        self.hub.child.send(&cmd).await?;
         let analysed = self.hub.child.expect("analysed", LONG).await?;
         ensure!(
             analysed["complete"].as_bool() == Some(true),

@@ -157,7 +157,7 @@ fn a_message_every_cluster_carries_is_held_once() {
         !first.is_empty(),
         "the route to a missing gateway is reported"
     );
-    for c in &view {
+    for c in view.iter() {
         for (m, shared) in c.messages.iter().zip(first) {
             assert!(
                 std::sync::Arc::ptr_eq(m, shared),
@@ -245,4 +245,36 @@ fn identical_content_is_analysed_once_and_each_cluster_keeps_its_own_version_che
         a.memo.sets.get("v1").is_none_or(|w| w.upgrade().is_none()),
         "v1's analysis is held by no group"
     );
+}
+
+#[test]
+fn a_view_is_made_again_only_after_a_change_and_shares_the_groups_that_did_not_change() {
+    let mut a = Analysis::new(spec(&[]));
+    let audit = AuditLog::disabled();
+    let vs = bound_vs();
+    let groups: Vec<Group> = (0..20)
+        .map(|i| Group::from(format!("c{i:02}").as_str()))
+        .collect();
+    for g in &groups {
+        a.check(g, "v1", [&vs], None, &audit);
+    }
+    let first = a.view();
+    assert!(
+        std::sync::Arc::ptr_eq(&first, &a.view()),
+        "nothing changed: the same view"
+    );
+    // One group's analysis changes: a new view, the others' entries shared.
+    a.check(&groups[3], "v2", [], None, &audit);
+    let second = a.view();
+    assert!(!std::sync::Arc::ptr_eq(&first, &second));
+    for (i, (x, y)) in first.iter().zip(second.iter()).enumerate() {
+        assert_eq!(std::sync::Arc::ptr_eq(x, y), i != 3, "{}", x.cluster);
+    }
+    assert_eq!(second[3].version, "v2");
+    assert!(second[3].messages.is_empty());
+    // A group gone: a new view without it.
+    a.remove(&groups[0]);
+    let third = a.view();
+    assert_eq!(third.len(), 19);
+    assert!(third.iter().all(|c| c.cluster != "c00"));
 }

@@ -225,7 +225,7 @@ pub struct Facts<'a> {
     /// Clusters left out of rollouts since they refused a version.
     pub standing: &'a BTreeMap<String, Standing>,
     /// The analysis per cluster.
-    pub analysis: &'a [ClusterAnalysis],
+    pub analysis: &'a [Arc<ClusterAnalysis>],
     /// The pins.
     pub pins: &'a [PinView],
     /// The version id each cluster is served now.
@@ -251,7 +251,7 @@ impl Fleet {
         let analysis: BTreeMap<&str, &ClusterAnalysis> = facts
             .analysis
             .iter()
-            .map(|a| (a.cluster.as_str(), a))
+            .map(|a| (a.cluster.as_str(), &**a))
             .collect();
         let pins: BTreeMap<&str, &PinView> = facts
             .pins

@@ -125,7 +125,7 @@ pub async fn cluster(
             .analysis
             .iter()
             .find(|a| a.cluster == cluster)
-            .cloned();
+            .map(|a| meshhub_api::analysis::ClusterAnalysis::clone(a));
         let history = admin.history.as_ref();
         let pin = history.and_then(|h| {
             h.pin_views()

@@ -5,6 +5,7 @@
 //! writer task gathers the inputs.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use meshhub_api::analysis::ClusterAnalysis;
 use meshhub_api::status::RemoteView;
@@ -197,7 +198,7 @@ fn cut(s: &str) -> String {
 /// The analysis messages of every cluster's latest build, per object
 /// (`Kind namespace/name`), without repeats, as Istio writes them.
 pub fn messages_by_object(
-    analysis: &[ClusterAnalysis],
+    analysis: &[Arc<ClusterAnalysis>],
 ) -> HashMap<String, BTreeSet<ValidationMessage>> {
     let mut out: HashMap<String, BTreeSet<ValidationMessage>> = HashMap::new();
     for a in analysis {

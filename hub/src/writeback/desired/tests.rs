@@ -209,7 +209,7 @@ fn analysis_messages_are_gathered_per_object_without_repeats() {
         messages: vec![std::sync::Arc::new(msg("VirtualService ns/a"))],
         held_back: None,
     };
-    let by = messages_by_object(&[per_cluster("east"), per_cluster("west")]);
+    let by = messages_by_object(&[Arc::new(per_cluster("east")), Arc::new(per_cluster("west"))]);
     let a = &by["VirtualService ns/a"];
     assert_eq!(a.len(), 1, "the same message from two clusters is one");
     let m = a.iter().next().unwrap();

@@ -43,6 +43,10 @@ pub struct ClusterSizes {
     /// Whether the hub analyses every cluster's group (1, its default) or
     /// not (0): what per-cluster analysis costs.
     pub analysis: usize,
+    /// Whether the rounds changing every cluster run (1, the default) or
+    /// only those changing one (0: what a profile of the one-cluster
+    /// change wants).
+    pub all_changes: usize,
 }
 
 impl Params {
@@ -64,6 +68,7 @@ impl Params {
                 storm: 1,
                 sink_only: 0,
                 analysis: 1,
+                all_changes: 1,
             },
         }
     }
@@ -71,8 +76,8 @@ impl Params {
     /// Overrides one size: `p1.streams`, `p1.conns`, `p1.resources`,
     /// `p1.changes`, `p2.streams`, `p2.conns`, `p2.resources`,
     /// `p3.streams`, `p3.conns`, `p3.resources`, `p4.resources`,
-    /// `clusters.{n,agents,shared,perCluster,changes,storm,sinkOnly,analysis}`
-    /// (agents, storm, sinkOnly and analysis may be 0).
+    /// `clusters.{n,agents,shared,perCluster,changes,storm,sinkOnly,analysis,allChanges}`
+    /// (agents, storm, sinkOnly, analysis and allChanges may be 0).
     pub fn set(&mut self, setting: &str) -> Result<()> {
         let (key, value) = setting
             .split_once('=')
@@ -83,11 +88,16 @@ impl Params {
             "clusters.agents" => self.clusters.agents = v,
             "clusters.sinkOnly" => self.clusters.sink_only = v,
             "clusters.analysis" => self.clusters.analysis = v,
+            "clusters.allChanges" => self.clusters.all_changes = v,
             _ => {}
         }
         if matches!(
             key,
-            "clusters.storm" | "clusters.agents" | "clusters.sinkOnly" | "clusters.analysis"
+            "clusters.storm"
+                | "clusters.agents"
+                | "clusters.sinkOnly"
+                | "clusters.analysis"
+                | "clusters.allChanges"
         ) {
             return Ok(());
         }
@@ -133,6 +143,7 @@ impl Params {
                 storm: 1,
                 sink_only: 0,
                 analysis: 1,
+                all_changes: 1,
             },
         }
     }

@@ -140,7 +140,7 @@ pub(super) async fn clusters(params: &Params, results: &mut Results) -> Result<(
     for k in 0..s.changes {
         let i = (k * 7919 + 13) % s.shared.max(1);
         let collection = rig.fleet.shared_collection(i);
-        if std::env::var_os("MESHHUB_BENCH_ONLY_ONE").is_none() {
+        if s.all_changes > 0 {
             rig.round(&mut all, &collection, None, |f| f.change_shared(i))
                 .await
                 .context("a change of every cluster")?;

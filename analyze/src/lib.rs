@@ -102,7 +102,9 @@ pub fn skew_for(objects: &[&Facts], target: &Target<'_>) -> Vec<Message> {
 }
 
 /// [`analyze_set`]'s messages with [`skew_for`]'s, by object as
-/// [`analyze_for`] gives them.
-pub fn merge(set: &[Message], skew: Vec<Message>) -> Vec<Message> {
-    report::Report::from_messages(set.iter().cloned().chain(skew)).into_messages()
+/// [`analyze_for`] gives them. The set's messages may be held any way
+/// (a caller sharing them between sets holds `Arc<Message>`s).
+pub fn merge<M: std::borrow::Borrow<Message>>(set: &[M], skew: Vec<Message>) -> Vec<Message> {
+    report::Report::from_messages(set.iter().map(|m| m.borrow().clone()).chain(skew))
+        .into_messages()
 }

@@ -54,7 +54,7 @@ struct GroupState {
     counts: BTreeMap<(&'static str, Severity), usize>,
     /// Its content's set analysis: held (not read) so that the memo's
     /// entry lives while a group has that content.
-    _set: Arc<Vec<Message>>,
+    _set: Set,
 }
 
 /// Every group's analysis, as the status shows it.
@@ -331,7 +331,7 @@ pub struct Done {
     pub group: Group,
     /// The build's version id.
     pub version: String,
-    set: Arc<Vec<Message>>,
+    set: Set,
     messages: Vec<Message>,
 }
 
@@ -343,24 +343,51 @@ pub struct Done {
 /// more is dropped.
 #[derive(Debug, Default)]
 pub struct Memo {
-    sets: HashMap<String, Weak<Vec<Message>>>,
+    sets: HashMap<String, Weak<[Arc<Message>]>>,
     /// When to drop the entries no group holds.
     prune_at: usize,
+    /// Every message some set holds, once: sets of different content
+    /// (each cluster with objects of its own beside the shared ones)
+    /// mostly say the same things about the same objects.
+    messages: HashSet<Arc<Message>>,
+    /// How many messages were held after the last sweep.
+    messages_kept: usize,
 }
+
+/// One content's set analysis, its messages shared with other sets'.
+type Set = Arc<[Arc<Message>]>;
+
+/// Messages past this many beyond those kept at the last sweep trigger
+/// the next one.
+const MESSAGES_SLACK: usize = 1024;
 
 impl Memo {
     /// The set analysis of content `version` (`facts`), done now unless
     /// some group holds it.
-    fn set_of(&mut self, version: &str, facts: &[&Facts]) -> Arc<Vec<Message>> {
+    fn set_of(&mut self, version: &str, facts: &[&Facts]) -> Set {
         if let Some(set) = self.sets.get(version).and_then(Weak::upgrade) {
             metrics::counter!(METRIC_REUSED).increment(1);
             return set;
         }
-        let set = Arc::new(meshhub_analyze::analyze_set(facts.iter().copied()));
+        let set: Set = meshhub_analyze::analyze_set(facts.iter().copied())
+            .into_iter()
+            .map(|m| match self.messages.get(&m) {
+                Some(shared) => shared.clone(),
+                None => {
+                    let m = Arc::new(m);
+                    self.messages.insert(m.clone());
+                    m
+                }
+            })
+            .collect();
         self.sets.insert(version.to_owned(), Arc::downgrade(&set));
         if self.sets.len() > self.prune_at {
             self.sets.retain(|_, s| s.strong_count() > 0);
             self.prune_at = 2 * self.sets.len() + 64;
+        }
+        if self.messages.len() > 2 * self.messages_kept + MESSAGES_SLACK {
+            self.messages.retain(|m| Arc::strong_count(m) > 1);
+            self.messages_kept = self.messages.len();
         }
         set
     }

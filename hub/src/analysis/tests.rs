@@ -278,3 +278,28 @@ fn a_view_is_made_again_only_after_a_change_and_shares_the_groups_that_did_not_c
     assert_eq!(third.len(), 19);
     assert!(third.iter().all(|c| c.cluster != "c00"));
 }
+
+#[test]
+fn sets_of_different_content_share_their_messages_about_the_same_objects() {
+    let mut memo = Memo::default();
+    let vs = bound_vs();
+    let other = facts(
+        "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: own, namespace: ns}\nspec:\n  hosts: [own.example.com]\n  gateways: [missing]\n",
+    );
+    let shared_only = memo.set_of("v1", &[&vs]);
+    let with_own = memo.set_of("v2", &[&vs, &other]);
+    assert!(!shared_only.is_empty());
+    assert!(
+        with_own.len() > shared_only.len(),
+        "the own object's message too"
+    );
+    for m in shared_only.iter() {
+        let same = with_own
+            .iter()
+            .find(|o| ***o == **m)
+            .expect("the shared object's message in both sets");
+        assert!(Arc::ptr_eq(m, same), "{m} is held once");
+    }
+    // The same content again: the same set.
+    assert!(Arc::ptr_eq(&memo.set_of("v2", &[&vs, &other]), &with_own));
+}

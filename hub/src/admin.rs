@@ -173,6 +173,7 @@ pub fn status_view(s: &AdminState) -> StatusView {
             .unwrap_or_default(),
         grpc_tls: s.grpc_tls.as_ref().map(|t| t.borrow().clone()),
         analysis: s.status.borrow().analysis.clone(),
+        withheld: s.status.borrow().withheld.clone(),
         leader,
         shards,
     }

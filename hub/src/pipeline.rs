@@ -52,52 +52,6 @@ pub const METRIC_REJECTED: &str = "meshhub_objects_rejected";
 /// Gauge: objects defined more than once.
 pub const METRIC_CONFLICTS: &str = "meshhub_object_conflicts";
 
-/// The debouncer's clock logic, kept pure for tests.
-#[derive(Clone, Debug)]
-pub struct Debouncer {
-    quiet: Duration,
-    max_wait: Duration,
-    first: Option<Instant>,
-    last: Option<Instant>,
-}
-
-impl Debouncer {
-    /// A debouncer with these settings and nothing pending.
-    pub fn new(settings: Debounce) -> Self {
-        Self {
-            quiet: settings.quiet,
-            max_wait: settings.max_wait,
-            first: None,
-            last: None,
-        }
-    }
-
-    /// A change arrived at `now`.
-    pub fn touch(&mut self, now: Instant) {
-        self.first.get_or_insert(now);
-        self.last = Some(now);
-    }
-
-    /// Whether a change is pending.
-    pub fn pending(&self) -> bool {
-        self.first.is_some()
-    }
-
-    /// When pending changes are due: after the quiet period since the last
-    /// change, at the latest the maximum wait after the first one.
-    pub fn deadline(&self) -> Option<Instant> {
-        let (first, last) = (self.first?, self.last?);
-        Some((last + self.quiet).min(first + self.max_wait))
-    }
-
-    /// Takes the pending changes at `now`: how long the oldest one waited.
-    pub fn take(&mut self, now: Instant) -> Option<Duration> {
-        let first = self.first.take()?;
-        self.last = None;
-        Some(now.saturating_duration_since(first))
-    }
-}
-
 /// One source's state, for the status page.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct SourceStatus {
@@ -150,6 +104,10 @@ pub struct Status {
     /// as its own section, `analysis`).
     #[serde(skip)]
     pub analysis: Vec<meshhub_api::analysis::ClusterAnalysis>,
+    /// Objects a cluster is not delivered ([`carried`]; `/status` shows
+    /// it as its own section, `withheld`).
+    #[serde(skip)]
+    pub withheld: Vec<meshhub_api::status::WithheldView>,
 }
 
 /// The pipeline task's state.
@@ -173,6 +131,8 @@ pub struct Pipeline {
     /// The clusters' reports, read for their Istio releases (`None`: not
     /// followed, or their owner ended); see [`istio`].
     istio: Option<watch::Receiver<crate::upward::Reports>>,
+    /// The Gateway API kinds each cluster can take, from the same reports.
+    carried: carried::Carried,
     /// Groups to analyse again at the next build although their content
     /// is unchanged (their cluster's Istio release changed).
     reanalyse: BTreeSet<Group>,
@@ -226,6 +186,7 @@ impl Pipeline {
             analysis: Analysis::default(),
             good: HashMap::new(),
             istio: None,
+            carried: carried::Carried::default(),
             reanalyse: BTreeSet::new(),
             background: None,
             analysis_unshown: false,
@@ -453,6 +414,8 @@ impl Pipeline {
             .map(|k| k.collection_shared().clone())
             .collect();
         let analysing = self.analysis.enabled();
+        let withheld = self.carried.withheld(self.store.kinds());
+        let mut withheld_objects: BTreeMap<(Group, Arc<str>), usize> = BTreeMap::new();
         let mut facts: HashMap<Group, Vec<&Arc<meshhub_analyze::Facts>>> = HashMap::new();
         let mut content: HashMap<Group, BTreeMap<Arc<str>, Vec<EncodedResource>>> = groups
             .iter()
@@ -468,6 +431,15 @@ impl Pipeline {
             .collect();
         for obj in resolved.objects.values() {
             for g in obj.groups.iter() {
+                if withheld
+                    .get(g)
+                    .is_some_and(|w| w.contains_key(&obj.key.collection))
+                {
+                    *withheld_objects
+                        .entry((g.clone(), obj.key.collection.clone()))
+                        .or_default() += 1;
+                    continue;
+                }
                 if let Some(colls) = content.get_mut(g) {
                     colls
                         .entry(obj.key.collection.clone())
@@ -564,6 +536,7 @@ impl Pipeline {
         drop(facts);
         status.served = Arc::new(resolved.objects);
         status.analysis = self.analysis.view();
+        status.withheld = carried::views(&withheld, &withheld_objects);
         self.analysis_unshown = false;
         self.status.send_replace(Arc::new(status));
     }
@@ -777,11 +750,14 @@ impl Pipeline {
         status.warnings = prev.warnings.clone();
         status.served = prev.served.clone();
         status.analysis = prev.analysis.clone();
+        status.withheld = prev.withheld.clone();
         self.status.send_replace(Arc::new(status));
     }
 }
 
 mod analysing;
+mod carried;
+mod debounce;
 mod istio;
 pub mod recording;
 pub mod spec;
@@ -789,6 +765,7 @@ mod staged;
 
 use self::staged::{Staged, StagedEvent};
 
+pub use debounce::Debouncer;
 pub use spec::{Debounce, RawDebounce};
 
 #[cfg(test)]

@@ -16,7 +16,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use meshhub_mcp::cache::{Group, SnapshotWriter};
 use meshhub_mcp::snapshot::{CollectionSnapshot, EncodedResource, Snapshot};

@@ -139,10 +139,7 @@ mod tests {
                 .collection(),
             "k8s/gateway.networking.k8s.io/v1/gateways"
         );
-        assert_eq!(
-            find_kind(&kinds, "httproute").unwrap().kind(),
-            "HTTPRoute"
-        );
+        assert_eq!(find_kind(&kinds, "httproute").unwrap().kind(), "HTTPRoute");
         let e = find_kind(&kinds, "VirtualSvc").unwrap_err().to_string();
         assert!(e.contains("unknown kind \"VirtualSvc\""), "{e}");
         assert!(e.contains("DestinationRule"), "{e}");

@@ -351,6 +351,12 @@ fn status() -> Full {
             holder: Some("hub-a".into()),
             clusters: 1,
         }],
+        withheld: vec![crate::status::WithheldView {
+            cluster: "west".into(),
+            collection: "k8s/gateway.networking.k8s.io/v1/httproutes".into(),
+            objects: 2,
+            reason: "cluster west lacks the CRD httproutes.gateway.networking.k8s.io".into(),
+        }],
     }
 }
 

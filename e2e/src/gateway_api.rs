@@ -48,7 +48,9 @@ pub fn crd_files(channel: &str) -> Vec<PathBuf> {
         .map(|e| e.path())
         .filter(|p| {
             let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-            name.starts_with("gateway.networking") && name.ends_with(".yaml") && !name.contains("_vap_")
+            name.starts_with("gateway.networking")
+                && name.ends_with(".yaml")
+                && !name.contains("_vap_")
         })
         .collect();
     files.sort();

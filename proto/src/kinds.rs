@@ -431,10 +431,11 @@ impl KindTable {
     /// Istio implements ([`gateway_api::KINDS`]).
     pub fn builtin() -> Self {
         let mut inner = Inner::default();
-        let kinds = BUILTINS
-            .iter()
-            .map(Builtin::to_kind)
-            .chain(gateway_api::KINDS.iter().map(gateway_api::GatewayApiKind::to_kind));
+        let kinds = BUILTINS.iter().map(Builtin::to_kind).chain(
+            gateway_api::KINDS
+                .iter()
+                .map(gateway_api::GatewayApiKind::to_kind),
+        );
         for k in kinds {
             // The builtin table is fixed and tested for clashes.
             if let Err(e) = inner.push(k) {

@@ -41,10 +41,9 @@ pub(crate) fn problems(obj: &Object, kind: &GatewayApiKind) -> Vec<Problem> {
         );
     }
     match obj.spec() {
-        None | Some(Value::Null) => r.err(
-            "spec",
-            format!("required: every {} has a spec", kind.kind),
-        ),
+        None | Some(Value::Null) => {
+            r.err("spec", format!("required: every {} has a spec", kind.kind))
+        }
         Some(spec @ Value::Object(_)) => crd_rules(&mut r, kind, obj.version(), spec),
         Some(_) => r.err("spec", "must be an object"),
     }

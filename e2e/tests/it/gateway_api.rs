@@ -243,7 +243,11 @@ fn carried_kinds_agree_with_the_gateway_api_crds() {
             let Some(ours) = KINDS.iter().find(|k| k.group == group && k.kind == kind) else {
                 continue;
             };
-            assert_eq!(spec["names"]["plural"].as_str(), Some(ours.plural), "{kind}");
+            assert_eq!(
+                spec["names"]["plural"].as_str(),
+                Some(ours.plural),
+                "{kind}"
+            );
             assert_eq!(spec["scope"], "Namespaced", "{kind}");
             let served: std::collections::BTreeSet<&str> = spec["versions"]
                 .as_array()

@@ -44,7 +44,11 @@ impl Carried {
         let mut changed = Vec::new();
         for (cluster, report) in reports.iter() {
             let group = Group::from(cluster.as_str());
-            if self.read.get(&group).is_some_and(|r| Arc::ptr_eq(r, report)) {
+            if self
+                .read
+                .get(&group)
+                .is_some_and(|r| Arc::ptr_eq(r, report))
+            {
                 continue;
             }
             self.read.insert(group.clone(), report.clone());
@@ -101,12 +105,7 @@ fn served(crds: Option<&GatewayApiCrdsView>) -> Option<Served> {
     Some(
         crds.crds
             .iter()
-            .map(|c| {
-                (
-                    (c.group.clone(), c.kind.clone()),
-                    c.served_versions.clone(),
-                )
-            })
+            .map(|c| ((c.group.clone(), c.kind.clone()), c.served_versions.clone()))
             .collect(),
     )
 }
@@ -134,7 +133,10 @@ fn lacks(group: &Group, served: &Served, kind: &Kind) -> Option<String> {
 }
 
 /// The `/status` rows: each withheld collection that has objects.
-pub fn views(withheld: &Withheld, objects: &BTreeMap<(Group, Arc<str>), usize>) -> Vec<WithheldView> {
+pub fn views(
+    withheld: &Withheld,
+    objects: &BTreeMap<(Group, Arc<str>), usize>,
+) -> Vec<WithheldView> {
     objects
         .iter()
         .filter_map(|((group, collection), &n)| {
@@ -191,7 +193,10 @@ mod tests {
     fn only_clusters_that_reported_lacking_a_crd_are_withheld_its_kind() {
         let kinds = KindTable::builtin();
         let mut c = Carried::default();
-        let full = report(Some((&[("HTTPRoute", &["v1", "v1beta1"]), ("Gateway", &["v1"])], "")));
+        let full = report(Some((
+            &[("HTTPRoute", &["v1", "v1beta1"]), ("Gateway", &["v1"])],
+            "",
+        )));
         let old = report(Some((&[("HTTPRoute", &["v1alpha2"])], "")));
         let none = report(Some((&[], "")));
         let silent = report(None);
@@ -203,7 +208,10 @@ mod tests {
         ]);
         let mut changed = c.update(&r);
         changed.sort();
-        assert_eq!(changed, [Group::from("bare"), Group::from("east"), Group::from("old")]);
+        assert_eq!(
+            changed,
+            [Group::from("bare"), Group::from("east"), Group::from("old")]
+        );
         let w = c.withheld(&kinds);
         assert!(!w[&Group::from("east")].contains_key(ROUTES));
         assert!(!w[&Group::from("east")].contains_key(GATEWAYS));
@@ -218,19 +226,29 @@ mod tests {
         );
         let old = &w[&Group::from("old")][ROUTES];
         assert!(old.contains("at v1alpha2 only"), "{old}");
-        assert!(!w.contains_key(&Group::from("quiet")), "not said: served as today");
         assert!(
-            w.values().all(|m| m.keys().all(|k| k.starts_with("k8s/gateway"))),
+            !w.contains_key(&Group::from("quiet")),
+            "not said: served as today"
+        );
+        assert!(
+            w.values()
+                .all(|m| m.keys().all(|k| k.starts_with("k8s/gateway"))),
             "Istio's kinds are never withheld"
         );
 
         // The same reports again: nothing to read. A failed read keeps
         // what the agent last said; the CRDs installed: delivered.
         assert!(c.update(&r).is_empty());
-        let r = reports(&[("east", full.clone()), ("bare", report(Some((&[], "forbidden"))))]);
+        let r = reports(&[
+            ("east", full.clone()),
+            ("bare", report(Some((&[], "forbidden")))),
+        ]);
         assert_eq!(c.update(&r), [Group::from("old")], "old is gone");
         assert!(c.withheld(&kinds)[&Group::from("bare")].contains_key(ROUTES));
-        let r = reports(&[("east", full), ("bare", report(Some((&[("HTTPRoute", &["v1"])], ""))))]);
+        let r = reports(&[
+            ("east", full),
+            ("bare", report(Some((&[("HTTPRoute", &["v1"])], "")))),
+        ]);
         assert_eq!(c.update(&r), [Group::from("bare")]);
         assert!(!c.withheld(&kinds)[&Group::from("bare")].contains_key(ROUTES));
     }

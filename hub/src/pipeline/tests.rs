@@ -1,4 +1,5 @@
 use std::path::Path;
+use std::time::Duration;
 
 use meshhub_mcp::cache::{self, SnapshotCache};
 use meshhub_proto::kinds::KindTable;

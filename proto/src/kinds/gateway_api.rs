@@ -67,7 +67,11 @@ pub const KINDS: &[GatewayApiKind] = &[
     std("TCPRoute", "tcproutes", &["v1", "v1alpha2"]),
     std("TLSRoute", "tlsroutes", &["v1", "v1alpha3", "v1alpha2"]),
     std("ReferenceGrant", "referencegrants", &["v1", "v1beta1"]),
-    std("BackendTLSPolicy", "backendtlspolicies", &["v1", "v1alpha3"]),
+    std(
+        "BackendTLSPolicy",
+        "backendtlspolicies",
+        &["v1", "v1alpha3"],
+    ),
     std("ListenerSet", "listenersets", &["v1"]),
     GatewayApiKind {
         group: EXPERIMENTAL_GROUP,

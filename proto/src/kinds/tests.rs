@@ -140,9 +140,7 @@ fn type_urls_and_bodies_match_what_istiod_requests() {
     .into();
     assert_eq!(legacy, expected_legacy);
 
-    let current: Vec<(&str, &str)> = ads()
-        .map(|k| (k.current_type_url(), k.message()))
-        .collect();
+    let current: Vec<(&str, &str)> = ads().map(|k| (k.current_type_url(), k.message())).collect();
     let expected_current: BTreeSet<(&str, &str)> = [
         (
             "networking.istio.io/v1/DestinationRule",
@@ -348,7 +346,10 @@ fn schemaless_kinds_join_the_table() {
         .expect("UDPRoute");
     assert_eq!(r.collection(), "k8s/gateway.networking.k8s.io/v1/udproutes");
     assert_eq!(r.family(), Family::Extra);
-    assert!(r.offered_over_ads(), "configured kinds are offered as before");
+    assert!(
+        r.offered_over_ads(),
+        "configured kinds are offered as before"
+    );
     assert_eq!(t.by_message(STRUCT_MESSAGE), None, "Struct names no kind");
     assert_eq!(
         t.iter().last().map(Kind::kind),

@@ -4,8 +4,8 @@
 use meshhub_mcp::ledger::{PeerStatus, Role, StreamProtocol, SyncState};
 use meshhub_proto::upward::{
     AppliedCollection, ClusterStatus, ConsumerCollection, ConsumerProtocol, ConsumerSyncState,
-    GatewayApiCrds, HeldCollection, IstioRuntime, IstiodInstance, IstiodSource, IstiodView, LocalConsumer,
-    ObjectProblem,
+    GatewayApiCrds, HeldCollection, IstioRuntime, IstiodInstance, IstiodSource, IstiodView,
+    LocalConsumer, ObjectProblem,
 };
 
 use crate::apply::ApplyStatus;

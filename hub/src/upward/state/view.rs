@@ -5,8 +5,8 @@ use std::time::SystemTime;
 
 use meshhub_api::upward::{
     AppliedView, ClusterReportView, ConsumerCollectionView, ExportView, GatewayApiCrdView,
-    GatewayApiCrdsView, HeldView, IstioCrdView,
-    IstioRuntimeView, IstiodInstanceView, IstiodView, LocalConsumerView, ObjectProblemView,
+    GatewayApiCrdsView, HeldView, IstioCrdView, IstioRuntimeView, IstiodInstanceView, IstiodView,
+    LocalConsumerView, ObjectProblemView,
 };
 use meshhub_mcp::ledger::At;
 use meshhub_mcp::ledger::{StreamProtocol, SyncState};

@@ -160,25 +160,29 @@ mod tests {
     const ROUTES: &str = "k8s/gateway.networking.k8s.io/v1/httproutes";
     const GATEWAYS: &str = "k8s/gateway.networking.k8s.io/v1/gateways";
 
-    fn report(crds: Option<(&[(&str, &[&str])], &str)>) -> Arc<ClusterReport> {
-        let mut r = ClusterReport::default();
-        r.view = ClusterReportView {
-            gateway_api: crds.map(|(crds, error)| GatewayApiCrdsView {
-                crds: crds
-                    .iter()
-                    .map(|(kind, versions)| GatewayApiCrdView {
-                        name: format!("{}s.gateway.networking.k8s.io", kind.to_lowercase()),
-                        group: "gateway.networking.k8s.io".into(),
-                        kind: (*kind).into(),
-                        served_versions: versions.iter().map(|v| (*v).to_owned()).collect(),
-                        ..Default::default()
-                    })
-                    .collect(),
-                error: error.into(),
-            }),
+    /// A cluster's CRDs: each kind with its served versions.
+    type Crds<'a> = &'a [(&'a str, &'a [&'a str])];
+
+    fn report(crds: Option<(Crds<'_>, &str)>) -> Arc<ClusterReport> {
+        Arc::new(ClusterReport {
+            view: ClusterReportView {
+                gateway_api: crds.map(|(crds, error)| GatewayApiCrdsView {
+                    crds: crds
+                        .iter()
+                        .map(|(kind, versions)| GatewayApiCrdView {
+                            name: format!("{}s.gateway.networking.k8s.io", kind.to_lowercase()),
+                            group: "gateway.networking.k8s.io".into(),
+                            kind: (*kind).into(),
+                            served_versions: versions.iter().map(|v| (*v).to_owned()).collect(),
+                            ..Default::default()
+                        })
+                        .collect(),
+                    error: error.into(),
+                }),
+                ..Default::default()
+            },
             ..Default::default()
-        };
-        Arc::new(r)
+        })
     }
 
     fn reports(list: &[(&str, Arc<ClusterReport>)]) -> Reports {

@@ -94,6 +94,7 @@ fn object() -> ObjectView {
             cluster: "east".into(),
             collection_version: "cv".into(),
             in_snapshot: true,
+            withheld: None,
             peers: vec![
                 peer(PeerRole::Agent, Delivery::Acked, SyncState::Synced),
                 peer(PeerRole::Consumer, Delivery::Nacked, SyncState::Nacked),

@@ -214,6 +214,20 @@ async fn gateway_api_objects_reach_clusters_with_the_crds_and_are_withheld_from_
         )),
         "{out}"
     );
+    let admin = format!("http://{}", hub.admin);
+    let (ok, out, err) = meshhubctl(&[
+        "describe",
+        "HTTPRoute",
+        "bookinfo/reviews",
+        "--admin",
+        &admin,
+    ]);
+    assert!(ok.success(), "{err}");
+    assert!(
+        out.contains("WITHHELD from bare: cluster bare lacks the CRD"),
+        "{out}"
+    );
+    assert!(!out.contains("WITHHELD from east"), "{out}");
 }
 
 fn remote_state<'a>(status: &'a Value, cluster: &str, collection: &str) -> &'a str {

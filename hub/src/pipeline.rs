@@ -414,7 +414,7 @@ impl Pipeline {
             .map(|k| k.collection_shared().clone())
             .collect();
         let analysing = self.analysis.enabled();
-        let withheld = self.carried.withheld(self.store.kinds());
+        let withheld = self.carried.withheld();
         let mut withheld_objects: BTreeMap<(Group, Arc<str>), usize> = BTreeMap::new();
         let mut facts: HashMap<Group, Vec<&Arc<meshhub_analyze::Facts>>> = HashMap::new();
         let mut content: HashMap<Group, BTreeMap<Arc<str>, Vec<EncodedResource>>> = groups

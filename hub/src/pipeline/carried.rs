@@ -36,11 +36,16 @@ pub struct Carried {
     /// The report each cluster's entry was last read from: a report that
     /// did not change is not read again.
     read: HashMap<Group, Arc<ClusterReport>>,
+    /// What follows from `known`, kept up to date by [`Carried::update`]
+    /// for the clusters that changed (every build reads it; shared, so
+    /// that reading costs a reference count).
+    withheld: Arc<Withheld>,
 }
 
 impl Carried {
-    /// Reads the reports; returns the clusters whose CRDs changed.
-    pub fn update(&mut self, reports: &Reports) -> Vec<Group> {
+    /// Reads the reports (the Gateway API kinds are those of `kinds`);
+    /// returns the clusters whose CRDs changed.
+    pub fn update(&mut self, reports: &Reports, kinds: &KindTable) -> Vec<Group> {
         let mut changed = Vec::new();
         for (cluster, report) in reports.iter() {
             let group = Group::from(cluster.as_str());
@@ -73,28 +78,37 @@ impl Carried {
             self.read.remove(&g);
             changed.push(g);
         }
+        if !changed.is_empty() {
+            let gateway: Vec<&Kind> = kinds
+                .iter()
+                .filter(|k| k.family() == Family::GatewayApi)
+                .collect();
+            let withheld = Arc::make_mut(&mut self.withheld);
+            for group in &changed {
+                match self.known.get(group) {
+                    Some(served) => {
+                        let lacking = gateway
+                            .iter()
+                            .filter_map(|k| {
+                                lacks(group, served, k)
+                                    .map(|why| (k.collection_shared().clone(), why))
+                            })
+                            .collect();
+                        withheld.insert(group.clone(), lacking);
+                    }
+                    None => {
+                        withheld.remove(group);
+                    }
+                }
+            }
+        }
         changed
     }
 
     /// Per cluster whose agent reported its CRDs, the Gateway API
-    /// collections of `kinds` it lacks, with why.
-    pub fn withheld(&self, kinds: &KindTable) -> Withheld {
-        let gateway: Vec<&Kind> = kinds
-            .iter()
-            .filter(|k| k.family() == Family::GatewayApi)
-            .collect();
-        self.known
-            .iter()
-            .map(|(group, served)| {
-                let lacking = gateway
-                    .iter()
-                    .filter_map(|k| {
-                        lacks(group, served, k).map(|why| (k.collection_shared().clone(), why))
-                    })
-                    .collect();
-                (group.clone(), lacking)
-            })
-            .collect()
+    /// collections it lacks, with why.
+    pub fn withheld(&self) -> Arc<Withheld> {
+        self.withheld.clone()
     }
 }
 
@@ -210,13 +224,13 @@ mod tests {
             ("bare", none.clone()),
             ("quiet", silent),
         ]);
-        let mut changed = c.update(&r);
+        let mut changed = c.update(&r, &kinds);
         changed.sort();
         assert_eq!(
             changed,
             [Group::from("bare"), Group::from("east"), Group::from("old")]
         );
-        let w = c.withheld(&kinds);
+        let w = c.withheld();
         assert!(!w[&Group::from("east")].contains_key(ROUTES));
         assert!(!w[&Group::from("east")].contains_key(GATEWAYS));
         assert!(
@@ -242,19 +256,19 @@ mod tests {
 
         // The same reports again: nothing to read. A failed read keeps
         // what the agent last said; the CRDs installed: delivered.
-        assert!(c.update(&r).is_empty());
+        assert!(c.update(&r, &kinds).is_empty());
         let r = reports(&[
             ("east", full.clone()),
             ("bare", report(Some((&[], "forbidden")))),
         ]);
-        assert_eq!(c.update(&r), [Group::from("old")], "old is gone");
-        assert!(c.withheld(&kinds)[&Group::from("bare")].contains_key(ROUTES));
+        assert_eq!(c.update(&r, &kinds), [Group::from("old")], "old is gone");
+        assert!(c.withheld()[&Group::from("bare")].contains_key(ROUTES));
         let r = reports(&[
             ("east", full),
             ("bare", report(Some((&[("HTTPRoute", &["v1"])], "")))),
         ]);
-        assert_eq!(c.update(&r), [Group::from("bare")]);
-        assert!(!c.withheld(&kinds)[&Group::from("bare")].contains_key(ROUTES));
+        assert_eq!(c.update(&r, &kinds), [Group::from("bare")]);
+        assert!(!c.withheld()[&Group::from("bare")].contains_key(ROUTES));
     }
 
     #[test]

@@ -34,7 +34,7 @@ impl Pipeline {
             return;
         };
         let reports = reports.borrow_and_update().clone();
-        let carried = self.carried.update(&reports);
+        let carried = self.carried.update(&reports, self.store.kinds());
         if !carried.is_empty() {
             info!(clusters = ?carried.iter().map(ToString::to_string).collect::<Vec<_>>(), "a cluster's Gateway API CRDs changed; placing again");
         }

@@ -6,7 +6,7 @@
 //! `/debug/object?kind=` accepts these names and meshhubctl resolves them
 //! the same way, so a name that works in one works in the other.
 
-use meshhub_proto::kinds::{Kind, KindTable};
+use meshhub_proto::kinds::{Family, Kind, KindTable};
 
 /// The `shortNames` of Istio's CRDs (`crd-all.gen.yaml`): kubectl's
 /// abbreviations, which operators type.
@@ -71,6 +71,19 @@ pub fn find_kind<'a>(kinds: &'a KindTable, text: &str) -> Result<&'a Kind, KindE
             name == kind || name == plural
         })
         .collect();
+    // A name both an Istio kind and a Gateway API kind have (`Gateway`)
+    // means Istio's, as it did before the Gateway API was built in;
+    // `gateways.gateway.networking.k8s.io` names the other.
+    let istio: Vec<&Kind> = matches
+        .iter()
+        .copied()
+        .filter(|k| k.family() == Family::Istio)
+        .collect();
+    if let [one] = istio.as_slice()
+        && group.is_none()
+    {
+        return Ok(one);
+    }
     match matches.as_slice() {
         [one] => Ok(one),
         [] => Err(KindError::Unknown {
@@ -114,6 +127,19 @@ mod tests {
         ] {
             assert_eq!(find_kind(&kinds, text).unwrap().collection(), vs, "{text}");
         }
+        // Istio's Gateway keeps its names; the Gateway API's is named
+        // with its group.
+        assert_eq!(
+            find_kind(&kinds, "Gateway").unwrap().group(),
+            "networking.istio.io"
+        );
+        assert_eq!(
+            find_kind(&kinds, "gateways.gateway.networking.k8s.io")
+                .unwrap()
+                .collection(),
+            "k8s/gateway.networking.k8s.io/v1/gateways"
+        );
+        assert_eq!(find_kind(&kinds, "httproute").unwrap().kind(), "HTTPRoute");
         let e = find_kind(&kinds, "VirtualSvc").unwrap_err().to_string();
         assert!(e.contains("unknown kind \"VirtualSvc\""), "{e}");
         assert!(e.contains("DestinationRule"), "{e}");

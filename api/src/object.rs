@@ -156,6 +156,10 @@ pub struct ClusterDelivery {
     /// definition (a group a rollout holds on its previous version serves
     /// an older one, or none).
     pub in_snapshot: bool,
+    /// Why the cluster is not delivered the object at all (it lacks the
+    /// kind's CRD, docs/gateway-api.md); absent when it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub withheld: Option<String>,
     /// Every peer of the group: the agent's dialer, connected consumers.
     pub peers: Vec<PeerDelivery>,
     /// What the cluster's agent reports of the object (the upward

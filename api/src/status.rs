@@ -61,6 +61,24 @@ pub struct StatusView<Pipeline, Reload, Leader, Tls> {
     /// and its clusters (empty when not sharded).
     #[serde(default)]
     pub shards: Vec<ShardView>,
+    /// Objects not delivered to a cluster because it can't take their
+    /// kind (a Gateway API kind whose CRD its agent reports missing), per
+    /// cluster and collection (docs/gateway-api.md).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub withheld: Vec<WithheldView>,
+}
+
+/// A collection's objects not delivered to one cluster.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WithheldView {
+    /// The cluster (group).
+    pub cluster: String,
+    /// The collection (served to it empty).
+    pub collection: String,
+    /// How many objects it would hold.
+    pub objects: usize,
+    /// Why, for people.
+    pub reason: String,
 }
 
 /// One shard of a sharded dial-out.

@@ -94,6 +94,7 @@ fn object() -> ObjectView {
             cluster: "east".into(),
             collection_version: "cv".into(),
             in_snapshot: true,
+            withheld: None,
             peers: vec![
                 peer(PeerRole::Agent, Delivery::Acked, SyncState::Synced),
                 peer(PeerRole::Consumer, Delivery::Nacked, SyncState::Nacked),
@@ -350,6 +351,12 @@ fn status() -> Full {
             shard: 3,
             holder: Some("hub-a".into()),
             clusters: 1,
+        }],
+        withheld: vec![crate::status::WithheldView {
+            cluster: "west".into(),
+            collection: "k8s/gateway.networking.k8s.io/v1/httproutes".into(),
+            objects: 2,
+            reason: "cluster west lacks the CRD httproutes.gateway.networking.k8s.io".into(),
         }],
     }
 }

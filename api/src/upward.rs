@@ -54,6 +54,42 @@ pub struct ClusterReportView {
     /// or an agent older than the field).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub istio: Option<IstioRuntimeView>,
+    /// The cluster's Gateway API CRDs (none: the agent reads no CRDs, or
+    /// is older than the field; the hub then delivers the Gateway API
+    /// kinds as any kind).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway_api: Option<GatewayApiCrdsView>,
+}
+
+/// The Gateway API CRDs of a cluster, as its agent read them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GatewayApiCrdsView {
+    /// Each CRD.
+    #[serde(default)]
+    pub crds: Vec<GatewayApiCrdView>,
+    /// Why they could not be read (the hub keeps what it last knew).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub error: String,
+}
+
+/// One Gateway API CRD of a cluster.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GatewayApiCrdView {
+    /// `httproutes.gateway.networking.k8s.io`.
+    pub name: String,
+    /// Its group.
+    pub group: String,
+    /// Its kind.
+    pub kind: String,
+    /// Its served versions.
+    #[serde(default)]
+    pub served_versions: Vec<String>,
+    /// Its Gateway API release (`v1.4.0`; empty: not said).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub bundle_version: String,
+    /// Its channel (`standard`, `experimental`; empty: not said).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub channel: String,
 }
 
 /// What Istio a cluster runs.

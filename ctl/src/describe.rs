@@ -174,6 +174,11 @@ fn sections(v: &ObjectView) -> String {
         }
     }
     out.push_str(&render(&rows));
+    for c in &v.clusters {
+        if let Some(why) = &c.withheld {
+            out.push_str(&format!("  WITHHELD from {}: {why}\n", c.cluster));
+        }
+    }
     let reported: Vec<_> = v
         .clusters
         .iter()

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use meshhub_api::analysis::{ClusterAnalysis, Level};
 use meshhub_api::history::{PinView, UnresolvedPin};
-use meshhub_api::status::{RemoteView, ShardView};
+use meshhub_api::status::{RemoteView, ShardView, WithheldView};
 use meshhub_mcp::ledger::{At, CollectionStatus, PeerStatus, SyncState};
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
@@ -56,6 +56,9 @@ struct Report {
     /// Sharded dial-out: every shard and the replica holding it.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     shards: Vec<ShardView>,
+    /// Objects a cluster is not delivered (it lacks their kind's CRD).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    withheld: Vec<WithheldView>,
 }
 
 #[derive(Debug, Serialize)]
@@ -205,8 +208,20 @@ fn consumer_row(p: PeerStatus) -> Row {
 /// One answer of `/status`, rendered.
 async fn frame(args: &StatusArgs) -> Result<String, String> {
     let doc = Admin::hub(&args.admin, args.timeout).status().await?;
+    let mut clusters: Vec<Row> = doc.remotes.into_iter().map(cluster_row).collect();
+    // A withheld collection is served empty (and ACKed): its row says why.
+    for w in &doc.withheld {
+        let row = clusters
+            .iter_mut()
+            .find(|r| r.name == w.cluster)
+            .and_then(|r| r.collections.get_mut(&w.collection));
+        if let Some(row) = row {
+            row.message
+                .get_or_insert_with(|| format!("{} object(s) withheld: {}", w.objects, w.reason));
+        }
+    }
     let report = Report {
-        clusters: doc.remotes.into_iter().map(cluster_row).collect(),
+        clusters,
         consumers: doc
             .consumers
             .into_iter()
@@ -217,6 +232,7 @@ async fn frame(args: &StatusArgs) -> Result<String, String> {
         unresolved_pins: doc.unresolved_pins,
         analysis: doc.analysis,
         shards: doc.shards,
+        withheld: doc.withheld,
     };
     match structured(&report, args.output) {
         Some(text) => text,
@@ -481,6 +497,12 @@ fn table(report: &Report) -> String {
             ));
         }
     }
+    for w in &report.withheld {
+        out.push_str(&format!(
+            "\nWITHHELD: {} object(s) of {} from cluster {}: {}\n",
+            w.objects, w.collection, w.cluster, w.reason
+        ));
+    }
     for p in &report.unresolved_pins {
         let r = &p.record;
         out.push_str(&format!(
@@ -522,7 +544,24 @@ mod tests {
             unresolved_pins: vec![],
             analysis: vec![],
             shards,
+            withheld: vec![],
         }
+    }
+
+    #[test]
+    fn withheld_objects_are_said_per_cluster() {
+        let mut r = report(vec![cluster("bare", Some("hub-0"), None)], vec![]);
+        r.withheld = vec![WithheldView {
+            cluster: "bare".into(),
+            collection: "k8s/gateway.networking.k8s.io/v1/httproutes".into(),
+            objects: 2,
+            reason: "cluster bare lacks the CRD httproutes.gateway.networking.k8s.io".into(),
+        }];
+        let text = table(&r);
+        assert!(
+            text.contains("WITHHELD: 2 object(s) of k8s/gateway.networking.k8s.io/v1/httproutes from cluster bare: cluster bare lacks the CRD"),
+            "{text}"
+        );
     }
 
     #[test]

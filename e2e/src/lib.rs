@@ -26,6 +26,7 @@ use serde_json::Value;
 pub mod browser;
 pub mod chaos;
 pub mod container;
+pub mod gateway_api;
 pub mod helm;
 pub mod inproc;
 pub mod istio;

@@ -179,6 +179,7 @@ pub fn status_view(s: &AdminState) -> StatusView {
             .iter()
             .map(|a| meshhub_api::analysis::ClusterAnalysis::clone(a))
             .collect(),
+        withheld: s.status.borrow().withheld.clone(),
         leader,
         shards,
     }

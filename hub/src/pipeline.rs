@@ -16,7 +16,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use meshhub_mcp::cache::{Group, SnapshotWriter};
 use meshhub_mcp::snapshot::Snapshot;
@@ -53,52 +53,6 @@ pub const METRIC_OBJECTS: &str = "meshhub_objects";
 pub const METRIC_REJECTED: &str = "meshhub_objects_rejected";
 /// Gauge: objects defined more than once.
 pub const METRIC_CONFLICTS: &str = "meshhub_object_conflicts";
-
-/// The debouncer's clock logic, kept pure for tests.
-#[derive(Clone, Debug)]
-pub struct Debouncer {
-    quiet: Duration,
-    max_wait: Duration,
-    first: Option<Instant>,
-    last: Option<Instant>,
-}
-
-impl Debouncer {
-    /// A debouncer with these settings and nothing pending.
-    pub fn new(settings: Debounce) -> Self {
-        Self {
-            quiet: settings.quiet,
-            max_wait: settings.max_wait,
-            first: None,
-            last: None,
-        }
-    }
-
-    /// A change arrived at `now`.
-    pub fn touch(&mut self, now: Instant) {
-        self.first.get_or_insert(now);
-        self.last = Some(now);
-    }
-
-    /// Whether a change is pending.
-    pub fn pending(&self) -> bool {
-        self.first.is_some()
-    }
-
-    /// When pending changes are due: after the quiet period since the last
-    /// change, at the latest the maximum wait after the first one.
-    pub fn deadline(&self) -> Option<Instant> {
-        let (first, last) = (self.first?, self.last?);
-        Some((last + self.quiet).min(first + self.max_wait))
-    }
-
-    /// Takes the pending changes at `now`: how long the oldest one waited.
-    pub fn take(&mut self, now: Instant) -> Option<Duration> {
-        let first = self.first.take()?;
-        self.last = None;
-        Some(now.saturating_duration_since(first))
-    }
-}
 
 /// One source's state, for the status page.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -152,6 +106,10 @@ pub struct Status {
     /// as its own section, `analysis`).
     #[serde(skip)]
     pub analysis: crate::analysis::AnalysisView,
+    /// Objects a cluster is not delivered ([`carried`]; `/status` shows
+    /// it as its own section, `withheld`).
+    #[serde(skip)]
+    pub withheld: Vec<meshhub_api::status::WithheldView>,
 }
 
 /// The pipeline task's state.
@@ -177,6 +135,8 @@ pub struct Pipeline {
     /// The clusters' reports, read for their Istio releases (`None`: not
     /// followed, or their owner ended); see [`istio`].
     istio: Option<watch::Receiver<crate::upward::Reports>>,
+    /// The Gateway API kinds each cluster can take, from the same reports.
+    carried: carried::Carried,
     /// Groups to analyse again at the next build although their content
     /// is unchanged (their cluster's Istio release changed).
     reanalyse: BTreeSet<Group>,
@@ -231,6 +191,7 @@ impl Pipeline {
             analysis: Analysis::default(),
             good: HashMap::new(),
             istio: None,
+            carried: carried::Carried::default(),
             reanalyse: BTreeSet::new(),
             background: None,
             analysis_unshown: false,
@@ -465,6 +426,9 @@ impl Pipeline {
             analysing,
             &self.published,
         );
+        // A cluster that can't take a kind is served its collection empty.
+        let withheld = self.carried.withheld();
+        let mut withheld_objects: BTreeMap<(Group, Arc<str>), usize> = BTreeMap::new();
         // Groups of one content share its facts.
         let mut facts: HashMap<usize, Vec<&Arc<meshhub_analyze::Facts>>> = HashMap::new();
         let mut queued = analysing::Queued::default();
@@ -472,6 +436,22 @@ impl Pipeline {
         for group in &groups {
             let Some((signature, built)) = assembled.of(group) else {
                 continue;
+            };
+            let withholding = withheld.get(group).filter(|w| !w.is_empty());
+            let built = &match withholding {
+                // Rare (a cluster without a kind's CRD): made per group.
+                // The kinds withheld are not among those analysis reads,
+                // so the group's facts are its content's.
+                Some(w) => {
+                    for coll in w.keys() {
+                        let n = built.collection(coll).len();
+                        if n > 0 {
+                            withheld_objects.insert((group.clone(), coll.clone()), n);
+                        }
+                    }
+                    assembly::without(built, w.keys())
+                }
+                None => built.clone(),
             };
             let prev = self.published.get(group);
             // A group whose content did not move keeps its snapshot.
@@ -552,6 +532,7 @@ impl Pipeline {
         drop(assembled);
         status.served = Arc::new(resolved.objects);
         status.analysis = self.analysis.view();
+        status.withheld = carried::views(&withheld, &withheld_objects);
         self.analysis_unshown = false;
         self.status.send_replace(Arc::new(status));
     }
@@ -765,12 +746,15 @@ impl Pipeline {
         status.warnings = prev.warnings.clone();
         status.served = prev.served.clone();
         status.analysis = prev.analysis.clone();
+        status.withheld = prev.withheld.clone();
         self.status.send_replace(Arc::new(status));
     }
 }
 
 mod analysing;
 mod assembly;
+mod carried;
+mod debounce;
 mod istio;
 pub mod recording;
 pub mod spec;
@@ -778,6 +762,7 @@ mod staged;
 
 use self::staged::{Staged, StagedEvent};
 
+pub use debounce::Debouncer;
 pub use spec::{Debounce, RawDebounce};
 
 #[cfg(test)]

@@ -16,8 +16,10 @@
 //!   follow the GVK: `istio.networking.v1alpha3.VirtualService` even for
 //!   `networking.istio.io/v1`.
 //!
-//! Kinds without a schema (user-configured, e.g. a `ConfigMap`) travel as a
-//! `google.protobuf.Struct` between meshhub's own hub and sink agents.
+//! Kinds without a schema travel as a `google.protobuf.Struct` between
+//! meshhub's own hub and sink agents: the user-configured ones (`extraKinds`,
+//! e.g. a `ConfigMap`) and the built-in Gateway API kinds ([`Family`],
+//! [`gateway_api`]), which Istio has no protobuf schema for.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -25,8 +27,27 @@ use std::sync::Arc;
 
 use prost_reflect::MessageDescriptor;
 
+pub mod gateway_api;
+
 /// Body message of every kind without a schema.
 pub const STRUCT_MESSAGE: &str = "google.protobuf.Struct";
+
+/// Where a kind comes from, which decides how it travels and who reads it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Family {
+    /// Istio's own kinds (`*.istio.io`): protobuf bodies, offered to istiod
+    /// over MCP-over-xDS.
+    Istio,
+    /// The Kubernetes Gateway API kinds Istio implements
+    /// (`gateway.networking.k8s.io`, `gateway.networking.x-k8s.io`):
+    /// built in, `Struct` bodies between meshhub's hub and agents, reaching
+    /// a cluster only through its agent's applier (istiod's `xds://` config
+    /// source never asks for them), and delivered only to clusters whose
+    /// agent reports their CRD.
+    GatewayApi,
+    /// A kind the configuration added (`extraKinds`): `Struct` bodies.
+    Extra,
+}
 
 /// One kind of configuration and all its names.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -42,6 +63,7 @@ pub struct Kind {
     legacy_type_url: String,
     current_type_url: String,
     message: String,
+    family: Family,
 }
 
 impl Kind {
@@ -88,7 +110,27 @@ impl Kind {
             kind: kind.into(),
             plural,
             namespaced,
+            family: Family::Extra,
         })
+    }
+
+    /// Where the kind comes from.
+    pub fn family(&self) -> Family {
+        self.family
+    }
+
+    /// Whether the kind is meshhub's own (Istio's or the Gateway API's),
+    /// not one the configuration added.
+    pub fn is_builtin(&self) -> bool {
+        self.family != Family::Extra
+    }
+
+    /// Whether the ADS port (MCP-over-xDS, istiod's `xds://` config source)
+    /// offers the kind. The Gateway API kinds are not offered: istiod asks
+    /// a config source only for MeshConfig and Istio's kinds, and reads the
+    /// Gateway API from its own cluster's API (docs/interop.md).
+    pub fn offered_over_ads(&self) -> bool {
+        self.family != Family::GatewayApi
     }
 
     /// The Kubernetes API group (`networking.istio.io`; empty for core).
@@ -352,6 +394,7 @@ impl Builtin {
             legacy_type_url: format!("{}/{}/{}", self.group, self.legacy_version, self.kind),
             current_type_url: format!("{}/{}/{}", self.group, self.current_version, self.kind),
             message: format!("istio.{}.{}", self.package, self.kind),
+            family: Family::Istio,
         }
     }
 }
@@ -381,15 +424,21 @@ impl KindTable {
         Self::default()
     }
 
-    /// Istio's kinds: VirtualService, DestinationRule, Gateway, ServiceEntry,
+    /// Istio's kinds (VirtualService, DestinationRule, Gateway, ServiceEntry,
     /// Sidecar, EnvoyFilter, WorkloadEntry, WorkloadGroup, ProxyConfig,
     /// AuthorizationPolicy, PeerAuthentication, RequestAuthentication,
-    /// Telemetry, WasmPlugin, TrafficExtension.
+    /// Telemetry, WasmPlugin, TrafficExtension), then the Gateway API kinds
+    /// Istio implements ([`gateway_api::KINDS`]).
     pub fn builtin() -> Self {
         let mut inner = Inner::default();
-        for b in BUILTINS {
+        let kinds = BUILTINS.iter().map(Builtin::to_kind).chain(
+            gateway_api::KINDS
+                .iter()
+                .map(gateway_api::GatewayApiKind::to_kind),
+        );
+        for k in kinds {
             // The builtin table is fixed and tested for clashes.
-            if let Err(e) = inner.push(b.to_kind()) {
+            if let Err(e) = inner.push(k) {
                 unreachable!("builtin kind table is inconsistent: {e}");
             }
         }

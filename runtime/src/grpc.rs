@@ -100,7 +100,8 @@ pub type ServingLayer = Stack<StreamLimitLayer, Identity>;
 
 /// The port that serves a snapshot cache to consumers, as the hub's gRPC
 /// port and the agent's re-serve port both do: `ResourceSource` and ADS
-/// (MCP-over-xDS, type URLs mapped to collections by `kinds`) over
+/// (MCP-over-xDS, type URLs mapped to collections by `kinds`, the kinds
+/// [`Kind::offered_over_ads`](meshhub_proto::kinds::Kind::offered_over_ads) only) over
 /// `shared`, with the engine's transport settings and flow control
 /// (`limits`), health and reflection. Messages up to `max_message_bytes`
 /// are decoded.
@@ -110,9 +111,13 @@ pub async fn serving_port(
     limits: &Limits,
     max_message_bytes: usize,
 ) -> Result<Base<ServingLayer>, crate::port::PortError> {
+    // Kinds istiod never asks an `xds://` source for (the Gateway API's)
+    // map to no collection: a request for one is answered like any unknown
+    // type URL.
     let types: TypeMap = Arc::new(move |type_url: &str| {
         kinds
             .by_type_url(type_url)
+            .filter(|k| k.offered_over_ads())
             .map(|k| k.collection().to_owned())
     });
     let base = base(

@@ -61,13 +61,15 @@ impl IstioKind {
 
 /// Whether [`validate`] has rules for objects of this API group and kind.
 pub fn is_checked_kind(group: &str, kind: &str) -> bool {
-    IstioKind::of(group, kind).is_some()
+    IstioKind::of(group, kind).is_some() || crate::gateway_api::kind_of(group, kind).is_some()
 }
 
 /// Checks one object against Istio's semantic rules for its kind.
 ///
-/// Returns every problem found. Objects of kinds outside the Istio API groups
-/// always pass.
+/// Returns every problem found. The Gateway API kinds meshhub carries are
+/// checked for being well-formed objects of their kind (their CRDs' rules
+/// are not evaluated yet); objects of other kinds outside the Istio API
+/// groups always pass.
 pub fn validate(obj: &Object) -> Result<(), ValidationError> {
     let problems = problems(obj);
     if problems.is_empty() {
@@ -92,7 +94,10 @@ fn namespace_of(obj: &Object) -> &str {
 /// Every problem of `obj`, in field order; empty when it is valid.
 pub fn problems(obj: &Object) -> Vec<Problem> {
     let Some(kind) = IstioKind::of(obj.group(), &obj.kind) else {
-        return Vec::new();
+        return match crate::gateway_api::kind_of(obj.group(), &obj.kind) {
+            Some(kind) => crate::gateway_api::problems(obj, kind),
+            None => Vec::new(),
+        };
     };
     let mut r = Report::default();
     // Every Istio kind is a custom resource: the API server takes only

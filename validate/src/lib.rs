@@ -19,13 +19,17 @@
 //! here and reported by the schema layer. Every problem of an object is
 //! reported, each with a field path.
 //!
-//! Kinds outside the Istio API groups pass unchecked. [`names`] holds the
+//! The Gateway API kinds meshhub carries are checked for being well-formed
+//! objects of their kind (module `gateway_api`, the seam
+//! where their CRDs' OpenAPI and CEL rules will go). Other kinds outside
+//! the Istio API groups pass unchecked. [`names`] holds the
 //! naming rules (DNS labels and the like) for anyone who needs them.
 
 mod check;
 mod enums;
 mod envoy;
 mod extensions;
+mod gateway_api;
 mod hosts;
 mod http;
 mod json;

@@ -350,7 +350,11 @@ pub fn assess_object(
         let agent = c.peers.iter().find(|p| p.role == PeerRole::Agent);
         let standing = match agent {
             _ if !c.in_snapshot => Standing::Waiting {
-                reason: "the cluster is not served the current definition yet".into(),
+                reason: match &c.withheld {
+                    // Until the cluster's CRD is installed.
+                    Some(why) => format!("withheld: {why}"),
+                    None => "the cluster is not served the current definition yet".into(),
+                },
             },
             None => Standing::Waiting {
                 reason: "no agent connected".into(),

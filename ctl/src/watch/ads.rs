@@ -62,8 +62,11 @@ struct Watch {
 pub async fn watch(args: WatchArgs) -> Result<(), String> {
     let kinds = KindTable::builtin();
     let type_urls: Vec<String> = if args.collections.is_empty() {
+        // What istiod would ask for: the Gateway API kinds are not
+        // offered over ADS.
         kinds
             .iter()
+            .filter(|k| k.offered_over_ads())
             .map(|k| k.current_type_url().to_owned())
             .collect()
     } else {

@@ -8,6 +8,7 @@ mod binary_runtime;
 mod chaos_soak;
 mod chart_monitoring;
 mod console;
+mod gateway_api;
 mod grpcurl;
 mod helm_charts;
 mod image;

@@ -203,10 +203,18 @@ fn delivery(
         .borrow()
         .get(group)
         .map(|r| reported(&r.view, kind.collection(), name, &version, in_snapshot));
+    let withheld = s
+        .status
+        .borrow()
+        .withheld
+        .iter()
+        .find(|w| w.cluster == group && w.collection == kind.collection())
+        .map(|w| w.reason.clone());
     ClusterDelivery {
         cluster: group.to_owned(),
         collection_version: version,
         in_snapshot,
+        withheld,
         peers,
         reported,
     }

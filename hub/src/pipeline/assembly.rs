@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use meshhub_analyze::Facts;
 use meshhub_mcp::cache::Group;
-use meshhub_mcp::snapshot::{CollectionSnapshot, EncodedResource, Snapshot};
+use meshhub_mcp::snapshot::{CollectionSnapshot, EMPTY, EncodedResource, Snapshot};
 
 use crate::store::Accepted;
 
@@ -331,6 +331,19 @@ fn same_list(a: &[EncodedResource], b: &[EncodedResource]) -> bool {
         && a.iter()
             .zip(b)
             .all(|(x, y)| same(&x.name, &y.name) && same(&x.version, &y.version))
+}
+
+/// `snapshot` with `collections` empty (what a cluster that can't take
+/// their kind is served: [`super::carried`]).
+pub(super) fn without<'c>(
+    snapshot: &Arc<Snapshot>,
+    collections: impl IntoIterator<Item = &'c Arc<str>>,
+) -> Arc<Snapshot> {
+    let mut out = Snapshot::clone(snapshot);
+    for c in collections {
+        out.insert(c.as_ref(), EMPTY.clone());
+    }
+    Arc::new(out)
 }
 
 /// Whether two snapshots hold the same content: the same collections,

@@ -1,5 +1,7 @@
-//! The clusters' Istio releases as analysis checks version skew (MH0002)
-//! against them: read from the clusters' upward reports, the oldest istiod
+//! What the pipeline reads of the clusters' upward reports: the Gateway
+//! API CRDs each cluster has (which decide what it can take, [`carried`](super::carried)),
+//! and the Istio releases analysis checks version skew (MH0002)
+//! against: the oldest istiod
 //! of each cluster. A cluster's release changing analyses its group again
 //! although its content did not change: an upgrade releases what was held
 //! back for it, a downgrade (or a canary of an older revision) holds back
@@ -31,14 +33,18 @@ impl Pipeline {
             *rx = None;
             return;
         };
-        let releases = releases(&reports.borrow_and_update());
-        let changed = self.analysis.set_releases(releases);
-        if changed.is_empty() || !self.analysis.enabled() {
-            return;
+        let reports = reports.borrow_and_update().clone();
+        let carried = self.carried.update(&reports, self.store.kinds());
+        if !carried.is_empty() {
+            info!(clusters = ?carried.iter().map(ToString::to_string).collect::<Vec<_>>(), "a cluster's Gateway API CRDs changed; placing again");
         }
-        info!(clusters = ?changed.iter().map(ToString::to_string).collect::<Vec<_>>(), "a cluster's Istio release changed; analysing again");
-        self.reanalyse.extend(changed);
-        if self.generation > 0 {
+        let changed = self.analysis.set_releases(releases(&reports));
+        let reanalyse = !changed.is_empty() && self.analysis.enabled();
+        if reanalyse {
+            info!(clusters = ?changed.iter().map(ToString::to_string).collect::<Vec<_>>(), "a cluster's Istio release changed; analysing again");
+            self.reanalyse.extend(changed);
+        }
+        if (reanalyse || !carried.is_empty()) && self.generation > 0 {
             self.publish(Instant::now());
         }
     }

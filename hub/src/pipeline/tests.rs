@@ -1,4 +1,5 @@
 use std::path::Path;
+use std::time::Duration;
 
 use meshhub_mcp::cache::{self, SnapshotCache};
 use meshhub_proto::kinds::KindTable;
@@ -468,5 +469,61 @@ async fn a_cluster_a_reload_stops_dialing_gets_its_newest_build_instead_of_its_h
         .expect("east served again")
         .unwrap();
     assert_eq!(version(&cache, "east", VS), version(&cache, "west", VS));
+    shutdown.cancel();
+}
+
+/// A Gateway API object is placed like any kind (east by namespace, west
+/// by label); once west's agent reports that its cluster lacks the CRD,
+/// west is served the collection empty and the status says why; east,
+/// whose agent said nothing, keeps it.
+#[tokio::test(start_paused = true)]
+async fn gateway_api_objects_are_placed_like_any_kind_and_withheld_where_the_crd_is_missing() {
+    const ROUTES: &str = "k8s/gateway.networking.k8s.io/v1/httproutes";
+    let rules = east_west();
+    let (store, writer, cache) = store_of(&rules);
+    let (pipeline, mut status) =
+        Pipeline::new(store, writer, rules, settings(), ["files".to_owned()]);
+    let (reports, reports_rx) = watch::channel(crate::upward::Reports::default());
+    let pipeline = pipeline.follow_istio(reports_rx);
+    let (events, rx) = mpsc::channel(64);
+    let shutdown = CancellationToken::new();
+    tokio::spawn(pipeline.run(rx, shutdown.clone()));
+    let route = "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata:\n  name: reviews\n  namespace: bookinfo\n  labels: {region: west}\nspec:\n  parentRefs: [{name: ingress}]\n";
+    events.send(file("route.yaml", route)).await.unwrap();
+    events.send(synced()).await.unwrap();
+    status.wait_for(|s| s.ready).await.unwrap();
+    assert_eq!(resources(&cache, "east", ROUTES), ["bookinfo/reviews"]);
+    assert_eq!(resources(&cache, "west", ROUTES), ["bookinfo/reviews"]);
+
+    let lacking = crate::upward::ClusterReport {
+        view: meshhub_api::upward::ClusterReportView {
+            gateway_api: Some(meshhub_api::upward::GatewayApiCrdsView::default()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    reports.send_replace(Arc::new(BTreeMap::from([(
+        "west".to_owned(),
+        Arc::new(lacking),
+    )])));
+    let s = status
+        .wait_for(|s| !s.withheld.is_empty())
+        .await
+        .unwrap()
+        .clone();
+    assert!(resources(&cache, "west", ROUTES).is_empty());
+    assert_eq!(resources(&cache, "east", ROUTES), ["bookinfo/reviews"]);
+    assert_eq!(s.withheld.len(), 1, "{:?}", s.withheld);
+    let w = &s.withheld[0];
+    assert_eq!(
+        (w.cluster.as_str(), w.collection.as_str(), w.objects),
+        ("west", ROUTES, 1)
+    );
+    assert!(
+        w.reason
+            .contains("cluster west lacks the CRD httproutes.gateway.networking.k8s.io"),
+        "{}",
+        w.reason
+    );
     shutdown.cancel();
 }

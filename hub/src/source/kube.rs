@@ -101,7 +101,7 @@ impl KubeSource {
             .collect();
         let kinds = kinds
             .iter()
-            .filter(|k| !k.is_schemaless() || extra.contains(k.collection()))
+            .filter(|k| k.is_builtin() || extra.contains(k.collection()))
             .cloned()
             .collect();
         Self {

@@ -148,7 +148,14 @@ fn with_extra_kinds(
         let kind = extra
             .to_kind()
             .map_err(|e| SettingError::new(field(), e.to_string()))?;
-        if kinds.by_collection(kind.collection()).is_some() {
+        // Already carried: the same kind of another source, or a kind
+        // meshhub carries itself (a Gateway API kind listed before it was
+        // built in, at any version).
+        if kinds.by_collection(kind.collection()).is_some()
+            || kinds
+                .by_group_kind(kind.group(), kind.kind())
+                .is_some_and(meshhub_proto::kinds::Kind::is_builtin)
+        {
             continue;
         }
         kinds = kinds

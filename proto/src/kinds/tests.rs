@@ -2,6 +2,11 @@ use std::collections::{BTreeSet, HashSet};
 
 use super::*;
 
+/// Istio's kinds of `t` (the ones with a protobuf schema).
+fn istio(t: &KindTable) -> impl Iterator<Item = &Kind> {
+    t.iter().filter(|k| k.family() == Family::Istio)
+}
+
 const CRDS: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/../../shared/fixtures/istio/crds/crd-all.gen.yaml"
@@ -10,7 +15,7 @@ const CRDS: &str = concat!(
 #[test]
 fn builtin_has_every_istio_kind_in_order() {
     let t = KindTable::builtin();
-    let kinds: Vec<&str> = t.iter().map(Kind::kind).collect();
+    let kinds: Vec<&str> = istio(&t).map(Kind::kind).collect();
     assert_eq!(
         kinds,
         [
@@ -110,7 +115,10 @@ fn virtual_service_has_all_its_names() {
 #[test]
 fn type_urls_and_bodies_match_what_istiod_requests() {
     let t = KindTable::builtin();
-    let legacy: BTreeSet<&str> = t.iter().map(Kind::legacy_type_url).collect();
+    // What the ADS port offers: the Gateway API kinds are not among them.
+    let ads = || t.iter().filter(|k| k.offered_over_ads());
+    assert!(ads().all(|k| k.family() == Family::Istio));
+    let legacy: BTreeSet<&str> = ads().map(Kind::legacy_type_url).collect();
     let expected_legacy: BTreeSet<&str> = [
         "networking.istio.io/v1alpha3/DestinationRule",
         "networking.istio.io/v1alpha3/EnvoyFilter",
@@ -132,10 +140,7 @@ fn type_urls_and_bodies_match_what_istiod_requests() {
     .into();
     assert_eq!(legacy, expected_legacy);
 
-    let current: Vec<(&str, &str)> = t
-        .iter()
-        .map(|k| (k.current_type_url(), k.message()))
-        .collect();
+    let current: Vec<(&str, &str)> = ads().map(|k| (k.current_type_url(), k.message())).collect();
     let expected_current: BTreeSet<(&str, &str)> = [
         (
             "networking.istio.io/v1/DestinationRule",
@@ -209,7 +214,7 @@ fn type_urls_and_bodies_match_what_istiod_requests() {
 #[test]
 fn collections_follow_istio_naming() {
     let t = KindTable::builtin();
-    let collections: Vec<&str> = t.iter().map(Kind::collection).collect();
+    let collections: Vec<&str> = istio(&t).map(Kind::collection).collect();
     assert_eq!(
         collections,
         [
@@ -230,7 +235,7 @@ fn collections_follow_istio_naming() {
             "istio/extensions/v1alpha1/trafficextensions",
         ]
     );
-    for k in &t {
+    for k in istio(&t) {
         assert_eq!(t.by_collection(k.collection()), Some(k));
         assert_eq!(t.by_message(k.message()), Some(k));
         for url in k.type_urls() {
@@ -247,7 +252,11 @@ fn no_name_is_used_twice() {
     let mut messages = HashSet::new();
     for k in &t {
         assert!(collections.insert(k.collection()), "{}", k.collection());
-        assert!(messages.insert(k.message()), "{}", k.message());
+        assert!(
+            k.is_schemaless() || messages.insert(k.message()),
+            "{}",
+            k.message()
+        );
         for url in k.type_urls() {
             assert!(urls.insert(url.clone()), "{url}");
         }
@@ -290,7 +299,7 @@ fn builtins_agree_with_istio_crds() {
         let ours: BTreeSet<&str> = k.versions().iter().map(String::as_str).collect();
         assert_eq!(served, ours, "{kind}");
     }
-    assert_eq!(seen, t.len(), "every builtin kind has a CRD");
+    assert_eq!(seen, istio(&t).count(), "every Istio kind has a CRD");
 }
 
 #[test]
@@ -300,19 +309,20 @@ fn schemaless_kinds_join_the_table() {
     let gw = Kind::schemaless(
         "gateway.networking.k8s.io",
         "v1",
-        "HTTPRoute",
-        "httproutes",
+        "UDPRoute",
+        "udproutes",
         true,
     )
-    .expect("HTTPRoute");
+    .expect("UDPRoute");
     let base = KindTable::builtin();
     let t = base
         .with_kinds([cm, ns])
         .expect("no clash")
         .with_kind(gw)
         .expect("no clash");
-    assert_eq!(base.len(), 15, "the original table is unchanged");
-    assert_eq!(t.len(), 18);
+    let builtin = base.len();
+    assert_eq!(builtin, 15 + gateway_api::KINDS.len());
+    assert_eq!(t.len(), builtin + 3, "the original table is unchanged");
 
     let k = t
         .by_collection("k8s/core/v1/configmaps")
@@ -332,16 +342,18 @@ fn schemaless_kinds_join_the_table() {
             .namespaced()
     );
     let r = t
-        .by_type_url("gateway.networking.k8s.io/v1/HTTPRoute")
-        .expect("HTTPRoute");
-    assert_eq!(
-        r.collection(),
-        "k8s/gateway.networking.k8s.io/v1/httproutes"
+        .by_type_url("gateway.networking.k8s.io/v1/UDPRoute")
+        .expect("UDPRoute");
+    assert_eq!(r.collection(), "k8s/gateway.networking.k8s.io/v1/udproutes");
+    assert_eq!(r.family(), Family::Extra);
+    assert!(
+        r.offered_over_ads(),
+        "configured kinds are offered as before"
     );
     assert_eq!(t.by_message(STRUCT_MESSAGE), None, "Struct names no kind");
     assert_eq!(
         t.iter().last().map(Kind::kind),
-        Some("HTTPRoute"),
+        Some("UDPRoute"),
         "insertion order"
     );
 }
@@ -381,4 +393,84 @@ fn clashing_kinds_are_refused() {
         Kind::schemaless("", "v1", "X", "a/b", true).is_err(),
         "slash in plural"
     );
+}
+
+#[test]
+fn gateway_api_kinds_are_built_in_with_struct_bodies_and_not_offered_over_ads() {
+    let t = KindTable::builtin();
+    let gw: Vec<&Kind> = t
+        .iter()
+        .filter(|k| k.family() == Family::GatewayApi)
+        .collect();
+    let names: Vec<&str> = gw.iter().map(|k| k.kind()).collect();
+    assert_eq!(
+        names,
+        [
+            "Gateway",
+            "HTTPRoute",
+            "GRPCRoute",
+            "TCPRoute",
+            "TLSRoute",
+            "ReferenceGrant",
+            "BackendTLSPolicy",
+            "ListenerSet",
+            "XListenerSet",
+            "XBackendTrafficPolicy",
+        ]
+    );
+    for k in &gw {
+        assert!(k.is_builtin() && k.is_schemaless() && k.namespaced(), "{k}");
+        assert!(!k.offered_over_ads(), "{k}");
+        assert!(gateway_api::is_gateway_api_group(k.group()), "{k}");
+        assert!(
+            k.collection()
+                .starts_with(&format!("k8s/{}/{}/", k.group(), k.preferred_version())),
+            "{}",
+            k.collection()
+        );
+    }
+    // Istio's Gateway and the Gateway API's are two kinds.
+    let route = t
+        .by_api_version("gateway.networking.k8s.io/v1beta1", "HTTPRoute")
+        .expect("HTTPRoute v1beta1 is served");
+    assert_eq!(
+        route.collection(),
+        "k8s/gateway.networking.k8s.io/v1/httproutes"
+    );
+    assert_eq!(route.api_version(), "gateway.networking.k8s.io/v1");
+    assert_eq!(
+        t.by_api_version("gateway.networking.k8s.io/v1", "Gateway")
+            .map(Kind::collection),
+        Some("k8s/gateway.networking.k8s.io/v1/gateways")
+    );
+    assert_eq!(
+        t.by_api_version("networking.istio.io/v1", "Gateway")
+            .map(Kind::collection),
+        Some("istio/networking/v1alpha3/gateways")
+    );
+    assert_eq!(
+        t.by_api_version("gateway.networking.k8s.io/v1alpha2", "TCPRoute")
+            .map(Kind::kind),
+        Some("TCPRoute"),
+        "TCPRoute before Gateway API v1.6"
+    );
+    assert_eq!(
+        t.by_api_version("gateway.networking.x-k8s.io/v1alpha1", "XListenerSet")
+            .map(Kind::collection),
+        Some("k8s/gateway.networking.x-k8s.io/v1alpha1/xlistenersets")
+    );
+    assert_eq!(
+        gateway_api::find("gateway.networking.k8s.io", "HTTPRoute").map(|k| k.crd_name()),
+        Some("httproutes.gateway.networking.k8s.io".to_owned())
+    );
+    // A configured kind of a built-in group and kind clashes.
+    let twin = Kind::schemaless(
+        "gateway.networking.k8s.io",
+        "v1beta1",
+        "HTTPRoute",
+        "httproutes",
+        true,
+    )
+    .expect("well-formed");
+    assert!(t.with_kind(twin).is_err());
 }

@@ -229,7 +229,12 @@ impl Tracker {
             if only.is_some_and(|o| !o.contains(collection)) {
                 continue;
             }
-            let Some(kind) = kinds.by_collection(collection) else {
+            // istiod reads the Gateway API from its own cluster's API,
+            // never from the agent: not a drop when it lacks them here.
+            let Some(kind) = kinds
+                .by_collection(collection)
+                .filter(|k| k.offered_over_ads())
+            else {
                 continue;
             };
             if only.is_none() && meshhub_analyze::since::kind_since(kind.kind()).is_some() {

@@ -4,8 +4,8 @@
 use meshhub_mcp::ledger::{PeerStatus, Role, StreamProtocol, SyncState};
 use meshhub_proto::upward::{
     AppliedCollection, ClusterStatus, ConsumerCollection, ConsumerProtocol, ConsumerSyncState,
-    HeldCollection, IstioRuntime, IstiodInstance, IstiodSource, IstiodView, LocalConsumer,
-    ObjectProblem,
+    GatewayApiCrds, HeldCollection, IstioRuntime, IstiodInstance, IstiodSource, IstiodView,
+    LocalConsumer, ObjectProblem,
 };
 
 use crate::apply::ApplyStatus;
@@ -96,7 +96,7 @@ fn istio(
     istiods.dedup();
     istiods.extend(endpoint.cloned());
     let (crds, crds_error) = match crds {
-        Some(Ok(c)) => (c.clone(), String::new()),
+        Some(Ok(c)) => (c.istio.clone(), String::new()),
         Some(Err(e)) => (Vec::new(), e.clone()),
         None => (Vec::new(), String::new()),
     };
@@ -104,6 +104,21 @@ fn istio(
         istiods,
         crds,
         crds_error,
+    }
+}
+
+/// The cluster's Gateway API CRDs as reported, or why they could not be
+/// read.
+fn gateway_api(crds: &super::crds::Crds) -> GatewayApiCrds {
+    match crds {
+        Ok(c) => GatewayApiCrds {
+            crds: c.gateway_api.clone(),
+            error: String::new(),
+        },
+        Err(e) => GatewayApiCrds {
+            crds: Vec::new(),
+            error: e.clone(),
+        },
     }
 }
 
@@ -202,6 +217,7 @@ pub fn build(i: &Inputs<'_>) -> ClusterStatus {
         applied,
         istiod: i.istiod.cloned(),
         istio: Some(istio(i.ledger, i.istiod_version, i.crds)),
+        gateway_api: i.crds.map(gateway_api),
         // Filled in with the exports they are published with.
         exports_state: None,
     }

@@ -5,5 +5,6 @@
 mod agent;
 mod cli;
 mod faults;
+mod gateway_api;
 mod hostile_input;
 mod support;

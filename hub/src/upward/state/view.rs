@@ -4,8 +4,9 @@ use std::collections::BTreeMap;
 use std::time::SystemTime;
 
 use meshhub_api::upward::{
-    AppliedView, ClusterReportView, ConsumerCollectionView, ExportView, HeldView, IstioCrdView,
-    IstioRuntimeView, IstiodInstanceView, IstiodView, LocalConsumerView, ObjectProblemView,
+    AppliedView, ClusterReportView, ConsumerCollectionView, ExportView, GatewayApiCrdView,
+    GatewayApiCrdsView, HeldView, IstioCrdView, IstioRuntimeView, IstiodInstanceView, IstiodView,
+    LocalConsumerView, ObjectProblemView,
 };
 use meshhub_mcp::ledger::At;
 use meshhub_mcp::ledger::{StreamProtocol, SyncState};
@@ -142,6 +143,27 @@ pub fn view_of(r: &ClusterStatus) -> ClusterReportView {
                 })
                 .collect(),
             crds_error: bounded(&i.crds_error),
+        }),
+        gateway_api: r.gateway_api.as_ref().map(|g| GatewayApiCrdsView {
+            crds: g
+                .crds
+                .iter()
+                .take(MAX_CRDS)
+                .map(|c| GatewayApiCrdView {
+                    name: bounded(&c.name),
+                    group: bounded(&c.group),
+                    kind: bounded(&c.kind),
+                    served_versions: c
+                        .served_versions
+                        .iter()
+                        .take(16)
+                        .map(|v| bounded(v))
+                        .collect(),
+                    bundle_version: bounded(&c.bundle_version),
+                    channel: bounded(&c.channel),
+                })
+                .collect(),
+            error: bounded(&g.error),
         }),
     }
 }

@@ -1,0 +1,67 @@
+//! The Kubernetes Gateway API module (`sigs.k8s.io/gateway-api`) in the Go
+//! module cache: its CRDs, installed into real API servers by the tests.
+//! Read at test time, never committed.
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use crate::kube::ControlPlanes;
+
+/// The release `e2e/peers/gateway-api.sh` downloads by default (Istio 1.31
+/// builds against it).
+pub const VERSION: &str = "v1.6.0";
+
+/// The module's directory: `MESHHUB_GATEWAY_API_DIR` if set, else what
+/// `e2e/peers/gateway-api.sh` prints (it downloads the module when the
+/// cache lacks it).
+pub fn module_dir() -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = std::env::var_os("MESHHUB_GATEWAY_API_DIR")
+            .filter(|d| !d.is_empty())
+            .map(PathBuf::from)
+            .unwrap_or_else(|| {
+                crate::peer_script(
+                    "gateway-api.sh",
+                    &[VERSION],
+                    "the Gateway API tests need its CRDs",
+                )
+            });
+        assert!(
+            dir.is_dir(),
+            "the Gateway API module is not at {}",
+            dir.display()
+        );
+        dir
+    })
+    .clone()
+}
+
+/// The CRD files of `channel` (`standard` or `experimental`): every
+/// `config/crd/<channel>/*.yaml` that holds CRDs (not the
+/// ValidatingAdmissionPolicy beside them), by name.
+pub fn crd_files(channel: &str) -> Vec<PathBuf> {
+    let dir = module_dir().join("config/crd").join(channel);
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| {
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            name.starts_with("gateway.networking")
+                && name.ends_with(".yaml")
+                && !name.contains("_vap_")
+        })
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "no CRDs under {}", dir.display());
+    files
+}
+
+/// Installs the Gateway API CRDs of `channel` into cluster `name` and
+/// waits until each is established.
+pub async fn install(planes: &ControlPlanes, name: &str, channel: &str) {
+    for file in crd_files(channel) {
+        planes.install_crds_file(name, &file, &[]).await;
+    }
+}

@@ -81,13 +81,7 @@ pub fn istio_crds(items: &[CustomResourceDefinition]) -> Vec<IstioCrd> {
             let knows = meshhub_analyze::since::crd_knows(&kind, &paths);
             Some(IstioCrd {
                 name: c.metadata.name.clone().unwrap_or_default(),
-                served_versions: c
-                    .spec
-                    .versions
-                    .iter()
-                    .filter(|v| v.served)
-                    .map(|v| v.name.clone())
-                    .collect(),
+                served_versions: served_versions(c),
                 storage_version: c
                     .spec
                     .versions
@@ -102,6 +96,16 @@ pub fn istio_crds(items: &[CustomResourceDefinition]) -> Vec<IstioCrd> {
         .collect();
     out.sort_by(|a, b| a.name.cmp(&b.name));
     out
+}
+
+/// The versions a CRD serves.
+fn served_versions(c: &CustomResourceDefinition) -> Vec<String> {
+    c.spec
+        .versions
+        .iter()
+        .filter(|v| v.served)
+        .map(|v| v.name.clone())
+        .collect()
 }
 
 /// The annotation of a Gateway API CRD naming its release.
@@ -128,13 +132,7 @@ pub fn gateway_api_crds(items: &[CustomResourceDefinition]) -> Vec<GatewayApiCrd
                 name: c.metadata.name.clone().unwrap_or_default(),
                 group: c.spec.group.clone(),
                 kind: c.spec.names.kind.clone(),
-                served_versions: c
-                    .spec
-                    .versions
-                    .iter()
-                    .filter(|v| v.served)
-                    .map(|v| v.name.clone())
-                    .collect(),
+                served_versions: served_versions(c),
                 bundle_version: annotation(BUNDLE_VERSION),
                 channel: annotation(CHANNEL),
             }

@@ -132,12 +132,7 @@ pub fn view_of(r: &ClusterStatus) -> ClusterReportView {
                 .map(|c| IstioCrdView {
                     name: bounded(&c.name),
                     kind: bounded(&c.kind),
-                    served_versions: c
-                        .served_versions
-                        .iter()
-                        .take(16)
-                        .map(|v| bounded(v))
-                        .collect(),
+                    served_versions: bounded_versions(&c.served_versions),
                     storage_version: bounded(&c.storage_version),
                     knows: bounded(&c.knows),
                 })
@@ -153,12 +148,7 @@ pub fn view_of(r: &ClusterStatus) -> ClusterReportView {
                     name: bounded(&c.name),
                     group: bounded(&c.group),
                     kind: bounded(&c.kind),
-                    served_versions: c
-                        .served_versions
-                        .iter()
-                        .take(16)
-                        .map(|v| bounded(v))
-                        .collect(),
+                    served_versions: bounded_versions(&c.served_versions),
                     bundle_version: bounded(&c.bundle_version),
                     channel: bounded(&c.channel),
                 })
@@ -236,6 +226,12 @@ fn istiod_source(d: &IstiodInstance) -> String {
 
 fn bounded(s: &str) -> String {
     bounded_to(s, MAX_FIELD)
+}
+
+/// A CRD's served versions as a report may carry them: at most 16, each
+/// bounded.
+fn bounded_versions(versions: &[String]) -> Vec<String> {
+    versions.iter().take(16).map(|v| bounded(v)).collect()
 }
 
 fn bounded_to(s: &str, max: usize) -> String {

@@ -156,8 +156,10 @@ async fn analysed(hub: &Hub, cmd: &Value) -> Value {
     let mut status = hub.status();
     let settled = tokio::time::timeout(timeout, async {
         loop {
-            let behind = status
-                .borrow_and_update()
+            // A copy: the digests below are not worked out under the
+            // status' lock (the pipeline's next publication would wait).
+            let now = status.borrow_and_update().clone();
+            let behind = now
                 .analysis
                 .iter()
                 .filter(|a| {

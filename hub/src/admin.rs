@@ -97,7 +97,15 @@ pub type StatusView =
 
 /// The status document of `s`.
 pub fn status_view(s: &AdminState) -> StatusView {
+    // One read of the status: a second `borrow()` while a first guard
+    // lives can deadlock against the pipeline's `send_replace`.
     let pipeline = (**s.status.borrow()).clone();
+    let analysis = pipeline
+        .analysis
+        .iter()
+        .map(|a| meshhub_api::analysis::ClusterAnalysis::clone(a))
+        .collect();
+    let withheld = pipeline.withheld.clone();
     let rules = s.rules.borrow().clone();
     let groups = rules
         .groups()
@@ -172,14 +180,8 @@ pub fn status_view(s: &AdminState) -> StatusView {
             .map(History::unresolved_pins)
             .unwrap_or_default(),
         grpc_tls: s.grpc_tls.as_ref().map(|t| t.borrow().clone()),
-        analysis: s
-            .status
-            .borrow()
-            .analysis
-            .iter()
-            .map(|a| meshhub_api::analysis::ClusterAnalysis::clone(a))
-            .collect(),
-        withheld: s.status.borrow().withheld.clone(),
+        analysis,
+        withheld,
         leader,
         shards,
     }

@@ -2,8 +2,10 @@
 //! cache's writer.
 //!
 //! Source events are applied to the [`Store`] as they arrive; changes are
-//! debounced (a quiet period, bounded by a maximum wait) and then every
-//! group's snapshot is rebuilt from the resolved objects and published. The
+//! debounced (a quiet period, bounded by a maximum wait) and then the
+//! groups' snapshots are assembled from the resolved objects, rebuilding
+//! only what the change touched ([`assembly`]), and the groups whose
+//! content moved are published. The
 //! first snapshots are published as soon as every source has synced, without
 //! waiting, so that readiness follows the initial state promptly.
 //!
@@ -403,7 +405,8 @@ impl Pipeline {
         }
     }
 
-    /// Builds and publishes every group's snapshot.
+    /// Assembles every group's snapshot (rebuilding what changed) and
+    /// publishes the groups whose content moved.
     fn publish(&mut self, now: Instant) {
         let waited = self.debouncer.take(now);
         let started = std::time::Instant::now();

@@ -11,9 +11,12 @@
 //! only the collections that changed.
 //!
 //! The cost of a build is one pass over the objects (each is pushed into
-//! its class once, not into each of its groups), a lookup per group, and
-//! the collections that changed in the signatures they reach — not the
-//! sum of every group's size, which is what it was (issue 40).
+//! its class once, not into each of its groups), a lookup per group and
+//! a pointer comparison per collection of each group's snapshot, and the
+//! collections that changed in the signatures they reach — not the sum
+//! of every group's size, which is what it was (issue 40). Signatures
+//! differing only in a cluster's own objects each build their copy of a
+//! changed shared collection.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{Hash, Hasher};

@@ -56,7 +56,7 @@ fn quick_suite_delivers_correct_data_and_prints_the_table() {
         "| clusters: a change every cluster receives",
         "| clusters: a change of one cluster",
         "| clusters: hub RSS per idle synced cluster",
-        "≤ 64 KiB",
+        "≤ 48 KiB",
         "| storm: hub SIGKILLed and restarted",
         "| storm: … content resent",
         "< 5 %",

@@ -91,6 +91,18 @@ fn namespace_of(obj: &Object) -> &str {
     }
 }
 
+/// A custom resource's name (every Istio and Gateway API kind is one):
+/// the API server takes only lower-case RFC 1123 subdomains.
+pub(crate) fn check_resource_name(r: &mut Report, obj: &Object) {
+    let name = obj.metadata.name.as_str();
+    if !name.is_empty() && !is_dns1123_subdomain(name) {
+        r.err(
+            "metadata.name",
+            format!("{name:?} is not a lower-case RFC 1123 subdomain (a-z, 0-9, '-' and '.', at most 253 characters, starting and ending alphanumeric)"),
+        );
+    }
+}
+
 /// Every problem of `obj`, in field order; empty when it is valid.
 pub fn problems(obj: &Object) -> Vec<Problem> {
     let Some(kind) = IstioKind::of(obj.group(), &obj.kind) else {
@@ -100,15 +112,8 @@ pub fn problems(obj: &Object) -> Vec<Problem> {
         };
     };
     let mut r = Report::default();
-    // Every Istio kind is a custom resource: the API server takes only
-    // lower-case RFC 1123 subdomains as names.
+    check_resource_name(&mut r, obj);
     let name = obj.metadata.name.as_str();
-    if !name.is_empty() && !is_dns1123_subdomain(name) {
-        r.err(
-            "metadata.name",
-            format!("{name:?} is not a lower-case RFC 1123 subdomain (a-z, 0-9, '-' and '.', at most 253 characters, starting and ending alphanumeric)"),
-        );
-    }
     check_dry_run_annotation(&mut r, obj, kind);
 
     // A missing spec is an empty message to Istio: the kind's rules then say

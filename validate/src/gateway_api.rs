@@ -12,7 +12,7 @@ use meshhub_proto::kinds::gateway_api::{self, GatewayApiKind};
 use meshhub_proto::object::Object;
 use serde_json::Value;
 
-use crate::names::{is_dns1123_label, is_dns1123_subdomain};
+use crate::names::is_dns1123_label;
 use crate::problem::Problem;
 use crate::report::Report;
 
@@ -24,13 +24,7 @@ pub(crate) fn kind_of(group: &str, kind: &str) -> Option<&'static GatewayApiKind
 /// Every problem of `obj`, an object of `kind`.
 pub(crate) fn problems(obj: &Object, kind: &GatewayApiKind) -> Vec<Problem> {
     let mut r = Report::default();
-    let name = obj.metadata.name.as_str();
-    if !name.is_empty() && !is_dns1123_subdomain(name) {
-        r.err(
-            "metadata.name",
-            format!("{name:?} is not a lower-case RFC 1123 subdomain (a-z, 0-9, '-' and '.', at most 253 characters, starting and ending alphanumeric)"),
-        );
-    }
+    crate::check::check_resource_name(&mut r, obj);
     if let Some(ns) = obj.metadata.namespace.as_deref()
         && !ns.is_empty()
         && !is_dns1123_label(ns)

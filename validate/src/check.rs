@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use crate::enums::AUTHORIZATION_ACTION;
 use crate::json::enum_field;
-use crate::names::is_dns1123_subdomain;
+use crate::metadata::check_resource_name;
 use crate::networking::{
     destination_rule, envoy_filter, gateway, proxy_config, service_entry, sidecar, virtual_service,
     workload,
@@ -88,18 +88,6 @@ fn namespace_of(obj: &Object) -> &str {
     match obj.metadata.namespace.as_deref() {
         Some(ns) if !ns.is_empty() => ns,
         _ => "default",
-    }
-}
-
-/// A custom resource's name (every Istio and Gateway API kind is one):
-/// the API server takes only lower-case RFC 1123 subdomains.
-pub(crate) fn check_resource_name(r: &mut Report, obj: &Object) {
-    let name = obj.metadata.name.as_str();
-    if !name.is_empty() && !is_dns1123_subdomain(name) {
-        r.err(
-            "metadata.name",
-            format!("{name:?} is not a lower-case RFC 1123 subdomain (a-z, 0-9, '-' and '.', at most 253 characters, starting and ending alphanumeric)"),
-        );
     }
 }
 

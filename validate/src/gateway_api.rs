@@ -24,7 +24,7 @@ pub(crate) fn kind_of(group: &str, kind: &str) -> Option<&'static GatewayApiKind
 /// Every problem of `obj`, an object of `kind`.
 pub(crate) fn problems(obj: &Object, kind: &GatewayApiKind) -> Vec<Problem> {
     let mut r = Report::default();
-    crate::check::check_resource_name(&mut r, obj);
+    crate::metadata::check_resource_name(&mut r, obj);
     if let Some(ns) = obj.metadata.namespace.as_deref()
         && !ns.is_empty()
         && !is_dns1123_label(ns)

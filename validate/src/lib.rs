@@ -33,6 +33,7 @@ mod gateway_api;
 mod hosts;
 mod http;
 mod json;
+mod metadata;
 pub mod names;
 mod net;
 mod networking;

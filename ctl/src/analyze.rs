@@ -154,7 +154,12 @@ fn offline(args: &AnalyzeArgs) -> Result<Report, String> {
     let mut members: BTreeMap<String, Vec<Facts>> =
         groups.iter().map(|g| (g.clone(), Vec::new())).collect();
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
-    for c in validate::check_files(&args.files, args.config.as_deref(), true)? {
+    for c in validate::check_files(
+        &args.files,
+        args.config.as_deref(),
+        &meshhub_validate::Validator::default(),
+        true,
+    )? {
         let Some(obj) = &c.object else {
             if let Some(first) = c.errors.first() {
                 invalid.push(format!("{} {}: {first}", c.at(), c.label()));

@@ -1,7 +1,10 @@
 //! `meshhubctl validate -f PATH…`: the hub's checks on files, offline —
 //! kind lookup, the schema (transcoding, unknown fields refused as the
 //! hub's default `unknownFields: reject` does) and Istio's semantic rules
-//! (meshhub-validate), each object named by file and document.
+//! (meshhub-validate), each object named by file and document. With
+//! `--crds`, custom resources of the kinds those CRDs define (the Gateway
+//! API's) are also checked against the CRDs' schemas and CEL rules, as the
+//! hub's `validation.crds` and a kube-apiserver check them.
 //! Exit 0 when every object passes, 1 when one does not, 2 on trouble.
 
 use std::path::{Path, PathBuf};
@@ -9,7 +12,7 @@ use std::path::{Path, PathBuf};
 use meshhub_proto::kinds::KindTable;
 use meshhub_proto::object::Object;
 use meshhub_proto::transcode;
-use meshhub_validate::Finding;
+use meshhub_validate::{CrdSchemas, Finding, Validator};
 use serde::Serialize;
 
 use crate::files::{self, Document};
@@ -26,6 +29,11 @@ pub struct ValidateArgs {
     /// instead of refusing them as the hub does.
     #[arg(long)]
     pub ignore_unknown_kinds: bool,
+    /// CRD files or directories (the Gateway API's `standard-install.yaml`,
+    /// say): objects of their kinds are checked against their schemas and
+    /// CEL rules, as the hub's `validation.crds` does. Repeatable.
+    #[arg(long = "crds", num_args = 1..)]
+    pub crds: Vec<PathBuf>,
     /// Output format.
     #[arg(long, short = 'o', value_enum, default_value = "table")]
     pub output: Format,
@@ -79,7 +87,12 @@ fn text(f: &Finding) -> String {
 }
 
 /// Checks one document as the hub checks what a source delivers.
-pub fn check(kinds: &KindTable, doc: Document, ignore_unknown: bool) -> Checked {
+pub fn check(
+    kinds: &KindTable,
+    validator: &Validator,
+    doc: Document,
+    ignore_unknown: bool,
+) -> Checked {
     let mut out = Checked {
         file: doc.file,
         document: doc.index,
@@ -115,7 +128,7 @@ pub fn check(kinds: &KindTable, doc: Document, ignore_unknown: bool) -> Checked 
     if let Err(e) = transcode::object_to_resource(kind, &obj) {
         out.errors.push(text(&Finding::from(&e)));
     }
-    if let Err(e) = meshhub_validate::validate(&obj) {
+    if let Err(e) = validator.validate(&obj) {
         out.errors.extend(e.findings().iter().map(text));
     }
     if out.errors.is_empty() {
@@ -128,13 +141,29 @@ pub fn check(kinds: &KindTable, doc: Document, ignore_unknown: bool) -> Checked 
 pub fn check_files(
     paths: &[PathBuf],
     skip: Option<&Path>,
+    validator: &Validator,
     ignore_unknown: bool,
 ) -> Result<Vec<Checked>, String> {
     let kinds = KindTable::builtin();
     Ok(files::read(paths, skip)?
         .into_iter()
-        .map(|d| check(&kinds, d, ignore_unknown))
+        .map(|d| check(&kinds, validator, d, ignore_unknown))
         .collect())
+}
+
+/// The checks, with the CRDs of `crds` (none: Istio's rules only).
+pub fn validator(crds: &[PathBuf]) -> Result<Validator, String> {
+    if crds.is_empty() {
+        return Ok(Validator::default());
+    }
+    let schemas = CrdSchemas::load(crds).map_err(|e| format!("--crds: {e}"))?;
+    for n in schemas.not_evaluated() {
+        eprintln!(
+            "warning: {} rule {:?} at {} is not evaluated: {}",
+            n.kind, n.rule, n.schema_path, n.reason
+        );
+    }
+    Ok(Validator::new(schemas))
 }
 
 /// What `-o json|yaml` prints.
@@ -147,7 +176,8 @@ struct Report<'a> {
 
 /// Runs the command: whether every object passed.
 pub fn run(args: ValidateArgs) -> Result<bool, String> {
-    let checked = check_files(&args.files, None, args.ignore_unknown_kinds)?;
+    let validator = validator(&args.crds)?;
+    let checked = check_files(&args.files, None, &validator, args.ignore_unknown_kinds)?;
     let invalid = checked.iter().filter(|c| !c.errors.is_empty()).count();
     let report = Report {
         objects: &checked,

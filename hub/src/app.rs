@@ -20,7 +20,6 @@ use meshhub_mcp::ledger::Ledger;
 use meshhub_mcp::source::SourceConfig;
 use meshhub_mcp::source::server::Shared;
 use meshhub_mcp::tls::reload::{ReloadingServerTls, TlsLoadError};
-use meshhub_proto::object::Object;
 use meshhub_runtime::admin::{AdminPort, Identity};
 use meshhub_runtime::lifecycle::Lifecycle;
 use meshhub_runtime::port::PortError;
@@ -50,7 +49,8 @@ use crate::source::SourceSpec;
 use crate::source::file::FileSource;
 use crate::source::kube::KubeSource;
 use crate::source::mcp::McpSource;
-use crate::store::{SemanticCheck, Store};
+use crate::store::Store;
+use crate::validation::{export_check, semantic_check};
 use crate::webhook::{Validator, Webhook};
 use crate::writeback;
 
@@ -100,27 +100,6 @@ pub enum RunError {
     Signal(#[source] std::io::Error),
 }
 
-/// The semantic checks of [`meshhub_validate`], as the store calls them.
-pub fn semantic_check() -> SemanticCheck {
-    Arc::new(|obj: &Object| match meshhub_validate::validate(obj) {
-        Ok(()) => Vec::new(),
-        Err(e) => e.findings(),
-    })
-}
-
-/// The store's checks of an object, as each cluster's export is judged
-/// by before it is merged (the same as the generated entry then goes
-/// through in the pipeline).
-pub(crate) fn export_check(
-    kinds: &meshhub_proto::kinds::KindTable,
-    unknown_fields: crate::store::UnknownFields,
-) -> crate::upward::judge::Check {
-    let (kinds, semantic) = (kinds.clone(), semantic_check());
-    Arc::new(move |obj: Object| {
-        crate::store::verdict(&kinds, unknown_fields, &semantic, obj).error_messages()
-    })
-}
-
 /// A running hub.
 #[derive(Debug)]
 pub struct Hub {
@@ -144,6 +123,7 @@ impl Hub {
         let life = Lifecycle::new(config.shutdown_grace);
         let (shutdown, tasks) = life.handles();
         let kinds = config.kinds.clone();
+        config.validation.log();
         let rules = GroupRules::new(&config.clusters).with_access(config.access.clone());
         crate::groups::warn_about_access(&config.access, &config.clusters);
         // The reloader is the single writer of the clusters configuration;
@@ -173,8 +153,11 @@ impl Hub {
         // The admission webhook: the same checks as the store's.
         let webhook = match &config.webhook {
             Some(spec) => {
-                let validator =
-                    Validator::new(kinds.clone(), config.unknown_fields, semantic_check());
+                let validator = Validator::new(
+                    kinds.clone(),
+                    config.unknown_fields,
+                    semantic_check(&config.validation.validator),
+                );
                 Some(crate::webhook::bind(spec, validator).await?)
             }
             None => None,
@@ -187,7 +170,7 @@ impl Hub {
             kinds.clone(),
             rules.clone(),
             config.unknown_fields,
-            semantic_check(),
+            semantic_check(&config.validation.validator),
         );
         // One Kubernetes client per API server: the sources, leader election
         // and shared pins configured with the same connection share it.
@@ -529,7 +512,7 @@ impl Hub {
                 updates_rx,
                 reports_tx,
                 audit.clone(),
-                export_check(&kinds, config.unknown_fields),
+                export_check(&kinds, config.unknown_fields, &config.validation.validator),
                 shutdown.clone(),
             )
             .instrument(info_span!("upward.state")),

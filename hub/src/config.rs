@@ -42,6 +42,7 @@ use crate::rollout::spec::{RawRollout, RolloutSpec};
 use crate::source::SourceSpec;
 use crate::source::spec::{RawSource, Sources};
 use crate::store::UnknownFields;
+use crate::validation::{RawValidation, ValidationSpec};
 use crate::webhook::{RawWebhook, WebhookSpec};
 
 pub mod embedded;
@@ -156,6 +157,8 @@ pub struct Config {
     /// Each cluster's own labels (`clusters[].clusterLabels`), for the
     /// rollout's wave selectors.
     pub cluster_labels: BTreeMap<String, BTreeMap<String, String>>,
+    /// What objects are checked with (`validation`: the CRDs given).
+    pub validation: ValidationSpec,
     /// `--insecure` itself (kept across reloads).
     insecure_flag: bool,
 }
@@ -214,6 +217,8 @@ struct FileConfig {
     limits: RawLimits,
     #[serde(default)]
     rollout: Option<RawRollout>,
+    #[serde(default)]
+    validation: RawValidation,
 }
 
 #[derive(Debug, Deserialize)]
@@ -338,6 +343,7 @@ impl Config {
             .analysis
             .check()
             .map_err(|e| invalid(e.within("analysis")))?;
+        let validation = raw.validation.check(base).map_err(invalid)?;
         let grpc = grpc_port(
             args,
             GrpcBlocks {
@@ -377,6 +383,7 @@ impl Config {
             history,
             audit,
             analysis,
+            validation,
         })
     }
 }

@@ -30,6 +30,7 @@ pub mod rollout;
 pub mod source;
 pub mod store;
 pub mod upward;
+pub mod validation;
 pub mod watch_backoff;
 pub mod webhook;
 pub mod writeback;

@@ -214,6 +214,9 @@ impl Reloader {
         if new.audit != self.current.audit {
             pending.push("audit".to_owned());
         }
+        if new.validation != self.current.validation {
+            pending.push("validation".to_owned());
+        }
         // The policy follows reloads; turning the rollout on or off, or
         // another Prometheus, needs a restart (the gates' task).
         match (&self.current.rollout, &new.rollout) {

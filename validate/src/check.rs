@@ -3,6 +3,7 @@
 use meshhub_proto::object::Object;
 use serde_json::Value;
 
+use crate::crd::CrdSchemas;
 use crate::enums::AUTHORIZATION_ACTION;
 use crate::json::enum_field;
 use crate::metadata::check_resource_name;
@@ -67,11 +68,15 @@ pub fn is_checked_kind(group: &str, kind: &str) -> bool {
 /// Checks one object against Istio's semantic rules for its kind.
 ///
 /// Returns every problem found. The Gateway API kinds meshhub carries are
-/// checked for being well-formed objects of their kind (their CRDs' rules
-/// are not evaluated yet); objects of other kinds outside the Istio API
-/// groups always pass.
+/// checked for being well-formed objects of their kind; their CRDs' rules
+/// are checked by a [`crate::Validator`] given the CRDs. Objects of other
+/// kinds outside the Istio API groups always pass.
 pub fn validate(obj: &Object) -> Result<(), ValidationError> {
-    let problems = problems(obj);
+    into_result(obj, problems(obj))
+}
+
+/// `Ok` when `problems` is empty, else the error naming `obj`.
+pub(crate) fn into_result(obj: &Object, problems: Vec<Problem>) -> Result<(), ValidationError> {
     if problems.is_empty() {
         return Ok(());
     }
@@ -93,10 +98,27 @@ fn namespace_of(obj: &Object) -> &str {
 
 /// Every problem of `obj`, in field order; empty when it is valid.
 pub fn problems(obj: &Object) -> Vec<Problem> {
+    problems_with(obj, None)
+}
+
+/// [`problems`], with the schemas and rules of `crds` for the kinds they
+/// hold.
+pub(crate) fn problems_with(obj: &Object, crds: Option<&CrdSchemas>) -> Vec<Problem> {
     let Some(kind) = IstioKind::of(obj.group(), &obj.kind) else {
         return match crate::gateway_api::kind_of(obj.group(), &obj.kind) {
-            Some(kind) => crate::gateway_api::problems(obj, kind),
-            None => Vec::new(),
+            Some(kind) => crate::gateway_api::problems(obj, kind, crds),
+            // Any other custom resource whose CRD was given (a source's
+            // `extraKinds`): what its API server would say.
+            None => crds
+                .and_then(|c| c.problems(obj))
+                .map(|found| {
+                    let mut r = Report::default();
+                    check_resource_name(&mut r, obj);
+                    let mut problems = r.into_problems();
+                    problems.extend(found);
+                    problems
+                })
+                .unwrap_or_default(),
         };
     };
     let mut r = Report::default();

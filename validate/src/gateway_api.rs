@@ -2,16 +2,20 @@
 //! `kinds::gateway_api`): what any API server takes of a custom resource of
 //! the kind, checked before the object is served.
 //!
-//! Checked now: the object is a well-formed namespaced Kubernetes object of
-//! its kind (a lower-case RFC 1123 subdomain as its name, a DNS label as
-//! its namespace) and its `spec`, which every Gateway API CRD requires, is
-//! an object. Not checked yet: the CRDs' OpenAPI schemas and CEL rules
-//! (`x-kubernetes-validations`); [`crd_rules`] is where they go.
+//! Always checked: the object is a well-formed namespaced Kubernetes object
+//! of its kind (a lower-case RFC 1123 subdomain as its name, a DNS label as
+//! its namespace). With the kind's CRD at hand ([`CrdSchemas`], from the
+//! CRDs the operator installs), its OpenAPI schema and CEL rules are
+//! checked as the API server checks them; without it, only that `spec`,
+//! which every Gateway API CRD requires, is an object, and the cluster's
+//! agent (which applies with strict field validation) refuses what its API
+//! server refuses, NACKing with the API server's message.
 
 use meshhub_proto::kinds::gateway_api::{self, GatewayApiKind};
 use meshhub_proto::object::Object;
 use serde_json::Value;
 
+use crate::crd::CrdSchemas;
 use crate::names::is_dns1123_label;
 use crate::problem::Problem;
 use crate::report::Report;
@@ -22,7 +26,11 @@ pub(crate) fn kind_of(group: &str, kind: &str) -> Option<&'static GatewayApiKind
 }
 
 /// Every problem of `obj`, an object of `kind`.
-pub(crate) fn problems(obj: &Object, kind: &GatewayApiKind) -> Vec<Problem> {
+pub(crate) fn problems(
+    obj: &Object,
+    kind: &GatewayApiKind,
+    crds: Option<&CrdSchemas>,
+) -> Vec<Problem> {
     let mut r = Report::default();
     crate::metadata::check_resource_name(&mut r, obj);
     if let Some(ns) = obj.metadata.namespace.as_deref()
@@ -34,23 +42,20 @@ pub(crate) fn problems(obj: &Object, kind: &GatewayApiKind) -> Vec<Problem> {
             format!("{ns:?} is not a lower-case RFC 1123 label (a-z, 0-9 and '-', at most 63 characters)"),
         );
     }
+    if let Some(found) = crds.and_then(|c| c.problems(obj)) {
+        let mut problems = r.into_problems();
+        problems.extend(found);
+        return problems;
+    }
     match obj.spec() {
         None | Some(Value::Null) => {
             r.err("spec", format!("required: every {} has a spec", kind.kind))
         }
-        Some(spec @ Value::Object(_)) => crd_rules(&mut r, kind, obj.version(), spec),
+        Some(Value::Object(_)) => {}
         Some(_) => r.err("spec", "must be an object"),
     }
     r.into_problems()
 }
-
-/// The rules of the kind's CRD at `version`: its OpenAPI schema and CEL
-/// `x-kubernetes-validations`, as a kube-apiserver with the Gateway API
-/// CRDs evaluates them. None is evaluated yet (issue 39, item 2): an
-/// object the API server refuses is refused by the cluster's agent, which
-/// applies with strict field validation and NACKs it with the API
-/// server's message.
-fn crd_rules(_r: &mut Report, _kind: &GatewayApiKind, _version: &str, _spec: &Value) {}
 
 #[cfg(test)]
 mod tests {

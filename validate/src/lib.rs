@@ -20,12 +20,14 @@
 //! reported, each with a field path.
 //!
 //! The Gateway API kinds meshhub carries are checked for being well-formed
-//! objects of their kind (module `gateway_api`, the seam
-//! where their CRDs' OpenAPI and CEL rules will go). Other kinds outside
-//! the Istio API groups pass unchecked. [`names`] holds the
+//! objects of their kind and, by a [`Validator`] given their CRDs
+//! ([`CrdSchemas`]), against the CRDs' OpenAPI schemas and CEL rules as the
+//! API server checks them (module [`crd`]). Other kinds outside the Istio
+//! API groups pass unchecked. [`names`] holds the
 //! naming rules (DNS labels and the like) for anyone who needs them.
 
 mod check;
+pub mod crd;
 mod enums;
 mod envoy;
 mod extensions;
@@ -42,6 +44,7 @@ mod report;
 mod schema;
 mod security;
 mod selectors;
+mod validator;
 mod values;
 mod verdict;
 
@@ -49,5 +52,7 @@ mod verdict;
 mod tests;
 
 pub use check::{is_checked_kind, problems, validate};
+pub use crd::{CrdError, CrdSchemas, NotEvaluated};
 pub use problem::{Problem, ValidationError};
+pub use validator::Validator;
 pub use verdict::{Finding, Verdict};

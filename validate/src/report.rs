@@ -25,6 +25,11 @@ impl Report {
         }
     }
 
+    /// Whether no problem was found.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.problems.is_empty()
+    }
+
     /// The problems found so far.
     pub(crate) fn into_problems(self) -> Vec<Problem> {
         self.problems
@@ -33,6 +38,9 @@ impl Report {
 
 /// `base.field`.
 pub(crate) fn at(base: &str, field: &str) -> String {
+    if base.is_empty() {
+        return field.to_owned();
+    }
     format!("{base}.{field}")
 }
 

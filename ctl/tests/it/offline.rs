@@ -319,3 +319,69 @@ async fn analyze_checks_files_against_an_istio_release() {
         "{err}"
     );
 }
+
+/// A small HTTPRoute CRD written for this test (not the Gateway API's).
+const ROUTE_CRD: &str = "apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: httproutes.gateway.networking.k8s.io}
+spec:
+  group: gateway.networking.k8s.io
+  names: {kind: HTTPRoute, plural: httproutes}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              hostnames:
+                type: array
+                maxItems: 2
+                items: {type: string}
+                x-kubernetes-validations:
+                - {rule: 'self.all(h, !isIP(h))', message: no IP addresses}
+";
+
+#[tokio::test]
+async fn validate_checks_custom_resources_against_the_crds_given() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "crds/route.yaml", ROUTE_CRD);
+    write(
+        dir.path(),
+        "route.yaml",
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: r, namespace: default}\nspec:\n  hostnames: [10.0.0.1]\n",
+    );
+    let route = dir.path().join("route.yaml");
+    let crds = dir.path().join("crds");
+    let (code, out, err) = ctl(&["validate", "-f", route.to_str().unwrap()]).await;
+    assert_eq!(
+        code, 0,
+        "without the CRDs only the object's shape is checked: {out}{err}"
+    );
+    let (code, out, err) = ctl(&[
+        "validate",
+        "--crds",
+        crds.to_str().unwrap(),
+        "-f",
+        route.to_str().unwrap(),
+    ])
+    .await;
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("spec.hostnames: no IP addresses"), "{out}");
+    let missing = dir.path().join("nope");
+    let (code, _, err) = ctl(&[
+        "validate",
+        "--crds",
+        missing.to_str().unwrap(),
+        "-f",
+        route.to_str().unwrap(),
+    ])
+    .await;
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--crds") && err.contains("nope"), "{err}");
+}

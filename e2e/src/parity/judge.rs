@@ -8,8 +8,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use meshhub::app::semantic_check;
 use meshhub::store::{SemanticCheck, UnknownFields, verdict};
+use meshhub::validation::semantic_check;
 use meshhub::webhook::Validator;
 use meshhub_proto::kinds::KindTable;
 use serde_json::{Value, json};
@@ -178,8 +178,15 @@ pub struct Meshhub {
 
 impl Default for Meshhub {
     fn default() -> Self {
+        Self::new(meshhub_validate::Validator::default())
+    }
+}
+
+impl Meshhub {
+    /// meshhub's checks with `validator` (the hub's `validation.crds`).
+    pub fn new(validator: meshhub_validate::Validator) -> Self {
         let kinds = KindTable::builtin();
-        let semantic = semantic_check();
+        let semantic = semantic_check(&validator);
         let validator = Validator::new(kinds.clone(), UnknownFields::Reject, semantic.clone());
         Self {
             kinds,
@@ -187,9 +194,7 @@ impl Default for Meshhub {
             validator,
         }
     }
-}
 
-impl Meshhub {
     /// The admission webhook's answer to a CREATE of `case`'s object.
     pub fn webhook(&self, case: &Case) -> Outcome {
         let review = json!({

@@ -9,6 +9,7 @@ mod chaos_soak;
 mod chart_monitoring;
 mod console;
 mod gateway_api;
+mod gateway_api_parity;
 mod grpcurl;
 mod helm_charts;
 mod image;

@@ -223,3 +223,43 @@ fn status_write_back_works_with_replicas_sharded_or_not() {
         assert!(parse(&text).is_ok(), "{election}: {:?}", parse(&text));
     }
 }
+
+#[test]
+fn validation_crds_are_read_at_load_and_a_bad_one_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("objects")).unwrap();
+    let crd = "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: widgets.example.com}\nspec:\n  group: example.com\n  names: {kind: Widget, plural: widgets}\n  scope: Namespaced\n  versions:\n  - name: v1\n    served: true\n    storage: true\n    schema: {openAPIV3Schema: {type: object, properties: {spec: {type: object}}}}\n";
+    std::fs::write(dir.path().join("crds.yaml"), crd).unwrap();
+    let path = dir.path().join("meshhub.yaml");
+    let c = Config::from_yaml(
+        &args(),
+        &path,
+        &format!("{SOURCES}validation:\n  crds: [crds.yaml]\n"),
+    )
+    .unwrap();
+    assert_eq!(c.validation.crds, [dir.path().join("crds.yaml")]);
+    assert_eq!(
+        c.validation.validator.crds().kinds(),
+        ["example.com/v1 Widget"]
+    );
+    let e = Config::from_yaml(
+        &args(),
+        &path,
+        &format!("{SOURCES}validation:\n  crds: [missing.yaml]\n"),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("validation.crds") && e.contains("missing.yaml"),
+        "{e}"
+    );
+    std::fs::write(dir.path().join("notes.yaml"), "kind: ConfigMap\n").unwrap();
+    let e = Config::from_yaml(
+        &args(),
+        &path,
+        &format!("{SOURCES}validation:\n  crds: [notes.yaml]\n"),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("no CustomResourceDefinition"), "{e}");
+}

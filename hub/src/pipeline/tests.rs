@@ -71,7 +71,7 @@ fn store_of(rules: &GroupRules) -> (Store, cache::SnapshotWriter, SnapshotCache)
         KindTable::builtin(),
         rules.clone(),
         UnknownFields::Reject,
-        crate::app::semantic_check(),
+        crate::validation::semantic_check(&meshhub_validate::Validator::default()),
     );
     let (writer, cache) = cache::new();
     (store, writer, cache)
@@ -326,7 +326,7 @@ async fn rule_updates_replace_groups_and_rebuild_at_once() {
         KindTable::builtin(),
         rules.clone(),
         UnknownFields::Reject,
-        crate::app::semantic_check(),
+        crate::validation::semantic_check(&meshhub_validate::Validator::default()),
     );
     let (writer, cache) = cache::new();
     let (rules_tx, rules_rx) = watch::channel(rules.clone());

@@ -16,7 +16,7 @@ fn store(policy: UnknownFields) -> Store {
         KindTable::builtin(),
         rules,
         policy,
-        crate::app::semantic_check(),
+        crate::validation::semantic_check(&meshhub_validate::Validator::default()),
     )
 }
 

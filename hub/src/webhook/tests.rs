@@ -10,7 +10,11 @@ use super::*;
 use crate::store::UnknownFields;
 
 fn validator(policy: UnknownFields) -> Validator {
-    Validator::new(KindTable::builtin(), policy, crate::app::semantic_check())
+    Validator::new(
+        KindTable::builtin(),
+        policy,
+        crate::validation::semantic_check(&meshhub_validate::Validator::default()),
+    )
 }
 
 fn vs(host: &str) -> Value {
@@ -92,7 +96,7 @@ fn an_invalid_object_is_denied_with_the_field_named() {
     let store_reasons = crate::store::verdict(
         &KindTable::builtin(),
         UnknownFields::Reject,
-        &crate::app::semantic_check(),
+        &crate::validation::semantic_check(&meshhub_validate::Validator::default()),
         serde_json::from_value(vs("")).unwrap(),
     )
     .error_messages();

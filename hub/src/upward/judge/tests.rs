@@ -6,7 +6,11 @@ use super::*;
 use crate::store::UnknownFields;
 
 fn check() -> Check {
-    crate::app::export_check(&KindTable::builtin(), UnknownFields::Reject)
+    crate::validation::export_check(
+        &KindTable::builtin(),
+        UnknownFields::Reject,
+        &meshhub_validate::Validator::default(),
+    )
 }
 
 fn export(ns: &str, name: &str, port: u32, gw: &str) -> ServiceExport {

@@ -8,7 +8,11 @@ use crate::upward::mcs::aggregate_all;
 
 fn owner() -> (Owner, mpsc::Receiver<(SystemTime, AuditEvent)>) {
     let (audit, records) = AuditLog::capture();
-    let check = crate::app::export_check(&KindTable::builtin(), UnknownFields::Reject);
+    let check = crate::validation::export_check(
+        &KindTable::builtin(),
+        UnknownFields::Reject,
+        &meshhub_validate::Validator::default(),
+    );
     (Owner::new(audit, check), records)
 }
 

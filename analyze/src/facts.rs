@@ -30,7 +30,22 @@ pub enum Kind {
     /// Another Istio kind (`AuthorizationPolicy`, `TrafficExtension`, …):
     /// read only for what it needs of Istio's releases.
     Other(&'static str),
+    /// A Gateway API route (`HTTPRoute`, `GRPCRoute`, `TCPRoute`,
+    /// `TLSRoute`): its parents and backends.
+    Route(&'static str),
+    /// A Gateway API `Gateway` (`gateway.networking.k8s.io`): a parent.
+    GatewayApiGateway,
+    /// A Gateway API `ListenerSet`: a parent.
+    ListenerSet,
+    /// A Gateway API `ReferenceGrant`.
+    ReferenceGrant,
 }
+
+/// The Gateway API's group.
+pub const GATEWAY_API_GROUP: &str = "gateway.networking.k8s.io";
+
+/// The Gateway API route kinds analysis reads.
+const ROUTE_KINDS: &[&str] = &["HTTPRoute", "GRPCRoute", "TCPRoute", "TLSRoute"];
 
 /// The Istio kinds analysis reads only for their needs (the API group of
 /// each: kinds of other groups are not Istio's).
@@ -56,6 +71,15 @@ impl Kind {
             ("networking.istio.io", "ServiceEntry") => Self::ServiceEntry,
             ("networking.istio.io", "Sidecar") => Self::Sidecar,
             ("telemetry.istio.io", "Telemetry") => Self::Telemetry,
+            (GATEWAY_API_GROUP, "Gateway") => Self::GatewayApiGateway,
+            (GATEWAY_API_GROUP, "ListenerSet") => Self::ListenerSet,
+            (GATEWAY_API_GROUP, "ReferenceGrant") => Self::ReferenceGrant,
+            (GATEWAY_API_GROUP, k) => {
+                return ROUTE_KINDS
+                    .iter()
+                    .find(|r| **r == k)
+                    .map(|r| Self::Route(r));
+            }
             _ => {
                 return OTHER_KINDS
                     .iter()
@@ -74,8 +98,19 @@ impl Kind {
             Self::ServiceEntry => "ServiceEntry",
             Self::Sidecar => "Sidecar",
             Self::Telemetry => "Telemetry",
-            Self::Other(kind) => kind,
+            Self::Other(kind) | Self::Route(kind) => kind,
+            Self::GatewayApiGateway => "Gateway",
+            Self::ListenerSet => "ListenerSet",
+            Self::ReferenceGrant => "ReferenceGrant",
         }
+    }
+
+    /// Whether it is one of Istio's kinds (the since table applies).
+    pub fn is_istio(self) -> bool {
+        !matches!(
+            self,
+            Self::Route(_) | Self::GatewayApiGateway | Self::ListenerSet | Self::ReferenceGrant
+        )
     }
 }
 
@@ -123,6 +158,63 @@ pub enum Body {
     },
     /// A kind read only for its needs.
     Other,
+    /// A Gateway API route.
+    Route(Route),
+    /// A Gateway API Gateway or ListenerSet: its listeners' names.
+    Listeners(Vec<String>),
+    /// A ReferenceGrant.
+    ReferenceGrant(ReferenceGrant),
+}
+
+/// A reference to a parent (`parentRefs[]`) with the defaults filled in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParentRef {
+    /// `spec.parentRefs[0]`.
+    pub path: String,
+    /// `group` (default `gateway.networking.k8s.io`).
+    pub group: String,
+    /// `kind` (default `Gateway`).
+    pub kind: String,
+    /// `namespace` (default the route's).
+    pub namespace: String,
+    /// `name`.
+    pub name: String,
+    /// `sectionName`; empty when none.
+    pub section: String,
+}
+
+/// A reference to a backend (`rules[].backendRefs[]`, and the
+/// `requestMirror` filters' `backendRef`) with the defaults filled in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BackendRef {
+    /// `spec.rules[0].backendRefs[1]`.
+    pub path: String,
+    /// `group` (default `""`, the core group).
+    pub group: String,
+    /// `kind` (default `Service`).
+    pub kind: String,
+    /// `namespace` (default the route's).
+    pub namespace: String,
+    /// `name`.
+    pub name: String,
+}
+
+/// What analysis reads of a Gateway API route.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Route {
+    /// `spec.parentRefs`.
+    pub parents: Vec<ParentRef>,
+    /// Every backend reference.
+    pub backends: Vec<BackendRef>,
+}
+
+/// What analysis reads of a ReferenceGrant.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReferenceGrant {
+    /// `spec.from[]`: (group, kind, namespace).
+    pub from: Vec<(String, String, String)>,
+    /// `spec.to[]`: (group, kind, name; empty for any name).
+    pub to: Vec<(String, String, String)>,
 }
 
 /// What analysis reads of a VirtualService.
@@ -246,13 +338,41 @@ impl Facts {
                 selects: spec.get("selector").is_some_and(|s| !s.is_null()),
             },
             Kind::Other(_) => Body::Other,
+            Kind::Route(_) => Body::Route(route(spec, &namespace)),
+            Kind::GatewayApiGateway | Kind::ListenerSet => Body::Listeners(
+                list(spec, "listeners")
+                    .iter()
+                    .map(|l| string(l, "name"))
+                    .collect(),
+            ),
+            Kind::ReferenceGrant => Body::ReferenceGrant(ReferenceGrant {
+                from: list(spec, "from")
+                    .iter()
+                    .map(|f| {
+                        (
+                            string(f, "group"),
+                            string(f, "kind"),
+                            string(f, "namespace"),
+                        )
+                    })
+                    .collect(),
+                to: list(spec, "to")
+                    .iter()
+                    .map(|t| (string(t, "group"), string(t, "kind"), string(t, "name")))
+                    .collect(),
+            }),
+        };
+        let needs = if kind.is_istio() {
+            crate::since::needs(kind.as_str(), spec)
+        } else {
+            Vec::new()
         };
         Some(Self {
             kind,
             namespace,
             name: obj.metadata.name.clone(),
             body,
-            needs: crate::since::needs(kind.as_str(), spec),
+            needs,
         })
     }
 }
@@ -306,6 +426,49 @@ fn virtual_service(spec: &Value, namespace: &str) -> VirtualService {
         }
     }
     vs
+}
+
+fn route(spec: &Value, namespace: &str) -> Route {
+    let or = |v: String, default: &str| if v.is_empty() { default.to_owned() } else { v };
+    let parents = list(spec, "parentRefs")
+        .iter()
+        .enumerate()
+        .map(|(i, p)| ParentRef {
+            path: format!("spec.parentRefs[{i}]"),
+            // An explicit empty group is the core group (a Service parent).
+            group: p
+                .get("group")
+                .and_then(Value::as_str)
+                .unwrap_or(GATEWAY_API_GROUP)
+                .to_owned(),
+            kind: or(string(p, "kind"), "Gateway"),
+            namespace: or(string(p, "namespace"), namespace),
+            name: string(p, "name"),
+            section: string(p, "sectionName"),
+        })
+        .collect();
+    let backend = |path: String, b: &Value| BackendRef {
+        path,
+        group: string(b, "group"),
+        kind: or(string(b, "kind"), "Service"),
+        namespace: or(string(b, "namespace"), namespace),
+        name: string(b, "name"),
+    };
+    let mut backends = Vec::new();
+    for (i, rule) in list(spec, "rules").iter().enumerate() {
+        for (j, b) in list(rule, "backendRefs").iter().enumerate() {
+            backends.push(backend(format!("spec.rules[{i}].backendRefs[{j}]"), b));
+        }
+        for (j, f) in list(rule, "filters").iter().enumerate() {
+            if let Some(b) = f.get("requestMirror").and_then(|m| m.get("backendRef")) {
+                backends.push(backend(
+                    format!("spec.rules[{i}].filters[{j}].requestMirror.backendRef"),
+                    b,
+                ));
+            }
+        }
+    }
+    Route { parents, backends }
 }
 
 fn destination(path: String, mirror: bool, d: &Value) -> Destination {

@@ -106,6 +106,15 @@ pub const ISTIO_VERSION_SKEW: Code = Code {
     name: "IstioVersionSkew",
     severity: Severity::Warning,
 };
+/// MH0003 (meshhub's own; Istio's controller reports it as the route's
+/// `ResolvedRefs=False`, reason `RefNotPermitted`, once the route is in the
+/// cluster): a Gateway API route refers to a backend in another namespace
+/// and no ReferenceGrant of the cluster's set permits it.
+pub const REFERENCE_NOT_PERMITTED: Code = Code {
+    code: "MH0003",
+    name: "ReferenceNotPermitted",
+    severity: Severity::Error,
+};
 
 /// Every code analysis can raise, in code order.
 pub const CODES: &[Code] = &[
@@ -118,6 +127,7 @@ pub const CODES: &[Code] = &[
     MULTIPLE_TELEMETRIES_WITHOUT_WORKLOAD_SELECTORS,
     SERVICE_ENTRY_ADDRESS_CONFLICT,
     ISTIO_VERSION_SKEW,
+    REFERENCE_NOT_PERMITTED,
 ];
 
 /// The code called `code` (`IST0101`), if analysis raises it.

@@ -3,7 +3,10 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::facts::{Body, DestinationRule, Facts, Gateway, ServiceEntry, VirtualService};
+use crate::facts::{
+    Body, DestinationRule, Facts, Gateway, Kind, ReferenceGrant, Route, ServiceEntry,
+    VirtualService,
+};
 
 /// The objects of one cluster's set, by kind, each list in name order.
 #[derive(Debug, Default)]
@@ -16,6 +19,13 @@ pub struct Set<'a> {
     pub namespace_sidecars: Vec<&'a Facts>,
     /// Telemetries without a selector.
     pub namespace_telemetries: Vec<&'a Facts>,
+    /// Gateway API routes.
+    pub routes: Vec<(&'a Facts, &'a Route)>,
+    /// Gateway API parents (Gateways, ListenerSets) by kind, namespace
+    /// and name: their listeners' names.
+    pub parents: HashMap<(&'static str, &'a str, &'a str), &'a [String]>,
+    /// ReferenceGrants by namespace.
+    pub grants: HashMap<&'a str, Vec<&'a ReferenceGrant>>,
     gateways_by_name: HashMap<(&'a str, &'a str), &'a Gateway>,
     virtual_service_names: HashSet<(&'a str, &'a str)>,
 }
@@ -34,6 +44,19 @@ impl<'a> Set<'a> {
                 Body::ServiceEntry(se) => set.service_entries.push((f, se)),
                 Body::Sidecar { selects: false } => set.namespace_sidecars.push(f),
                 Body::Telemetry { selects: false } => set.namespace_telemetries.push(f),
+                Body::Route(r) => set.routes.push((f, r)),
+                Body::Listeners(l) => {
+                    let kind = if f.kind == Kind::ListenerSet {
+                        "ListenerSet"
+                    } else {
+                        "Gateway"
+                    };
+                    set.parents
+                        .insert((kind, f.namespace.as_str(), f.name.as_str()), l.as_slice());
+                }
+                Body::ReferenceGrant(g) => {
+                    set.grants.entry(f.namespace.as_str()).or_default().push(g)
+                }
                 Body::Sidecar { .. } | Body::Telemetry { .. } | Body::Other => {}
             }
         }
@@ -42,6 +65,7 @@ impl<'a> Set<'a> {
         set.destination_rules.sort_by(|a, b| by_name(a.0, b.0));
         set.gateways.sort_by(|a, b| by_name(a.0, b.0));
         set.service_entries.sort_by(|a, b| by_name(a.0, b.0));
+        set.routes.sort_by(|a, b| by_name(a.0, b.0));
         set.namespace_sidecars.sort_by(|a, b| by_name(a, b));
         set.namespace_telemetries.sort_by(|a, b| by_name(a, b));
         set.gateways_by_name = set

@@ -491,3 +491,121 @@ fn mh0002_takes_an_unknown_release_as_the_oldest_and_says_so() {
         "no check without a target"
     );
 }
+
+const K8S_GATEWAY: &str = "
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: ingress, namespace: infra}
+spec:
+  gatewayClassName: istio
+  listeners:
+  - {name: http, port: 80, protocol: HTTP}
+";
+
+const ROUTE: &str = "
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: reviews, namespace: shop}
+spec:
+  parentRefs:
+  - {name: ingress, namespace: infra, sectionName: http}
+  - {name: ingress, namespace: infra, sectionName: https}
+  - {group: '', kind: Service, name: reviews}
+  rules:
+  - backendRefs:
+    - {name: reviews, port: 9080}
+    - {name: ratings, namespace: backends, port: 9080}
+    filters:
+    - type: RequestMirror
+      requestMirror: {backendRef: {name: shadow, namespace: mirror, port: 80}}
+";
+
+#[test]
+fn ist0101_gateway_api_parent_missing_from_the_set_only() {
+    // Without the Gateway: both references to it (and never the Service
+    // parent, which the hub cannot see).
+    let found = run(ROUTE);
+    assert!(
+        found.contains(&"IST0101 HTTPRoute shop/reviews spec.parentRefs[0]".to_owned()),
+        "{found:?}"
+    );
+    assert!(
+        found.contains(&"IST0101 HTTPRoute shop/reviews spec.parentRefs[1]".to_owned()),
+        "{found:?}"
+    );
+    assert!(
+        !found.iter().any(|m| m.ends_with("spec.parentRefs[2]")),
+        "{found:?}"
+    );
+    // With it: only the listener it lacks.
+    let found = run(&format!("{K8S_GATEWAY}\n---\n{ROUTE}"));
+    let parents: Vec<&String> = found.iter().filter(|m| m.starts_with("IST0101")).collect();
+    assert_eq!(
+        parents,
+        ["IST0101 HTTPRoute shop/reviews spec.parentRefs[1].sectionName"]
+    );
+    // An Istio Gateway of the same name is not a Gateway API parent.
+    let istio = K8S_GATEWAY
+        .replace("gateway.networking.k8s.io/v1", "networking.istio.io/v1")
+        .replace(
+            "gatewayClassName: istio\n  listeners:\n  - {name: http, port: 80, protocol: HTTP}",
+            "servers: []",
+        );
+    let found = run(&format!("{istio}\n---\n{ROUTE}"));
+    assert!(
+        found.contains(&"IST0101 HTTPRoute shop/reviews spec.parentRefs[0]".to_owned()),
+        "{found:?}"
+    );
+}
+
+#[test]
+fn mh0003_cross_namespace_backend_without_a_reference_grant() {
+    let found = run(&format!("{K8S_GATEWAY}\n---\n{ROUTE}"));
+    let grants: Vec<&String> = found.iter().filter(|m| m.starts_with("MH0003")).collect();
+    assert_eq!(
+        grants,
+        [
+            "MH0003 HTTPRoute shop/reviews spec.rules[0].backendRefs[1]",
+            "MH0003 HTTPRoute shop/reviews spec.rules[0].filters[0].requestMirror.backendRef",
+        ]
+    );
+    // A grant in the backend's namespace, from HTTPRoutes of shop to that
+    // Service (or any Service), permits it; one from another namespace,
+    // another kind or to another name does not.
+    let grant = |from_ns: &str, from_kind: &str, to_name: &str| {
+        format!(
+            "apiVersion: gateway.networking.k8s.io/v1beta1
+kind: ReferenceGrant
+metadata: {{name: g, namespace: backends}}
+spec:
+  from: [{{group: gateway.networking.k8s.io, kind: {from_kind}, namespace: {from_ns}}}]
+  to: [{{group: '', kind: Service{to_name}}}]
+"
+        )
+    };
+    for (g, permitted) in [
+        (grant("shop", "HTTPRoute", ", name: ratings"), true),
+        (grant("shop", "HTTPRoute", ""), true),
+        (grant("other", "HTTPRoute", ""), false),
+        (grant("shop", "GRPCRoute", ""), false),
+        (grant("shop", "HTTPRoute", ", name: details"), false),
+    ] {
+        let found = run(&format!("{K8S_GATEWAY}\n---\n{ROUTE}\n---\n{g}"));
+        let ratings = found.iter().any(|m| m.ends_with("backendRefs[1]"));
+        assert_eq!(ratings, !permitted, "{g}\n{found:?}");
+        assert!(
+            found
+                .iter()
+                .any(|m| m.ends_with("requestMirror.backendRef")),
+            "{found:?}"
+        );
+    }
+}
+
+#[test]
+fn gateway_api_objects_have_no_istio_version_needs() {
+    let facts = objects(&format!("{K8S_GATEWAY}\n---\n{ROUTE}"));
+    assert!(facts.iter().all(|f| f.needs.is_empty()));
+    assert_eq!(facts[0].kind.as_str(), "Gateway");
+    assert!(!facts[0].kind.is_istio());
+}

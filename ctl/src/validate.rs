@@ -160,7 +160,10 @@ pub fn validator(crds: &[PathBuf]) -> Result<Validator, String> {
     for n in schemas.not_evaluated() {
         eprintln!(
             "warning: {} rule {:?} at {} is not evaluated: {}",
-            n.kind, n.rule, n.schema_path, n.reason
+            n.label(),
+            n.rule,
+            n.schema_path,
+            n.reason
         );
     }
     Ok(Validator::new(schemas))

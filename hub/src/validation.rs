@@ -10,8 +10,9 @@
 //!   - /etc/meshhub/crds/gateway-api
 //! ```
 //!
-//! The CRDs are read at start (a reload that changes the list reports it
-//! as needing a restart). Without them, a Gateway API object is checked
+//! The CRDs are read at start; a reload reads them again, and a change to
+//! the list or to the files is reported as needing a restart (a file that
+//! no longer loads makes the reload fail, naming it, like any bad setting). Without them, a Gateway API object is checked
 //! for being a well-formed object of its kind, and its cluster's API
 //! server refuses the rest when the agent applies it.
 
@@ -45,10 +46,11 @@ pub struct ValidationSpec {
 }
 
 impl PartialEq for ValidationSpec {
-    /// Equal when the same files are named: a reload does not compare
-    /// their contents (they are read at start).
+    /// Equal when the same files are named and hold the same texts (a
+    /// reload reads them again, so a CRD file updated in place is reported
+    /// as needing a restart too).
     fn eq(&self, other: &Self) -> bool {
-        self.crds == other.crds
+        self.crds == other.crds && self.validator.crds().digest() == other.validator.crds().digest()
     }
 }
 
@@ -80,7 +82,7 @@ impl ValidationSpec {
         }
         info!(kinds = ?crds.kinds(), "validating custom resources against their CRDs");
         for n in crds.not_evaluated() {
-            warn!(kind = %n.kind, at = %n.schema_path, rule = %n.rule, reason = %n.reason,
+            warn!(kind = %n.label(), at = %n.schema_path, rule = %n.rule, reason = %n.reason,
                 "a CRD validation rule is not evaluated");
         }
     }

@@ -24,6 +24,7 @@ mod schema;
 mod tests;
 
 use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -47,15 +48,28 @@ struct CrdVersion {
 /// A CEL rule that is not evaluated, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NotEvaluated {
-    /// `group/version, Kind=…`-like label: `gateway.networking.k8s.io/v1 HTTPRoute`.
+    /// The CRD's group.
+    pub group: String,
+    /// The CRD's version.
+    pub version: String,
+    /// The CRD's kind.
     pub kind: String,
     /// Where the rule sits in the schema.
     pub schema_path: String,
     /// The expression.
     pub rule: String,
     /// Why it is not evaluated.
-    pub reason: String,
+    pub reason: Unevaluated,
 }
+
+impl NotEvaluated {
+    /// `group/version Kind`.
+    pub fn label(&self) -> String {
+        format!("{}/{} {}", self.group, self.version, self.kind)
+    }
+}
+
+pub use program::Unevaluated;
 
 /// Why CRDs could not be loaded. Each names the file.
 #[derive(Debug, thiserror::Error)]
@@ -83,6 +97,16 @@ pub enum CrdError {
         #[source]
         source: Box<SchemaError>,
     },
+    /// A YAML document of a file does not parse.
+    #[error("{origin}: {message}")]
+    Document {
+        /// The file.
+        origin: String,
+        /// Its number, from 1.
+        document: usize,
+        /// The parser's complaint (naming the document and its line).
+        message: String,
+    },
     /// A path held no CRD at all (most likely the wrong file).
     #[error("{origin}: no CustomResourceDefinition in it")]
     Empty {
@@ -97,6 +121,8 @@ pub struct CrdSchemas {
     versions: HashMap<(String, String, String), Arc<CrdVersion>>,
     not_evaluated: Vec<NotEvaluated>,
     env: Option<RuleEnv>,
+    /// A hash of every text read, in order.
+    digest: u64,
 }
 
 impl std::fmt::Debug for CrdSchemas {
@@ -137,9 +163,21 @@ impl CrdSchemas {
     /// Adds the CRDs of one YAML text (other documents are skipped).
     /// Returns how many CRD versions were added.
     pub fn add_yaml(&mut self, text: &str, origin: &str) -> Result<usize, CrdError> {
+        let mut h = std::hash::DefaultHasher::new();
+        (self.digest, text).hash(&mut h);
+        self.digest = h.finish();
         let mut added = 0;
-        for doc in meshhub_proto::transcode::parse_yaml(text) {
-            let Ok(obj) = doc else { continue };
+        for (i, doc) in meshhub_proto::transcode::parse_yaml(text)
+            .into_iter()
+            .enumerate()
+        {
+            // A document that does not parse may be a CRD: one of
+            // `standard-install.yaml` broken would drop its kind silently.
+            let obj = doc.map_err(|e| CrdError::Document {
+                origin: origin.to_owned(),
+                document: i + 1,
+                message: e.to_string(),
+            })?;
             if obj.kind != "CustomResourceDefinition" {
                 continue;
             }
@@ -175,14 +213,15 @@ impl CrdSchemas {
                     version: version.clone(),
                     source: Box::new(source),
                 })?;
-            let label = format!("{group}/{version} {kind}");
             schema.each_rule(&mut |r| {
                 if let Some(reason) = r.not_evaluated() {
                     self.not_evaluated.push(NotEvaluated {
-                        kind: label.clone(),
+                        group: group.clone(),
+                        version: version.clone(),
+                        kind: kind.clone(),
                         schema_path: r.schema_path.clone(),
                         rule: r.rule.clone(),
-                        reason: reason.to_owned(),
+                        reason: reason.clone(),
                     });
                 }
             });
@@ -222,6 +261,13 @@ impl CrdSchemas {
         &self.not_evaluated
     }
 
+    /// A digest of every CRD text read (in order): two loads of the same
+    /// files in one process have the same digest when the files did not
+    /// change.
+    pub fn digest(&self) -> u64 {
+        self.digest
+    }
+
     /// Whether no CRD is held.
     pub fn is_empty(&self) -> bool {
         self.versions.is_empty()
@@ -248,14 +294,20 @@ impl CrdSchemas {
         }
         let mut root = Value::Object(root);
         // `metadata` is the API server's own (ObjectMeta), checked by the
-        // kind's rules; the schema's `metadata: {type: object}` is not
-        // what refuses its fields.
+        // kind's rules, not by the schema; CEL sees its `name` (and
+        // `generateName`), as in the API server.
         let schema = &crd.schema;
         openapi::default(&mut root, schema);
         let mut f = openapi::Findings::default();
-        openapi::check(&root, schema, "", &mut f, true);
+        openapi::check_root(&root, schema, &mut f);
         let mut report = f.report;
-        if !f.wrong_type {
+        if !f.blocking {
+            if let Value::Object(m) = &mut root {
+                m.insert(
+                    "metadata".into(),
+                    serde_json::json!({"name": obj.metadata.name}),
+                );
+            }
             rules::evaluate(env, &root, schema, "", &mut report);
         }
         Some(report.into_problems())

@@ -123,7 +123,10 @@ async fn run_channel(planes: &ControlPlanes, cluster: &str, channel: &str) -> Ve
     for n in schemas.not_evaluated() {
         eprintln!(
             "parity[{channel}]: rule not evaluated: {} {} {:?}: {}",
-            n.kind, n.schema_path, n.rule, n.reason
+            n.label(),
+            n.schema_path,
+            n.rule,
+            n.reason
         );
     }
     let meshhub = Meshhub::new(Validator::new(schemas));

@@ -253,7 +253,11 @@ fn validation_crds_are_read_at_load_and_a_bad_one_is_named() {
         e.contains("validation.crds") && e.contains("missing.yaml"),
         "{e}"
     );
-    std::fs::write(dir.path().join("notes.yaml"), "kind: ConfigMap\n").unwrap();
+    std::fs::write(
+        dir.path().join("notes.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: notes}\n",
+    )
+    .unwrap();
     let e = Config::from_yaml(
         &args(),
         &path,

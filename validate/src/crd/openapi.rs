@@ -5,6 +5,8 @@
 //! (types, required fields, limits, patterns, enums, formats, list types,
 //! `allOf`/`anyOf`/`oneOf`/`not`).
 
+use std::collections::HashSet;
+
 use serde_json::{Map, Value};
 
 use super::formats;
@@ -59,37 +61,59 @@ pub(crate) fn default(v: &mut Value, s: &Schema) {
     }
 }
 
-/// The checks' findings, and whether any of them is a wrong type (the
-/// API server does not evaluate CEL rules over a value of the wrong type).
+/// The checks' findings, and whether any of them blocks the CEL rules:
+/// the API server does not evaluate them over an object with a value of
+/// the wrong type, a missing required field, a value outside its enum, or
+/// a string, list or map over its limit (its `hasBlockingErr`), which also
+/// keeps the rules' cost bounded by the schema's limits.
 #[derive(Default)]
 pub(crate) struct Findings {
     pub(crate) report: Report,
-    pub(crate) wrong_type: bool,
+    pub(crate) blocking: bool,
+}
+
+impl Findings {
+    /// A finding that keeps the CEL rules from running.
+    fn block(&mut self, path: impl Into<String>, message: impl Into<String>) {
+        self.report.err(path, message);
+        self.blocking = true;
+    }
 }
 
 /// Checks `v` at `path` against `s`. `structural` is false inside
 /// `allOf`/`anyOf`/`oneOf`/`not`, whose schemas only validate (they name
 /// no fields of their own, so they refuse none).
 pub(crate) fn check(v: &Value, s: &Schema, path: &str, f: &mut Findings, structural: bool) {
+    check_at(v, s, path, f, structural, false);
+}
+
+/// The fields the API server never counts as unknown at an object's top
+/// level (its `apiVersion`, `kind` and `metadata`, which it handles
+/// itself).
+const META_FIELDS: &[&str] = &["apiVersion", "kind", "metadata"];
+
+/// Checks the object `v` itself (its top level) against its root schema.
+pub(crate) fn check_root(v: &Value, s: &Schema, f: &mut Findings) {
+    check_at(v, s, "", f, true, true);
+}
+
+fn check_at(v: &Value, s: &Schema, path: &str, f: &mut Findings, structural: bool, root: bool) {
     if v.is_null() {
         if !s.nullable && (s.ty.is_some() || s.int_or_string) {
             let ty = s.ty.map_or("integer or string", Type::name);
-            f.report
-                .err(path, format!("must be of type {ty}, not null"));
-            f.wrong_type = true;
+            f.block(path, format!("must be of type {ty}, not null"));
         }
         return;
     }
     if let Err(m) = check_type(v, s) {
-        f.report.err(path, m);
-        f.wrong_type = true;
+        f.block(path, m);
         return;
     }
     if let Some(allowed) = &s.enumeration
         && !allowed.iter().any(|a| json_equal(a, v))
     {
         let names: Vec<String> = allowed.iter().map(show).collect();
-        f.report.err(
+        f.block(
             path,
             format!(
                 "unsupported value {}: must be one of {}",
@@ -102,7 +126,7 @@ pub(crate) fn check(v: &Value, s: &Schema, path: &str, f: &mut Findings, structu
         Value::String(x) => check_string(x, s, path, f),
         Value::Number(n) => check_number(n.as_f64().unwrap_or(f64::NAN), s, path, f),
         Value::Array(items) => check_array(items, s, path, f, structural),
-        Value::Object(m) => check_object(m, s, path, f, structural),
+        Value::Object(m) => check_object(m, s, path, f, structural, root),
         Value::Bool(_) | Value::Null => {}
     }
     for sub in &s.all_of {
@@ -224,7 +248,7 @@ fn check_string(x: &str, s: &Schema, path: &str, f: &mut Findings) {
     if let Some(max) = s.max_length
         && len > max
     {
-        f.report.err(
+        f.block(
             path,
             format!("too long: must have at most {max} characters (has {len})"),
         );
@@ -285,7 +309,7 @@ fn check_array(items: &[Value], s: &Schema, path: &str, f: &mut Findings, struct
     if let Some(max) = s.max_items
         && n > max
     {
-        f.report.err(
+        f.block(
             path,
             format!("too many items: must have at most {max} (has {n})"),
         );
@@ -298,31 +322,30 @@ fn check_array(items: &[Value], s: &Schema, path: &str, f: &mut Findings, struct
             format!("too few items: must have at least {min} (has {n})"),
         );
     }
+    // Uniqueness by each item's JSON text (keys in order, so equal objects
+    // print alike): linear, and `1` and `1.0` stay apart as in Go.
     match &s.list_type {
         ListType::Atomic => {}
         ListType::Set => {
+            let mut seen = HashSet::with_capacity(items.len());
             for (i, x) in items.iter().enumerate() {
-                if items[..i].iter().any(|y| json_equal(x, y)) {
+                if !seen.insert(x.to_string()) {
                     f.report
                         .err(idx(path, i), format!("duplicate value {}", show(x)));
                 }
             }
         }
         ListType::Map(keys) => {
-            let key_of = |x: &Value| -> Vec<Value> {
-                keys.iter()
-                    .map(|k| x.get(k).cloned().unwrap_or(Value::Null))
-                    .collect()
-            };
-            let all: Vec<Vec<Value>> = items.iter().map(key_of).collect();
-            for (i, k) in all.iter().enumerate() {
-                if all[..i]
+            let mut seen = HashSet::with_capacity(items.len());
+            for (i, x) in items.iter().enumerate() {
+                let k: Vec<&Value> = keys
                     .iter()
-                    .any(|y| y.iter().zip(k).all(|(a, b)| json_equal(a, b)))
-                {
+                    .map(|k| x.get(k).unwrap_or(&Value::Null))
+                    .collect();
+                if !seen.insert(serde_json::to_string(&k).unwrap_or_default()) {
                     let shown: Vec<String> = keys
                         .iter()
-                        .zip(k)
+                        .zip(&k)
                         .map(|(name, v)| format!("{name}={}", show(v)))
                         .collect();
                     f.report.err(
@@ -346,12 +369,13 @@ fn check_object(
     path: &str,
     f: &mut Findings,
     structural: bool,
+    root: bool,
 ) {
     let n = m.len() as u64;
     if let Some(max) = s.max_properties
         && n > max
     {
-        f.report.err(
+        f.block(
             path,
             format!("too many fields: must have at most {max} (has {n})"),
         );
@@ -366,7 +390,7 @@ fn check_object(
     }
     for r in &s.required {
         if !m.contains_key(r) {
-            f.report.err(at(path, r), "required");
+            f.block(at(path, r), "required");
         }
     }
     for (k, x) in m {
@@ -377,6 +401,7 @@ fn check_object(
         };
         match s.child(k) {
             Some(c) => check(x, c, &child_path, f, structural),
+            None if root && META_FIELDS.contains(&k.as_str()) => {}
             None if structural && !s.keeps_unknown() => {
                 f.report.err(at(path, k), "unknown field");
             }

@@ -3,10 +3,15 @@
 //! and the Kubernetes functions the Gateway API's rules call (`isIP`,
 //! `duration`).
 //!
-//! A rule that refers to `oldSelf` is a transition rule: it only applies to
-//! updates, which meshhub never judges, so it is skipped. A rule that calls
-//! a function this environment lacks is not evaluated; [`super::CrdSchemas`]
-//! lists such rules with the reason, so nothing is skipped silently.
+//! A rule that refers to `oldSelf` is a transition rule: the API server
+//! applies it to updates only, against the object stored before; meshhub
+//! judges every object as a create (its webhook an UPDATE too: it has no
+//! earlier object to compare with), so such a rule is skipped, and each
+//! cluster's API server applies it. A rule that calls a function this
+//! environment lacks, or a transition rule with `optionalOldSelf` (which
+//! the API server also evaluates on a create, with `oldSelf` absent), is
+//! not evaluated; [`super::CrdSchemas`] lists such rules with the reason,
+//! so nothing is skipped silently.
 
 use std::collections::HashSet;
 use std::net::IpAddr;
@@ -18,8 +23,10 @@ use cel::{Context, Env, ExecutionError, Program};
 use serde_json::Value;
 
 /// The functions a rule may call here: CEL's standard library (less the
-/// `timestamp` family), the strings and lists extensions, and the
-/// Kubernetes functions of this module.
+/// `timestamp` family), the strings extension, and the Kubernetes
+/// functions of this module. (By name: a rule calling a strings function
+/// on a list, as Kubernetes' lists library allows for `indexOf`, fails when
+/// evaluated.)
 const FUNCTIONS: &[&str] = &[
     // Standard library.
     "size",
@@ -69,7 +76,7 @@ pub(crate) struct CompiledRule {
     /// `fieldPath`, relative to the node, when given.
     pub(crate) field_path: Option<String>,
     /// The program, or why it is not evaluated.
-    pub(crate) program: Result<Program, String>,
+    pub(crate) program: Result<Program, Unevaluated>,
     /// Refers to `oldSelf`: checked on updates only.
     pub(crate) transition: bool,
     /// Every field name the expression selects or tests (`self.port`,
@@ -81,10 +88,25 @@ pub(crate) struct CompiledRule {
     pub(crate) schema_path: String,
 }
 
+/// Why a CRD's rule is not evaluated.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Unevaluated {
+    /// The expression does not parse as CEL.
+    #[error("does not parse: {0}")]
+    Parse(String),
+    /// It calls functions this environment does not have.
+    #[error("calls {}, which meshhub does not implement", .0.join(", "))]
+    Functions(Vec<String>),
+    /// A transition rule the API server also runs on creates
+    /// (`optionalOldSelf: true`), with `oldSelf` absent.
+    #[error("a transition rule with optionalOldSelf, which meshhub does not evaluate")]
+    OptionalOldSelf,
+}
+
 impl CompiledRule {
     /// Why the rule is not evaluated on a create, if it is not.
-    pub(crate) fn not_evaluated(&self) -> Option<&str> {
-        self.program.as_ref().err().map(String::as_str)
+    pub(crate) fn not_evaluated(&self) -> Option<&Unevaluated> {
+        self.program.as_ref().err()
     }
 }
 
@@ -115,24 +137,25 @@ impl RuleEnv {
         let text = |k: &str| entry.get(k).and_then(Value::as_str).map(str::to_owned);
         let mut transition = false;
         let mut selects = HashSet::new();
+        let optional_old_self = entry.get("optionalOldSelf") == Some(&Value::Bool(true));
         let program = match self.env.compile(&rule) {
-            Err(e) => Err(format!("does not parse: {}", first_line(&e.to_string()))),
+            Err(e) => Err(Unevaluated::Parse(first_line(&e.to_string()).to_owned())),
             Ok(p) => {
                 collect_selects(p.expression(), &mut selects);
                 let refs = p.references();
                 transition = refs.has_variable("oldSelf");
-                let unknown: Vec<&str> = refs
+                let unknown: Vec<String> = refs
                     .functions()
                     .into_iter()
                     .filter(|f| is_named_function(f) && !FUNCTIONS.contains(f))
+                    .map(str::to_owned)
                     .collect();
-                if unknown.is_empty() {
-                    Ok(p)
+                if !unknown.is_empty() {
+                    Err(Unevaluated::Functions(unknown))
+                } else if transition && optional_old_self {
+                    Err(Unevaluated::OptionalOldSelf)
                 } else {
-                    Err(format!(
-                        "calls {}, which meshhub does not implement",
-                        unknown.join(", ")
-                    ))
+                    Ok(p)
                 }
             }
         };
@@ -150,8 +173,11 @@ impl RuleEnv {
     /// A context for one object's rules.
     pub(crate) fn context(&self) -> Context<'static, 'static> {
         let mut ctx = Context::with_env(self.env.clone());
-        // Neither name is a standard overload (`duration` is, only with
-        // the crate's chrono feature, which meshhub leaves off).
+        // `isIP` is no standard overload. `duration` is one only with the
+        // crate's chrono feature, which meshhub leaves off; were another
+        // crate to turn it on, the standard `duration` (which parses the
+        // same syntax into a duration that compares alike) would stay,
+        // and this registration fails harmlessly.
         let _ = ctx.add_function("isIP", |s: Arc<String>| is_ip(&s));
         let _ = ctx.add_function("duration", |s: Arc<String>| {
             parse_duration(&s).map_err(|m| ExecutionError::function_error("duration", m))

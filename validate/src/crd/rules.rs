@@ -113,12 +113,23 @@ fn walk(ctx: &Context, v: &Value, s: Option<&Schema>, path: &str, r: &mut Report
         }
         Value::Object(m) => {
             let mut children = Vec::with_capacity(m.len());
-            for (k, x) in m {
-                let child = s.and_then(|s| s.child(k));
-                let p = match s {
-                    Some(s) if s.properties.contains_key(k) => at(path, k),
-                    _ => key(path, k),
+            for (field, x) in m {
+                let child = s.and_then(|s| s.child(field));
+                let property = s.is_some_and(|s| s.properties.contains_key(field));
+                let p = if property {
+                    at(path, field)
+                } else {
+                    key(path, field)
                 };
+                // A property reaches CEL by its escaped name (a map's keys
+                // as they are); one that can't be escaped not at all.
+                let escaped = if property {
+                    escape(field)
+                } else {
+                    Some(field.clone())
+                };
+                let Some(k) = escaped else { continue };
+                let k = &k;
                 let bad =
                     child.is_some_and(|c| wants_int(c) && x.is_number() && x.as_i64().is_none());
                 if bad {
@@ -126,7 +137,7 @@ fn walk(ctx: &Context, v: &Value, s: Option<&Schema>, path: &str, r: &mut Report
                 }
                 let c = walk(ctx, x, child, &p, r);
                 unreadable.extend(c.unreadable.iter().cloned());
-                children.push((k, bad, c));
+                children.push((k.clone(), bad, c));
             }
             let map = |f: &dyn Fn(bool, &Converted) -> Option<cel::Value>| {
                 let entries: HashMap<Key, cel::Value> = children
@@ -162,12 +173,73 @@ fn walk(ctx: &Context, v: &Value, s: Option<&Schema>, path: &str, r: &mut Report
         without,
         poisoned,
     };
-    if let Some(s) = s {
-        for rule in &s.rules {
+    // Rules apply to values, not to nulls (as in the API server); those of
+    // an `allOf` part apply to the node as its own do.
+    if let Some(s) = s
+        && !v.is_null()
+    {
+        for rule in s.rules.iter().chain(s.all_of.iter().flat_map(|a| &a.rules)) {
             check_rule(ctx, rule, &converted, path, r);
         }
     }
     converted
+}
+
+/// CEL's reserved words: a property of one of these names is reached as
+/// `__name__`.
+const RESERVED: &[&str] = &[
+    "true",
+    "false",
+    "null",
+    "in",
+    "as",
+    "break",
+    "const",
+    "continue",
+    "else",
+    "for",
+    "function",
+    "if",
+    "import",
+    "let",
+    "loop",
+    "package",
+    "namespace",
+    "return",
+    "var",
+    "void",
+    "while",
+];
+
+/// A property's name as CEL reaches it (Kubernetes' escaping): a reserved
+/// word as `__word__`, and `__`, `.`, `-` and `/` as `__underscores__`,
+/// `__dot__`, `__dash__` and `__slash__`. `None` for a name CEL can't
+/// reach (empty, a leading digit, another character).
+pub(crate) fn escape(name: &str) -> Option<String> {
+    if name.is_empty() || name.starts_with(|c: char| c.is_ascii_digit()) {
+        return None;
+    }
+    if RESERVED.contains(&name) {
+        return Some(format!("__{name}__"));
+    }
+    let mut out = String::with_capacity(name.len());
+    let mut rest = name;
+    while let Some(c) = rest.chars().next() {
+        if let Some(tail) = rest.strip_prefix("__") {
+            out.push_str("__underscores__");
+            rest = tail;
+            continue;
+        }
+        match c {
+            '.' => out.push_str("__dot__"),
+            '-' => out.push_str("__dash__"),
+            '/' => out.push_str("__slash__"),
+            c if c.is_ascii_alphanumeric() || c == '_' => out.push(c),
+            _ => return None,
+        }
+        rest = &rest[c.len_utf8()..];
+    }
+    Some(out)
 }
 
 /// Whether CEL takes the field as an `int`.

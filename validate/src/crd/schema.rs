@@ -23,7 +23,7 @@ pub(crate) enum Type {
 }
 
 impl Type {
-    fn parse(s: &str) -> Option<Self> {
+    pub(crate) fn parse(s: &str) -> Option<Self> {
         Some(match s {
             "object" => Self::Object,
             "array" => Self::Array,
@@ -148,11 +148,16 @@ impl Schema {
     /// Reads `node` (an `openAPIV3Schema` or a part of it) at `path`,
     /// compiling its CEL rules in `env`.
     pub(crate) fn read(node: &Value, path: &str, env: &RuleEnv) -> Result<Self, SchemaError> {
+        let ty = match node.get("type") {
+            None | Some(Value::Null) => None,
+            Some(t) => Some(t.as_str().and_then(Type::parse).ok_or(SchemaError::Shape {
+                path: path.to_owned(),
+                keyword: "type",
+                message: "must be one of object, array, string, integer, number, boolean",
+            })?),
+        };
         let mut s = Schema {
-            ty: node
-                .get("type")
-                .and_then(Value::as_str)
-                .and_then(Type::parse),
+            ty,
             nullable: flag(node, "nullable"),
             format: node
                 .get("format")
@@ -232,15 +237,24 @@ impl Schema {
         }
         s.list_type = match node.get("x-kubernetes-list-type").and_then(Value::as_str) {
             Some("set") => ListType::Set,
-            Some("map") => ListType::Map(
-                node.get("x-kubernetes-list-map-keys")
+            Some("map") => {
+                let keys: Vec<String> = node
+                    .get("x-kubernetes-list-map-keys")
                     .and_then(Value::as_array)
                     .into_iter()
                     .flatten()
                     .filter_map(Value::as_str)
                     .map(str::to_owned)
-                    .collect(),
-            ),
+                    .collect();
+                if keys.is_empty() {
+                    return Err(SchemaError::Shape {
+                        path: path.to_owned(),
+                        keyword: "x-kubernetes-list-map-keys",
+                        message: "a list of type map needs its keys",
+                    });
+                }
+                ListType::Map(keys)
+            }
             _ => ListType::Atomic,
         };
         for rule in node
@@ -278,7 +292,7 @@ impl Schema {
         {
             c.each_rule(f);
         }
-        for c in self.all_of.iter().chain(&self.any_of).chain(&self.one_of) {
+        for c in &self.all_of {
             c.each_rule(f);
         }
     }

@@ -261,8 +261,11 @@ fn transition_rules_are_skipped_and_unknown_functions_are_listed() {
     let skipped = c.not_evaluated();
     assert_eq!(skipped.len(), 1, "{skipped:?}");
     assert_eq!(skipped[0].rule, "self.frobnicate()");
-    assert!(skipped[0].reason.contains("frobnicate"), "{:?}", skipped[0]);
-    assert_eq!(skipped[0].kind, "example.com/v1 Widget");
+    assert_eq!(skipped[0].label(), "example.com/v1 Widget");
+    assert_eq!(
+        skipped[0].reason,
+        super::program::Unevaluated::Functions(vec!["frobnicate".into()])
+    );
 }
 
 #[test]
@@ -316,4 +319,106 @@ fn go_durations_parse_as_go_parses_them() {
     for bad in ["", "1", "s", "1x", "1h-1m", ".s"] {
         assert!(parse_duration(bad).is_err(), "{bad:?}");
     }
+}
+
+/// A CRD whose root declares only `spec`, with rules that read a property
+/// named by a CEL reserved word, the object's name, and nullable fields.
+const ESCAPES: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: refs.example.com}
+spec:
+  group: example.com
+  names: {kind: Ref, plural: refs}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        x-kubernetes-validations:
+        - {rule: "self.metadata.name != 'forbidden'", message: name is forbidden}
+        properties:
+          spec:
+            type: object
+            properties:
+              namespace: {type: string}
+              dash-ed: {type: string}
+              note: {type: string, nullable: true, x-kubernetes-validations: [{rule: "self != ''", message: empty note}]}
+            x-kubernetes-validations:
+            - {rule: "!has(self.__namespace__) || self.__namespace__ != 'kube-system'", message: not kube-system}
+            - {rule: "!has(self.dash__dash__ed) || self.dash__dash__ed != 'x'", message: not x}
+"#;
+
+fn refs(name: &str, spec: Value) -> Vec<String> {
+    let mut c = CrdSchemas::default();
+    c.add_yaml(ESCAPES, "test").expect("CRD loads");
+    let obj: Object = serde_json::from_value(json!({
+        "apiVersion": "example.com/v1", "kind": "Ref",
+        "metadata": {"name": name, "namespace": "default"}, "spec": spec,
+    }))
+    .unwrap();
+    c.problems(&obj)
+        .unwrap()
+        .iter()
+        .map(ToString::to_string)
+        .collect()
+}
+
+#[test]
+fn properties_reach_cel_by_their_escaped_names_and_the_root_sees_the_name() {
+    // apiVersion and kind are not in the root schema: not unknown fields.
+    assert_eq!(
+        refs("ok", json!({"namespace": "shop"})),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        refs("ok", json!({"namespace": "kube-system"})),
+        vec!["spec: not kube-system"]
+    );
+    assert_eq!(refs("ok", json!({"dash-ed": "x"})), vec!["spec: not x"]);
+    assert_eq!(refs("forbidden", json!({})), vec![": name is forbidden"]);
+    // A rule does not run over a null.
+    assert_eq!(refs("ok", json!({"note": null})), Vec::<String>::new());
+    assert_eq!(
+        refs("ok", json!({"note": ""})),
+        vec!["spec.note: empty note"]
+    );
+}
+
+#[test]
+fn kubernetes_escaping_of_property_names() {
+    use super::rules::escape;
+    assert_eq!(escape("namespace").as_deref(), Some("__namespace__"));
+    assert_eq!(
+        escape("a-b.c/d").as_deref(),
+        Some("a__dash__b__dot__c__slash__d")
+    );
+    assert_eq!(escape("x__y").as_deref(), Some("x__underscores__y"));
+    assert_eq!(escape("plain_name1").as_deref(), Some("plain_name1"));
+    assert_eq!(escape("1st"), None);
+    assert_eq!(escape("a b"), None);
+}
+
+#[test]
+fn a_broken_document_or_a_keyless_list_map_is_an_error_not_a_skip() {
+    let err = CrdSchemas::default()
+        .add_yaml(&format!("{CRD}\n---\nkind: [oops\n"), "f.yaml")
+        .unwrap_err();
+    assert!(err.to_string().starts_with("f.yaml: document 2 "), "{err}");
+    let keyless = CRD.replace("                x-kubernetes-list-map-keys: [name]\n", "");
+    let err = CrdSchemas::default()
+        .add_yaml(&keyless, "k.yaml")
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("x-kubernetes-list-map-keys"),
+        "{err}"
+    );
+    let bad_type = CRD.replace("weight: {type: number}", "weight: {type: float}");
+    let err = CrdSchemas::default()
+        .add_yaml(&bad_type, "t.yaml")
+        .unwrap_err();
+    assert!(err.to_string().contains("properties.weight.type"), "{err}");
 }

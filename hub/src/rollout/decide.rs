@@ -309,6 +309,66 @@ impl Controller {
         }
     }
 
+    /// `cluster`'s agent refused `collection` at `version` while the
+    /// cluster is not part of the current rollout (no ACK awaited of it).
+    /// When that is what its newest version brings, the refusal stands
+    /// (again): later rollouts leave the cluster out and never offer it
+    /// that version. This is the answer to an earlier offer arriving after
+    /// an operator resumed the cluster from a standing failure while
+    /// another rollout was in flight (`retry_standing`): the resume asked
+    /// for the version again, and the cluster's refusal coming after it is
+    /// a new one. Lost, the next rollout sent the cluster the very version
+    /// it had just refused (a refusal of a cluster in the rollout is the
+    /// machine's to judge: it holds or rolls the cluster back).
+    pub(super) fn refused_outside_rollout(
+        &mut self,
+        cluster: &str,
+        collection: &str,
+        version: &str,
+        message: &str,
+    ) {
+        // A pinned cluster's answers are its pin's; a follower records
+        // the leader's decisions, not its own.
+        if !self.leading() || self.pinned.contains(cluster) {
+            return;
+        }
+        let rollout = self.rollout.as_ref();
+        if rollout.is_some_and(|r| r.targets.contains_key(cluster)) {
+            return;
+        }
+        let Some(newest) = self.latest.get(cluster) else {
+            return;
+        };
+        if newest.collection(collection).version() != version {
+            return;
+        }
+        // Decided to be served a version with that very collection: the
+        // refusal is of what it holds, not of a change the rollout can keep
+        // from it (nor is a first snapshot, served at once).
+        let Some(decided) = self.serving_ids.get(cluster) else {
+            return;
+        };
+        let served = self
+            .serving
+            .get(cluster)
+            .filter(|_| !self.unavailable.contains_key(cluster));
+        if served.is_some_and(|s| s.collection(collection).version() == version) {
+            return;
+        }
+        let id = version_id(newest);
+        if *decided == id || self.standing.get(cluster).is_some_and(|s| s.version == id) {
+            return;
+        }
+        warn!(cluster = %cluster, version = %id, %message, "the cluster refused its newest version outside the rollout: it stays out of later rollouts until its content changes or an operator resumes it");
+        let standing = Standing {
+            version: id,
+            message: message.to_owned(),
+            rollout: rollout.map_or(0, |r| r.id),
+        };
+        self.standing.insert(cluster.to_owned(), standing);
+        self.publish_view();
+    }
+
     /// Standing failures end when the cluster's content changes; returns
     /// whether `cluster`'s newest version `id` is the one it refused.
     pub(super) fn still_refused(&mut self, cluster: &str, id: &str) -> bool {

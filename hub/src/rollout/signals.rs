@@ -53,6 +53,11 @@ impl Controller {
             return Serve::new();
         }
         let Some(v) = self.versions.get_mut(&d.group) else {
+            if d.outcome == Outcome::Nack {
+                let message = d.message.as_deref().unwrap_or("NACKed");
+                let message = format!("{} {}: {message}", d.collection, d.version);
+                self.refused_outside_rollout(&d.group, &d.collection, &d.version, &message);
+            }
             return Serve::new();
         };
         if v.unacked.get(&d.collection) != Some(&d.version) {
@@ -273,7 +278,8 @@ pub(super) fn to_look_at<'a>(
 /// version seen per cluster and collection) NACKed it — a refusal already
 /// there when first seen may be an old one (a rolled-back version resumed)
 /// and is left to the ledger of the replica that dials the cluster, or to
-/// the progress deadline.
+/// the progress deadline. A new refusal of a cluster outside the rollout
+/// is passed on too (it may be of the cluster's newest version).
 fn held_deliveries<'a>(
     versions: &HashMap<String, Versions>,
     reports: impl Iterator<Item = (&'a String, &'a Arc<ClusterReport>)>,
@@ -298,10 +304,26 @@ fn held_deliveries<'a>(
                     false
                 }
             };
-            let Some(version) = versions
-                .get(cluster)
-                .and_then(|v| v.unacked.get(collection))
-            else {
+            let Some(v) = versions.get(cluster) else {
+                // Not part of the rollout: a new refusal still counts
+                // against its newest version
+                // (`Controller::refused_outside_rollout`).
+                if newly_refused && !held.refused_version.is_empty() {
+                    out.push(Delivery {
+                        role: Role::Source,
+                        peer: cluster.clone(),
+                        node_id: cluster.clone(),
+                        group: cluster.clone(),
+                        collection: collection.clone(),
+                        version: held.refused_version.clone(),
+                        outcome: Outcome::Nack,
+                        code: None,
+                        message: Some(held.refusal.clone()),
+                    });
+                }
+                continue;
+            };
+            let Some(version) = v.unacked.get(collection) else {
                 continue;
             };
             // The version held may still be on its way into the cluster's

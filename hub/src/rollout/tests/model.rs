@@ -671,3 +671,46 @@ fn no_cluster_is_served_what_it_refused_or_what_its_wave_has_not_reached_and_the
         panic!("model seed {}: {e}", hex::encode(seed));
     }
 }
+
+/// A sequence the model once failed on (shrunk): b's bad version NACKed
+/// and left standing, b resumed by an operator while a rollout without it
+/// runs, then b's NACK of that version (after the resume) — a new
+/// refusal, which the next rollout must honour rather than offer the
+/// version again.
+#[test]
+fn a_refusal_arriving_after_a_resume_outside_the_rollout_is_honoured() {
+    let ops = [
+        Op::Build {
+            changed: 0b1011,
+            bad: 0b0010,
+            dropping: 0,
+        },
+        Op::Pin {
+            cluster: 0,
+            back: 0,
+        },
+        Op::Tick(1_000),
+        Op::Build {
+            changed: 0b1000,
+            bad: 0,
+            dropping: 0,
+        },
+        Op::Tick(1_000),
+        Op::Deliver(2),
+        Op::Build {
+            changed: 0b0100,
+            bad: 0,
+            dropping: 0,
+        },
+        Op::Operator {
+            action: 2,
+            cluster: Some(1),
+        },
+        Op::Deliver(2),
+        Op::Reload(2),
+        Op::Tick(1_000),
+    ];
+    if let Err(e) = run(&ops) {
+        panic!("{e}");
+    }
+}

@@ -1,7 +1,8 @@
 //! Gateway API analyzers, per cluster: a route's parent (a Gateway or a
 //! ListenerSet, and the listener its `sectionName` names) that the
-//! cluster's set lacks (IST0101), and a backend in another namespace that
-//! no ReferenceGrant of the set permits (MH0003). Both are what the
+//! cluster's set lacks (MH0004, a warning: the parent may be created in
+//! the cluster itself), and a backend in another namespace that no
+//! ReferenceGrant of the set permits (MH0003). Both are what the
 //! cluster's istiod would report in the route's status once it holds it
 //! (`Accepted=False`, `NoMatchingParent`; `ResolvedRefs=False`,
 //! `RefNotPermitted`): analysis says so before the change is sent.
@@ -11,11 +12,11 @@
 //! clusters' Services.
 
 use crate::facts::{BackendRef, GATEWAY_API_GROUP};
-use crate::message::{REFERENCE_NOT_PERMITTED, REFERENCED_RESOURCE_NOT_FOUND};
+use crate::message::{GATEWAY_API_PARENT_NOT_FOUND, REFERENCE_NOT_PERMITTED};
 use crate::report::Report;
 use crate::set::Set;
 
-/// IST0101 for a parent Gateway or ListenerSet the set lacks, or one
+/// MH0004 for a parent Gateway or ListenerSet the set lacks, or one
 /// without the listener the reference's `sectionName` names.
 pub fn parents(set: &Set<'_>, out: &mut Report) {
     for (f, route) in &set.routes {
@@ -34,7 +35,7 @@ pub fn parents(set: &Set<'_>, out: &mut Report) {
             {
                 None => out.push(
                     f,
-                    REFERENCED_RESOURCE_NOT_FOUND,
+                    GATEWAY_API_PARENT_NOT_FOUND,
                     &p.path,
                     format!(
                         "Referenced {kind} not found: \"{}/{}\"",
@@ -44,7 +45,7 @@ pub fn parents(set: &Set<'_>, out: &mut Report) {
                 Some(listeners) if !p.section.is_empty() && !listeners.contains(&p.section) => {
                     out.push(
                         f,
-                        REFERENCED_RESOURCE_NOT_FOUND,
+                        GATEWAY_API_PARENT_NOT_FOUND,
                         &format!("{}.sectionName", p.path),
                         format!(
                             "Referenced listener not found: {kind} \"{}/{}\" has no listener {:?}",

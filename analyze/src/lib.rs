@@ -13,7 +13,7 @@
 //!
 //! | code | name | severity | raised for |
 //! | --- | --- | --- | --- |
-//! | IST0101 | ReferencedResourceNotFound | Error | a VirtualService's Gateway, route or mirror subset, or delegate the set lacks; a Gateway API route's parent Gateway or ListenerSet (or the listener its `sectionName` names) the set lacks |
+//! | IST0101 | ReferencedResourceNotFound | Error | a VirtualService's Gateway, route or mirror subset, or delegate the set lacks |
 //! | IST0109 | ConflictingMeshGatewayVirtualServiceHosts | Error | VirtualServices on the mesh gateway defining one host |
 //! | IST0111 | MultipleSidecarsWithoutWorkloadSelectors | Error | several namespace-wide Sidecars in a namespace |
 //! | IST0132 | VirtualServiceHostNotFoundInGateway | Warning | a VirtualService's hosts that its Gateway does not serve |
@@ -23,6 +23,7 @@
 //! | MH0001 | ServiceEntryAddressConflict | Warning | ServiceEntries for different hosts on one address and port |
 //! | MH0002 | IstioVersionSkew | Warning | a kind, field or enum value the cluster's Istio release does not know ([`since`], [`Target`]) |
 //! | MH0003 | ReferenceNotPermitted | Error | a Gateway API route's backend in another namespace that no ReferenceGrant of the set permits |
+//! | MH0004 | GatewayApiParentNotFound | Warning | a Gateway API route's parent Gateway or ListenerSet (or the listener its `sectionName` names) the set lacks |
 //!
 //! What needs workloads (a selector matching no pod, two selectors on one
 //! pod, a destination host that is a Kubernetes Service) is not checked:
@@ -50,7 +51,7 @@ pub use facts::{
 };
 pub use message::{
     CODES, CONFLICTING_GATEWAYS, CONFLICTING_MESH_GATEWAY_VIRTUAL_SERVICE_HOSTS, Code,
-    GATEWAY_DUPLICATE_CERTIFICATE, ISTIO_VERSION_SKEW,
+    GATEWAY_API_PARENT_NOT_FOUND, GATEWAY_DUPLICATE_CERTIFICATE, ISTIO_VERSION_SKEW,
     MULTIPLE_SIDECARS_WITHOUT_WORKLOAD_SELECTORS, MULTIPLE_TELEMETRIES_WITHOUT_WORKLOAD_SELECTORS,
     Message, REFERENCE_NOT_PERMITTED, REFERENCED_RESOURCE_NOT_FOUND,
     SERVICE_ENTRY_ADDRESS_CONFLICT, Severity, VIRTUAL_SERVICE_HOST_NOT_FOUND_IN_GATEWAY, find_code,

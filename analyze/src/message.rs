@@ -115,6 +115,18 @@ pub const REFERENCE_NOT_PERMITTED: Code = Code {
     name: "ReferenceNotPermitted",
     severity: Severity::Error,
 };
+/// MH0004 (meshhub's own): a Gateway API route's parent (a Gateway or a
+/// ListenerSet, or the listener its `sectionName` names) is not in the
+/// cluster's set. A warning, and not Istio's IST0101: the parent may be
+/// created in the cluster itself rather than distributed by meshhub
+/// (Gateways often are), which the hub cannot see; if it is not there,
+/// the cluster's istiod reports the route `Accepted=False`,
+/// `NoMatchingParent`.
+pub const GATEWAY_API_PARENT_NOT_FOUND: Code = Code {
+    code: "MH0004",
+    name: "GatewayApiParentNotFound",
+    severity: Severity::Warning,
+};
 
 /// Every code analysis can raise, in code order.
 pub const CODES: &[Code] = &[
@@ -128,6 +140,7 @@ pub const CODES: &[Code] = &[
     SERVICE_ENTRY_ADDRESS_CONFLICT,
     ISTIO_VERSION_SKEW,
     REFERENCE_NOT_PERMITTED,
+    GATEWAY_API_PARENT_NOT_FOUND,
 ];
 
 /// The code called `code` (`IST0101`), if analysis raises it.

@@ -521,16 +521,16 @@ spec:
 ";
 
 #[test]
-fn ist0101_gateway_api_parent_missing_from_the_set_only() {
+fn mh0004_gateway_api_parent_missing_from_the_set_only() {
     // Without the Gateway: both references to it (and never the Service
     // parent, which the hub cannot see).
     let found = run(ROUTE);
     assert!(
-        found.contains(&"IST0101 HTTPRoute shop/reviews spec.parentRefs[0]".to_owned()),
+        found.contains(&"MH0004 HTTPRoute shop/reviews spec.parentRefs[0]".to_owned()),
         "{found:?}"
     );
     assert!(
-        found.contains(&"IST0101 HTTPRoute shop/reviews spec.parentRefs[1]".to_owned()),
+        found.contains(&"MH0004 HTTPRoute shop/reviews spec.parentRefs[1]".to_owned()),
         "{found:?}"
     );
     assert!(
@@ -539,10 +539,10 @@ fn ist0101_gateway_api_parent_missing_from_the_set_only() {
     );
     // With it: only the listener it lacks.
     let found = run(&format!("{K8S_GATEWAY}\n---\n{ROUTE}"));
-    let parents: Vec<&String> = found.iter().filter(|m| m.starts_with("IST0101")).collect();
+    let parents: Vec<&String> = found.iter().filter(|m| m.starts_with("MH0004")).collect();
     assert_eq!(
         parents,
-        ["IST0101 HTTPRoute shop/reviews spec.parentRefs[1].sectionName"]
+        ["MH0004 HTTPRoute shop/reviews spec.parentRefs[1].sectionName"]
     );
     // An Istio Gateway of the same name is not a Gateway API parent.
     let istio = K8S_GATEWAY
@@ -553,7 +553,7 @@ fn ist0101_gateway_api_parent_missing_from_the_set_only() {
         );
     let found = run(&format!("{istio}\n---\n{ROUTE}"));
     assert!(
-        found.contains(&"IST0101 HTTPRoute shop/reviews spec.parentRefs[0]".to_owned()),
+        found.contains(&"MH0004 HTTPRoute shop/reviews spec.parentRefs[0]".to_owned()),
         "{found:?}"
     );
 }

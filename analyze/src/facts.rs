@@ -455,18 +455,25 @@ fn route(spec: &Value, namespace: &str) -> Route {
         name: string(b, "name"),
     };
     let mut backends = Vec::new();
-    for (i, rule) in list(spec, "rules").iter().enumerate() {
-        for (j, b) in list(rule, "backendRefs").iter().enumerate() {
-            backends.push(backend(format!("spec.rules[{i}].backendRefs[{j}]"), b));
-        }
-        for (j, f) in list(rule, "filters").iter().enumerate() {
+    // A `requestMirror` filter's backend, on a rule or on one backend.
+    let mirrors = |at: &str, filters: &[Value], out: &mut Vec<BackendRef>| {
+        for (k, f) in filters.iter().enumerate() {
             if let Some(b) = f.get("requestMirror").and_then(|m| m.get("backendRef")) {
-                backends.push(backend(
-                    format!("spec.rules[{i}].filters[{j}].requestMirror.backendRef"),
+                out.push(backend(
+                    format!("{at}.filters[{k}].requestMirror.backendRef"),
                     b,
                 ));
             }
         }
+    };
+    for (i, rule) in list(spec, "rules").iter().enumerate() {
+        let at = format!("spec.rules[{i}]");
+        for (j, b) in list(rule, "backendRefs").iter().enumerate() {
+            let at = format!("{at}.backendRefs[{j}]");
+            backends.push(backend(at.clone(), b));
+            mirrors(&at, list(b, "filters"), &mut backends);
+        }
+        mirrors(&at, list(rule, "filters"), &mut backends);
     }
     Route { parents, backends }
 }

@@ -513,7 +513,11 @@ spec:
   - {group: '', kind: Service, name: reviews}
   rules:
   - backendRefs:
-    - {name: reviews, port: 9080}
+    - name: reviews
+      port: 9080
+      filters:
+      - type: RequestMirror
+        requestMirror: {backendRef: {name: audit, namespace: audit, port: 80}}
     - {name: ratings, namespace: backends, port: 9080}
     filters:
     - type: RequestMirror
@@ -565,6 +569,7 @@ fn mh0003_cross_namespace_backend_without_a_reference_grant() {
     assert_eq!(
         grants,
         [
+            "MH0003 HTTPRoute shop/reviews spec.rules[0].backendRefs[0].filters[0].requestMirror.backendRef",
             "MH0003 HTTPRoute shop/reviews spec.rules[0].backendRefs[1]",
             "MH0003 HTTPRoute shop/reviews spec.rules[0].filters[0].requestMirror.backendRef",
         ]

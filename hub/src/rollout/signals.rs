@@ -309,17 +309,13 @@ fn held_deliveries<'a>(
                 // against its newest version
                 // (`Controller::refused_outside_rollout`).
                 if newly_refused && !held.refused_version.is_empty() {
-                    out.push(Delivery {
-                        role: Role::Source,
-                        peer: cluster.clone(),
-                        node_id: cluster.clone(),
-                        group: cluster.clone(),
-                        collection: collection.clone(),
-                        version: held.refused_version.clone(),
-                        outcome: Outcome::Nack,
-                        code: None,
-                        message: Some(held.refusal.clone()),
-                    });
+                    out.push(reported(
+                        cluster,
+                        collection,
+                        &held.refused_version,
+                        Outcome::Nack,
+                        &held.refusal,
+                    ));
                 }
                 continue;
             };
@@ -338,18 +334,37 @@ fn held_deliveries<'a>(
             } else {
                 continue;
             };
-            out.push(Delivery {
-                role: Role::Source,
-                peer: cluster.clone(),
-                node_id: cluster.clone(),
-                group: cluster.clone(),
-                collection: collection.clone(),
-                version: version.clone(),
+            out.push(reported(
+                cluster,
+                collection,
+                version,
                 outcome,
-                code: None,
-                message: (outcome == Outcome::Nack).then(|| held.refusal.clone()),
-            });
+                &held.refusal,
+            ));
         }
     }
     out
+}
+
+/// A delivery as a cluster's report tells it: the hub's dialer to the
+/// cluster answered `version` of `collection` with `outcome` (a NACK with
+/// the report's `refusal` as its message).
+fn reported(
+    cluster: &str,
+    collection: &str,
+    version: &str,
+    outcome: Outcome,
+    refusal: &str,
+) -> Delivery {
+    Delivery {
+        role: Role::Source,
+        peer: cluster.to_owned(),
+        node_id: cluster.to_owned(),
+        group: cluster.to_owned(),
+        collection: collection.to_owned(),
+        version: version.to_owned(),
+        outcome,
+        code: None,
+        message: (outcome == Outcome::Nack).then(|| refusal.to_owned()),
+    }
 }

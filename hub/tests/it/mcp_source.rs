@@ -410,7 +410,11 @@ async fn a_file_source_and_the_upstream_merge_by_the_stores_precedence() {
         consumer.hosts() == hosts(&[("bookinfo/a", "upstream-a"), ("bookinfo/b", "upstream-b")])
     })
     .await;
-    assert!(down.status().borrow().conflicts.is_empty());
+    // The status is published after the snapshot it describes.
+    eventually("the conflict cleared", || async {
+        down.status().borrow().conflicts.is_empty()
+    })
+    .await;
 
     consumer.stop().await;
     assert!(down.shutdown().await);

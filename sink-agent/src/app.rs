@@ -198,6 +198,7 @@ impl Agent {
             None => None,
         };
         let _ = apply_status.set(applier.as_ref().map(Applier::status));
+        let object_statuses = applier.as_ref().map(Applier::object_statuses);
 
         // The store: load, publish, then accept changes.
         let store = Arc::new(
@@ -252,6 +253,7 @@ impl Agent {
                 store: store.status(),
                 served: store.cache().clone(),
                 apply: apply_status.get().cloned().flatten(),
+                object_statuses,
                 ledger: ledger.clone(),
                 exports,
                 crds,

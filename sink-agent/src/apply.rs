@@ -50,8 +50,10 @@ use tracing::{Instrument as _, debug, info, info_span, warn};
 
 use crate::backoff::Retry;
 
+pub mod conditions;
 mod failure;
 use failure::{Failure, Outcome, stopped, verdict};
+use meshhub_proto::upward::GatewayApiObjectStatus;
 
 /// The field manager of every write.
 pub const FIELD_MANAGER: &str = "meshhub";
@@ -129,6 +131,11 @@ enum Command {
     },
 }
 
+/// What the cluster's controllers wrote in the status of the applied
+/// objects whose kind has one to report ([`conditions::reported`]), by
+/// collection and `namespace/name`.
+pub type ObjectStatuses = BTreeMap<(String, String), GatewayApiObjectStatus>;
+
 /// A handle on the applier task. Cheap to clone.
 ///
 /// Commands go through an unbounded channel so that handing over a sync
@@ -139,6 +146,7 @@ enum Command {
 pub struct Applier {
     tx: mpsc::UnboundedSender<Command>,
     status: watch::Receiver<Arc<ApplyStatus>>,
+    objects: watch::Receiver<Arc<ObjectStatuses>>,
 }
 
 impl Applier {
@@ -155,15 +163,21 @@ impl Applier {
             source_cluster: config.source_cluster.clone(),
             ..Default::default()
         }));
+        let (objects_tx, objects) = watch::channel(Arc::new(ObjectStatuses::new()));
         let task = Task {
             client,
             config,
             collections: BTreeMap::new(),
             status: status_tx,
+            objects: objects_tx,
             watches: std::sync::Mutex::new(SelectAll::new()),
         };
         tasks.spawn(task.run(rx, shutdown).instrument(info_span!("agent.apply")));
-        Self { tx, status }
+        Self {
+            tx,
+            status,
+            objects,
+        }
     }
 
     /// Makes the API hold exactly `objects` of `collection` (among the
@@ -206,6 +220,12 @@ impl Applier {
     pub fn status(&self) -> watch::Receiver<Arc<ApplyStatus>> {
         self.status.clone()
     }
+
+    /// A reader of what the cluster's controllers wrote in the status of
+    /// the applied Gateway API objects.
+    pub fn object_statuses(&self) -> watch::Receiver<Arc<ObjectStatuses>> {
+        self.objects.clone()
+    }
 }
 
 /// One desired object, ready to compare and apply.
@@ -235,6 +255,7 @@ struct Task {
     config: ApplyConfig,
     collections: BTreeMap<String, CollectionState>,
     status: watch::Sender<Arc<ApplyStatus>>,
+    objects: watch::Sender<Arc<ObjectStatuses>>,
     // Behind a mutex only to make the task `Sync` (its futures borrow it
     // across awaits); only ever reached through `&mut self`.
     watches: std::sync::Mutex<SelectAll<BoxStream<'static, Tagged>>>,
@@ -476,6 +497,7 @@ impl Task {
             }
         }
         let state = &self.collections[collection];
+        self.record_statuses(collection, &state.kind, &managed);
         let kind_name = state.kind.kind().to_owned();
         let live: HashMap<(String, String), DynamicObject> = managed
             .into_iter()
@@ -637,6 +659,12 @@ impl Task {
         let (obj, deleted) = match ev {
             Ok(Event::Apply(o)) => (o, false),
             Ok(Event::Delete(o)) => (o, true),
+            // A (re)list: only what the controllers wrote is taken; the
+            // sync that follows a watch's start repairs what drifted.
+            Ok(Event::InitApply(o)) => {
+                self.record_status(collection, &state.kind, &o, false);
+                return;
+            }
             Ok(_) => return,
             Err(e) => {
                 debug!(%collection, error = %e, "watch of managed objects failing; retrying");
@@ -647,6 +675,7 @@ impl Task {
             obj.metadata.namespace.clone().unwrap_or_default(),
             obj.metadata.name.clone().unwrap_or_default(),
         );
+        self.record_status(collection, &state.kind, &obj, deleted);
         let Some(d) = state.desired.get(&key) else {
             return; // not desired: the next sync prunes it
         };
@@ -673,6 +702,55 @@ impl Task {
                     .get_or_insert_with(|| tokio::time::Instant::now() + retry.next_delay());
             }
         }
+    }
+}
+
+impl Task {
+    /// What the controllers wrote of `obj` (of `collection`, whose kind is
+    /// `kind`), or that it is gone.
+    fn record_status(&self, collection: &str, kind: &Kind, obj: &DynamicObject, deleted: bool) {
+        if !conditions::reported(kind.group(), kind.kind()) {
+            return;
+        }
+        let status = conditions::of(collection, obj);
+        let key = (collection.to_owned(), status.name.clone());
+        self.objects.send_if_modified(|held| {
+            if deleted {
+                return held.contains_key(&key) && Arc::make_mut(held).remove(&key).is_some();
+            }
+            if held.get(&key) == Some(&status) {
+                return false;
+            }
+            Arc::make_mut(held).insert(key, status);
+            true
+        });
+    }
+
+    /// What the controllers wrote of `listed`, every managed object of
+    /// `collection` as just listed: replaces what was held of it.
+    fn record_statuses(&self, collection: &str, kind: &Kind, listed: &[DynamicObject]) {
+        if !conditions::reported(kind.group(), kind.kind()) {
+            return;
+        }
+        let fresh: ObjectStatuses = listed
+            .iter()
+            .map(|o| {
+                let s = conditions::of(collection, o);
+                ((collection.to_owned(), s.name.clone()), s)
+            })
+            .collect();
+        self.objects.send_if_modified(|held| {
+            let before = held
+                .range((collection.to_owned(), String::new())..)
+                .take_while(|((c, _), _)| c == collection);
+            if before.clone().count() == fresh.len() && before.zip(&fresh).all(|(a, b)| a == b) {
+                return false;
+            }
+            let held = Arc::make_mut(held);
+            held.retain(|(c, _), _| c != collection);
+            held.extend(fresh);
+            true
+        });
     }
 }
 

@@ -57,7 +57,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{Instrument as _, debug, info_span, warn};
 
-use crate::apply::ApplyStatus;
+use crate::apply::{ApplyStatus, ObjectStatuses};
 use crate::store::StoreStatus;
 
 /// Default interval of report rebuilds (the ledger has no change signal).
@@ -122,6 +122,9 @@ pub struct Sources {
     pub served: SnapshotCache,
     /// The applier's status (apply on).
     pub apply: Option<watch::Receiver<Arc<ApplyStatus>>>,
+    /// What the cluster's controllers wrote in the status of the applied
+    /// Gateway API objects (apply on).
+    pub object_statuses: Option<watch::Receiver<Arc<ObjectStatuses>>>,
     /// The agent's ledger (local consumers).
     pub ledger: Ledger,
     /// The cluster's exports and whether they are complete (MCS on).
@@ -279,6 +282,10 @@ async fn run(
     loop {
         let store = s.store.borrow_and_update().clone();
         let apply = s.apply.as_mut().map(|a| a.borrow_and_update().clone());
+        let object_statuses = s
+            .object_statuses
+            .as_mut()
+            .map(|o| o.borrow_and_update().clone());
         let view = istiod.as_mut().and_then(|i| i.borrow_and_update().clone());
         let release = version.as_mut().and_then(|v| v.borrow_and_update().clone());
         let exports = s.exports.as_mut().map(|e| e.borrow_and_update().clone());
@@ -288,6 +295,7 @@ async fn run(
             cluster: &s.cluster,
             store: &store,
             apply: apply.as_deref(),
+            object_statuses: object_statuses.as_deref(),
             ledger: &ledger,
             istiod: view.as_ref(),
             istiod_version: release.as_ref(),
@@ -320,6 +328,7 @@ async fn run(
             _ = tick.tick() => {}
             r = s.store.changed() => if r.is_err() { return },
             Some(()) = changed(s.apply.as_mut()) => {}
+            Some(()) = changed(s.object_statuses.as_mut()) => {}
             Some(()) = changed(istiod.as_mut()) => {}
             Some(()) = changed(version.as_mut()) => {}
             Some(()) = changed(s.exports.as_mut()) => {}

@@ -4,11 +4,11 @@
 use meshhub_mcp::ledger::{PeerStatus, Role, StreamProtocol, SyncState};
 use meshhub_proto::upward::{
     AppliedCollection, ClusterStatus, ConsumerCollection, ConsumerProtocol, ConsumerSyncState,
-    GatewayApiCrds, HeldCollection, IstioRuntime, IstiodInstance, IstiodSource, IstiodView,
+    GatewayApiCrds, GatewayApiStatus, HeldCollection, IstioRuntime, IstiodInstance, IstiodSource, IstiodView,
     LocalConsumer, ObjectProblem,
 };
 
-use crate::apply::ApplyStatus;
+use crate::apply::{ApplyStatus, ObjectStatuses};
 use crate::store::StoreStatus;
 
 /// Everything a report is built from.
@@ -20,6 +20,9 @@ pub struct Inputs<'a> {
     pub store: &'a StoreStatus,
     /// The applier, when on.
     pub apply: Option<&'a ApplyStatus>,
+    /// What the cluster's controllers wrote of the applied Gateway API
+    /// objects (apply on).
+    pub object_statuses: Option<&'a ObjectStatuses>,
     /// The agent's ledger (its local consumers are the `source` rows).
     pub ledger: &'a [PeerStatus],
     /// istiod's view, when an address is configured.
@@ -218,8 +221,26 @@ pub fn build(i: &Inputs<'_>) -> ClusterStatus {
         istiod: i.istiod.cloned(),
         istio: Some(istio(i.ledger, i.istiod_version, i.crds)),
         gateway_api: i.crds.map(gateway_api),
+        gateway_api_status: i.object_statuses.map(gateway_api_status),
         // Filled in with the exports they are published with.
         exports_state: None,
+    }
+}
+
+/// At most this many objects' statuses are reported (the rest counted in
+/// `omitted`): with conditions cut to 1 KiB each, a report stays within a
+/// few MiB, below the message limit.
+pub const STATUS_OBJECTS_REPORTED: usize = 5_000;
+
+fn gateway_api_status(held: &ObjectStatuses) -> GatewayApiStatus {
+    GatewayApiStatus {
+        objects: held
+            .values()
+            .take(STATUS_OBJECTS_REPORTED)
+            .cloned()
+            .collect(),
+        omitted: u32::try_from(held.len().saturating_sub(STATUS_OBJECTS_REPORTED))
+            .unwrap_or(u32::MAX),
     }
 }
 
@@ -358,6 +379,7 @@ mod tests {
             cluster: "east",
             store: &store,
             apply: None,
+            object_statuses: None,
             ledger: &[consumer],
             istiod: None,
             istiod_version: None,
@@ -383,6 +405,7 @@ mod tests {
             cluster: "east",
             store: &store,
             apply: None,
+            object_statuses: None,
             ledger: &[],
             istiod: None,
             istiod_version: None,

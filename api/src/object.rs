@@ -181,6 +181,16 @@ pub struct ReportedDelivery {
     /// Held by the cluster's istiod: `yes`, `DROPPED: <why>`, or `-` (not
     /// compared: no istiod address, or istiod unreachable).
     pub held_by_istiod: String,
+    /// A Gateway API object the agent applied: whether the cluster's
+    /// controller accepted the hub's version of it — `yes`, `pending`, or
+    /// `no: <where>: <reason>: <message>` ([`crate::upward::Acceptance`]).
+    /// Absent for other kinds and agents that do not report it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accepted: Option<String>,
+    /// What the cluster's controllers wrote in the object's status (absent
+    /// as `accepted` is, or before the agent saw the object).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub controller_status: Option<crate::upward::ObjectStatusView>,
 }
 
 /// What one peer of a group has of the object's collection.

@@ -107,6 +107,8 @@ fn object() -> ObjectView {
                 delivered: true,
                 applied: "-".into(),
                 held_by_istiod: "DROPPED: absent".into(),
+                accepted: Some("pending".into()),
+                controller_status: None,
             }),
         }],
         analysis: BTreeMap::new(),

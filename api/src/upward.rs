@@ -7,6 +7,13 @@ use std::collections::BTreeMap;
 use meshhub_mcp::ledger::At;
 use serde::{Deserialize, Serialize};
 
+mod gateway_status;
+
+pub use gateway_status::{
+    ACCEPTED, Acceptance, ConditionStatus, ConditionView, GatewayApiStatusView, ObjectStatusView,
+    ParentRole, ParentStatusView,
+};
+
 /// One cluster's report, and the state of the hub's upward stream to it.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClusterReportView {
@@ -59,6 +66,11 @@ pub struct ClusterReportView {
     /// kinds as any kind).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gateway_api: Option<GatewayApiCrdsView>,
+    /// What the cluster's Gateway API controllers wrote in the status of
+    /// the objects its agent applied (none: an agent that does not apply,
+    /// or older than the field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway_api_status: Option<GatewayApiStatusView>,
 }
 
 /// The Gateway API CRDs of a cluster, as its agent read them.

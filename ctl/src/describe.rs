@@ -186,21 +186,88 @@ fn sections(v: &ObjectView) -> String {
         .collect();
     if !reported.is_empty() {
         out.push_str("\nReported by the clusters:\n");
-        let mut rows = vec![vec![
+        let judged = reported.iter().any(|(_, r)| r.accepted.is_some());
+        let mut header = vec![
             "  CLUSTER".to_owned(),
             "DELIVERED".to_owned(),
             "APPLIED".to_owned(),
             "HELD BY ISTIOD".to_owned(),
-        ]];
-        for (c, r) in reported {
-            rows.push(vec![
+        ];
+        if judged {
+            header.push("ACCEPTED".to_owned());
+        }
+        let mut rows = vec![header];
+        for (c, r) in &reported {
+            let mut row = vec![
                 format!("  {}", c.cluster),
                 if r.delivered { "yes" } else { "no" }.to_owned(),
                 r.applied.clone(),
                 r.held_by_istiod.clone(),
-            ]);
+            ];
+            if judged {
+                row.push(dash(&r.accepted).replace('\n', " "));
+            }
+            rows.push(row);
         }
         out.push_str(&render(&rows));
+        let statuses: Vec<_> = reported
+            .iter()
+            .filter_map(|(c, r)| r.controller_status.as_ref().map(|s| (c, s)))
+            .collect();
+        if !statuses.is_empty() {
+            out.push_str("\nStatus written by the clusters' controllers:\n");
+            let mut rows = vec![vec![
+                "  CLUSTER".to_owned(),
+                "GENERATION".to_owned(),
+                "FOR".to_owned(),
+                "CONTROLLER".to_owned(),
+                "CONDITIONS".to_owned(),
+            ]];
+            for (c, s) in statuses {
+                let ns = s.name.split_once('/').map_or("", |(ns, _)| ns);
+                if !s.conditions.is_empty() {
+                    rows.push(vec![
+                        format!("  {}", c.cluster),
+                        s.generation.to_string(),
+                        "(itself)".to_owned(),
+                        "-".to_owned(),
+                        conditions(&s.conditions),
+                    ]);
+                }
+                for p in &s.parents {
+                    rows.push(vec![
+                        format!("  {}", c.cluster),
+                        s.generation.to_string(),
+                        p.describe(ns),
+                        dash(&Some(p.controller.clone()).filter(|c| !c.is_empty())),
+                        conditions(&p.conditions),
+                    ]);
+                }
+            }
+            out.push_str(&render(&rows));
+        }
     }
     out
+}
+
+/// `Accepted=True (Accepted), Programmed=False@1 (Invalid: …)`: a
+/// condition's generation is shown only when it speaks of another one.
+fn conditions(cs: &[meshhub_api::upward::ConditionView]) -> String {
+    if cs.is_empty() {
+        return "-".to_owned();
+    }
+    cs.iter()
+        .map(|c| {
+            let mut out = format!("{}={:?}", c.kind, c.status);
+            let mut why = c.reason.clone();
+            if !c.message.is_empty() {
+                why.push_str(&format!(": {}", c.message.replace('\n', " ")));
+            }
+            if !why.is_empty() {
+                out.push_str(&format!(" ({why})"));
+            }
+            out
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }

@@ -202,7 +202,19 @@ fn delivery(
         .reports
         .borrow()
         .get(group)
-        .map(|r| reported(&r.view, kind.collection(), name, &version, in_snapshot));
+        .map(|r| {
+            let mut out = reported(&r.view, kind.collection(), name, &version, in_snapshot);
+            if let Some(g) = r.view.gateway_api_status.as_ref().filter(|_| {
+                meshhub_proto::kinds::gateway_api::has_status(kind.group(), kind.kind())
+            }) {
+                out.accepted = Some(
+                    g.acceptance_of(kind.collection(), name, &current.version)
+                        .to_string(),
+                );
+                out.controller_status = g.object(kind.collection(), name).cloned();
+            }
+            out
+        });
     let withheld = s
         .status
         .borrow()
@@ -257,6 +269,8 @@ fn reported(
         delivered,
         applied,
         held_by_istiod,
+        accepted: None,
+        controller_status: None,
     }
 }
 

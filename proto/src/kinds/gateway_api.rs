@@ -29,6 +29,13 @@ pub fn is_gateway_api_group(group: &str) -> bool {
     group == GROUP || group == EXPERIMENTAL_GROUP
 }
 
+/// Whether objects of `group`/`kind` carry a status their controller
+/// writes (the Gateway API kinds but ReferenceGrant, which has none): the
+/// ones whose status agents report and the hub judges.
+pub fn has_status(group: &str, kind: &str) -> bool {
+    is_gateway_api_group(group) && kind != "ReferenceGrant"
+}
+
 /// One Gateway API kind: its group, served versions (preferred first),
 /// kind and plural. All are namespaced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -11,7 +11,7 @@
 //! report.
 
 use kube::api::DynamicObject;
-use meshhub_proto::kinds::gateway_api::is_gateway_api_group;
+use meshhub_proto::kinds::gateway_api::has_status;
 use meshhub_proto::upward::{
     ConditionStatus, GatewayApiObjectStatus, ParentRole, ParentStatus, StatusCondition,
 };
@@ -26,7 +26,7 @@ pub const MESSAGE_BYTES: usize = 1024;
 /// Whether objects of `group`/`kind` have a status the agent reports: the
 /// Gateway API kinds but ReferenceGrant, which has none.
 pub fn reported(group: &str, kind: &str) -> bool {
-    is_gateway_api_group(group) && kind != "ReferenceGrant"
+    has_status(group, kind)
 }
 
 /// The status of `obj`, an object of `collection` (one of the [`reported`]

@@ -17,6 +17,10 @@ use meshhub_proto::upward::{
 
 use crate::upward::judge::Judged;
 
+mod gateway_status;
+
+pub use gateway_status::gateway_status_view;
+
 fn at(t: Option<&prost_types::Timestamp>) -> Option<At> {
     t.and_then(|t| SystemTime::try_from(*t).ok()).map(At)
 }
@@ -155,6 +159,7 @@ pub fn view_of(r: &ClusterStatus) -> ClusterReportView {
                 .collect(),
             error: bounded(&g.error),
         }),
+        gateway_api_status: r.gateway_api_status.as_ref().map(gateway_status_view),
     }
 }
 

@@ -205,7 +205,7 @@ fn sections(v: &ObjectView) -> String {
                 r.held_by_istiod.clone(),
             ];
             if judged {
-                row.push(dash(&r.accepted).replace('\n', " "));
+                row.push(r.accepted.as_deref().unwrap_or("-").replace('\n', " "));
             }
             rows.push(row);
         }
@@ -239,7 +239,11 @@ fn sections(v: &ObjectView) -> String {
                         format!("  {}", c.cluster),
                         s.generation.to_string(),
                         p.describe(ns),
-                        dash(&Some(p.controller.clone()).filter(|c| !c.is_empty())),
+                        if p.controller.is_empty() {
+                            "-".to_owned()
+                        } else {
+                            p.controller.clone()
+                        },
                         conditions(&p.conditions),
                     ]);
                 }

@@ -49,7 +49,7 @@ impl GatewayApiStatusView {
 /// One applied object's status.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ObjectStatusView {
-    /// `gateway.networking.k8s.io/v1/HTTPRoute`.
+    /// `k8s/gateway.networking.k8s.io/v1/httproutes`.
     pub collection: String,
     /// `namespace/name`.
     pub name: String,

@@ -11,9 +11,18 @@
 //! collections from it (served empty and ACKed, not NACKed) and says so
 //! per cluster on `/status` and in `meshhubctl status`, while its Istio
 //! objects still arrive.
+//!
+//! The real status comes back (item 4): a real istiod 1.28.3 in east reads
+//! east's own API (no `configSources`: the Gateway API never travels over
+//! MCP), accepts the route and writes its status; east's agent reports it,
+//! and the hub's `/status` and `meshhubctl describe` say east accepted the
+//! route, with the conditions istiod wrote. A route naming a listener its
+//! Gateway lacks is refused by that istiod (`Accepted=False`), and
+//! `describe` says where and why.
 
 use std::path::Path;
 
+use meshhub_e2e::istio::{ConfigSource, ISTIOD_START, Istiod, istiod_bin};
 use meshhub_e2e::kube::{ControlPlanes, apply_yaml, get, rbac_manifest};
 use meshhub_e2e::yaml::cluster;
 use meshhub_e2e::*;
@@ -47,6 +56,18 @@ spec:
     backendRefs: [{name: reviews, port: 9080}]
 ";
 
+/// A route naming a listener its parent Gateway lacks (istiod refuses it:
+/// a route whose parent Gateway does not exist at all gets no status from
+/// istiod, which can't tell whether that parent would be its own).
+const ORPHAN: &str = "apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: orphan, namespace: bookinfo}
+spec:
+  parentRefs: [{name: ingress, sectionName: https}]
+  rules:
+  - backendRefs: [{name: reviews, port: 9080}]
+";
+
 fn hub_config(primary: &Path, east: std::net::SocketAddr, bare: std::net::SocketAddr) -> String {
     let bookinfo = "    namespaces: [bookinfo]\n";
     format!(
@@ -76,11 +97,13 @@ async fn gateway_api_objects_reach_clusters_with_the_crds_and_are_withheld_from_
     for c in ["primary", "east"] {
         meshhub_e2e::gateway_api::install(&planes, c, "standard").await;
     }
+    planes.namespace("east", "istio-system").await;
     let primary = planes.client("primary").await;
     let east_kube = planes.client("east").await;
     let bare_kube = planes.client("bare").await;
     apply_yaml(&primary, GATEWAY).await;
     apply_yaml(&primary, ROUTE).await;
+    apply_yaml(&primary, ORPHAN).await;
     apply_yaml(&primary, &vs("reviews", "reviews")).await;
 
     let hub_kubeconfig = planes.hub_service_account("primary").await;
@@ -116,6 +139,17 @@ async fn gateway_api_objects_reach_clusters_with_the_crds_and_are_withheld_from_
     let config = dir.path().join("meshhub.yaml");
     std::fs::write(&config, hub_config(&hub_kubeconfig, east.sink, bare.sink)).unwrap();
     let hub = HubProc::start("hub", &config, &logs);
+    // east's istiod reads east's own API, as istiod does without meshhub:
+    // the Gateway API reaches it only through the agent's applier.
+    let mut istiod = Istiod::spawn(
+        "istiod-east",
+        istiod_bin(),
+        &planes.cluster("east").kubeconfig,
+        ConfigSource::Kubernetes,
+        dir.path(),
+        &logs,
+    );
+    tokio::task::block_in_place(|| istiod.wait_ready(ISTIOD_START));
 
     // 1. The Gateway and the route land in east's API, managed by meshhub,
     //    their spec as written in the primary.
@@ -152,7 +186,7 @@ async fn gateway_api_objects_reach_clusters_with_the_crds_and_are_withheld_from_
     })
     .await;
     let row = withheld(&status, "bare", ROUTES).unwrap();
-    assert_eq!(row["objects"], 1, "{row}");
+    assert_eq!(row["objects"], 2, "{row}");
     let reason = row["reason"].as_str().unwrap();
     assert!(
         reason.contains("cluster bare lacks the CRD httproutes.gateway.networking.k8s.io"),
@@ -173,7 +207,7 @@ async fn gateway_api_objects_reach_clusters_with_the_crds_and_are_withheld_from_
             .clone()
     };
     assert_eq!(group("bare")["collections"][ROUTES]["resources"], 0);
-    assert_eq!(group("east")["collections"][ROUTES]["resources"], 1);
+    assert_eq!(group("east")["collections"][ROUTES]["resources"], 2);
     // What each agent reported of its CRDs.
     let crds = |name: &str| -> Vec<String> {
         remote(&status, name)["report"]["gateway_api"]["crds"]
@@ -210,7 +244,7 @@ async fn gateway_api_objects_reach_clusters_with_the_crds_and_are_withheld_from_
     assert!(ok.success(), "{err}");
     assert!(
         out.contains(&format!(
-            "WITHHELD: 1 object(s) of {ROUTES} from cluster bare: cluster bare lacks the CRD"
+            "WITHHELD: 2 object(s) of {ROUTES} from cluster bare: cluster bare lacks the CRD"
         )),
         "{out}"
     );
@@ -228,6 +262,82 @@ async fn gateway_api_objects_reach_clusters_with_the_crds_and_are_withheld_from_
         "{out}"
     );
     assert!(!out.contains("WITHHELD from east"), "{out}");
+
+    // 4. east's istiod accepts the route and writes its status; the agent
+    //    reports it and the hub shows it per cluster.
+    let accepted = |s: &Value, name: &str| -> Option<Value> {
+        remote(s, "east")["report"]["gateway_api_status"]["objects"]
+            .as_array()?
+            .iter()
+            .find(|o| o["collection"] == ROUTES && o["name"] == name)
+            .cloned()
+    };
+    let reviews = eventually_some("east's istiod accepting the route", async || {
+        let s = hub.status();
+        accepted(&s, "bookinfo/reviews").filter(|o| {
+            o["parents"][0]["conditions"]
+                .as_array()
+                .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Accepted" && c["status"] == "True"))
+        })
+    })
+    .await;
+    let parent = &reviews["parents"][0];
+    assert_eq!(parent["name"], "ingress", "{reviews}");
+    assert_eq!(parent["controller"], "istio.io/gateway-controller", "{reviews}");
+    assert!(
+        reviews["version"].as_str().is_some_and(|v| !v.is_empty()),
+        "the hub's version of the route: {reviews}"
+    );
+    let orphan = eventually_some("east's istiod refusing the orphan route", async || {
+        let s = hub.status();
+        accepted(&s, "bookinfo/orphan").filter(|o| {
+            o["parents"][0]["conditions"]
+                .as_array()
+                .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Accepted" && c["status"] == "False"))
+        })
+    })
+    .await;
+    let (ok, out, err) = meshhubctl(&[
+        "describe",
+        "HTTPRoute",
+        "bookinfo/reviews",
+        "--admin",
+        &admin,
+    ]);
+    assert!(ok.success(), "{err}");
+    assert!(out.contains("ACCEPTED"), "{out}");
+    let reported = out
+        .split_once("Reported by the clusters:")
+        .map(|(_, r)| r)
+        .unwrap_or_else(|| panic!("no reported section: {out}"));
+    let east_row = reported
+        .lines()
+        .find(|l| l.trim_start().starts_with("east "))
+        .unwrap_or_else(|| panic!("east's row: {out}"));
+    assert!(east_row.trim_end().ends_with("yes"), "{east_row}");
+    assert!(
+        out.contains("Gateway bookinfo/ingress") && out.contains("Accepted=True"),
+        "{out}"
+    );
+    let (ok, out, err) = meshhubctl(&[
+        "describe",
+        "HTTPRoute",
+        "bookinfo/orphan",
+        "--admin",
+        &admin,
+    ]);
+    assert!(ok.success(), "{err}");
+    assert!(
+        out.contains("no: Gateway bookinfo/ingress (https): NoMatchingParent"),
+        "the refusal names the parent: {out}\n{orphan}"
+    );
+    // bare is withheld the route: nothing there to accept.
+    let bare_row = out
+        .split_once("Reported by the clusters:")
+        .and_then(|(_, r)| r.lines().find(|l| l.trim_start().starts_with("bare ")))
+        .unwrap_or_else(|| panic!("bare's row: {out}"));
+    assert!(bare_row.trim_end().ends_with('-'), "{bare_row}");
+    drop(istiod);
 }
 
 fn remote_state<'a>(status: &'a Value, cluster: &str, collection: &str) -> &'a str {

@@ -198,14 +198,24 @@ fn delivery(
         .into_iter()
         .map(|p| peer_delivery(p, kind, &version))
         .collect();
+    let withheld = s
+        .status
+        .borrow()
+        .withheld
+        .iter()
+        .find(|w| w.cluster == group && w.collection == kind.collection())
+        .map(|w| w.reason.clone());
     let reported = s
         .reports
         .borrow()
         .get(group)
         .map(|r| {
             let mut out = reported(&r.view, kind.collection(), name, &version, in_snapshot);
+            // Judged for a Gateway API kind delivered there (a cluster
+            // without the CRDs is withheld it: nothing to accept).
             if let Some(g) = r.view.gateway_api_status.as_ref().filter(|_| {
-                meshhub_proto::kinds::gateway_api::has_status(kind.group(), kind.kind())
+                withheld.is_none()
+                    && meshhub_proto::kinds::gateway_api::has_status(kind.group(), kind.kind())
             }) {
                 out.accepted = Some(
                     g.acceptance_of(kind.collection(), name, &current.version)
@@ -215,13 +225,6 @@ fn delivery(
             }
             out
         });
-    let withheld = s
-        .status
-        .borrow()
-        .withheld
-        .iter()
-        .find(|w| w.cluster == group && w.collection == kind.collection())
-        .map(|w| w.reason.clone());
     ClusterDelivery {
         cluster: group.to_owned(),
         collection_version: version,

@@ -45,6 +45,7 @@ use crate::store::ObjectKey;
 
 pub mod basis;
 pub mod desired;
+pub mod gateway;
 pub mod heard;
 pub mod queue;
 pub mod reported;

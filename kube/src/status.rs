@@ -14,6 +14,8 @@ use serde_json::Value;
 
 use crate::discovery::api;
 
+pub mod gateway;
+
 /// The field manager of meshhub's status writes.
 pub const FIELD_MANAGER: &str = "meshhub-status";
 

@@ -40,6 +40,8 @@ use meshhub_kube::Served;
 use meshhub_kube::discovery::api;
 use meshhub_kube::error::{error_text, is_forbidden, watch_error_text};
 use meshhub_kube::object::{last_manager, to_object};
+use meshhub_kube::status::gateway::Shape;
+use meshhub_proto::kinds::gateway_api::is_gateway_api_group;
 use meshhub_mcp::reconnect::{Backoff, ReconnectPolicy};
 use meshhub_proto::kinds::{Kind, KindTable};
 use tokio::sync::mpsc;
@@ -52,7 +54,7 @@ use crate::watch_backoff::WatchBackoff;
 pub mod feed;
 pub mod spec;
 
-pub use feed::{FEED_QUEUE, Feed, Seen};
+pub use feed::{FEED_QUEUE, Feed, GatewaySeen, Seen};
 pub use spec::{ExtraKind, KubeSourceSpec};
 
 /// How often failing watches are probed for recovery.
@@ -686,9 +688,28 @@ fn apply(
 /// What the status writer learns of an Istio object (`None` for other
 /// kinds, and objects without a generation).
 fn seen(served: &Served, obj: &DynamicObject) -> Option<Seen> {
-    if served.kind.is_schemaless() || !served.resource.group.ends_with("istio.io") {
+    let gateway = if is_gateway_api_group(&served.resource.group) {
+        let shape = Shape::of(&served.resource.kind)?;
+        let parent_refs = match shape {
+            Shape::Parents => obj
+                .data
+                .get("spec")
+                .and_then(|s| s.get("parentRefs"))
+                .and_then(serde_json::Value::as_array)
+                .cloned()
+                .unwrap_or_default(),
+            Shape::Conditions => Vec::new(),
+        };
+        Some(GatewaySeen {
+            shape,
+            parent_refs,
+            ours: meshhub_kube::status::gateway::ours(obj.data.get("status"), shape),
+        })
+    } else if served.kind.is_schemaless() || !served.resource.group.ends_with("istio.io") {
         return None;
-    }
+    } else {
+        None
+    };
     let m = &obj.metadata;
     Some(Seen {
         unit: unit_name(served, obj),
@@ -699,7 +720,11 @@ fn seen(served: &Served, obj: &DynamicObject) -> Option<Seen> {
         generation: m.generation?,
         resource_version: m.resource_version.clone(),
         delivered: None,
-        status: meshhub_kube::status::observed(obj),
+        status: gateway
+            .is_none()
+            .then(|| meshhub_kube::status::observed(obj))
+            .flatten(),
+        gateway,
     })
 }
 

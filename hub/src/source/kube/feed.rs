@@ -1,11 +1,14 @@
 //! What a Kubernetes source with status write-back tells the status
-//! writer (`crate::writeback`) of its objects: each Istio object as last
-//! seen (its generation, its live status) and each one gone.
+//! writer (`crate::writeback`) of its objects: each Istio object and each
+//! Gateway API object meshhub writes a status part on, as last seen (its
+//! generation, its live status), and each one gone.
 
 use std::sync::Arc;
 
 use kube::api::ApiResource;
 use meshhub_kube::status::IstioStatus;
+use meshhub_kube::status::gateway::{FleetStatus, Shape};
+use serde_json::Value;
 
 /// Capacity of the channel from the source to its writer.
 pub const FEED_QUEUE: usize = 256;
@@ -39,8 +42,22 @@ pub struct Seen {
     /// The `resourceVersion` of the definition delivered to the pipeline
     /// (older than `resource_version` when only the status changed since).
     pub delivered: Option<String>,
-    /// Its live status, as far as it reads as Istio's.
+    /// Its live status, as far as it reads as Istio's (an Istio object).
     pub status: Option<IstioStatus>,
+    /// A Gateway API object: where meshhub's part of its status goes, and
+    /// what is there.
+    pub gateway: Option<GatewaySeen>,
+}
+
+/// What the writer needs of a Gateway API object.
+#[derive(Clone, Debug)]
+pub struct GatewaySeen {
+    /// Where meshhub's part of its status goes.
+    pub shape: Shape,
+    /// A route's `spec.parentRefs` as written (one status entry each).
+    pub parent_refs: Vec<Value>,
+    /// meshhub's part of its live status.
+    pub ours: Option<FleetStatus>,
 }
 
 impl Seen {

@@ -427,6 +427,7 @@ impl Sim {
                 serving: decisions.serving,
                 snapshots,
                 standing: decisions.standing,
+                counted_refusals: decisions.counted_refusals,
             });
             let serve = self.ctl.built(self.now, &self.latest);
             self.apply(serve);

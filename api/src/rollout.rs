@@ -71,6 +71,15 @@ pub struct Standing {
     pub version: String,
     /// Why (the NACK's message, what its istiod dropped).
     pub message: String,
-    /// The rollout it failed in.
+    /// The rollout it failed in — the one that sent it the version; 0:
+    /// none known (rollouts count from 1; the version was sent before
+    /// what this hub's decisions say, e.g. before a restart).
     pub rollout: u64,
+}
+
+impl Standing {
+    /// The rollout that sent the refused version, when known.
+    pub fn sent_by(&self) -> Option<u64> {
+        (self.rollout != 0).then_some(self.rollout)
+    }
 }

@@ -179,7 +179,8 @@ fn trouble(view: &View, out: &mut String) {
             rows.push(vec![
                 c.clone(),
                 short(&s.version),
-                s.rollout.to_string(),
+                s.sent_by()
+                    .map_or_else(|| "none".to_owned(), |r| r.to_string()),
                 s.message.clone(),
             ]);
         }

@@ -197,6 +197,35 @@ pub enum AuditEvent {
         /// The version decided.
         version: String,
     },
+    /// A cluster's refusal of its newest version, told while it was not
+    /// part of the current rollout, stands: later rollouts leave it out
+    /// until its content changes or an operator resumes it (a refusal
+    /// within a rollout is that rollout's `Rollout` record).
+    StandingFailure {
+        /// The cluster.
+        cluster: String,
+        /// The version (id) it refused.
+        version: String,
+        /// The rollout that sent it that version; `None`: not known (sent
+        /// before this hub's decisions say).
+        rollout: Option<u64>,
+        /// Why (the refusal's message).
+        message: String,
+    },
+    /// An operator forgave a cluster's standing failure (`resume`,
+    /// `resume --cluster`, `promote --cluster`): the version it refused
+    /// may be offered to it again. The refusals counted stay counted: only
+    /// a new one makes it stand again.
+    StandingForgiven {
+        /// The cluster.
+        cluster: String,
+        /// The version (id) it had refused.
+        version: String,
+        /// The rollout its standing failure named (`None`: none known).
+        rollout: Option<u64>,
+        /// Who asked.
+        by: String,
+    },
     /// A step of a staged rollout (`rollout:`).
     Rollout {
         /// The rollout.

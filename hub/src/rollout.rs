@@ -160,6 +160,10 @@ pub struct Controller {
     pinned: BTreeSet<String>,
     /// Clusters' standing failures.
     standing: BTreeMap<String, Standing>,
+    /// Refusals already counted: told again, they are not new ones.
+    counted: shared::CountedRefusals,
+    /// Per cluster, the last version (id) a rollout sent it, and which.
+    sent_by: BTreeMap<String, (String, u64)>,
     /// Clusters sent their new version since the pipeline last asked
     /// ([`Controller::take_released`]): their ACKs may be in already.
     released: BTreeSet<String>,
@@ -177,7 +181,7 @@ pub struct Controller {
     /// Whether this replica decides or follows another's decisions.
     mode: Mode,
     /// The last refused version each agent reported, per collection.
-    refusals: HashMap<String, HashMap<String, String>>,
+    refusals: HashMap<String, HashMap<String, signals::SeenRefusal>>,
     /// The leadership term of this replica's decisions ([`Decisions::term`]).
     term: u64,
     next_id: u64,
@@ -266,6 +270,8 @@ impl Controller {
             known: shared::Snapshots::new(),
             pinned: BTreeSet::new(),
             standing: BTreeMap::new(),
+            counted: shared::CountedRefusals::default(),
+            sent_by: BTreeMap::new(),
             released: BTreeSet::new(),
             last_reports: None,
             recheck: signals::Recheck::Every,
@@ -362,6 +368,8 @@ impl Controller {
             self.refusals.remove(c);
             self.unavailable.remove(c);
             self.standing.remove(c);
+            self.counted.forget(c);
+            self.sent_by.remove(c);
             self.known.retain(|(cluster, _), _| cluster != c);
             if let Some(r) = self.rollout.as_mut() {
                 commands.extend(r.forget(now, c));
@@ -602,7 +610,7 @@ impl Controller {
                 .as_ref()
                 .is_none_or(|r| !r.targets.contains_key(c))
         {
-            return Ok(self.retry_standing(now, c));
+            return Ok(self.retry_standing(now, c, by));
         }
         let r = self.rollout.as_mut().ok_or(ActionError::NoRollout)?;
         let commands = match action {
@@ -613,7 +621,7 @@ impl Controller {
         // Resume, and promote of one cluster, offer the version again even
         // to a cluster that refused it: the operator asks for it.
         if action == Action::Resume || (action == Action::Promote && cluster.is_some()) {
-            self.forgive(cluster);
+            self.forgive(cluster, by);
         }
         Ok(self.carry_out(now, commands))
     }
@@ -739,6 +747,7 @@ impl Controller {
             rollout: self.rollout.clone(),
             serving: self.serving_ids.clone(),
             standing: self.standing.clone(),
+            counted_refusals: self.counted.clone(),
             term: self.term,
             schema: shared::SCHEMA,
         };

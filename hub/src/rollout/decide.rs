@@ -26,7 +26,7 @@ use meshhub_mcp::cache::Group;
 use meshhub_mcp::snapshot::Snapshot;
 use meshhub_rollout::serving::Ruling;
 use meshhub_rollout::{Cause, ClusterState, Event};
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use super::shared::{self, Standing};
 use super::{Controller, Millis, Serve};
@@ -256,6 +256,9 @@ impl Controller {
             .unwrap_or_default();
         self.fed_drops.retain(|(c, ..)| c != cluster);
         self.released.insert(cluster.to_owned());
+        if let Some(r) = &self.rollout {
+            self.sent_by.insert(cluster.to_owned(), (to_id, r.id));
+        }
     }
 
     /// The clusters sent their new version since the last call: the
@@ -265,11 +268,13 @@ impl Controller {
         std::mem::take(&mut self.released)
     }
 
-    /// An operator resumes (or promotes) a cluster with a standing failure
-    /// that is not part of the current rollout: its failure is forgiven;
-    /// it joins a rollout at once if none is in flight, else the next.
-    pub(super) fn retry_standing(&mut self, now: Millis, cluster: &str) -> Serve {
-        self.forgive(Some(cluster));
+    /// An operator (`by`) resumes (or promotes) a cluster with a standing
+    /// failure that is not part of the current rollout: its failure is
+    /// forgiven; it joins a rollout at once if none is in flight, else the
+    /// next. The refusals counted stay counted: one told again (a report
+    /// after its stream reconnects, the other channel) does not undo this.
+    pub(super) fn retry_standing(&mut self, now: Millis, cluster: &str, by: &str) -> Serve {
+        self.forgive(Some(cluster), by);
         info!(cluster = %cluster, "standing failure cleared by an operator; the cluster joins the next rollout");
         let in_flight = self
             .rollout
@@ -313,13 +318,19 @@ impl Controller {
     /// cluster is not part of the current rollout (no ACK awaited of it).
     /// When that is what its newest version brings, the refusal stands
     /// (again): later rollouts leave the cluster out and never offer it
-    /// that version. This is the answer to an earlier offer arriving after
-    /// an operator resumed the cluster from a standing failure while
-    /// another rollout was in flight (`retry_standing`): the resume asked
-    /// for the version again, and the cluster's refusal coming after it is
-    /// a new one. Lost, the next rollout sent the cluster the very version
-    /// it had just refused (a refusal of a cluster in the rollout is the
-    /// machine's to judge: it holds or rolls the cluster back).
+    /// that version. This is the answer to an earlier offer arriving late,
+    /// after the cluster left the rollout — e.g. after an operator resumed
+    /// it from a standing failure while another rollout was in flight
+    /// (`retry_standing`). Lost, the next rollout sent the cluster the very
+    /// version it had just refused (a refusal of a cluster in the rollout
+    /// is the machine's to judge: it holds or rolls the cluster back).
+    ///
+    /// A refusal counted already (`counted`: by the rollout, or as a
+    /// standing failure, from the ledger or a report) is not a new one:
+    /// the MCP source never sends a version again once it was answered,
+    /// so the same refusal told again — a report after its stream
+    /// reconnects, the ledger's record after the report, a restart — must
+    /// not undo an operator's resume.
     pub(super) fn refused_outside_rollout(
         &mut self,
         cluster: &str,
@@ -330,6 +341,10 @@ impl Controller {
         // A pinned cluster's answers are its pin's; a follower records
         // the leader's decisions, not its own.
         if !self.leading() || self.pinned.contains(cluster) {
+            return;
+        }
+        if self.counted.contains(cluster, collection, version) {
+            debug!(cluster = %cluster, collection = %collection, version = %version, "a refusal counted already, told again: not a new one");
             return;
         }
         let rollout = self.rollout.as_ref();
@@ -356,17 +371,48 @@ impl Controller {
             return;
         }
         let id = version_id(newest);
-        if *decided == id || self.standing.get(cluster).is_some_and(|s| s.version == id) {
+        if *decided == id {
             return;
         }
-        warn!(cluster = %cluster, version = %id, %message, "the cluster refused its newest version outside the rollout: it stays out of later rollouts until its content changes or an operator resumes it");
+        // Counted from here on: it stands, or the standing failure of
+        // this very version holds it already (an operator forgiving that
+        // one forgives this refusal too).
+        self.counted.count(cluster, collection, version);
+        if self.standing.get(cluster).is_some_and(|s| s.version == id) {
+            self.publish_view();
+            return;
+        }
+        // The rollout that sent the cluster this version, when this hub
+        // knows (not necessarily the current one: the cluster is not
+        // part of it).
+        let sent_by = self
+            .sent_by
+            .get(cluster)
+            .filter(|(v, _)| *v == id)
+            .map(|(_, r)| *r);
+        warn!(cluster = %cluster, version = %id, rollout = ?sent_by, %message, "the cluster refused its newest version outside the rollout: it stays out of later rollouts until its content changes or an operator resumes it");
+        self.audit.record(AuditEvent::StandingFailure {
+            cluster: cluster.to_owned(),
+            version: id.clone(),
+            rollout: sent_by,
+            message: message.to_owned(),
+        });
         let standing = Standing {
             version: id,
             message: message.to_owned(),
-            rollout: rollout.map_or(0, |r| r.id),
+            rollout: sent_by.unwrap_or(0),
         };
         self.standing.insert(cluster.to_owned(), standing);
         self.publish_view();
+    }
+
+    /// `cluster`'s refusal of `collection` at `version` was fed to the
+    /// rollout's machine: counted (see
+    /// [`Controller::refused_outside_rollout`]).
+    pub(super) fn counted_by_rollout(&mut self, cluster: &str, collection: &str, version: &str) {
+        if self.leading() {
+            self.counted.count(cluster, collection, version);
+        }
     }
 
     /// Standing failures end when the cluster's content changes; returns
@@ -383,19 +429,36 @@ impl Controller {
         }
     }
 
-    /// An operator resumed `cluster` (or the whole rollout): its refusal
-    /// no longer keeps it out.
-    pub(super) fn forgive(&mut self, cluster: Option<&str>) {
-        match cluster {
-            Some(c) => {
-                self.standing.remove(c);
-            }
-            None => {
-                if let Some(r) = &self.rollout {
-                    let targets: BTreeSet<&String> = r.targets.keys().collect();
-                    self.standing.retain(|c, _| !targets.contains(c));
-                }
-            }
+    /// An operator (`by`) resumed `cluster` (or the whole rollout): its
+    /// refusal no longer keeps it out (audited). The refusals counted stay
+    /// counted.
+    pub(super) fn forgive(&mut self, cluster: Option<&str>, by: &str) {
+        let forgiven: Vec<String> = match cluster {
+            Some(c) => self
+                .standing
+                .contains_key(c)
+                .then(|| c.to_owned())
+                .into_iter()
+                .collect(),
+            None => self.rollout.as_ref().map_or_else(Vec::new, |r| {
+                r.targets
+                    .keys()
+                    .filter(|c| self.standing.contains_key(*c))
+                    .cloned()
+                    .collect()
+            }),
+        };
+        for c in forgiven {
+            let Some(s) = self.standing.remove(&c) else {
+                continue;
+            };
+            info!(cluster = %c, version = %s.version, %by, "standing failure forgiven by an operator");
+            self.audit.record(AuditEvent::StandingForgiven {
+                rollout: s.sent_by(),
+                cluster: c,
+                version: s.version,
+                by: by.to_owned(),
+            });
         }
     }
 

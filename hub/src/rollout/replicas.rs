@@ -46,6 +46,7 @@ impl Controller {
             serving: m.decisions.serving,
             snapshots,
             standing: m.decisions.standing,
+            counted_refusals: m.decisions.counted_refusals,
         };
         self.restore_from(restored);
         if self.latest.is_empty() {
@@ -110,6 +111,7 @@ impl Controller {
         let m = m.clone();
         self.known = m.snapshots.clone();
         self.standing = m.decisions.standing.clone();
+        self.counted = m.decisions.counted_refusals.clone();
         let mut serve = Serve::new();
         let names: Vec<String> = self.clusters.iter().map(|(c, _)| c.clone()).collect();
         for cluster in names {

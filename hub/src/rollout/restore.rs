@@ -24,6 +24,8 @@ pub struct Restored {
     pub snapshots: shared::Snapshots,
     /// Clusters' standing failures.
     pub standing: BTreeMap<String, shared::Standing>,
+    /// The refusals counted already.
+    pub counted_refusals: shared::CountedRefusals,
 }
 
 impl Controller {
@@ -34,10 +36,14 @@ impl Controller {
         self
     }
 
-    pub(super) fn restore_from(&mut self, restored: Restored) {
+    pub(super) fn restore_from(&mut self, mut restored: Restored) {
         if let Some(r) = &restored.rollout {
             self.next_id = self.next_id.max(r.id + 1);
         }
+        // At once, not at the first build: a refusal told again meanwhile
+        // is no new one either.
+        self.counted
+            .merge(std::mem::take(&mut restored.counted_refusals));
         self.restored = Some(restored);
     }
 
@@ -62,6 +68,7 @@ impl Controller {
             serving,
             snapshots,
             standing,
+            counted_refusals: _,
         } = restored;
         self.known.extend(snapshots);
         self.standing = standing;
@@ -94,6 +101,20 @@ impl Controller {
                 .as_ref()
                 .filter(|r| !matches!(r.phase, Phase::Superseded { .. }))
                 .and_then(|r| r.targets.get(&cluster));
+            // Which rollout sent the cluster its new version, as far as
+            // the decisions tell (for a refusal of it told later).
+            if let (Some(r), Some(t)) = (&rollout, target)
+                && matches!(
+                    t.state,
+                    ClusterState::Released { .. }
+                        | ClusterState::Acked { .. }
+                        | ClusterState::Failed { .. }
+                        | ClusterState::RolledBack
+                )
+            {
+                self.sent_by
+                    .insert(cluster.clone(), (t.step.to.clone(), r.id));
+            }
             // The version decided for the cluster; a decision this replica
             // cannot produce holds the cluster where it is (fails closed),
             // never on the newest.
@@ -224,5 +245,6 @@ pub fn restore(
         serving: decisions.serving,
         snapshots,
         standing: decisions.standing,
+        counted_refusals: decisions.counted_refusals,
     }))
 }

@@ -55,6 +55,14 @@ pub struct Decisions {
     /// rollouts leave them out, and never offer them that version again.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub standing: BTreeMap<String, Standing>,
+    /// The clusters' refusals already counted (by the rollout, or as a
+    /// standing failure): one told again — by the other channel, a
+    /// reconnected report, a record delivered twice — is not a new one,
+    /// and never undoes an operator's resume. Shared so that a restarted
+    /// hub or a new leader knows them too. Added without a new
+    /// [`SCHEMA`]: hubs before it ignore it.
+    #[serde(default, skip_serializing_if = "CountedRefusals::is_empty")]
+    pub counted_refusals: CountedRefusals,
     /// The leadership term they were made in (the Lease's
     /// `leaseTransitions` when their replica took the lead; 0 for a single
     /// hub, and in decisions of hubs before terms were shared). Writes are
@@ -71,6 +79,59 @@ pub struct Decisions {
 }
 
 pub use meshhub_api::rollout::Standing;
+
+/// Per cluster and collection, the version of the last refusal (NACK)
+/// counted: by the rollout (its machine judged it), or as a standing
+/// failure (see [`Decisions::counted_refusals`]). One per collection: a
+/// refusal of a newer version supersedes it, a removed cluster's are
+/// forgotten, so it stays as small as the clusters' collections.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct CountedRefusals(BTreeMap<String, BTreeMap<String, String>>);
+
+impl CountedRefusals {
+    /// Whether `cluster`'s refusal of `collection` at `version` was
+    /// counted already.
+    pub fn contains(&self, cluster: &str, collection: &str, version: &str) -> bool {
+        self.0
+            .get(cluster)
+            .and_then(|c| c.get(collection))
+            .is_some_and(|v| v == version)
+    }
+
+    /// Counts `cluster`'s refusal of `collection` at `version` (replacing
+    /// one of another version of the collection).
+    pub fn count(&mut self, cluster: &str, collection: &str, version: &str) {
+        if self.contains(cluster, collection, version) {
+            return;
+        }
+        self.0
+            .entry(cluster.to_owned())
+            .or_default()
+            .insert(collection.to_owned(), version.to_owned());
+    }
+
+    /// Forgets `cluster`'s (it left the configuration).
+    pub fn forget(&mut self, cluster: &str) {
+        self.0.remove(cluster);
+    }
+
+    /// Adds `other`'s where nothing is counted for the collection here
+    /// (what is here is newer: counted since `other` was saved).
+    pub fn merge(&mut self, other: Self) {
+        for (cluster, collections) in other.0 {
+            let here = self.0.entry(cluster).or_default();
+            for (collection, version) in collections {
+                here.entry(collection).or_insert(version);
+            }
+        }
+    }
+
+    /// Whether nothing is counted.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
 
 /// The version of the decisions' format this hub writes: 2 added
 /// `schema`, a shared `term` and `standing`.
@@ -494,6 +555,7 @@ mod tests {
             rollout: d.rollout.clone(),
             serving: [("east".to_owned(), "abc".to_owned())].into(),
             standing: BTreeMap::new(),
+            counted_refusals: CountedRefusals::default(),
             term: 3,
             schema: SCHEMA,
         })
@@ -513,6 +575,19 @@ mod tests {
             (1, 0, "abc")
         );
         assert!(d.standing.is_empty());
+        assert!(d.counted_refusals.is_empty());
+        // Counted refusals are written (no new schema: older hubs ignore
+        // them) and read back.
+        let mut counted = Decisions::new();
+        counted.counted_refusals.count("east", "vs", "7");
+        let text = serde_json::to_string(&counted).unwrap();
+        assert!(
+            text.contains(r#""countedRefusals":{"east":{"vs":"7"}}"#),
+            "{text}"
+        );
+        let back = Decisions::parse(&text).unwrap();
+        assert!(back.counted_refusals.contains("east", "vs", "7"));
+        assert_eq!(back.schema, SCHEMA);
         // This version's, written and read back.
         let now = serde_json::to_string(&Decisions {
             term: 9,

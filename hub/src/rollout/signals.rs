@@ -86,6 +86,11 @@ impl Controller {
                 ),
             },
         };
+        if d.outcome == Outcome::Nack {
+            // Told again later (the other channel, a report after its
+            // stream reconnects), it is not a new refusal.
+            self.counted_by_rollout(&d.group, &d.collection, &d.version);
+        }
         self.feed(now, input)
     }
 
@@ -184,7 +189,15 @@ impl Controller {
             look.iter().map(|c| (*c, &reports[*c])),
             &mut self.refusals,
         );
-        for d in held {
+        for (d, again) in held {
+            // A refusal counted already (the ledger told it, or an earlier
+            // report) is not this sending's answer when a report tells it
+            // again — unless the report showed the agent move on from it
+            // and refuse it anew (the version was sent again).
+            let counted = || self.counted.contains(&d.group, &d.collection, &d.version);
+            if d.outcome == Outcome::Nack && !again && counted() {
+                continue;
+            }
             serve.extend(self.delivery(now, &d));
         }
         let mut drops = Vec::new();
@@ -270,6 +283,15 @@ pub(super) fn to_look_at<'a>(
         .collect()
 }
 
+/// What a cluster's reports said of one collection's refusals.
+#[derive(Debug)]
+pub(super) struct SeenRefusal {
+    /// The refused version in the last report (empty: none).
+    last: String,
+    /// The last refused version a report showed.
+    shown: String,
+}
+
 /// What the agents' reports say of the rollout's collections awaiting an
 /// ACK, as the deliveries the ledger would record had this replica pushed
 /// them: an agent whose last ACKed change is the awaited version ACKed it;
@@ -279,12 +301,14 @@ pub(super) fn to_look_at<'a>(
 /// there when first seen may be an old one (a rolled-back version resumed)
 /// and is left to the ledger of the replica that dials the cluster, or to
 /// the progress deadline. A new refusal of a cluster outside the rollout
-/// is passed on too (it may be of the cluster's newest version).
+/// is passed on too (it may be of the cluster's newest version). Each NACK
+/// says whether the reports showed that very refusal before, then another
+/// state: the agent refused it anew (`again`).
 fn held_deliveries<'a>(
     versions: &HashMap<String, Versions>,
     reports: impl Iterator<Item = (&'a String, &'a Arc<ClusterReport>)>,
-    refusals: &mut HashMap<String, HashMap<String, String>>,
-) -> Vec<Delivery> {
+    refusals: &mut HashMap<String, HashMap<String, SeenRefusal>>,
+) -> Vec<(Delivery, bool)> {
     let mut out = Vec::new();
     for (cluster, report) in reports {
         let seen = match refusals.get_mut(cluster.as_str()) {
@@ -293,15 +317,24 @@ fn held_deliveries<'a>(
         };
         for (collection, held) in &report.view.collections {
             // Allocates only for a collection first seen or a new refusal.
-            let newly_refused = match seen.get_mut(collection.as_str()) {
-                Some(before) if *before == held.refused_version => false,
+            let refused = &held.refused_version;
+            let (newly_refused, again) = match seen.get_mut(collection.as_str()) {
+                Some(before) if before.last == *refused => (false, false),
                 Some(before) => {
-                    before.clone_from(&held.refused_version);
-                    true
+                    before.last.clone_from(refused);
+                    let again = !refused.is_empty() && before.shown == *refused;
+                    if !refused.is_empty() {
+                        before.shown.clone_from(refused);
+                    }
+                    (true, again)
                 }
                 None => {
-                    seen.insert(collection.clone(), held.refused_version.clone());
-                    false
+                    let first = SeenRefusal {
+                        last: refused.clone(),
+                        shown: refused.clone(),
+                    };
+                    seen.insert(collection.clone(), first);
+                    (false, false)
                 }
             };
             let Some(v) = versions.get(cluster) else {
@@ -309,13 +342,14 @@ fn held_deliveries<'a>(
                 // against its newest version
                 // (`Controller::refused_outside_rollout`).
                 if newly_refused && !held.refused_version.is_empty() {
-                    out.push(reported(
+                    let d = reported(
                         cluster,
                         collection,
                         &held.refused_version,
                         Outcome::Nack,
                         &held.refusal,
-                    ));
+                    );
+                    out.push((d, again));
                 }
                 continue;
             };
@@ -334,13 +368,8 @@ fn held_deliveries<'a>(
             } else {
                 continue;
             };
-            out.push(reported(
-                cluster,
-                collection,
-                version,
-                outcome,
-                &held.refusal,
-            ));
+            let d = reported(cluster, collection, version, outcome, &held.refusal);
+            out.push((d, again));
         }
     }
     out

@@ -411,6 +411,7 @@ fn a_restarted_hub_serves_what_it_served_and_rolls_out_what_changed_while_it_was
         serving: saved.serving,
         snapshots,
         standing: saved.standing,
+        counted_refusals: saved.counted_refusals,
     });
     let serve = after.built(10, &v2);
     let versions = served(&serve);
@@ -721,6 +722,7 @@ fn saved_mid_rollout() -> (Restored, HashMap<Group, Arc<Snapshot>>) {
         serving: saved.serving,
         snapshots,
         standing: saved.standing,
+        counted_refusals: saved.counted_refusals,
     };
     (restored, v2)
 }
@@ -758,4 +760,5 @@ fn saved_decisions_naming_a_cluster_no_longer_configured_go_on_without_it() {
 }
 
 mod model;
+mod resume;
 mod safety;

@@ -58,7 +58,7 @@ pub fn section(view: &View) -> Markup {
                 thead { tr { th scope="col" { "Cluster" } th scope="col" { "Refused version" } th scope="col" { "Rollout" } th scope="col" { "Why" } } }
                 tbody {
                     @for (c, s) in &view.standing {
-                        tr { th scope="row" { (cluster_link(ROOT, c)) } td { code { (s.version) } } td { "#" (s.rollout) } td.message { (s.message) } }
+                        tr { th scope="row" { (cluster_link(ROOT, c)) } td { code { (s.version) } } td { @if let Some(r) = s.sent_by() { "#" (r) } @else { "none" } } td.message { (s.message) } }
                     }
                 }
             }

@@ -10,8 +10,14 @@
 //! The pipeline's part is modelled faithfully: the groups a controller
 //! call names, and pin changes, go through [`meshhub_rollout::serving::decide`]
 //! exactly as `Pipeline::serve_group` does; a restarted process starts
-//! with nothing served; agents ACK good versions and NACK bad ones (keeping
-//! what they hold), and report a drop of a dropping version's object.
+//! with nothing served; the hub's MCP source keeps one response per
+//! cluster and collection awaiting its answer (a newer one waits for it,
+//! and only the newest is sent then) and never sends a version again once
+//! it was answered (`mcp/src/source.rs`); agents ACK good versions and
+//! NACK bad ones (keeping what they hold), report a drop of a dropping
+//! version's object, and report upward what they hold and their last
+//! refusal (cleared by the next ACK) — which repeats a refusal the ledger
+//! told already.
 //!
 //! Invariants, after every step:
 //! 1. A cluster is never served a version it refused (NACK, or its istiod
@@ -25,6 +31,10 @@
 //!    promoted or resumed that cluster.
 //! 4. A rollout never runs into its deadline waiting only for pinned
 //!    clusters (a pin takes a cluster out of the waves).
+//! 5. An operator's resume (or promote) of a cluster is not undone: it has
+//!    no standing failure until its agent refuses again (a NACK or a drop
+//!    answered after the resume) — a refusal told again (a report, a
+//!    restart) is not a new one.
 //!
 //! And at the end: once pins are lifted, a good change reaches every
 //! cluster and nothing fails, every cluster is served — and its agent
@@ -47,7 +57,7 @@ use meshhub_rollout::{ClusterState, Phase, serving};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
 
-use super::{DR, VS, dropped, policy_of, snapshot, unlabelled, wave};
+use super::{DR, VS, dropped, holding, policy_of, snapshot, unlabelled, wave};
 use crate::audit::AuditLog;
 use crate::history::version_id;
 use crate::rollout::shared::{Mirrored, Snapshots};
@@ -94,6 +104,9 @@ enum Op {
     },
     /// A reload removes a cluster, or adds it back.
     Reload(usize),
+    /// A cluster's agent reports upward (again: its stream reconnected)
+    /// what it holds and its last refusal.
+    Report(usize),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -111,6 +124,7 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(action, cluster)| Op::Operator { action, cluster }),
         1 => (0u8..3, any::<bool>()).prop_map(|(history, follow)| Op::Restart { history, follow }),
         1 => (1..4usize).prop_map(Op::Reload),
+        2 => (0..4usize).prop_map(Op::Report),
     ]
 }
 
@@ -125,10 +139,18 @@ struct Sim {
     history: Snapshots,
     /// What the hub process serves each group (its snapshot cache).
     served: BTreeMap<String, Arc<Snapshot>>,
-    /// Pushes the agents have not answered yet.
-    pending: VecDeque<(String, Arc<Snapshot>)>,
+    /// The hub's MCP source, per cluster and collection.
+    streams: BTreeMap<(String, &'static str), Stream>,
+    /// The responses awaiting an answer, in the order they were sent.
+    pending: VecDeque<(String, &'static str)>,
     /// What each agent holds (its last ACKed version).
     holds: BTreeMap<String, String>,
+    /// Each agent's report of the virtual services: the version it last
+    /// ACKed and the one it last refused (cleared by an ACK).
+    reported: BTreeMap<String, (String, String)>,
+    /// Clusters an operator resumed (or promoted) whose agent has refused
+    /// nothing since: they must not have a standing failure.
+    resumed: BTreeSet<String>,
     pins: BTreeMap<String, Arc<Snapshot>>,
     /// Versions each cluster refused while not pinned.
     refused: BTreeMap<String, BTreeSet<String>>,
@@ -142,6 +164,21 @@ fn controller(clusters: &[String]) -> Controller {
     let names: Vec<&str> = clusters.iter().map(String::as_str).collect();
     Controller::new(policy, unlabelled(&names), AuditLog::default()).0
 }
+
+/// The hub's MCP source for one cluster and collection: one response
+/// awaits its answer at a time, and a version answered is not sent again.
+#[derive(Default)]
+struct Stream {
+    /// The response awaiting its answer.
+    awaiting: Option<Arc<Snapshot>>,
+    /// The version of the collection last answered.
+    answered: Option<String>,
+    /// The version of the collection last ACKed (the ledger's view).
+    acked: Option<String>,
+}
+
+/// The collections of every snapshot (only the virtual services change).
+const COLLECTIONS: [&str; 2] = [VS, DR];
 
 /// `cluster`'s agent's answer to `collection` of `snapshot`.
 fn answer(cluster: &str, snapshot: &Snapshot, collection: &str, outcome: Outcome) -> Delivery {
@@ -179,8 +216,11 @@ impl Sim {
             latest: HashMap::new(),
             history: Snapshots::new(),
             served: BTreeMap::new(),
+            streams: BTreeMap::new(),
             pending: VecDeque::new(),
             holds: BTreeMap::new(),
+            reported: BTreeMap::new(),
+            resumed: BTreeSet::new(),
             pins: BTreeMap::new(),
             refused: BTreeMap::new(),
             forced: BTreeSet::new(),
@@ -216,8 +256,9 @@ impl Sim {
     /// one serving decision.
     fn apply(&mut self, serve: Serve) {
         let mut serve = serve;
-        // The ledger: a cluster sent its new version again ACKed it
-        // already if its agent holds it.
+        // The ledger (`acks_already_in`): a collection of a cluster sent
+        // its new version (again) was ACKed already if its stream's last
+        // ACK is of that version.
         for _ in 0..3 {
             let released = self.ctl.take_released();
             if released.is_empty() {
@@ -227,10 +268,14 @@ impl Sim {
                 let Some(to) = self.ctl.versions.get(&c).map(|v| v.to.clone()) else {
                     continue;
                 };
-                if self.holds.get(&c) != Some(&version_id(&to)) {
-                    continue;
-                }
-                for collection in [VS, DR] {
+                for collection in COLLECTIONS {
+                    let acked = self
+                        .streams
+                        .get(&(c.clone(), collection))
+                        .and_then(|st| st.acked.as_deref());
+                    if acked != Some(to.collection(collection).version()) {
+                        continue;
+                    }
                     let d = answer(&c, &to, collection, Outcome::Ack);
                     serve.extend(self.ctl.delivery(self.now, &d));
                 }
@@ -263,42 +308,77 @@ impl Sim {
         if self.served.get(cluster).is_some_and(|x| Arc::ptr_eq(x, &s)) {
             return;
         }
-        self.served.insert(cluster.to_owned(), s.clone());
-        self.pending.push_back((cluster.to_owned(), s));
+        self.served.insert(cluster.to_owned(), s);
+        for collection in COLLECTIONS {
+            self.send(cluster, collection);
+        }
+    }
+
+    /// The MCP source sends `cluster` what it is served of `collection`,
+    /// unless a response awaits its answer or that version was answered.
+    fn send(&mut self, cluster: &str, collection: &'static str) {
+        let Some(s) = self.served.get(cluster) else {
+            return;
+        };
+        let stream = self
+            .streams
+            .entry((cluster.to_owned(), collection))
+            .or_default();
+        let of = s.collection(collection);
+        if stream.awaiting.is_some() || stream.answered.as_deref() == Some(of.version()) {
+            return;
+        }
+        stream.awaiting = Some(s.clone());
+        self.pending.push_back((cluster.to_owned(), collection));
     }
 
     fn deliver(&mut self, n: u8) {
         for _ in 0..n {
-            let Some((cluster, s)) = self.pending.pop_front() else {
+            let Some((cluster, collection)) = self.pending.pop_front() else {
                 return;
+            };
+            let key = (cluster.clone(), collection);
+            let Some(s) = self.streams.get_mut(&key).and_then(|st| st.awaiting.take()) else {
+                continue;
             };
             let version = content(&s);
             let id = version_id(&s);
             let pinned = self.pins.contains_key(&cluster);
-            let outcome = if version.ends_with("-bad") {
+            // Only the changing collection is refused.
+            let outcome = if version.ends_with("-bad") && collection == VS {
                 if !pinned {
                     self.refused
                         .entry(cluster.clone())
                         .or_default()
                         .insert(id.clone());
                 }
+                self.resumed.remove(&cluster);
                 Outcome::Nack
             } else {
-                self.holds.insert(cluster.clone(), id.clone());
                 Outcome::Ack
             };
-            for collection in [VS, DR] {
-                // Only the changing collection is refused.
-                let how = if collection == VS {
-                    outcome
-                } else {
-                    Outcome::Ack
-                };
-                let d = answer(&cluster, &s, collection, how);
-                let serve = self.ctl.delivery(self.now, &d);
-                self.apply(serve);
+            let vs = s.collection(VS).version().to_owned();
+            if collection == VS {
+                let report = self.reported.entry(cluster.clone()).or_default();
+                match outcome {
+                    Outcome::Ack => {
+                        self.holds.insert(cluster.clone(), id.clone());
+                        *report = (vs, String::new());
+                    }
+                    Outcome::Nack => report.1 = vs,
+                }
             }
-            if outcome == Outcome::Ack && version.ends_with("-drop") {
+            if let Some(st) = self.streams.get_mut(&key) {
+                let answered = s.collection(collection).version().to_owned();
+                if outcome == Outcome::Ack {
+                    st.acked = Some(answered.clone());
+                }
+                st.answered = Some(answered);
+            }
+            let d = answer(&cluster, &s, collection, outcome);
+            let serve = self.ctl.delivery(self.now, &d);
+            self.apply(serve);
+            if collection == VS && outcome == Outcome::Ack && version.ends_with("-drop") {
                 // A drop refuses the version of a rollout that sent it, also
                 // one that stopped or completed since (that cluster is rolled
                 // back); one superseded meanwhile gave way to a newer
@@ -310,10 +390,24 @@ impl Sim {
                 if !pinned && during {
                     self.refused.entry(cluster.clone()).or_default().insert(id);
                 }
+                self.resumed.remove(&cluster);
                 let serve = self.ctl.reports(self.now, &dropped(&cluster, &version));
                 self.apply(serve);
             }
+            // The newest of the collection, now that nothing awaits.
+            self.send(&cluster, collection);
         }
+    }
+
+    /// `cluster`'s agent reports what it holds and its last refusal.
+    fn report(&mut self, cluster: usize) {
+        let c = CLUSTERS[cluster];
+        if !self.configured.iter().any(|x| x == c) {
+            return;
+        }
+        let (held, refused) = self.reported.get(c).cloned().unwrap_or_default();
+        let serve = self.ctl.reports(self.now, &holding(c, &held, &refused));
+        self.apply(serve);
     }
 
     fn tick(&mut self, ms: u16) {
@@ -375,6 +469,7 @@ impl Sim {
                 if action == Action::Resume || (action == Action::Promote && cluster.is_some()) {
                     // Asking for the refused version again.
                     self.refused.remove(&c);
+                    self.resumed.insert(c.clone());
                 }
                 if action != Action::Abort {
                     self.forced.insert((id, c));
@@ -404,8 +499,9 @@ impl Sim {
                 snapshots.insert(key, s.clone());
             }
         }
-        // A new process: nothing served, no push answered.
+        // A new process: nothing served, no push answered (new streams).
         self.served.clear();
+        self.streams.clear();
         self.pending.clear();
         let mut ctl = controller(&self.configured);
         let pinned = self.pins.keys().cloned().collect();
@@ -427,6 +523,7 @@ impl Sim {
                 serving: decisions.serving,
                 snapshots,
                 standing: decisions.standing,
+                counted_refusals: decisions.counted_refusals,
             });
             let serve = self.ctl.built(self.now, &self.latest);
             self.apply(serve);
@@ -445,9 +542,12 @@ impl Sim {
             self.served.remove(&c);
             self.latest.remove(c.as_str());
             self.pending.retain(|(x, _)| *x != c);
+            self.streams.retain(|(x, _), _| *x != c);
             // Its pin stays (stored by cluster name), as in the hub.
             self.refused.remove(&c);
             self.holds.remove(&c);
+            self.reported.remove(&c);
+            self.resumed.remove(&c);
         } else {
             self.configured.push(c.clone());
             self.configured
@@ -485,10 +585,19 @@ impl Sim {
             Op::Operator { action, cluster } => self.operator(action, cluster),
             Op::Restart { history, follow } => self.restart(history, follow),
             Op::Reload(c) => self.reload(c),
+            Op::Report(c) => self.report(c),
         }
     }
 
     fn check(&self) -> Result<(), String> {
+        let standing = &self.ctl.standing;
+        if let Some(c) = self.resumed.iter().find(|c| standing.contains_key(*c)) {
+            return Err(format!(
+                "{c} was resumed by an operator and refused nothing since, yet has a standing failure {:?}; {}",
+                standing[c],
+                self.state()
+            ));
+        }
         for (c, s) in &self.served {
             if self.pins.contains_key(c) {
                 continue;
@@ -672,45 +781,4 @@ fn no_cluster_is_served_what_it_refused_or_what_its_wave_has_not_reached_and_the
     }
 }
 
-/// A sequence the model once failed on (shrunk): b's bad version NACKed
-/// and left standing, b resumed by an operator while a rollout without it
-/// runs, then b's NACK of that version (after the resume) — a new
-/// refusal, which the next rollout must honour rather than offer the
-/// version again.
-#[test]
-fn a_refusal_arriving_after_a_resume_outside_the_rollout_is_honoured() {
-    let ops = [
-        Op::Build {
-            changed: 0b1011,
-            bad: 0b0010,
-            dropping: 0,
-        },
-        Op::Pin {
-            cluster: 0,
-            back: 0,
-        },
-        Op::Tick(1_000),
-        Op::Build {
-            changed: 0b1000,
-            bad: 0,
-            dropping: 0,
-        },
-        Op::Tick(1_000),
-        Op::Deliver(2),
-        Op::Build {
-            changed: 0b0100,
-            bad: 0,
-            dropping: 0,
-        },
-        Op::Operator {
-            action: 2,
-            cluster: Some(1),
-        },
-        Op::Deliver(2),
-        Op::Reload(2),
-        Op::Tick(1_000),
-    ];
-    if let Err(e) = run(&ops) {
-        panic!("{e}");
-    }
-}
+mod regressions;

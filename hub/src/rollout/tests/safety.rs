@@ -7,14 +7,14 @@ use super::*;
 
 /// The snapshot `cluster` is served by the rollout's decision (`None`:
 /// nothing, or withdrawn).
-fn decided(c: &Controller, cluster: &str) -> Option<String> {
+pub(super) fn decided(c: &Controller, cluster: &str) -> Option<String> {
     match c.decision(cluster) {
         Ruling::Serve(s) => Some(version_id(&s)),
         Ruling::Keep | Ruling::Withdraw => None,
     }
 }
 
-fn id(l: &HashMap<Group, Arc<Snapshot>>, cluster: &str) -> String {
+pub(super) fn id(l: &HashMap<Group, Arc<Snapshot>>, cluster: &str) -> String {
     version_id(&l[&Group::from(cluster)])
 }
 
@@ -86,6 +86,7 @@ fn a_restart_without_the_history_fails_closed_and_says_so() {
         serving: saved.serving,
         snapshots: shared::Snapshots::new(),
         standing: saved.standing,
+        counted_refusals: saved.counted_refusals,
     });
     let v2 = latest("2");
     let serve = after.built(50, &v2);
@@ -110,17 +111,22 @@ fn a_restart_without_the_history_fails_closed_and_says_so() {
 }
 
 /// Waves `[a]`, `[b]`, `[c]`, each baking 1 s.
-fn three_waves() -> Controller {
+pub(super) fn three_waves() -> Controller {
+    three_waves_audited(AuditLog::default())
+}
+
+/// [`three_waves`], recording to `audit`.
+pub(super) fn three_waves_audited(audit: AuditLog) -> Controller {
     let policy = policy_of(vec![
         wave("one", &["a"]),
         wave("two", &["b"]),
         wave("three", &["c"]),
     ]);
-    Controller::new(policy, unlabelled(&["a", "b", "c"]), AuditLog::default()).0
+    Controller::new(policy, unlabelled(&["a", "b", "c"]), audit).0
 }
 
 /// `base` with cluster `cluster`'s virtual service at `version`.
-fn with(
+pub(super) fn with(
     base: &HashMap<Group, Arc<Snapshot>>,
     cluster: &str,
     version: &str,
@@ -275,59 +281,4 @@ fn resuming_a_cluster_left_out_for_a_standing_failure_clears_it() {
         c.states().borrow().as_deref().unwrap().standing.is_empty(),
         "its standing failure is cleared"
     );
-}
-
-/// `c` (three waves) with a's `bad` change NACKed and left standing, a
-/// rollout of b's change in flight without a, and an operator's resume of
-/// a (its standing failure forgiven: it joins the next rollout). Returns
-/// the builds `(v1, bad, next)`.
-type Builds = HashMap<Group, Arc<Snapshot>>;
-fn resumed_while_another_rollout_runs(c: &mut Controller) -> (Builds, Builds, Builds) {
-    let v1 = latest("1");
-    c.built(0, &v1);
-    let bad = with(&v1, "a", "bad");
-    c.built(10, &bad);
-    c.delivery(20, &delivery("a", &bad[&Group::from("a")], Outcome::Nack));
-    let next = with(&bad, "b", "2");
-    c.built(30, &next);
-    let r = c.rollout.as_ref().unwrap();
-    assert!(!r.phase.is_terminal() && !r.targets.contains_key("a"));
-    assert!(c.act(40, Action::Resume, Some("a"), "ops").is_ok());
-    assert!(c.states().borrow().as_deref().unwrap().standing.is_empty());
-    (v1, bad, next)
-}
-
-/// The next rollout (c's change) leaves a out: it refused the version
-/// again after the resume.
-fn assert_left_out(c: &mut Controller, v1: &Builds, bad: &Builds, next: &Builds) {
-    let later = with(next, "c", "2");
-    let serve = c.built(60, &later);
-    let r = c.rollout.as_ref().unwrap();
-    assert!(!r.targets.contains_key("a"), "{:?}", r.targets);
-    assert!(!names(&serve).contains(&"a"), "{:?}", names(&serve));
-    assert_eq!(decided(c, "a"), Some(id(v1, "a")), "never offered again");
-    let d = c.states().borrow().as_deref().cloned().unwrap();
-    let standing = d.standing.get("a").map(|s| s.version.clone());
-    assert_eq!(standing, Some(id(bad, "a")), "the refusal stands, shown");
-}
-
-#[test]
-fn a_refusal_after_an_operator_resumed_a_cluster_left_out_of_the_rollout_stands_again() {
-    let mut c = three_waves();
-    let (v1, bad, next) = resumed_while_another_rollout_runs(&mut c);
-    // a's agent refuses the version again after the resume (the answer to
-    // an earlier push, or to the retry): a new refusal.
-    c.delivery(50, &delivery("a", &bad[&Group::from("a")], Outcome::Nack));
-    assert_left_out(&mut c, &v1, &bad, &next);
-}
-
-#[test]
-fn a_refusal_reported_after_an_operator_resumed_a_cluster_left_out_of_the_rollout_stands_again() {
-    let mut c = three_waves();
-    let (v1, bad, next) = resumed_while_another_rollout_runs(&mut c);
-    // Another replica dials a: only its agent's reports tell.
-    let vs = |l: &Builds| l[&Group::from("a")].collection(VS).version().to_owned();
-    c.reports(45, &holding("a", &vs(&v1), ""));
-    c.reports(50, &holding("a", &vs(&v1), &vs(&bad)));
-    assert_left_out(&mut c, &v1, &bad, &next);
 }

@@ -29,6 +29,7 @@ use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use meshhub_kube::error::error_text;
+use meshhub_kube::status::gateway::FleetStatus;
 use meshhub_kube::status::{Applied, IstioStatus};
 use meshhub_mcp::cache::SnapshotCache;
 use meshhub_mcp::ledger::Ledger;
@@ -95,6 +96,35 @@ fn follow(ok: bool, open: &mut bool) -> bool {
     ok
 }
 
+/// A status the writer wants on an object: Istio's `IstioStatus`, or
+/// meshhub's part of a Gateway API object's status.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Wanted {
+    /// An Istio object's.
+    Istio(IstioStatus),
+    /// A Gateway API object's.
+    Gateway(FleetStatus),
+}
+
+impl Wanted {
+    /// Whether `self` and `other` say the same (but for times).
+    fn same_as(&self, other: &Wanted) -> bool {
+        match (self, other) {
+            (Self::Istio(a), Self::Istio(b)) => a.same_as(b),
+            (Self::Gateway(a), Self::Gateway(b)) => a.same_as(b),
+            _ => false,
+        }
+    }
+
+    /// What `seen` holds live of what the writer writes.
+    fn live(seen: &Seen) -> Option<Wanted> {
+        match &seen.gateway {
+            Some(g) => g.ours.clone().map(Self::Gateway),
+            None => seen.status.clone().map(Self::Istio),
+        }
+    }
+}
+
 /// One object the writer follows.
 #[derive(Debug)]
 struct Tracked {
@@ -107,7 +137,7 @@ struct Tracked {
 
 #[derive(Debug)]
 struct Written {
-    status: IstioStatus,
+    status: Wanted,
     /// The resourceVersion the write made.
     resource_version: Option<String>,
     /// The source saw that write.
@@ -123,7 +153,7 @@ pub struct Writer {
     inputs: Inputs,
     feed: mpsc::Receiver<Feed>,
     objects: HashMap<Arc<str>, Tracked>,
-    queue: Queue<Arc<str>, IstioStatus>,
+    queue: Queue<Arc<str>, Wanted>,
     limiter: DefaultDirectRateLimiter,
     /// When the pipeline was first seen ready.
     ready_at: Option<Instant>,
@@ -281,7 +311,7 @@ impl Writer {
                             {
                                 w.confirmed = true;
                             } else if w.confirmed
-                                && !seen.status.as_ref().is_some_and(|s| s.same_as(&w.status))
+                                && !Wanted::live(&seen).is_some_and(|s| s.same_as(&w.status))
                             {
                                 // Someone else wrote it since: ours is not
                                 // there any more.
@@ -354,7 +384,12 @@ impl Writer {
         if !heard && now < ready_at + STARTUP_GRACE {
             return Some(ready_at + STARTUP_GRACE);
         }
-        let basis = Basis::of(&status, &remotes, |c| self.inputs.cache.snapshot(c));
+        let basis = Basis::of(
+            &status,
+            &remotes,
+            |c| self.inputs.cache.snapshot(c),
+            |c| self.heard.gateway_shared(c),
+        );
         // The same basis: only the objects seen since can have changed.
         let all = self.basis.as_ref() != Some(&basis);
         if !all && self.dirty.is_empty() {
@@ -377,6 +412,18 @@ impl Writer {
             })
             .collect();
         let time = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
+        // Gateway API objects: each cluster's word of its controllers,
+        // and the collections a cluster is withheld (no CRD: no word).
+        let gateway_words: HashMap<&str, Option<&meshhub_api::upward::GatewayApiStatusView>> =
+            remotes
+                .keys()
+                .map(|c| (*c, self.heard.gateway(c)))
+                .collect();
+        let withheld: HashSet<(&str, &str)> = status
+            .withheld
+            .iter()
+            .map(|w| (w.cluster.as_str(), w.collection.as_str()))
+            .collect();
         let visit = self
             .objects
             .iter_mut()
@@ -388,64 +435,107 @@ impl Writer {
                 collection: t.seen.collection.clone(),
                 name: Arc::from(name.as_str()),
             };
-            let condition = match (status.served.get(&key), status.served.origin(&key)) {
+            let served = match (status.served.get(&key), status.served.origin(&key)) {
                 (Some(object), Some(origin))
                     if origin.source == self.source && origin.unit == *unit =>
                 {
                     if object.resource_version.as_deref() != t.seen.delivered.as_deref() {
                         continue; // the pipeline has not built this definition yet
                     }
-                    let version = object.resource.version.clone();
-                    let mut standings = BTreeMap::new();
-                    for g in object.groups.iter() {
-                        let Some(remote) = remotes.get(&**g) else {
-                            continue; // a group no agent is dialed for
-                        };
-                        let snapshot = snapshots.get(&**g).cloned().flatten();
-                        let s = desired::standing(
-                            remote,
-                            snapshot.as_deref(),
-                            &key.collection,
-                            &name,
-                            &version,
-                            t.held.get(&**g).map(|v| &**v),
-                        );
-                        if s == Standing::Acked {
-                            t.held.insert(g.to_string(), version.clone());
-                        }
-                        standings.insert(g.to_string(), s);
-                    }
-                    desired::distributed(&standings, generation)
+                    Ok(object)
                 }
-                (Some(_), Some(origin)) => desired::not_served(
+                (Some(_), Some(origin)) => Err((
                     "Ignored",
-                    &format!("another definition of it is served: {origin}"),
-                    generation,
-                ),
+                    format!("another definition of it is served: {origin}"),
+                )),
                 _ => match rejected.get(&**unit) {
-                    Some(reasons) => desired::not_served(
+                    Some(reasons) => Err((
                         "Rejected",
-                        &format!("refused by meshhub's validation: {}", reasons.join("; ")),
-                        generation,
-                    ),
+                        format!("refused by meshhub's validation: {}", reasons.join("; ")),
+                    )),
                     // Not through the pipeline yet.
                     None => continue,
                 },
             };
-            let kind = &t.seen.resource.kind;
-            let messages = messages
-                .get(&format!("{kind} {name}"))
-                .map(|m| m.iter().cloned().collect())
-                .unwrap_or_default();
-            let before = t
-                .written
-                .as_ref()
-                .map(|w| &w.status)
-                .or(t.seen.status.as_ref());
-            let wanted = desired::status(condition, messages, generation, before, &time);
-            let same = |s: Option<&IstioStatus>| s.is_some_and(|s| s.same_as(&wanted));
+            let wanted = if let Some(g) = &t.seen.gateway {
+                let before = match t.written.as_ref().map(|w| &w.status) {
+                    Some(Wanted::Gateway(f)) => Some(f),
+                    _ => g.ours.as_ref(),
+                };
+                Wanted::Gateway(match served {
+                    Ok(object) => {
+                        let words = object
+                            .groups
+                            .iter()
+                            .filter(|c| !withheld.contains(&(&***c, &*key.collection)))
+                            .filter_map(|c| Some((c.to_string(), *gateway_words.get(&**c)?)))
+                            .collect();
+                        gateway::fleet_status(
+                            g.shape,
+                            &g.parent_refs,
+                            &key.collection,
+                            &name,
+                            &object.resource.version,
+                            &words,
+                            generation,
+                            before,
+                            &time,
+                        )
+                    }
+                    Err((reason, why)) => gateway::not_served(
+                        g.shape,
+                        &g.parent_refs,
+                        reason,
+                        &why,
+                        generation,
+                        before,
+                        &time,
+                    ),
+                })
+            } else {
+                let condition = match served {
+                    Ok(object) => {
+                        let version = object.resource.version.clone();
+                        let mut standings = BTreeMap::new();
+                        for g in object.groups.iter() {
+                            let Some(remote) = remotes.get(&**g) else {
+                                continue; // a group no agent is dialed for
+                            };
+                            let snapshot = snapshots.get(&**g).cloned().flatten();
+                            let s = desired::standing(
+                                remote,
+                                snapshot.as_deref(),
+                                &key.collection,
+                                &name,
+                                &version,
+                                t.held.get(&**g).map(|v| &**v),
+                            );
+                            if s == Standing::Acked {
+                                t.held.insert(g.to_string(), version.clone());
+                            }
+                            standings.insert(g.to_string(), s);
+                        }
+                        desired::distributed(&standings, generation)
+                    }
+                    Err((reason, why)) => desired::not_served(reason, &why, generation),
+                };
+                let kind = &t.seen.resource.kind;
+                let messages = messages
+                    .get(&format!("{kind} {name}"))
+                    .map(|m| m.iter().cloned().collect())
+                    .unwrap_or_default();
+                let before = match t.written.as_ref().map(|w| &w.status) {
+                    Some(Wanted::Istio(s)) => Some(s),
+                    _ => t.seen.status.as_ref(),
+                };
+                Wanted::Istio(desired::status(
+                    condition, messages, generation, before, &time,
+                ))
+            };
+            let live = Wanted::live(&t.seen);
+            let same = |s: Option<&Wanted>| s.is_some_and(|s| s.same_as(&wanted));
             if same(t.written.as_ref().map(|w| &w.status))
-                || same(t.seen.status.as_ref()) && t.written.is_none()
+                || same(live.as_ref()) && t.written.is_none()
             {
                 self.queue.remove(unit);
             } else if !same(self.queue.waiting(unit)) && !same(self.queue.in_flight(unit)) {
@@ -462,7 +552,7 @@ impl Writer {
     }
 
     /// The write of `status` to `unit`'s object (`None`: it is gone).
-    fn write(&self, unit: Arc<str>, status: IstioStatus) -> Option<BoxFuture<'static, Write>> {
+    fn write(&self, unit: Arc<str>, status: Wanted) -> Option<BoxFuture<'static, Write>> {
         let t = self.objects.get(&unit)?;
         let client = self.client.clone();
         let resource = t.seen.resource.clone();
@@ -470,14 +560,22 @@ impl Writer {
         let name = t.seen.name.clone();
         Some(Box::pin(async move {
             let started = Instant::now();
-            let result = meshhub_kube::status::apply(
-                client,
-                &resource,
-                namespace.as_deref(),
-                &name,
-                &status,
-            )
-            .await;
+            let result = match &status {
+                Wanted::Istio(s) => {
+                    meshhub_kube::status::apply(client, &resource, namespace.as_deref(), &name, s)
+                        .await
+                }
+                Wanted::Gateway(f) => {
+                    meshhub_kube::status::gateway::write(
+                        client,
+                        &resource,
+                        namespace.as_deref(),
+                        &name,
+                        f,
+                    )
+                    .await
+                }
+            };
             (unit, result, started.elapsed())
         }))
     }

@@ -233,7 +233,8 @@ impl ObjectStatusView {
     /// parent's and ancestor's is `True` and no listener is refused,
     /// pending otherwise.
     pub fn acceptance(&self) -> Acceptance {
-        let current = |c: &&ConditionView| c.kind == ACCEPTED && c.observed_generation == self.generation;
+        let current =
+            |c: &&ConditionView| c.kind == ACCEPTED && c.observed_generation == self.generation;
         let own = self.conditions.iter().find(current);
         let refused = |at: String, c: &ConditionView| Acceptance::Refused {
             at,
@@ -253,7 +254,8 @@ impl ObjectStatusView {
                 return refused(p.describe(self.namespace()), c);
             }
         }
-        let accepted = |c: Option<&ConditionView>| c.is_some_and(|c| c.status == ConditionStatus::True);
+        let accepted =
+            |c: Option<&ConditionView>| c.is_some_and(|c| c.status == ConditionStatus::True);
         let told = match own {
             // A Gateway or ListenerSet: its own condition says it.
             Some(_) => accepted(own),
@@ -417,8 +419,14 @@ mod tests {
             objects: vec![a, b],
             omitted: 0,
         };
-        assert!(s.object("gateway.networking.k8s.io/v1/HTTPRoute", "shop/r").is_some());
-        assert!(s.object("gateway.networking.k8s.io/v1/HTTPRoute", "shop/q").is_none());
+        assert!(
+            s.object("gateway.networking.k8s.io/v1/HTTPRoute", "shop/r")
+                .is_some()
+        );
+        assert!(
+            s.object("gateway.networking.k8s.io/v1/HTTPRoute", "shop/q")
+                .is_none()
+        );
         // Another version than the hub's: not told yet.
         assert_eq!(
             s.acceptance_of("gateway.networking.k8s.io/v1/HTTPRoute", "shop/r", "v0"),
@@ -435,6 +443,9 @@ mod tests {
             reason: "NoMatchingParent".into(),
             message: "gone".into(),
         };
-        assert_eq!(no.to_string(), "no: Gateway shop/gw: NoMatchingParent: gone");
+        assert_eq!(
+            no.to_string(),
+            "no: Gateway shop/gw: NoMatchingParent: gone"
+        );
     }
 }

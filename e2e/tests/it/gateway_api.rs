@@ -18,7 +18,12 @@
 //! and the hub's `/status` and `meshhubctl describe` say east accepted the
 //! route, with the conditions istiod wrote. A route naming a listener its
 //! Gateway lacks is refused by that istiod (`Accepted=False`), and
-//! `describe` says where and why.
+//! `describe` says where and why. Status write-back puts it on the
+//! primary's objects in the Gateway API's own shape: a `status.parents`
+//! entry per parent under controller `meshhub.io/hub` ("Accepted by 1/1
+//! clusters", or east's refusal), beside any other controller's, and a
+//! `meshhub.io/Accepted` condition on the Gateway; the time from a route
+//! written in the primary to its `Accepted` written back is printed.
 
 use std::path::Path;
 
@@ -71,7 +76,7 @@ spec:
 fn hub_config(primary: &Path, east: std::net::SocketAddr, bare: std::net::SocketAddr) -> String {
     let bookinfo = "    namespaces: [bookinfo]\n";
     format!(
-        "sources:\n  - name: primary\n    kubernetes:\n      kubeconfig: {}\n      namespaces: [bookinfo]\nclusters:\n{}{}debounce:\n  quiet: 20ms\n  maxWait: 200ms\n",
+        "sources:\n  - name: primary\n    kubernetes:\n      kubeconfig: {}\n      namespaces: [bookinfo]\n      statusWriteBack: {{enabled: true, qps: 50, burst: 50}}\nclusters:\n{}{}debounce:\n  quiet: 20ms\n  maxWait: 200ms\n",
         primary.display(),
         cluster("east", bookinfo, format!("http://{east}"), ""),
         cluster("bare", bookinfo, format!("http://{bare}"), "")
@@ -107,6 +112,7 @@ async fn gateway_api_objects_reach_clusters_with_the_crds_and_are_withheld_from_
     apply_yaml(&primary, &vs("reviews", "reviews")).await;
 
     let hub_kubeconfig = planes.hub_service_account("primary").await;
+    apply_yaml(&primary, &rbac_manifest("hub-status-writeback.yaml")).await;
     let mut agent_kubeconfigs = std::collections::BTreeMap::new();
     for (name, client) in [("east", &east_kube), ("bare", &bare_kube)] {
         planes.namespace(name, "meshhub").await;
@@ -275,15 +281,19 @@ async fn gateway_api_objects_reach_clusters_with_the_crds_and_are_withheld_from_
     let reviews = eventually_some("east's istiod accepting the route", async || {
         let s = hub.status();
         accepted(&s, "bookinfo/reviews").filter(|o| {
-            o["parents"][0]["conditions"]
-                .as_array()
-                .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Accepted" && c["status"] == "True"))
+            o["parents"][0]["conditions"].as_array().is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c["type"] == "Accepted" && c["status"] == "True")
+            })
         })
     })
     .await;
     let parent = &reviews["parents"][0];
     assert_eq!(parent["name"], "ingress", "{reviews}");
-    assert_eq!(parent["controller"], "istio.io/gateway-controller", "{reviews}");
+    assert_eq!(
+        parent["controller"], "istio.io/gateway-controller",
+        "{reviews}"
+    );
     assert!(
         reviews["version"].as_str().is_some_and(|v| !v.is_empty()),
         "the hub's version of the route: {reviews}"
@@ -291,9 +301,10 @@ async fn gateway_api_objects_reach_clusters_with_the_crds_and_are_withheld_from_
     let orphan = eventually_some("east's istiod refusing the orphan route", async || {
         let s = hub.status();
         accepted(&s, "bookinfo/orphan").filter(|o| {
-            o["parents"][0]["conditions"]
-                .as_array()
-                .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Accepted" && c["status"] == "False"))
+            o["parents"][0]["conditions"].as_array().is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c["type"] == "Accepted" && c["status"] == "False")
+            })
         })
     })
     .await;
@@ -337,6 +348,63 @@ async fn gateway_api_objects_reach_clusters_with_the_crds_and_are_withheld_from_
         .and_then(|(_, r)| r.lines().find(|l| l.trim_start().starts_with("bare ")))
         .unwrap_or_else(|| panic!("bare's row: {out}"));
     assert!(bare_row.trim_end().ends_with('-'), "{bare_row}");
+
+    // 5. Written back on the primary's objects, in the API's own shape.
+    let ours = |obj: &Value| -> Option<Value> {
+        obj["status"]["parents"]
+            .as_array()?
+            .iter()
+            .find(|p| p["controllerName"] == "meshhub.io/hub")
+            .map(|p| p["conditions"][0].clone())
+    };
+    let route_status = |name: &'static str, want: &'static str| {
+        let primary = primary.clone();
+        async move {
+            eventually_some(
+                &format!("{name}'s Accepted={want} written back"),
+                async || {
+                    let obj = get(&primary, GATEWAY_API, "HTTPRoute", "bookinfo", name).await?;
+                    let obj = serde_json::to_value(obj).ok()?;
+                    ours(&obj).filter(|c| c["status"] == want)
+                },
+            )
+            .await
+        }
+    };
+    let c = route_status("reviews", "True").await;
+    assert_eq!(c["reason"], "Accepted", "{c}");
+    assert_eq!(
+        c["message"], "Accepted by 1/1 clusters",
+        "bare is withheld: {c}"
+    );
+    let c = route_status("orphan", "False").await;
+    assert_eq!(c["reason"], "NoMatchingParent", "{c}");
+    assert!(
+        c["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("refused by east: NoMatchingParent")),
+        "{c}"
+    );
+    let gateway = eventually_some("the Gateway's meshhub.io/Accepted", async || {
+        let obj = get(&primary, GATEWAY_API, "Gateway", "bookinfo", "ingress").await?;
+        obj.data["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .find(|c| c["type"] == "meshhub.io/Accepted" && c["status"] == "True")
+            .cloned()
+    })
+    .await;
+    assert_eq!(gateway["message"], "Accepted by 1/1 clusters", "{gateway}");
+
+    // 6. A route written now: the time until the primary says east's
+    //    istiod accepted it.
+    let started = std::time::Instant::now();
+    apply_yaml(&primary, &ROUTE.replace("name: reviews,", "name: timed,")).await;
+    route_status("timed", "True").await;
+    println!(
+        "e2e figure: a route written in the primary to Accepted written back from 1 cluster's istiod: {} ms",
+        started.elapsed().as_millis()
+    );
     drop(istiod);
 }
 

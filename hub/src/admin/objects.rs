@@ -205,26 +205,22 @@ fn delivery(
         .iter()
         .find(|w| w.cluster == group && w.collection == kind.collection())
         .map(|w| w.reason.clone());
-    let reported = s
-        .reports
-        .borrow()
-        .get(group)
-        .map(|r| {
-            let mut out = reported(&r.view, kind.collection(), name, &version, in_snapshot);
-            // Judged for a Gateway API kind delivered there (a cluster
-            // without the CRDs is withheld it: nothing to accept).
-            if let Some(g) = r.view.gateway_api_status.as_ref().filter(|_| {
-                withheld.is_none()
-                    && meshhub_proto::kinds::gateway_api::has_status(kind.group(), kind.kind())
-            }) {
-                out.accepted = Some(
-                    g.acceptance_of(kind.collection(), name, &current.version)
-                        .to_string(),
-                );
-                out.controller_status = g.object(kind.collection(), name).cloned();
-            }
-            out
-        });
+    let reported = s.reports.borrow().get(group).map(|r| {
+        let mut out = reported(&r.view, kind.collection(), name, &version, in_snapshot);
+        // Judged for a Gateway API kind delivered there (a cluster
+        // without the CRDs is withheld it: nothing to accept).
+        if let Some(g) = r.view.gateway_api_status.as_ref().filter(|_| {
+            withheld.is_none()
+                && meshhub_proto::kinds::gateway_api::has_status(kind.group(), kind.kind())
+        }) {
+            out.accepted = Some(
+                g.acceptance_of(kind.collection(), name, &current.version)
+                    .to_string(),
+            );
+            out.controller_status = g.object(kind.collection(), name).cloned();
+        }
+        out
+    });
     ClusterDelivery {
         cluster: group.to_owned(),
         collection_version: version,

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use meshhub_api::status::RemoteView;
-use meshhub_api::upward::ObjectProblemView;
+use meshhub_api::upward::{GatewayApiStatusView, ObjectProblemView};
 use meshhub_mcp::ledger::CollectionStatus;
 use meshhub_mcp::snapshot::Snapshot;
 
@@ -31,15 +31,20 @@ struct ClusterBasis {
     snapshot: Option<Arc<Snapshot>>,
     collections: BTreeMap<String, CollectionStatus>,
     dropped: BTreeMap<String, Vec<ObjectProblemView>>,
+    /// What its Gateway API controllers wrote (by pointer: replaced, never
+    /// changed in place).
+    gateway: Option<Arc<GatewayApiStatusView>>,
 }
 
 impl Basis {
     /// The basis of `status` served to `remotes`, whose groups are served
-    /// `snapshot(cluster)`.
+    /// `snapshot(cluster)` and whose Gateway API controllers wrote
+    /// `gateway(cluster)`.
     pub fn of<'a>(
         status: &Arc<Status>,
         remotes: impl IntoIterator<Item = &'a RemoteView>,
         snapshot: impl Fn(&str) -> Option<Arc<Snapshot>>,
+        gateway: impl Fn(&str) -> Option<Arc<GatewayApiStatusView>>,
     ) -> Self {
         Self {
             status: status.clone(),
@@ -50,6 +55,7 @@ impl Basis {
                     snapshot: snapshot(&r.cluster),
                     collections: r.collections.clone(),
                     dropped: r.dropped.clone(),
+                    gateway: gateway(&r.cluster),
                 })
                 .collect(),
         }
@@ -79,6 +85,7 @@ impl PartialEq for ClusterBasis {
             && same(&self.snapshot, &other.snapshot)
             && self.collections == other.collections
             && self.dropped == other.dropped
+            && same(&self.gateway, &other.gateway)
     }
 }
 
@@ -99,7 +106,7 @@ mod tests {
         let status = Arc::new(Status::default());
         let snapshot = Arc::new(Snapshot::default());
         let of = |status: &Arc<Status>, remotes: &[RemoteView], snapshot: &Arc<Snapshot>| {
-            Basis::of(status, remotes, |_| Some(snapshot.clone()))
+            Basis::of(status, remotes, |_| Some(snapshot.clone()), |_| None)
         };
         let east = cluster("east", "v1");
         let before = of(&status, std::slice::from_ref(&east), &snapshot);
@@ -140,6 +147,22 @@ mod tests {
             before,
             of(&status, &[east.clone(), cluster("west", "v1")], &snapshot)
         );
-        assert_ne!(before, Basis::of(&status, &[east], |_| None));
+        assert_ne!(
+            before,
+            Basis::of(&status, std::slice::from_ref(&east), |_| None, |_| None)
+        );
+        // What a cluster's Gateway API controllers wrote: by allocation.
+        let gw = Arc::new(GatewayApiStatusView::default());
+        let with = |g: &Arc<GatewayApiStatusView>| {
+            Basis::of(
+                &status,
+                std::slice::from_ref(&east),
+                |_| Some(snapshot.clone()),
+                |_| Some(g.clone()),
+            )
+        };
+        assert_eq!(with(&gw), with(&gw));
+        assert_ne!(with(&gw), with(&Arc::new(GatewayApiStatusView::default())));
+        assert_ne!(before, with(&gw));
     }
 }

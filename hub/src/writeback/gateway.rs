@@ -46,7 +46,10 @@ pub fn object_word(
     match o.acceptance() {
         Acceptance::Accepted => Word::Accepted,
         Acceptance::Refused {
-            at, reason, message, ..
+            at,
+            reason,
+            message,
+            ..
         } => Word::Refused(
             reason,
             if at.is_empty() {
@@ -115,7 +118,12 @@ fn pending(reported: Option<&GatewayApiStatusView>) -> Word {
 /// defaults (group `gateway.networking.k8s.io`, kind `Gateway`, the
 /// route's namespace).
 fn same_parent(p: &ParentStatusView, parent_ref: &Value, namespace: &str) -> bool {
-    let field = |f: &str| parent_ref.get(f).and_then(Value::as_str).unwrap_or_default();
+    let field = |f: &str| {
+        parent_ref
+            .get(f)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+    };
     let or = |v: &str, default: &str| {
         if v.is_empty() {
             default.to_owned()
@@ -170,7 +178,11 @@ pub fn condition(
         if refused.len() > NAMED {
             parts.push(format!("and {} more", refused.len() - NAMED));
         }
-        ("False", api_reason(reason), format!("{}; {tally}", parts.join("; ")))
+        (
+            "False",
+            api_reason(reason),
+            format!("{}; {tally}", parts.join("; ")),
+        )
     } else if accepted == total {
         ("True", "Accepted".to_owned(), tally)
     } else {
@@ -269,7 +281,9 @@ pub fn fleet_status(
                 .map(|r| {
                     let words = reports
                         .iter()
-                        .map(|(c, rep)| (c.clone(), parent_word(*rep, collection, name, version, r)))
+                        .map(|(c, rep)| {
+                            (c.clone(), parent_word(*rep, collection, name, version, r))
+                        })
                         .collect();
                     ParentEntry {
                         parent_ref: r.clone(),

@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use meshhub_api::upward::{ClusterReportView, IstiodView};
+use meshhub_api::upward::{ClusterReportView, GatewayApiStatusView, IstiodView};
 
 use crate::upward::{ClusterReport, Reports};
 
@@ -21,6 +21,9 @@ pub struct Heard {
     /// task replaces a cluster's entry when it changes, never edits it).
     from: BTreeMap<String, Arc<ClusterReport>>,
     views: BTreeMap<String, ClusterReportView>,
+    /// What each cluster's controllers wrote of the Gateway API objects
+    /// its agent applied (the same allocation while it does not change).
+    gateway: BTreeMap<String, Arc<GatewayApiStatusView>>,
 }
 
 impl Heard {
@@ -28,6 +31,8 @@ impl Heard {
     pub fn update(&mut self, reports: &Reports) -> usize {
         self.from.retain(|cluster, _| reports.contains_key(cluster));
         self.views
+            .retain(|cluster, _| reports.contains_key(cluster));
+        self.gateway
             .retain(|cluster, _| reports.contains_key(cluster));
         let mut rebuilt = 0;
         for (cluster, report) in reports.iter() {
@@ -39,6 +44,15 @@ impl Heard {
                 continue;
             }
             self.views.insert(cluster.clone(), status_part(report));
+            match &report.view.gateway_api_status {
+                None => {
+                    self.gateway.remove(cluster);
+                }
+                Some(g) if self.gateway.get(cluster).is_some_and(|was| **was == *g) => {}
+                Some(g) => {
+                    self.gateway.insert(cluster.clone(), Arc::new(g.clone()));
+                }
+            }
             self.from.insert(cluster.clone(), report.clone());
             rebuilt += 1;
         }
@@ -48,6 +62,17 @@ impl Heard {
     /// Per cluster, its report's part that enters a status.
     pub fn views(&self) -> &BTreeMap<String, ClusterReportView> {
         &self.views
+    }
+
+    /// What `cluster`'s Gateway API controllers wrote (none: its agent
+    /// tells none).
+    pub fn gateway(&self, cluster: &str) -> Option<&GatewayApiStatusView> {
+        self.gateway.get(cluster).map(|g| &**g)
+    }
+
+    /// The same, shared: a new allocation only when it changed.
+    pub fn gateway_shared(&self, cluster: &str) -> Option<Arc<GatewayApiStatusView>> {
+        self.gateway.get(cluster).cloned()
     }
 }
 
@@ -128,6 +153,18 @@ mod tests {
                 .acked_version,
             "v2"
         );
+        // What the controllers wrote is kept, one allocation while it
+        // does not change.
+        let mut with_gateway = ClusterReport::clone(&report("v2"));
+        with_gateway.view.gateway_api_status = Some(GatewayApiStatusView::default());
+        next.insert("west".into(), Arc::new(with_gateway.clone()));
+        heard.update(&Arc::new(next.clone()));
+        let first = heard.gateway_shared("west").unwrap();
+        with_gateway.view.collections.clear();
+        next.insert("west".into(), Arc::new(with_gateway));
+        heard.update(&Arc::new(next.clone()));
+        assert!(Arc::ptr_eq(&first, &heard.gateway_shared("west").unwrap()));
+        assert!(heard.gateway("north").is_none());
         // A cluster gone from the reports is gone from the views.
         next.remove("east");
         assert_eq!(heard.update(&Arc::new(next)), 0);

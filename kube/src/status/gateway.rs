@@ -179,7 +179,9 @@ pub fn ours(status: Option<&Value>, shape: Shape) -> Option<FleetStatus> {
 /// replaced by `entries`: every other controller's kept in place, ours
 /// after them, cut to [`MAX_PARENTS`] in all.
 pub fn merged_parents(status: Option<&Value>, entries: &[ParentEntry]) -> Value {
-    let mut status = status.cloned().unwrap_or_else(|| Value::Object(Default::default()));
+    let mut status = status
+        .cloned()
+        .unwrap_or_else(|| Value::Object(Default::default()));
     if !status.is_object() {
         status = Value::Object(Default::default());
     }
@@ -249,10 +251,7 @@ pub async fn write(
                     return Ok(Applied::Written(obj.metadata.resource_version));
                 }
                 obj.data["status"] = status;
-                match api
-                    .replace_status(name, &PostParams::default(), &obj)
-                    .await
-                {
+                match api.replace_status(name, &PostParams::default(), &obj).await {
                     Ok(o) => return Ok(Applied::Written(o.metadata.resource_version)),
                     Err(kube::Error::Api(s)) if s.code == 409 && attempt < CONFLICT_RETRIES => {
                         attempt += 1;
@@ -300,7 +299,10 @@ mod tests {
         assert_eq!(parents[0]["controllerName"], "istio.io/gateway-controller");
         assert_eq!(parents[1]["controllerName"], CONTROLLER);
         assert_eq!(parents[1]["parentRef"]["name"], "gw");
-        assert_eq!(parents[1]["conditions"][0]["message"], "Accepted by 3/3 clusters");
+        assert_eq!(
+            parents[1]["conditions"][0]["message"],
+            "Accepted by 3/3 clusters"
+        );
         assert_eq!(merged["other"], 1, "the rest of the status stays");
         // Read back as ours.
         let read = ours(Some(&merged), Shape::Parents).unwrap();

@@ -190,7 +190,12 @@ status:
         };
         assert_eq!(p.role(), ParentRole::Parent);
         assert_eq!(
-            (p.name.as_str(), p.namespace.as_str(), p.section_name.as_str(), p.port),
+            (
+                p.name.as_str(),
+                p.namespace.as_str(),
+                p.section_name.as_str(),
+                p.port
+            ),
             ("gw", "infra", "http", 80)
         );
         assert_eq!(p.controller_name, "istio.io/gateway-controller");

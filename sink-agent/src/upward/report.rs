@@ -4,8 +4,8 @@
 use meshhub_mcp::ledger::{PeerStatus, Role, StreamProtocol, SyncState};
 use meshhub_proto::upward::{
     AppliedCollection, ClusterStatus, ConsumerCollection, ConsumerProtocol, ConsumerSyncState,
-    GatewayApiCrds, GatewayApiStatus, HeldCollection, IstioRuntime, IstiodInstance, IstiodSource, IstiodView,
-    LocalConsumer, ObjectProblem,
+    GatewayApiCrds, GatewayApiStatus, HeldCollection, IstioRuntime, IstiodInstance, IstiodSource,
+    IstiodView, LocalConsumer, ObjectProblem,
 };
 
 use crate::apply::{ApplyStatus, ObjectStatuses};

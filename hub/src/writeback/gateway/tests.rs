@@ -90,7 +90,10 @@ fn one_refusal_names_its_cluster_and_reason_and_an_older_version_waits() {
         ("north".into(), Some(&n)),
     ]);
     let c = route_status(&reports, None);
-    assert_eq!((c.status.as_str(), c.reason.as_str()), ("False", "NoMatchingParent"));
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str()),
+        ("False", "NoMatchingParent")
+    );
     assert_eq!(
         c.message,
         "refused by east: NoMatchingParent: NoMatchingParent message; Accepted by 1/3 clusters"
@@ -98,7 +101,10 @@ fn one_refusal_names_its_cluster_and_reason_and_an_older_version_waits() {
     // Without the refusal: west has not applied v2 yet.
     let reports = BTreeMap::from([("west".into(), Some(&w)), ("north".into(), Some(&n))]);
     let c = route_status(&reports, None);
-    assert_eq!((c.status.as_str(), c.reason.as_str()), ("Unknown", "Pending"));
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str()),
+        ("Unknown", "Pending")
+    );
     assert_eq!(
         c.message,
         "Accepted by 1/2 clusters; waiting for west (not applied at this version yet)"
@@ -142,9 +148,21 @@ fn parents_match_with_the_apis_defaults() {
         ..Default::default()
     };
     assert!(same_parent(&p, &json!({"name": "gw"}), "shop"));
-    assert!(!same_parent(&p, &json!({"name": "gw", "namespace": "infra"}), "shop"));
-    assert!(!same_parent(&p, &json!({"name": "gw", "sectionName": "http"}), "shop"));
-    assert!(!same_parent(&p, &json!({"name": "gw", "kind": "ListenerSet"}), "shop"));
+    assert!(!same_parent(
+        &p,
+        &json!({"name": "gw", "namespace": "infra"}),
+        "shop"
+    ));
+    assert!(!same_parent(
+        &p,
+        &json!({"name": "gw", "sectionName": "http"}),
+        "shop"
+    ));
+    assert!(!same_parent(
+        &p,
+        &json!({"name": "gw", "kind": "ListenerSet"}),
+        "shop"
+    ));
 }
 
 #[test]
@@ -159,7 +177,10 @@ fn the_transition_time_stays_while_the_status_does() {
             ..first
         },
     }]);
-    assert_eq!(route_status(&reports, Some(&before)).last_transition_time, "earlier");
+    assert_eq!(
+        route_status(&reports, Some(&before)).last_transition_time,
+        "earlier"
+    );
 }
 
 #[test]
@@ -195,8 +216,16 @@ fn a_gateway_gets_one_condition_of_its_own_type() {
         panic!()
     };
     assert_eq!(c.type_, "meshhub.io/Accepted");
-    assert_eq!((c.status.as_str(), c.reason.as_str()), ("False", "InvalidCertificateRef"));
-    assert!(c.message.contains("refused by east: InvalidCertificateRef: listener https"), "{}", c.message);
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str()),
+        ("False", "InvalidCertificateRef")
+    );
+    assert!(
+        c.message
+            .contains("refused by east: InvalidCertificateRef: listener https"),
+        "{}",
+        c.message
+    );
 }
 
 #[test]
@@ -222,5 +251,9 @@ fn an_object_not_served_says_why_on_every_parent() {
         panic!()
     };
     assert_eq!(entries.len(), 2);
-    assert!(entries.iter().all(|e| e.condition.status == "False" && e.condition.reason == "Invalid"));
+    assert!(
+        entries
+            .iter()
+            .all(|e| e.condition.status == "False" && e.condition.reason == "Invalid")
+    );
 }

@@ -32,6 +32,7 @@ use tracing::{info, warn};
 use crate::audit::{AuditEvent, AuditLog};
 use crate::history::version_id;
 
+mod acceptance;
 mod decide;
 pub mod gates;
 mod gating;
@@ -128,6 +129,9 @@ struct Versions {
     /// by the cluster's dialer (filled again whenever the cluster is sent
     /// `to`).
     unacked: BTreeMap<String, String>,
+    /// The Gateway API objects `to` brought whose acceptance by the
+    /// cluster's controller is still awaited ([`acceptance`]).
+    unaccepted: BTreeMap<(String, String), String>,
     /// What its istiod had dropped when it was sent `to`: not this
     /// rollout's doing.
     prior_drops: BTreeSet<(String, String, String)>,
@@ -470,6 +474,7 @@ impl Controller {
                 cluster.clone(),
                 Versions {
                     unacked: changed_collections(from.as_ref(), to),
+                    unaccepted: acceptance::awaited(from.as_deref(), to),
                     from,
                     to: to.clone(),
                     prior_drops: BTreeSet::new(),

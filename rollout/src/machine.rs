@@ -329,7 +329,7 @@ impl Rollout {
         };
         let wave = self.waves[t.wave].name.clone();
         let cause = match how {
-            Rejection::Nack => Cause::Nack,
+            Rejection::Nack | Rejection::NotAccepted => Cause::Nack,
             Rejection::Dropped => Cause::Dropped,
         };
         self.fail(

@@ -229,6 +229,7 @@ impl Controller {
             return;
         };
         v.unacked = super::changed_collections(v.from.as_ref(), &v.to);
+        v.unaccepted = super::acceptance::awaited(v.from.as_deref(), &v.to);
         self.recheck.add(cluster);
         // A drop already counted against this very version (it is sent
         // again: resumed) is its doing, not a standing one.

@@ -137,6 +137,10 @@ impl Controller {
                                         ClusterState::Acked { .. } => BTreeMap::new(),
                                         _ => changed_collections(from.as_ref(), &to),
                                     },
+                                    unaccepted: match t.state {
+                                        ClusterState::Acked { .. } => BTreeMap::new(),
+                                        _ => super::acceptance::awaited(from.as_deref(), &to),
+                                    },
                                     from,
                                     to,
                                     prior_drops: BTreeSet::new(),

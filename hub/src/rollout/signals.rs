@@ -66,13 +66,9 @@ impl Controller {
         let input = match d.outcome {
             Outcome::Ack => {
                 v.unacked.remove(&d.collection);
-                if !v.unacked.is_empty() {
-                    return Serve::new();
-                }
-                Input::Acked {
-                    cluster: d.group.clone(),
-                    version: version_id(&v.to),
-                }
+                // Every collection ACKed: taken once its Gateway API
+                // controller accepted what it brought.
+                return self.judge_acceptance(now, &d.group);
             }
             Outcome::Nack => Input::Rejected {
                 cluster: d.group.clone(),
@@ -259,6 +255,22 @@ impl Controller {
         }
         for input in drops {
             serve.extend(self.feed(now, input));
+        }
+        // Clusters that ACKed and await their controller's word: this
+        // report may be it.
+        let waiting: Vec<String> = self
+            .versions
+            .iter()
+            .filter(|(_, v)| v.unacked.is_empty() && !v.unaccepted.is_empty())
+            .filter(|(c, _)| {
+                let now = reports.get(*c);
+                let was = before.as_ref().and_then(|b| b.get(*c));
+                now.is_some() && !matches!((was, now), (Some(a), Some(b)) if Arc::ptr_eq(a, b))
+            })
+            .map(|(c, _)| c.clone())
+            .collect();
+        for cluster in waiting {
+            serve.extend(self.judge_acceptance(now, &cluster));
         }
         serve
     }

@@ -29,6 +29,21 @@ pub fn is_gateway_api_group(group: &str) -> bool {
     group == GROUP || group == EXPERIMENTAL_GROUP
 }
 
+/// Whether the objects of MCP collection `collection`
+/// (`k8s/<group>/<version>/<plural>`) carry a status their controller
+/// writes ([`has_status`]).
+pub fn collection_has_status(collection: &str) -> bool {
+    let mut parts = collection.splitn(4, '/');
+    let (Some("k8s"), Some(group), Some(_), Some(plural)) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return false;
+    };
+    KINDS
+        .iter()
+        .any(|k| k.group == group && k.plural == plural && has_status(k.group, k.kind))
+}
+
 /// Whether objects of `group`/`kind` carry a status their controller
 /// writes (the Gateway API kinds but ReferenceGrant, which has none): the
 /// ones whose status agents report and the hub judges.

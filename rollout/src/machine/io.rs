@@ -13,6 +13,12 @@ pub enum Rejection {
     Nack,
     /// Its istiod dropped an object (the upward channel's report).
     Dropped,
+    /// Its Gateway API controller (its istiod) wrote `Accepted=False` on
+    /// an object of the version (the upward channel's report). It fails
+    /// the rollout as a NACK does, and shows as one ([`super::Cause::Nack`]:
+    /// a failure's cause is shared with replicas of other releases, which
+    /// must read it).
+    NotAccepted,
 }
 
 /// One gate that did not hold for one cluster.

@@ -201,7 +201,9 @@ pub struct Failure {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum Cause {
-    /// A cluster NACKed the new version.
+    /// A cluster refused the new version: its agent NACKed it, or its
+    /// Gateway API controller did not accept an object of it (the message
+    /// says which).
     Nack,
     /// A cluster's istiod dropped an object of the new version.
     Dropped,

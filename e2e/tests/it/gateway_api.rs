@@ -24,6 +24,10 @@
 //! clusters", or east's refusal), beside any other controller's, and a
 //! `meshhub.io/Accepted` condition on the Gateway; the time from a route
 //! written in the primary to its `Accepted` written back is printed.
+//!
+//! The staged rollout gates on it (east is the canary): a change of the
+//! route that east's istiod refuses (`Accepted=False`) fails the wave and
+//! rolls east back to the route it accepted.
 
 use std::path::Path;
 
@@ -76,7 +80,7 @@ spec:
 fn hub_config(primary: &Path, east: std::net::SocketAddr, bare: std::net::SocketAddr) -> String {
     let bookinfo = "    namespaces: [bookinfo]\n";
     format!(
-        "sources:\n  - name: primary\n    kubernetes:\n      kubeconfig: {}\n      namespaces: [bookinfo]\n      statusWriteBack: {{enabled: true, qps: 50, burst: 50}}\nclusters:\n{}{}debounce:\n  quiet: 20ms\n  maxWait: 200ms\n",
+        "sources:\n  - name: primary\n    kubernetes:\n      kubeconfig: {}\n      namespaces: [bookinfo]\n      statusWriteBack: {{enabled: true, qps: 50, burst: 50}}\nclusters:\n{}{}debounce:\n  quiet: 20ms\n  maxWait: 200ms\nhistory:\n  dir: history\nrollout:\n  progressDeadline: 1m\n  waves:\n  - name: canary\n    clusters: [east]\n    bake: 1s\n  - name: others\n    clusters: [bare]\n    bake: 1s\n",
         primary.display(),
         cluster("east", bookinfo, format!("http://{east}"), ""),
         cluster("bare", bookinfo, format!("http://{bare}"), "")
@@ -405,6 +409,41 @@ async fn gateway_api_objects_reach_clusters_with_the_crds_and_are_withheld_from_
         "e2e figure: a route written in the primary to Accepted written back from 1 cluster's istiod: {} ms",
         started.elapsed().as_millis()
     );
+
+    // 7. A change east's istiod refuses fails its wave and rolls it back.
+    apply_yaml(
+        &primary,
+        &ROUTE.replace(
+            "parentRefs: [{name: ingress}]",
+            "parentRefs: [{name: ingress, sectionName: https}]",
+        ),
+    )
+    .await;
+    let r = eventually_some("the rollout rolled back", async || {
+        let (code, body) = meshhub_testkit::http::get(hub.admin, "/rollout").await;
+        let r: Value = serde_json::from_str(&body).ok()?;
+        (code == 200 && r["rollout"]["phase"]["phase"] == "rolledBack").then_some(r)
+    })
+    .await;
+    let failure = &r["rollout"]["phase"]["failure"];
+    assert_eq!(failure["cluster"], "east", "{r}");
+    assert!(
+        failure["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("httproutes bookinfo/reviews")
+                && m.contains("not accepted by the cluster's Gateway API controller")
+                && m.contains("NoMatchingParent")),
+        "{r}"
+    );
+    // east's API holds the route it accepted again.
+    eventually_some("east's route rolled back", async || {
+        let route = get(&east_kube, GATEWAY_API, "HTTPRoute", "bookinfo", "reviews").await?;
+        route.data["spec"]["parentRefs"][0]
+            .get("sectionName")
+            .is_none()
+            .then_some(())
+    })
+    .await;
     drop(istiod);
 }
 

@@ -478,9 +478,17 @@ fn gateway_api_kinds_are_built_in_with_struct_bodies_and_not_offered_over_ads() 
 #[test]
 fn collections_of_gateway_api_kinds_with_a_status_are_told_by_name() {
     use super::gateway_api::collection_has_status;
-    assert!(collection_has_status("k8s/gateway.networking.k8s.io/v1/httproutes"));
-    assert!(collection_has_status("k8s/gateway.networking.k8s.io/v1/gateways"));
-    assert!(!collection_has_status("k8s/gateway.networking.k8s.io/v1/referencegrants"));
-    assert!(!collection_has_status("istio/networking/v1alpha3/virtualservices"));
+    assert!(collection_has_status(
+        "k8s/gateway.networking.k8s.io/v1/httproutes"
+    ));
+    assert!(collection_has_status(
+        "k8s/gateway.networking.k8s.io/v1/gateways"
+    ));
+    assert!(!collection_has_status(
+        "k8s/gateway.networking.k8s.io/v1/referencegrants"
+    ));
+    assert!(!collection_has_status(
+        "istio/networking/v1alpha3/virtualservices"
+    ));
     assert!(!collection_has_status("k8s/gateway.networking.k8s.io"));
 }

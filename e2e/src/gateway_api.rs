@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use crate::kube::ControlPlanes;
+use crate::kube::{ControlPlanes, apply_yaml, rbac_manifest};
 
 /// The release `e2e/peers/gateway-api.sh` downloads by default (Istio 1.31
 /// builds against it).
@@ -64,4 +64,41 @@ pub async fn install(planes: &ControlPlanes, name: &str, channel: &str) {
     for file in crd_files(channel) {
         planes.install_crds_file(name, &file, &[]).await;
     }
+}
+
+/// Makes remote cluster `name` ready for an applying agent and its own
+/// istiod: namespaces `meshhub` and `istio-system`, the agent's RBAC
+/// (deploy/rbac/sink-agent.yaml); returns the agent's kubeconfig (its
+/// ServiceAccount's).
+pub async fn prepare_remote(planes: &ControlPlanes, name: &str) -> PathBuf {
+    planes.namespace(name, "meshhub").await;
+    planes.namespace(name, "istio-system").await;
+    apply_yaml(
+        &planes.client(name).await,
+        &rbac_manifest("sink-agent.yaml"),
+    )
+    .await;
+    planes
+        .service_account_kubeconfig(name, "meshhub", "meshhub-agent")
+        .await
+}
+
+/// A sink agent for cluster `name` applying to its API with `kubeconfig`.
+pub fn applying_agent(
+    name: &str,
+    dir: &std::path::Path,
+    logs: &std::path::Path,
+    kubeconfig: &std::path::Path,
+) -> crate::AgentProc {
+    crate::AgentProc::start_with(
+        name,
+        dir,
+        logs,
+        None,
+        &[
+            "--apply".to_owned(),
+            "--apply-kubeconfig".to_owned(),
+            kubeconfig.display().to_string(),
+        ],
+    )
 }

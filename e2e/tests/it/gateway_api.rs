@@ -31,6 +31,7 @@
 
 use std::path::Path;
 
+use meshhub_e2e::gateway_api::{applying_agent, prepare_remote};
 use meshhub_e2e::istio::{ConfigSource, ISTIOD_START, Istiod, istiod_bin};
 use meshhub_e2e::kube::{ControlPlanes, apply_yaml, get, rbac_manifest};
 use meshhub_e2e::yaml::cluster;
@@ -106,7 +107,6 @@ async fn gateway_api_objects_reach_clusters_with_the_crds_and_are_withheld_from_
     for c in ["primary", "east"] {
         meshhub_e2e::gateway_api::install(&planes, c, "standard").await;
     }
-    planes.namespace("east", "istio-system").await;
     let primary = planes.client("primary").await;
     let east_kube = planes.client("east").await;
     let bare_kube = planes.client("bare").await;
@@ -118,32 +118,13 @@ async fn gateway_api_objects_reach_clusters_with_the_crds_and_are_withheld_from_
     let hub_kubeconfig = planes.hub_service_account("primary").await;
     apply_yaml(&primary, &rbac_manifest("hub-status-writeback.yaml")).await;
     let mut agent_kubeconfigs = std::collections::BTreeMap::new();
-    for (name, client) in [("east", &east_kube), ("bare", &bare_kube)] {
-        planes.namespace(name, "meshhub").await;
-        apply_yaml(client, &rbac_manifest("sink-agent.yaml")).await;
-        agent_kubeconfigs.insert(
-            name,
-            planes
-                .service_account_kubeconfig(name, "meshhub", "meshhub-agent")
-                .await,
-        );
+    for name in ["east", "bare"] {
+        agent_kubeconfigs.insert(name, prepare_remote(&planes, name).await);
     }
     let dir = tempfile::tempdir().unwrap();
     let logs = dir.path().join("logs");
     std::fs::create_dir_all(&logs).unwrap();
-    let agent = |name: &str| {
-        AgentProc::start_with(
-            name,
-            dir.path(),
-            &logs,
-            None,
-            &[
-                "--apply".to_owned(),
-                "--apply-kubeconfig".to_owned(),
-                agent_kubeconfigs[name].display().to_string(),
-            ],
-        )
-    };
+    let agent = |name: &str| applying_agent(name, dir.path(), &logs, &agent_kubeconfigs[name]);
     let east = agent("east");
     let bare = agent("bare");
     let config = dir.path().join("meshhub.yaml");

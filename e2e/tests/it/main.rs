@@ -10,6 +10,7 @@ mod chart_monitoring;
 mod console;
 mod gateway_api;
 mod gateway_api_parity;
+mod gateway_api_status;
 mod grpcurl;
 mod helm_charts;
 mod image;

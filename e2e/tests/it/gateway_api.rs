@@ -327,6 +327,12 @@ async fn gateway_api_objects_reach_clusters_with_the_crds_and_are_withheld_from_
         out.contains("no: Gateway bookinfo/ingress (https): NoMatchingParent"),
         "the refusal names the parent: {out}\n{orphan}"
     );
+    let (ok, status_text, err) = meshhubctl(&["status", "--admin", &admin]);
+    assert!(ok.success(), "{err}");
+    assert!(
+        status_text.contains("NOT ACCEPTED in cluster east: httproutes bookinfo/orphan: Gateway bookinfo/ingress (https): NoMatchingParent"),
+        "{status_text}"
+    );
     // bare is withheld the route: nothing there to accept.
     let bare_row = out
         .split_once("Reported by the clusters:")

@@ -323,6 +323,11 @@ async fn gateway_api_objects_reach_clusters_with_the_crds_and_are_withheld_from_
         &admin,
     ]);
     assert!(ok.success(), "{err}");
+    // The analysis flagged it per cluster before istiod did.
+    assert!(
+        out.contains("east: Warning [MH0004]") && out.contains("has no listener \"https\""),
+        "{out}"
+    );
     assert!(
         out.contains("no: Gateway bookinfo/ingress (https): NoMatchingParent"),
         "the refusal names the parent: {out}\n{orphan}"

@@ -64,7 +64,8 @@ fn view(v: &ObjectView) -> Markup {
         h3 { "Clusters (" (v.clusters.len()) ")" }
         table {
             thead { tr { th scope="col" { "Cluster" } th scope="col" { "In its snapshot" } th scope="col" { "Peers" }
-                th scope="col" { "Agent holds" } th scope="col" { "Applied" } th scope="col" { "Its istiod" } } }
+                th scope="col" { "Agent holds" } th scope="col" { "Applied" } th scope="col" { "Its istiod" }
+                th scope="col" { "Accepted by its controller" } } }
             tbody { @for c in &v.clusters {
                 tr {
                     th scope="row" { (cluster_link(ROOT, &c.cluster)) }
@@ -79,8 +80,9 @@ fn view(v: &ObjectView) -> Markup {
                             td { @if r.delivered { "yes" } @else { "no" } }
                             td { (r.applied) }
                             td.message { (r.held_by_istiod) }
+                            td.message { (accepted(r.accepted.as_deref())) }
                         },
-                        None => { td colspan="3" .muted { "no report" } },
+                        None => { td colspan="4" .muted { "no report" } },
                     }
                 }
             } }
@@ -91,5 +93,31 @@ fn view(v: &ObjectView) -> Markup {
                 li { (cluster_link(ROOT, cluster)) ": " code { (m.code) } " " (m.message) }
             } } }
         }
+    }
+}
+
+/// What a cluster's Gateway API controller said of the object: a badge,
+/// and where and why it refused (`-`: not a kind it judges, or its agent
+/// does not tell).
+fn accepted(word: Option<&str>) -> Markup {
+    match word {
+        None => html! { span.muted { "-" } },
+        Some("yes") => badge("acked", "accepted"),
+        Some("pending") => badge("pending", "pending"),
+        Some(no) => html! { (badge("refused", "refused")) " " (no.trim_start_matches("no: ")) },
+    }
+}
+
+#[cfg(test)]
+mod accepted_tests {
+    use super::*;
+
+    #[test]
+    fn a_controllers_word_reads_as_a_badge_and_a_refusal_says_why() {
+        assert!(accepted(Some("yes")).into_string().contains("badge acked"));
+        assert!(accepted(Some("pending")).into_string().contains("badge pending"));
+        let no = accepted(Some("no: Gateway shop/gw (https): NoMatchingParent")).into_string();
+        assert!(no.contains("badge refused") && no.contains("Gateway shop/gw (https): NoMatchingParent"), "{no}");
+        assert!(accepted(None).into_string().contains('-'));
     }
 }

@@ -85,9 +85,8 @@ impl Controller {
         let Some(report) = self.last_reports.as_ref().and_then(|r| r.get(cluster)) else {
             return Serve::new();
         };
-        let reported = report.view.gateway_api_status.clone();
         let mut refused = None;
-        match &reported {
+        match &report.view.gateway_api_status {
             // Its agent can't tell: not held for it.
             None => v.unaccepted.clear(),
             Some(status) => v.unaccepted.retain(|(collection, name), version| {
@@ -108,6 +107,7 @@ impl Controller {
                 }
             }),
         }
+        let waiting = !v.unaccepted.is_empty();
         if let Some(message) = refused {
             return self.feed(
                 now,
@@ -119,7 +119,7 @@ impl Controller {
                 },
             );
         }
-        if !v.unaccepted.is_empty() {
+        if waiting {
             return Serve::new();
         }
         self.feed(

@@ -39,6 +39,11 @@ pub struct View {
     /// evaluation).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gates: Vec<GateReading>,
+    /// Clusters of the rollout that ACKed their new version and wait for
+    /// their Gateway API controller to accept objects of it (the leader's):
+    /// the objects (`<kind> <namespace/name>`, at most 10 each).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub awaiting_acceptance: BTreeMap<String, Vec<String>>,
 }
 
 /// One metric gate's last value for one cluster.

@@ -186,6 +186,12 @@ fn trouble(view: &View, out: &mut String) {
         }
         out.push_str(&render(&rows));
     }
+    for (c, objects) in &view.awaiting_acceptance {
+        out.push_str(&format!(
+            "\nAWAITING ACCEPTANCE: cluster {c} ACKed; its Gateway API controller has not accepted {} yet\n",
+            objects.join(", ")
+        ));
+    }
     if !view.unavailable.is_empty() {
         out.push_str("\nUNAVAILABLE here (not in this replica's history; nothing is pushed, the cluster keeps what it holds):\n");
         let mut rows = vec![vec!["CLUSTER".to_owned(), "DECIDED".to_owned()]];
@@ -215,6 +221,8 @@ mod tests {
             )]
             .into(),
             unavailable: [("west".to_owned(), "ba9876543210".to_owned())].into(),
+            awaiting_acceptance: [("north".to_owned(), vec!["httproutes shop/r".to_owned()])]
+                .into(),
             ..View::default()
         };
         let mut out = String::new();
@@ -225,5 +233,9 @@ mod tests {
             "{out}"
         );
         assert!(out.contains("UNAVAILABLE") && out.contains("west"), "{out}");
+        assert!(
+            out.contains("AWAITING ACCEPTANCE: cluster north ACKed; its Gateway API controller has not accepted httproutes shop/r yet"),
+            "{out}"
+        );
     }
 }

@@ -59,7 +59,33 @@ pub(super) fn awaited(
     out
 }
 
+/// At most this many objects a cluster awaits are shown per cluster.
+const AWAITING_SHOWN: usize = 10;
+
 impl Controller {
+    /// The clusters that ACKed and wait for their controller, with the
+    /// objects they wait for (`/rollout`).
+    pub(super) fn awaiting_acceptance(&self) -> BTreeMap<String, Vec<String>> {
+        self.versions
+            .iter()
+            .filter(|(_, v)| v.unacked.is_empty() && !v.unaccepted.is_empty())
+            .map(|(cluster, v)| {
+                let objects = v
+                    .unaccepted
+                    .keys()
+                    .take(AWAITING_SHOWN)
+                    .map(|(collection, name)| {
+                        format!(
+                            "{} {name}",
+                            collection.rsplit('/').next().unwrap_or(collection)
+                        )
+                    })
+                    .collect();
+                (cluster.clone(), objects)
+            })
+            .collect()
+    }
+
     /// What `cluster`'s last report says of the objects whose acceptance it
     /// awaits, once it ACKed every collection: each accepted one is done;
     /// the first refused one refuses the version; when none is left the
@@ -108,6 +134,10 @@ impl Controller {
             }),
         }
         let waiting = !v.unaccepted.is_empty();
+        if waiting {
+            // `/rollout` says what it waits for.
+            self.publish_view();
+        }
         if let Some(message) = refused {
             return self.feed(
                 now,

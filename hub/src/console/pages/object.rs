@@ -115,9 +115,17 @@ mod accepted_tests {
     #[test]
     fn a_controllers_word_reads_as_a_badge_and_a_refusal_says_why() {
         assert!(accepted(Some("yes")).into_string().contains("badge acked"));
-        assert!(accepted(Some("pending")).into_string().contains("badge pending"));
+        assert!(
+            accepted(Some("pending"))
+                .into_string()
+                .contains("badge pending")
+        );
         let no = accepted(Some("no: Gateway shop/gw (https): NoMatchingParent")).into_string();
-        assert!(no.contains("badge refused") && no.contains("Gateway shop/gw (https): NoMatchingParent"), "{no}");
+        assert!(
+            no.contains("badge refused")
+                && no.contains("Gateway shop/gw (https): NoMatchingParent"),
+            "{no}"
+        );
         assert!(accepted(None).into_string().contains('-'));
     }
 }

@@ -12,7 +12,7 @@ use meshhub_rollout::{Cause, Phase};
 
 use super::awaited;
 use crate::history::version_id;
-use crate::rollout::tests::{VS, controller, delivery, names};
+use crate::rollout::tests::{VS, controller, controller_and_view, delivery, names};
 
 const ROUTES: &str = "k8s/gateway.networking.k8s.io/v1/httproutes";
 const GRANTS: &str = "k8s/gateway.networking.k8s.io/v1/referencegrants";
@@ -129,7 +129,7 @@ fn the_objects_awaited_are_the_ones_of_kinds_with_a_status_the_change_brought() 
 
 #[test]
 fn an_acked_cluster_passes_only_once_its_controller_accepted_the_new_generation() {
-    let mut c = controller();
+    let (mut c, view) = controller_and_view();
     c.built(0, &latest("1", "1"));
     let v2 = latest("2", "2");
     assert_eq!(names(&c.built(10, &v2)), ["a"]);
@@ -142,6 +142,11 @@ fn an_acked_cluster_passes_only_once_its_controller_accepted_the_new_generation(
         "ACKed but not accepted yet: {:?}",
         c.rollout.as_ref().unwrap().phase
     );
+    assert_eq!(
+        view.borrow().awaiting_acceptance.get("a"),
+        Some(&vec!["httproutes shop/a".to_owned()]),
+        "/rollout says what it waits for"
+    );
     // Accepted at the live generation: the canary has taken it.
     c.reports(30, &report("a", "2", ConditionStatus::True, 2));
     assert!(
@@ -149,6 +154,7 @@ fn an_acked_cluster_passes_only_once_its_controller_accepted_the_new_generation(
         "{:?}",
         c.rollout.as_ref().unwrap().phase
     );
+    assert!(view.borrow().awaiting_acceptance.is_empty());
 }
 
 #[test]

@@ -107,7 +107,7 @@ fn object() -> ObjectView {
                 delivered: true,
                 applied: "-".into(),
                 held_by_istiod: "DROPPED: absent".into(),
-                accepted: Some("pending".into()),
+                accepted: None,
                 controller_status: None,
             }),
         }],

@@ -160,8 +160,8 @@ pub enum Body {
     Other,
     /// A Gateway API route.
     Route(Route),
-    /// A Gateway API Gateway or ListenerSet: its listeners' names.
-    Listeners(Vec<String>),
+    /// A Gateway API Gateway or ListenerSet: its listeners.
+    Listeners(Listeners),
     /// A ReferenceGrant.
     ReferenceGrant(ReferenceGrant),
 }
@@ -184,14 +184,16 @@ pub struct ParentRef {
 }
 
 /// A reference to a backend (`rules[].backendRefs[]`, and the
-/// `requestMirror` filters' `backendRef`) with the defaults filled in.
+/// `requestMirror` filters' `backendRef`) or to a listener's certificate
+/// (`tls.certificateRefs[]`) with the defaults filled in.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BackendRef {
     /// `spec.rules[0].backendRefs[1]`.
     pub path: String,
     /// `group` (default `""`, the core group).
     pub group: String,
-    /// `kind` (default `Service`).
+    /// `kind` (default `Service` for a backend, `Secret` for a
+    /// certificate).
     pub kind: String,
     /// `namespace` (default the route's).
     pub namespace: String,
@@ -206,6 +208,20 @@ pub struct Route {
     pub parents: Vec<ParentRef>,
     /// Every backend reference.
     pub backends: Vec<BackendRef>,
+}
+
+/// What analysis reads of a Gateway API Gateway or ListenerSet.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Listeners {
+    /// `spec.listeners[].name`.
+    pub names: Vec<String>,
+    /// The certificates its listeners terminate TLS with
+    /// (`spec.listeners[].tls.certificateRefs[]`), only where istiod reads
+    /// them: TLS mode `Terminate` (the default), without Istio's
+    /// `gateway.istio.io/tls-terminate-mode` option set to
+    /// `ISTIO_SIMPLE` or `ISTIO_MUTUAL` (which use the workload's
+    /// certificate instead).
+    pub certificates: Vec<BackendRef>,
 }
 
 /// What analysis reads of a ReferenceGrant.
@@ -339,12 +355,9 @@ impl Facts {
             },
             Kind::Other(_) => Body::Other,
             Kind::Route(_) => Body::Route(route(spec, &namespace)),
-            Kind::GatewayApiGateway | Kind::ListenerSet => Body::Listeners(
-                list(spec, "listeners")
-                    .iter()
-                    .map(|l| string(l, "name"))
-                    .collect(),
-            ),
+            Kind::GatewayApiGateway | Kind::ListenerSet => {
+                Body::Listeners(listeners(spec, &namespace))
+            }
             Kind::ReferenceGrant => Body::ReferenceGrant(ReferenceGrant {
                 from: list(spec, "from")
                     .iter()
@@ -447,13 +460,7 @@ fn route(spec: &Value, namespace: &str) -> Route {
             section: string(p, "sectionName"),
         })
         .collect();
-    let backend = |path: String, b: &Value| BackendRef {
-        path,
-        group: string(b, "group"),
-        kind: or(string(b, "kind"), "Service"),
-        namespace: or(string(b, "namespace"), namespace),
-        name: string(b, "name"),
-    };
+    let backend = |path: String, b: &Value| reference(path, b, "Service", namespace);
     let mut backends = Vec::new();
     // A `requestMirror` filter's backend, on a rule or on one backend.
     let mirrors = |at: &str, filters: &[Value], out: &mut Vec<BackendRef>| {
@@ -476,6 +483,52 @@ fn route(spec: &Value, namespace: &str) -> Route {
         mirrors(&at, list(rule, "filters"), &mut backends);
     }
     Route { parents, backends }
+}
+
+/// Istio's listener option choosing a TLS mode of its own.
+const TLS_TERMINATE_MODE: &str = "gateway.istio.io/tls-terminate-mode";
+
+fn listeners(spec: &Value, namespace: &str) -> Listeners {
+    let mut out = Listeners::default();
+    for (i, l) in list(spec, "listeners").iter().enumerate() {
+        out.names.push(string(l, "name"));
+        let Some(tls) = l.get("tls") else { continue };
+        // istiod's buildTLS: only `Terminate` reads certificateRefs, and
+        // not when an Istio option picks the workload's certificate.
+        let mode = string(tls, "mode");
+        let istio_mode = tls
+            .get("options")
+            .and_then(|o| o.get(TLS_TERMINATE_MODE))
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if !(mode.is_empty() || mode == "Terminate")
+            || matches!(istio_mode, "ISTIO_SIMPLE" | "ISTIO_MUTUAL")
+        {
+            continue;
+        }
+        for (j, c) in list(tls, "certificateRefs").iter().enumerate() {
+            out.certificates.push(reference(
+                format!("spec.listeners[{i}].tls.certificateRefs[{j}]"),
+                c,
+                "Secret",
+                namespace,
+            ));
+        }
+    }
+    out
+}
+
+/// A reference with its defaults: the core group, `kind`, the referring
+/// object's namespace.
+fn reference(path: String, r: &Value, kind: &str, namespace: &str) -> BackendRef {
+    let or = |v: String, default: &str| if v.is_empty() { default.to_owned() } else { v };
+    BackendRef {
+        path,
+        group: string(r, "group"),
+        kind: or(string(r, "kind"), kind),
+        namespace: or(string(r, "namespace"), namespace),
+        name: string(r, "name"),
+    }
 }
 
 fn destination(path: String, mirror: bool, d: &Value) -> Destination {

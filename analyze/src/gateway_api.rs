@@ -1,20 +1,21 @@
 //! Gateway API analyzers, per cluster: a route's parent (a Gateway or a
 //! ListenerSet, and the listener its `sectionName` names) that the
 //! cluster's set lacks (MH0004, a warning: the parent may be created in
-//! the cluster itself), and a backend in another namespace that no
-//! ReferenceGrant of the set permits (MH0003). Both are what the
-//! cluster's istiod would report in the route's status once it holds it
-//! (`Accepted=False`, `NoMatchingParent`; `ResolvedRefs=False`,
-//! `RefNotPermitted`): analysis says so before the change is sent.
+//! the cluster itself), and a backend, or a listener's certificate, in
+//! another namespace that no ReferenceGrant of the set permits (MH0003).
+//! They are what the cluster's istiod would report in the object's status
+//! once it holds it (`Accepted=False`, `NoMatchingParent`;
+//! `ResolvedRefs=False`, `RefNotPermitted`, on the route or on the
+//! listener): analysis says so before the change is sent.
 //!
-//! A parent of another kind (a Service, for mesh routing) and a backend's
-//! existence are not checked: the hub sees configuration, not the
-//! clusters' Services.
+//! A parent of another kind (a Service, for mesh routing) is not checked;
+//! a backend Service's existence is checked per cluster from what its
+//! agent reports (`crate::cluster`).
 
 use crate::facts::{BackendRef, GATEWAY_API_GROUP};
 use crate::message::{GATEWAY_API_PARENT_NOT_FOUND, REFERENCE_NOT_PERMITTED};
 use crate::report::Report;
-use crate::set::Set;
+use crate::set::{Grants, Set};
 
 /// MH0004 for a parent Gateway or ListenerSet the set lacks, or one
 /// without the listener the reference's `sectionName` names.
@@ -64,7 +65,9 @@ pub fn parents(set: &Set<'_>, out: &mut Report) {
 pub fn grants(set: &Set<'_>, out: &mut Report) {
     for (f, route) in &set.routes {
         for b in &route.backends {
-            if b.namespace == f.namespace || permitted(set, f.kind.as_str(), &f.namespace, b) {
+            if b.namespace == f.namespace
+                || permitted(&set.grants, f.kind.as_str(), &f.namespace, b)
+            {
                 continue;
             }
             let group = if b.group.is_empty() { "core" } else { &b.group };
@@ -81,13 +84,44 @@ pub fn grants(set: &Set<'_>, out: &mut Report) {
     }
 }
 
-fn permitted(set: &Set<'_>, route_kind: &str, route_ns: &str, b: &BackendRef) -> bool {
-    set.grants.get(b.namespace.as_str()).is_some_and(|grants| {
+/// MH0003 for a listener's certificate (a Secret) in another namespace
+/// without a ReferenceGrant in that namespace from the Gateway's (or
+/// ListenerSet's) kind and namespace to the Secret: istiod leaves the
+/// listener `ResolvedRefs=False`, `RefNotPermitted`, and serves no TLS on
+/// it with that certificate. A reference to anything but a Secret is
+/// istiod's `InvalidCertificateRef`, not a grant's business.
+pub fn certificates(set: &Set<'_>, out: &mut Report) {
+    for (f, refs) in &set.certificates {
+        for c in *refs {
+            if !c.group.is_empty() || c.kind != "Secret" || c.namespace == f.namespace {
+                continue;
+            }
+            if permitted(&set.grants, f.kind.as_str(), &f.namespace, c) {
+                continue;
+            }
+            out.push(
+                f,
+                REFERENCE_NOT_PERMITTED,
+                &c.path,
+                format!(
+                    "certificateRef {}/{} is in another namespace and no ReferenceGrant in {:?} permits {} references from {:?} to it",
+                    c.namespace, c.name, c.namespace, f.kind.as_str(), f.namespace
+                ),
+            );
+        }
+    }
+}
+
+/// Whether a ReferenceGrant of `grants`, in the namespace of `to`, permits
+/// objects of `from_kind` (of the Gateway API's group) in `from_ns` to
+/// refer to `to` (its group and kind, and its name or any).
+pub fn permitted(grants: &Grants<'_>, from_kind: &str, from_ns: &str, to: &BackendRef) -> bool {
+    grants.get(to.namespace.as_str()).is_some_and(|grants| {
         grants.iter().any(|g| {
             g.from.iter().any(|(group, kind, ns)| {
-                group == GATEWAY_API_GROUP && kind == route_kind && ns == route_ns
+                group == GATEWAY_API_GROUP && kind == from_kind && ns == from_ns
             }) && g.to.iter().any(|(group, kind, name)| {
-                *group == b.group && *kind == b.kind && (name.is_empty() || *name == b.name)
+                *group == to.group && *kind == to.kind && (name.is_empty() || *name == to.name)
             })
         })
     })

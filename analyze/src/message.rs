@@ -92,6 +92,14 @@ pub const MULTIPLE_TELEMETRIES_WITHOUT_WORKLOAD_SELECTORS: Code = Code {
     name: "MultipleTelemetriesWithoutWorkloadSelectors",
     severity: Severity::Error,
 };
+/// IST0176: a Gateway API CRD of the cluster is older (its
+/// `gateway.networking.k8s.io/bundle-version`) than the cluster's Istio
+/// release needs; istiod ignores the CRD and every object of its kind.
+pub const GATEWAY_API_CRD_VERSION_BELOW_MINIMUM: Code = Code {
+    code: "IST0176",
+    name: "GatewayAPICRDVersionBelowMinimum",
+    severity: Severity::Warning,
+};
 /// MH0001 (meshhub's own; Istio has no analyzer for it): ServiceEntries for
 /// different hosts claim the same address and port.
 pub const SERVICE_ENTRY_ADDRESS_CONFLICT: Code = Code {
@@ -137,6 +145,7 @@ pub const CODES: &[Code] = &[
     GATEWAY_DUPLICATE_CERTIFICATE,
     CONFLICTING_GATEWAYS,
     MULTIPLE_TELEMETRIES_WITHOUT_WORKLOAD_SELECTORS,
+    GATEWAY_API_CRD_VERSION_BELOW_MINIMUM,
     SERVICE_ENTRY_ADDRESS_CONFLICT,
     ISTIO_VERSION_SKEW,
     REFERENCE_NOT_PERMITTED,
@@ -158,7 +167,8 @@ pub struct Message {
     pub code: Code,
     /// The object's kind (`VirtualService`).
     pub kind: String,
-    /// Its namespace.
+    /// Its namespace; empty for a cluster-scoped object (a
+    /// CustomResourceDefinition).
     pub namespace: String,
     /// Its name.
     pub name: String,
@@ -170,9 +180,13 @@ pub struct Message {
 }
 
 impl Message {
-    /// `Kind namespace/name`.
+    /// `Kind namespace/name` (`Kind name`, cluster-scoped).
     pub fn object(&self) -> String {
-        format!("{} {}/{}", self.kind, self.namespace, self.name)
+        if self.namespace.is_empty() {
+            format!("{} {}", self.kind, self.name)
+        } else {
+            format!("{} {}/{}", self.kind, self.namespace, self.name)
+        }
     }
 }
 

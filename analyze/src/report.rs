@@ -24,6 +24,26 @@ impl Report {
         });
     }
 
+    /// A finding about an object analysis holds no facts of (a cluster's
+    /// CustomResourceDefinition: `namespace` empty).
+    pub fn push_about(
+        &mut self,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+        code: Code,
+        text: String,
+    ) {
+        self.messages.push(Message {
+            code,
+            kind: kind.to_owned(),
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            path: String::new(),
+            text,
+        });
+    }
+
     /// A report of messages already found.
     pub fn from_messages(messages: impl IntoIterator<Item = Message>) -> Self {
         Self {

@@ -4,9 +4,12 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::facts::{
-    Body, DestinationRule, Facts, Gateway, Kind, ReferenceGrant, Route, ServiceEntry,
+    BackendRef, Body, DestinationRule, Facts, Gateway, Kind, ReferenceGrant, Route, ServiceEntry,
     VirtualService,
 };
+
+/// ReferenceGrants by namespace.
+pub type Grants<'a> = HashMap<&'a str, Vec<&'a ReferenceGrant>>;
 
 /// The objects of one cluster's set, by kind, each list in name order.
 #[derive(Debug, Default)]
@@ -24,8 +27,11 @@ pub struct Set<'a> {
     /// Gateway API parents (Gateways, ListenerSets) by kind, namespace
     /// and name: their listeners' names.
     pub parents: HashMap<(&'static str, &'a str, &'a str), &'a [String]>,
+    /// Gateway API parents with certificate references: their
+    /// `tls.certificateRefs`.
+    pub certificates: Vec<(&'a Facts, &'a [BackendRef])>,
     /// ReferenceGrants by namespace.
-    pub grants: HashMap<&'a str, Vec<&'a ReferenceGrant>>,
+    pub grants: Grants<'a>,
     gateways_by_name: HashMap<(&'a str, &'a str), &'a Gateway>,
     virtual_service_names: HashSet<(&'a str, &'a str)>,
 }
@@ -51,8 +57,13 @@ impl<'a> Set<'a> {
                     } else {
                         "Gateway"
                     };
-                    set.parents
-                        .insert((kind, f.namespace.as_str(), f.name.as_str()), l.as_slice());
+                    set.parents.insert(
+                        (kind, f.namespace.as_str(), f.name.as_str()),
+                        l.names.as_slice(),
+                    );
+                    if !l.certificates.is_empty() {
+                        set.certificates.push((f, l.certificates.as_slice()));
+                    }
                 }
                 Body::ReferenceGrant(g) => {
                     set.grants.entry(f.namespace.as_str()).or_default().push(g)
@@ -66,6 +77,7 @@ impl<'a> Set<'a> {
         set.gateways.sort_by(|a, b| by_name(a.0, b.0));
         set.service_entries.sort_by(|a, b| by_name(a.0, b.0));
         set.routes.sort_by(|a, b| by_name(a.0, b.0));
+        set.certificates.sort_by(|a, b| by_name(a.0, b.0));
         set.namespace_sidecars.sort_by(|a, b| by_name(a, b));
         set.namespace_telemetries.sort_by(|a, b| by_name(a, b));
         set.gateways_by_name = set

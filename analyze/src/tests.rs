@@ -614,3 +614,5 @@ fn gateway_api_objects_have_no_istio_version_needs() {
     assert_eq!(facts[0].kind.as_str(), "Gateway");
     assert!(!facts[0].kind.is_istio());
 }
+
+mod gateway_api;

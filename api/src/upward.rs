@@ -71,6 +71,32 @@ pub struct ClusterReportView {
     /// or older than the field).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gateway_api_status: Option<GatewayApiStatusView>,
+    /// The cluster's Services its agent listed: how many, not which (the
+    /// hub keeps the names for analysis; none: an agent that lists none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub services: Option<ServicesView>,
+}
+
+/// What the hub holds of a cluster's Services.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServicesView {
+    /// How many names the hub holds.
+    pub count: usize,
+    /// Services the agent (or the hub's own bound) left out: a name after
+    /// the last one held is unknown.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub omitted: u64,
+    /// Why the agent's last list failed (the names are then the last
+    /// ones listed).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub error: String,
+    /// The list's version, as the agent digested it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub version: String,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The Gateway API CRDs of a cluster, as its agent read them.
@@ -170,6 +196,17 @@ impl IstioRuntimeView {
             Some(crds) if crds < istiod => crds,
             _ => istiod,
         })
+    }
+
+    /// The newest release any istiod of the cluster runs (`None`: none
+    /// names one): the one that requires the most of the Gateway API CRDs
+    /// (IST0176).
+    pub fn newest(&self) -> Option<meshhub_analyze::IstioVersion> {
+        self.istiods
+            .iter()
+            .filter_map(|i| meshhub_analyze::IstioVersion::parse(&i.version).ok())
+            .filter(|v| !v.is_placeholder())
+            .max()
     }
 
     /// The release the cluster's Istio CRDs all know (the least of them).

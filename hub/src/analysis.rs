@@ -10,19 +10,21 @@
 //! was held back.
 
 pub mod background;
+pub mod cluster;
 pub mod spec;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Weak};
 use std::time::{Instant, SystemTime};
 
-use meshhub_analyze::{Facts, IstioVersion, Message, Severity, Target};
+use meshhub_analyze::{Facts, IstioVersion, Message, Severity};
 use meshhub_api::analysis::{AnalysisMessage, ClusterAnalysis, HeldBack};
 use meshhub_mcp::cache::Group;
 use tracing::{info, warn};
 
 use crate::audit::{AuditEvent, AuditLog};
 
+pub use cluster::ClusterFacts;
 pub use spec::{AnalysisSpec, RawAnalysis};
 
 /// Gauge: analysis messages about each cluster's latest build, by
@@ -65,9 +67,10 @@ pub type AnalysisView = Arc<[Arc<ClusterAnalysis>]>;
 pub struct Analysis {
     spec: Option<AnalysisSpec>,
     groups: BTreeMap<Group, GroupState>,
-    /// Each cluster's Istio release, as its agent reported it (absent:
-    /// unknown, checked as the oldest release: see meshhub-analyze's skew).
-    releases: BTreeMap<Group, IstioVersion>,
+    /// What each cluster's agent reported that analysis reads (absent:
+    /// unknown; the release is then checked as the oldest: see
+    /// meshhub-analyze's skew).
+    clusters: BTreeMap<Group, ClusterFacts>,
     /// Every message some group carries, once: the messages about objects
     /// every cluster receives are the same in every group (with
     /// "everything to every cluster", all of them), so each group holds
@@ -90,7 +93,7 @@ impl Analysis {
         Self {
             spec: spec.enabled.then_some(spec),
             groups: BTreeMap::new(),
-            releases: BTreeMap::new(),
+            clusters: BTreeMap::new(),
             interned: HashSet::new(),
             view: None,
             memo: Memo::default(),
@@ -102,24 +105,35 @@ impl Analysis {
         self.spec.is_some()
     }
 
-    /// Takes the clusters' Istio releases; the groups whose release
-    /// changed (they need analysing again).
+    /// Takes the clusters' Istio releases alone (every other fact
+    /// unknown); the groups whose release changed.
     pub fn set_releases(&mut self, releases: BTreeMap<Group, IstioVersion>) -> Vec<Group> {
-        if releases == self.releases {
+        self.set_clusters(
+            releases
+                .into_iter()
+                .map(|(g, v)| (g, ClusterFacts::of_release(v)))
+                .collect(),
+        )
+    }
+
+    /// Takes what the clusters' agents reported; the groups whose facts
+    /// changed (they need analysing again).
+    pub fn set_clusters(&mut self, clusters: BTreeMap<Group, ClusterFacts>) -> Vec<Group> {
+        if clusters == self.clusters {
             return Vec::new();
         }
-        let mut changed: Vec<Group> = releases
+        let mut changed: Vec<Group> = clusters
             .iter()
-            .filter(|(g, v)| self.releases.get(*g) != Some(v))
+            .filter(|(g, c)| self.clusters.get(*g) != Some(c))
             .map(|(g, _)| g.clone())
             .collect();
         changed.extend(
-            self.releases
+            self.clusters
                 .keys()
-                .filter(|g| !releases.contains_key(*g))
+                .filter(|g| !clusters.contains_key(*g))
                 .cloned(),
         );
-        self.releases = releases;
+        self.clusters = clusters;
         changed
     }
 
@@ -150,7 +164,7 @@ impl Analysis {
         let done = run(
             group.clone(),
             version.to_owned(),
-            self.releases.get(group).copied(),
+            self.clusters.get(group).cloned().unwrap_or_default(),
             &facts,
             &mut self.memo,
         );
@@ -163,7 +177,7 @@ impl Analysis {
         Job {
             group: group.clone(),
             version: version.to_owned(),
-            release: self.releases.get(group).copied(),
+            cluster: self.clusters.get(group).cloned().unwrap_or_default(),
             facts,
         }
     }
@@ -312,7 +326,7 @@ pub struct Job {
     pub group: Group,
     /// Its build's version id.
     pub version: String,
-    release: Option<IstioVersion>,
+    cluster: ClusterFacts,
     facts: Arc<[Arc<Facts>]>,
 }
 
@@ -320,7 +334,7 @@ impl Job {
     /// Analyses the build (`memo`: the set analyses done before).
     pub fn run(self, memo: &mut Memo) -> Done {
         let facts: Vec<&Facts> = self.facts.iter().map(|f| &**f).collect();
-        run(self.group, self.version, self.release, &facts, memo)
+        run(self.group, self.version, self.cluster, &facts, memo)
     }
 }
 
@@ -393,25 +407,21 @@ impl Memo {
     }
 }
 
-/// Analyses `group`'s build `version` (`facts`) for a cluster running
-/// `release` (`None`: unknown).
+/// Analyses `group`'s build `version` (`facts`) for the cluster `cluster`
+/// describes.
 fn run(
     group: Group,
     version: String,
-    release: Option<IstioVersion>,
+    cluster: ClusterFacts,
     facts: &[&Facts],
     memo: &mut Memo,
 ) -> Done {
     let started = Instant::now();
-    let target = match release {
-        Some(version) => Target::Known {
-            cluster: Some(&group),
-            version,
-        },
-        None => Target::Unknown { cluster: &group },
-    };
     let set = memo.set_of(&version, facts);
-    let messages = meshhub_analyze::merge(&set, meshhub_analyze::skew_for(facts, &target));
+    let messages = meshhub_analyze::merge(
+        &set,
+        meshhub_analyze::cluster_for(facts, &cluster.for_analysis(&group)),
+    );
     metrics::histogram!(METRIC_SECONDS).record(started.elapsed().as_secs_f64());
     Done {
         group,

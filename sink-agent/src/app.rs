@@ -232,18 +232,24 @@ impl Agent {
             }
             None => None,
         };
-        // The cluster's Istio CRDs, read with the applier's connection.
-        let crds = match &config.apply {
+        // The cluster's Istio CRDs and its Services, read with the
+        // applier's connection.
+        let (crds, services) = match &config.apply {
             Some(apply) => {
                 let client = apply.connection.client().await.map_err(RunError::Applier)?;
-                let (tx, rx) = watch::channel(None);
+                let (tx, crds) = watch::channel(None);
                 tasks.spawn(
-                    upward::crds::run(client, upward::crds::INTERVAL, tx, shutdown.clone())
+                    upward::crds::run(client.clone(), upward::crds::INTERVAL, tx, shutdown.clone())
                         .instrument(info_span!("upward.crds")),
                 );
-                Some(rx)
+                let (tx, services) = watch::channel(None);
+                tasks.spawn(
+                    upward::services::run(client, upward::services::INTERVAL, tx, shutdown.clone())
+                        .instrument(info_span!("upward.services")),
+                );
+                (Some(crds), Some(services))
             }
-            None => None,
+            None => (None, None),
         };
         let upward = Upward::start(
             &config.upward,
@@ -257,6 +263,7 @@ impl Agent {
                 ledger: ledger.clone(),
                 exports,
                 crds,
+                services,
             },
             upward_ledger,
             &tasks,

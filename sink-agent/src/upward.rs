@@ -30,6 +30,7 @@ pub mod crds;
 pub mod istiod;
 pub mod mcs;
 pub mod report;
+pub mod services;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -131,6 +132,8 @@ pub struct Sources {
     pub exports: Option<watch::Receiver<Arc<mcs::Exports>>>,
     /// The cluster's Istio CRDs (apply on).
     pub crds: Option<watch::Receiver<Option<crds::Crds>>>,
+    /// The cluster's Services (apply on).
+    pub services: Option<watch::Receiver<Option<services::Listed>>>,
 }
 
 /// The running upward channel: its cache and the ledger of its streams.
@@ -290,6 +293,10 @@ async fn run(
         let release = version.as_mut().and_then(|v| v.borrow_and_update().clone());
         let exports = s.exports.as_mut().map(|e| e.borrow_and_update().clone());
         let crds = s.crds.as_mut().and_then(|c| c.borrow_and_update().clone());
+        let services = s
+            .services
+            .as_mut()
+            .and_then(|c| c.borrow_and_update().as_ref().map(services::report));
         let ledger = s.ledger.view();
         let report = report::build(&report::Inputs {
             cluster: &s.cluster,
@@ -305,6 +312,7 @@ async fn run(
         let exports = exports_collection(held.map_or(&[], |e| e.exports.as_slice()));
         // Without MCS there is nothing to watch: the (empty) set is whole.
         let report = ClusterStatus {
+            services,
             exports_state: Some(ExportsState {
                 complete: held.is_none_or(|e| e.complete),
                 exports_version: exports.version().to_owned(),
@@ -333,6 +341,7 @@ async fn run(
             Some(()) = changed(version.as_mut()) => {}
             Some(()) = changed(s.exports.as_mut()) => {}
             Some(()) = changed(s.crds.as_mut()) => {}
+            Some(()) = changed(s.services.as_mut()) => {}
         }
     }
 }

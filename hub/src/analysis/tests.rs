@@ -303,3 +303,112 @@ fn sets_of_different_content_share_their_messages_about_the_same_objects() {
     // The same content again: the same set.
     assert!(Arc::ptr_eq(&memo.set_of("v2", &[&vs, &other]), &with_own));
 }
+
+fn route_to_reviews() -> Facts {
+    facts(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: r, namespace: shop}\nspec:\n  rules:\n  - backendRefs: [{name: reviews, port: 9080}]\n",
+    )
+}
+
+fn cluster_with(services: &[(&str, &str)], crd_bundle: &str, istio: &str) -> ClusterFacts {
+    let release = meshhub_analyze::IstioVersion::parse(istio).ok();
+    ClusterFacts {
+        release,
+        newest: release,
+        gateway_api_crds: Some(Arc::from(vec![meshhub_analyze::CrdBundle {
+            name: "tlsroutes.gateway.networking.k8s.io".into(),
+            bundle_version: crd_bundle.into(),
+        }])),
+        services: Some(Arc::new(meshhub_analyze::Services::new(
+            services
+                .iter()
+                .map(|(ns, n)| ((*ns).to_owned(), (*n).to_owned())),
+            true,
+        ))),
+    }
+}
+
+#[test]
+fn each_clusters_services_and_crds_are_judged_for_it_alone() {
+    let (east, west) = (Group::from("east"), Group::from("west"));
+    let route = route_to_reviews();
+    let audit = AuditLog::disabled();
+    let mut a = Analysis::new(spec(&["IST0101"]));
+    // East lacks shop/reviews and has TLSRoute CRDs too old for 1.30;
+    // west has both right. Both receive the same content (one set
+    // analysis shared), yet only east's analysis says so.
+    let east_facts = cluster_with(&[("shop", "ratings")], "v1.4.0", "1.30.1");
+    let west_facts = cluster_with(&[("shop", "reviews")], "v1.5.0", "1.30.1");
+    let changed = a.set_clusters(
+        [
+            (east.clone(), east_facts.clone()),
+            (west.clone(), west_facts.clone()),
+        ]
+        .into(),
+    );
+    assert_eq!(changed, [east.clone(), west.clone()]);
+    let d = a.check(&east, "v1", [&route], None, &audit);
+    let Decision::HoldBack(reasons) = d else {
+        panic!("{d:?}")
+    };
+    assert_eq!(
+        reasons,
+        [
+            "Error [IST0101] HTTPRoute shop/r spec.rules[0].backendRefs[0]: Referenced Service not found: \"shop/reviews\""
+        ]
+    );
+    assert_eq!(
+        a.check(&west, "v1", [&route], None, &audit),
+        Decision::Serve
+    );
+    let view = a.view();
+    let origins = |c: &str| -> Vec<String> {
+        view.iter()
+            .find(|v| v.cluster == c)
+            .unwrap()
+            .messages
+            .iter()
+            .map(|m| format!("{} {}", m.code, m.origin))
+            .collect()
+    };
+    assert_eq!(
+        origins("east"),
+        [
+            "IST0176 CustomResourceDefinition tlsroutes.gateway.networking.k8s.io",
+            "IST0101 HTTPRoute shop/r",
+        ]
+    );
+    assert!(origins("west").is_empty());
+
+    // The same facts (the same Services, shared): nothing to do again. A
+    // new list naming the Service: east is analysed again and served.
+    assert!(
+        a.set_clusters(
+            [
+                (east.clone(), east_facts.clone()),
+                (west.clone(), west_facts.clone())
+            ]
+            .into()
+        )
+        .is_empty()
+    );
+    let listed = cluster_with(&[("shop", "ratings")], "v1.4.0", "1.30.1");
+    let changed = a.set_clusters([(east.clone(), listed), (west.clone(), west_facts)].into());
+    assert_eq!(
+        changed,
+        std::slice::from_ref(&east),
+        "a new list is a change"
+    );
+    let fixed = cluster_with(&[("shop", "reviews")], "v1.4.0", "1.30.1");
+    a.set_clusters([(east.clone(), fixed)].into());
+    assert_eq!(
+        a.check(&east, "v1", [&route], Some("v0".into()), &audit),
+        Decision::Serve
+    );
+    // Services unknown (an agent that lists none): nothing is judged.
+    a.set_clusters([(east.clone(), ClusterFacts::default())].into());
+    assert_eq!(
+        a.check(&east, "v1", [&route], None, &audit),
+        Decision::Serve
+    );
+}

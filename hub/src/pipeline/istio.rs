@@ -1,21 +1,25 @@
 //! What the pipeline reads of the clusters' upward reports: the Gateway
 //! API CRDs each cluster has (which decide what it can take, [`carried`](super::carried)),
-//! and the Istio releases analysis checks version skew (MH0002)
-//! against: the oldest istiod
-//! of each cluster. A cluster's release changing analyses its group again
-//! although its content did not change: an upgrade releases what was held
-//! back for it, a downgrade (or a canary of an older revision) holds back
-//! what it would cut.
+//! and what analysis reads of each cluster ([`ClusterFacts`]): the Istio
+//! release it checks version skew (MH0002) against (the oldest istiod of
+//! each cluster), its newest istiod's release and its Gateway API CRDs'
+//! bundle versions (IST0176), its Services (IST0101 on route backends).
+//! A cluster's facts changing analyses its group again although its
+//! content did not change: an upgrade releases what was held back for it,
+//! a downgrade (or a canary of an older revision) holds back what it
+//! would cut.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
-use meshhub_analyze::IstioVersion;
+use meshhub_analyze::CrdBundle;
 use meshhub_mcp::cache::Group;
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::info;
 
 use super::Pipeline;
+use crate::analysis::ClusterFacts;
 use crate::upward::Reports;
 
 impl Pipeline {
@@ -38,10 +42,10 @@ impl Pipeline {
         if !carried.is_empty() {
             info!(clusters = ?carried.iter().map(ToString::to_string).collect::<Vec<_>>(), "a cluster's Gateway API CRDs changed; placing again");
         }
-        let changed = self.analysis.set_releases(releases(&reports));
+        let changed = self.analysis.set_clusters(clusters(&reports));
         let reanalyse = !changed.is_empty() && self.analysis.enabled();
         if reanalyse {
-            info!(clusters = ?changed.iter().map(ToString::to_string).collect::<Vec<_>>(), "a cluster's Istio release changed; analysing again");
+            info!(clusters = ?changed.iter().map(ToString::to_string).collect::<Vec<_>>(), "a cluster's Istio release, Gateway API CRDs or Services changed; analysing again");
             self.reanalyse.extend(changed);
         }
         if (reanalyse || !carried.is_empty()) && self.generation > 0 {
@@ -50,14 +54,104 @@ impl Pipeline {
     }
 }
 
-/// Each reporting cluster's oldest known Istio release (a cluster absent:
-/// unknown).
-pub fn releases(reports: &Reports) -> BTreeMap<Group, IstioVersion> {
+/// What analysis reads of each reporting cluster (a cluster absent:
+/// nothing known).
+pub fn clusters(reports: &Reports) -> BTreeMap<Group, ClusterFacts> {
     reports
         .iter()
-        .filter_map(|(cluster, r)| {
-            let oldest = r.view.istio.as_ref()?.oldest()?;
-            Some((Group::from(cluster.as_str()), oldest))
+        .map(|(cluster, r)| {
+            let istio = r.view.istio.as_ref();
+            let crds = r
+                .view
+                .gateway_api
+                .as_ref()
+                .filter(|g| g.error.is_empty())
+                .map(|g| {
+                    g.crds
+                        .iter()
+                        .map(|c| CrdBundle {
+                            name: c.name.clone(),
+                            bundle_version: c.bundle_version.clone(),
+                        })
+                        .collect::<Arc<[CrdBundle]>>()
+                });
+            let facts = ClusterFacts {
+                release: istio.and_then(|i| i.oldest()),
+                newest: istio.and_then(|i| i.newest()),
+                gateway_api_crds: crds,
+                services: r.services.clone(),
+            };
+            (Group::from(cluster.as_str()), facts)
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use meshhub_api::upward::{
+        ClusterReportView, GatewayApiCrdView, GatewayApiCrdsView, IstioRuntimeView,
+        IstiodInstanceView,
+    };
+
+    use super::*;
+    use crate::upward::ClusterReport;
+
+    fn istiod(version: &str) -> IstiodInstanceView {
+        IstiodInstanceView {
+            version: version.into(),
+            ..IstiodInstanceView::default()
+        }
+    }
+
+    #[test]
+    fn analysis_reads_each_clusters_releases_crds_and_services() {
+        let services = Arc::new(meshhub_analyze::Services::new(
+            [("shop".to_owned(), "reviews".to_owned())],
+            true,
+        ));
+        let east = ClusterReport {
+            view: ClusterReportView {
+                istio: Some(IstioRuntimeView {
+                    istiods: vec![istiod("1.30.1"), istiod("1.28.3"), istiod("")],
+                    ..IstioRuntimeView::default()
+                }),
+                gateway_api: Some(GatewayApiCrdsView {
+                    crds: vec![GatewayApiCrdView {
+                        name: "tlsroutes.gateway.networking.k8s.io".into(),
+                        bundle_version: "v1.4.0".into(),
+                        ..GatewayApiCrdView::default()
+                    }],
+                    error: String::new(),
+                }),
+                ..ClusterReportView::default()
+            },
+            services: Some(services.clone()),
+            ..ClusterReport::default()
+        };
+        // A report whose CRDs could not be read says nothing of them.
+        let mut west = east.clone();
+        west.view.gateway_api.as_mut().unwrap().error = "forbidden".into();
+        west.services = None;
+        let reports: Reports = Arc::new(BTreeMap::from([
+            ("east".to_owned(), Arc::new(east)),
+            ("west".to_owned(), Arc::new(west)),
+        ]));
+        let facts = clusters(&reports);
+        let e = &facts[&Group::from("east")];
+        let v = |s: &str| meshhub_analyze::IstioVersion::parse(s).ok();
+        // The oldest istiod for the skew check, the newest for the CRDs.
+        assert_eq!((e.release, e.newest), (v("1.28.3"), v("1.30.1")));
+        assert_eq!(
+            e.gateway_api_crds
+                .as_deref()
+                .map(|c| c[0].bundle_version.as_str()),
+            Some("v1.4.0")
+        );
+        assert!(Arc::ptr_eq(e.services.as_ref().unwrap(), &services));
+        let w = &facts[&Group::from("west")];
+        assert!(w.gateway_api_crds.is_none() && w.services.is_none());
+        assert_eq!(clusters(&reports), facts, "the same reports, equal facts");
+    }
 }

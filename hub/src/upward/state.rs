@@ -39,6 +39,7 @@ use super::{Update, What};
 use crate::audit::{AuditEvent, AuditLog};
 use crate::clusters::exports::ExportPolicy;
 
+mod services;
 mod view;
 
 pub use view::{export_view, judged_view, view_of};
@@ -56,6 +57,9 @@ pub struct ClusterReport {
     /// Whether a complete set of the agent's exports was received since
     /// the hub started.
     pub exports_received: bool,
+    /// The cluster's Services, as its agent last listed them (none: it
+    /// lists none); the view shows how many.
+    pub services: Option<Arc<meshhub_analyze::Services>>,
 }
 
 /// Every cluster's report, by cluster. Each is shared: an update replaces
@@ -256,10 +260,16 @@ impl Owner {
                 let mut view = report.as_deref().map(view_of).unwrap_or_default();
                 view.exports = slot.view.exports.clone();
                 view.exports_refused = slot.view.exports_refused.clone();
+                let (services, services_view) = services::take(
+                    report.as_deref().and_then(|r| r.services.as_ref()),
+                    &(slot.services.clone(), slot.view.services.clone()),
+                );
+                view.services = services_view;
                 *slot = Arc::new(ClusterReport {
                     view,
                     accepted: slot.accepted.clone(),
                     exports_received: slot.exports_received,
+                    services,
                 });
                 let entry = &**slot;
                 let new = view::dropped_set(&entry.view);

@@ -224,6 +224,8 @@ pub fn build(i: &Inputs<'_>) -> ClusterStatus {
         gateway_api_status: i.object_statuses.map(gateway_api_status),
         // Filled in with the exports they are published with.
         exports_state: None,
+        // Filled in by the report task from its own list.
+        services: None,
     }
 }
 

@@ -160,6 +160,8 @@ pub fn view_of(r: &ClusterStatus) -> ClusterReportView {
             error: bounded(&g.error),
         }),
         gateway_api_status: r.gateway_api_status.as_ref().map(gateway_status_view),
+        // Filled in by the state, which keeps the names.
+        services: None,
     }
 }
 

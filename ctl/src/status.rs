@@ -8,13 +8,15 @@ use std::time::Duration;
 use meshhub_api::analysis::{ClusterAnalysis, Level};
 use meshhub_api::history::{PinView, UnresolvedPin};
 use meshhub_api::status::{RemoteView, ShardView, WithheldView};
-use meshhub_api::upward::Acceptance;
 use meshhub_mcp::ledger::{At, CollectionStatus, PeerStatus, SyncState};
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use crate::admin::Admin;
+
+mod gateway_api;
 use crate::output::{Format, render, structured};
+use gateway_api::{GatewayApiSummary, gateway_api_summary};
 
 /// Flags of `meshhubctl status`.
 #[derive(clap::Args, Debug)]
@@ -64,51 +66,6 @@ struct Report {
     /// controllers said of the objects applied there.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     gateway_api: Vec<GatewayApiSummary>,
-}
-
-/// What one cluster's Gateway API controllers said of the objects applied
-/// there, each at the generation its cluster holds.
-#[derive(Debug, Serialize)]
-struct GatewayApiSummary {
-    cluster: String,
-    accepted: usize,
-    refused: usize,
-    pending: usize,
-    /// The first refusals: `Kind ns/name: where: reason: message`.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    refusals: Vec<String>,
-}
-
-/// At most this many refusals are listed per cluster.
-const REFUSALS_LISTED: usize = 10;
-
-fn gateway_api_summary(remote: &RemoteView) -> Option<GatewayApiSummary> {
-    let status = remote.report.as_ref()?.gateway_api_status.as_ref()?;
-    let mut out = GatewayApiSummary {
-        cluster: remote.cluster.clone(),
-        accepted: 0,
-        refused: 0,
-        pending: 0,
-        refusals: Vec::new(),
-    };
-    for o in &status.objects {
-        match o.acceptance() {
-            Acceptance::Accepted => out.accepted += 1,
-            Acceptance::Pending => out.pending += 1,
-            no @ Acceptance::Refused { .. } => {
-                out.refused += 1;
-                if out.refusals.len() < REFUSALS_LISTED {
-                    let kind = o.collection.rsplit('/').next().unwrap_or_default();
-                    out.refusals.push(format!(
-                        "{kind} {}: {}",
-                        o.name,
-                        no.to_string().trim_start_matches("no: ")
-                    ));
-                }
-            }
-        }
-    }
-    Some(out)
 }
 
 #[derive(Debug, Serialize)]
@@ -555,40 +512,7 @@ fn table(report: &Report) -> String {
             w.objects, w.collection, w.cluster, w.reason
         ));
     }
-    if report
-        .gateway_api
-        .iter()
-        .any(|g| g.accepted + g.refused + g.pending > 0)
-    {
-        let mut rows = vec![vec![
-            "GATEWAY API".to_owned(),
-            "ACCEPTED".to_owned(),
-            "REFUSED".to_owned(),
-            "PENDING".to_owned(),
-        ]];
-        for g in &report.gateway_api {
-            rows.push(vec![
-                g.cluster.clone(),
-                g.accepted.to_string(),
-                g.refused.to_string(),
-                g.pending.to_string(),
-            ]);
-        }
-        out.push('\n');
-        out.push_str(&render(&rows));
-        for g in &report.gateway_api {
-            for r in &g.refusals {
-                out.push_str(&format!("\nNOT ACCEPTED in cluster {}: {r}\n", g.cluster));
-            }
-            if g.refused > g.refusals.len() {
-                out.push_str(&format!(
-                    "\n... and {} more not accepted in cluster {} (meshhubctl describe <kind> <ns/name>)\n",
-                    g.refused - g.refusals.len(),
-                    g.cluster
-                ));
-            }
-        }
-    }
+    gateway_api::render(&report.gateway_api, &mut out);
     for p in &report.unresolved_pins {
         let r = &p.record;
         out.push_str(&format!(
@@ -633,68 +557,6 @@ mod tests {
             withheld: vec![],
             gateway_api: vec![],
         }
-    }
-
-    #[test]
-    fn what_each_clusters_gateway_api_controller_said_is_counted_and_refusals_named() {
-        use meshhub_api::upward::{
-            ACCEPTED, ClusterReportView, ConditionStatus, ConditionView, GatewayApiStatusView,
-            ObjectStatusView,
-        };
-        let object = |name: &str, status: ConditionStatus| ObjectStatusView {
-            collection: "k8s/gateway.networking.k8s.io/v1/gateways".into(),
-            name: name.into(),
-            generation: 1,
-            conditions: vec![ConditionView {
-                kind: ACCEPTED.into(),
-                status,
-                reason: "InvalidParameters".into(),
-                message: "no class".into(),
-                observed_generation: 1,
-            }],
-            ..Default::default()
-        };
-        let east = RemoteView {
-            cluster: "east".into(),
-            report: Some(ClusterReportView {
-                gateway_api_status: Some(GatewayApiStatusView {
-                    objects: vec![
-                        object("shop/a", ConditionStatus::True),
-                        object("shop/b", ConditionStatus::False),
-                        object("shop/c", ConditionStatus::Unknown),
-                    ],
-                    omitted: 0,
-                }),
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
-        let bare = RemoteView {
-            cluster: "bare".into(),
-            ..Default::default()
-        };
-        let mut r = report(vec![], vec![]);
-        r.gateway_api = [&east, &bare]
-            .into_iter()
-            .filter_map(gateway_api_summary)
-            .collect();
-        assert_eq!(r.gateway_api.len(), 1, "bare's agent reports nothing");
-        let text = table(&r);
-        let row = text
-            .lines()
-            .find(|l| l.starts_with("east"))
-            .unwrap_or_else(|| panic!("{text}"));
-        assert_eq!(
-            row.split_whitespace().collect::<Vec<_>>(),
-            ["east", "1", "1", "1"],
-            "{text}"
-        );
-        assert!(
-            text.contains(
-                "NOT ACCEPTED in cluster east: gateways shop/b: InvalidParameters: no class"
-            ),
-            "{text}"
-        );
     }
 
     #[test]

@@ -132,7 +132,7 @@ struct Versions {
     unacked: BTreeMap<String, String>,
     /// The Gateway API objects `to` brought whose acceptance by the
     /// cluster's controller is still awaited ([`acceptance`]).
-    unaccepted: BTreeMap<(String, String), String>,
+    unaccepted: acceptance::Awaited,
     /// What its istiod had dropped when it was sent `to`: not this
     /// rollout's doing.
     prior_drops: BTreeSet<(String, String, String)>,
@@ -475,7 +475,14 @@ impl Controller {
                 cluster.clone(),
                 Versions {
                     unacked: changed_collections(from.as_ref(), to),
-                    unaccepted: acceptance::awaited(from.as_deref(), to),
+                    unaccepted: acceptance::awaited(
+                        from.as_deref(),
+                        to,
+                        self.last_reports
+                            .as_ref()
+                            .and_then(|r| r.get(cluster))
+                            .map(|r| &**r),
+                    ),
                     from,
                     to: to.clone(),
                     prior_drops: BTreeSet::new(),
@@ -573,7 +580,9 @@ impl Controller {
                 self.next_evaluation = Some(now + interval);
             }
         }
-        self.feed(now, Input::Tick)
+        let mut serve = self.refusals_due(now);
+        serve.extend(self.feed(now, Input::Tick));
+        serve
     }
 
     /// When the current rollout next needs [`Controller::tick`] (the end of
@@ -589,10 +598,10 @@ impl Controller {
             Phase::Updating | Phase::Gating => Some(deadline),
             _ => None,
         };
-        match (next, self.next_evaluation) {
-            (Some(n), Some(e)) => Some(n.min(e)),
-            (n, e) => n.or(e),
-        }
+        [next, self.next_evaluation, self.next_refusal_due()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// An operator's action.

@@ -41,7 +41,9 @@ impl GatewayApiStatusView {
     pub fn acceptance_of(&self, collection: &str, name: &str, version: &str) -> Acceptance {
         match self.object(collection, name) {
             Some(o) if o.version == version => o.acceptance(),
-            _ => Acceptance::Pending,
+            Some(_) => Acceptance::Pending,
+            None if self.omitted > 0 => Acceptance::Untold,
+            None => Acceptance::Pending,
         }
     }
 }
@@ -194,6 +196,9 @@ pub enum Acceptance {
     /// generation (it may be working on it, or no controller in the
     /// cluster handles the object's parent).
     Pending,
+    /// The agent left the object out of its report (past its cap): it
+    /// can't be told. Nothing waits for it.
+    Untold,
 }
 
 impl std::fmt::Display for Acceptance {
@@ -202,6 +207,7 @@ impl std::fmt::Display for Acceptance {
         match self {
             Self::Accepted => f.write_str("yes"),
             Self::Pending => f.write_str("pending"),
+            Self::Untold => f.write_str("not reported"),
             Self::Refused {
                 at,
                 reason,

@@ -225,11 +225,16 @@ impl Controller {
     /// awaited again (whatever an earlier sending consumed), and the drops
     /// its istiod reports now are not this version's.
     pub(super) fn sent_new_version(&mut self, cluster: &str) {
+        let report = self
+            .last_reports
+            .as_ref()
+            .and_then(|r| r.get(cluster))
+            .cloned();
         let Some(v) = self.versions.get_mut(cluster) else {
             return;
         };
         v.unacked = super::changed_collections(v.from.as_ref(), &v.to);
-        v.unaccepted = super::acceptance::awaited(v.from.as_deref(), &v.to);
+        v.unaccepted = super::acceptance::awaited(v.from.as_deref(), &v.to, report.as_deref());
         self.recheck.add(cluster);
         // A drop already counted against this very version (it is sent
         // again: resumed) is its doing, not a standing one.

@@ -138,8 +138,8 @@ impl Controller {
                                         _ => changed_collections(from.as_ref(), &to),
                                     },
                                     unaccepted: match t.state {
-                                        ClusterState::Acked { .. } => BTreeMap::new(),
-                                        _ => super::acceptance::awaited(from.as_deref(), &to),
+                                        ClusterState::Acked { .. } => Default::default(),
+                                        _ => super::acceptance::awaited(from.as_deref(), &to, None),
                                     },
                                     from,
                                     to,

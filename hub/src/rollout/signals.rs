@@ -259,15 +259,13 @@ impl Controller {
         // Clusters that ACKed and await their controller's word: this
         // report may be it.
         let waiting: Vec<String> = self
-            .versions
-            .iter()
-            .filter(|(_, v)| v.unacked.is_empty() && !v.unaccepted.is_empty())
-            .filter(|(c, _)| {
-                let now = reports.get(*c);
-                let was = before.as_ref().and_then(|b| b.get(*c));
+            .waiting_for_acceptance()
+            .into_iter()
+            .filter(|c| {
+                let now = reports.get(c);
+                let was = before.as_ref().and_then(|b| b.get(c));
                 now.is_some() && !matches!((was, now), (Some(a), Some(b)) if Arc::ptr_eq(a, b))
             })
-            .map(|(c, _)| c.clone())
             .collect();
         for cluster in waiting {
             serve.extend(self.judge_acceptance(now, &cluster));

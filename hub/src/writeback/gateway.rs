@@ -31,6 +31,10 @@ pub enum Word {
     Refused(String, String),
     /// Not yet, and why.
     Pending(&'static str),
+    /// The cluster can't tell (its agent reports no controller status, or
+    /// left the object out past its cap): left out of the tally, as the
+    /// rollout does not wait for it.
+    Untold,
 }
 
 /// What `cluster`'s report says of the whole object.
@@ -41,7 +45,7 @@ pub fn object_word(
     version: &str,
 ) -> Word {
     let Some(o) = applied(reported, collection, name, version) else {
-        return pending(reported);
+        return pending(reported, collection, name);
     };
     match o.acceptance() {
         Acceptance::Accepted => Word::Accepted,
@@ -59,6 +63,7 @@ pub fn object_word(
             },
         ),
         Acceptance::Pending => Word::Pending("its controller has not accepted this generation yet"),
+        Acceptance::Untold => Word::Untold,
     }
 }
 
@@ -72,7 +77,7 @@ pub fn parent_word(
     parent_ref: &Value,
 ) -> Word {
     let Some(o) = applied(reported, collection, name, version) else {
-        return pending(reported);
+        return pending(reported, collection, name);
     };
     let namespace = name.split_once('/').map_or("", |(ns, _)| ns);
     let Some(entry) = o
@@ -107,9 +112,12 @@ fn applied<'a>(
         .filter(|o| o.version == version)
 }
 
-fn pending(reported: Option<&GatewayApiStatusView>) -> Word {
+/// What a report says of an object it does not hold at the hub's
+/// version of it (`collection`/`name`).
+fn pending(reported: Option<&GatewayApiStatusView>, collection: &str, name: &str) -> Word {
     match reported {
-        None => Word::Pending("its agent reports no controller status"),
+        None => Word::Untold,
+        Some(r) if r.omitted > 0 && r.object(collection, name).is_none() => Word::Untold,
         Some(_) => Word::Pending("not applied at this version yet"),
     }
 }
@@ -153,8 +161,12 @@ pub fn condition(
     before: Option<&GatewayCondition>,
     now: &str,
 ) -> GatewayCondition {
+    // Clusters that can't tell are left out of the tally.
+    let receiving = words.len();
+    let words: BTreeMap<&String, &Word> =
+        words.iter().filter(|(_, w)| **w != Word::Untold).collect();
     let total = words.len();
-    let accepted = words.values().filter(|w| **w == Word::Accepted).count();
+    let accepted = words.values().filter(|w| ***w == Word::Accepted).count();
     let tally = format!("Accepted by {accepted}/{total} clusters");
     let refused: Vec<_> = words
         .iter()
@@ -167,7 +179,13 @@ pub fn condition(
         (
             "Unknown",
             "Pending".to_owned(),
-            "served, but no remote cluster receives it".to_owned(),
+            if receiving == 0 {
+                "served, but no remote cluster receives it".to_owned()
+            } else {
+                format!(
+                    "none of the {receiving} clusters receiving it reports its controllers' status"
+                )
+            },
         )
     } else if let Some((_, reason, _)) = refused.first() {
         let mut parts: Vec<String> = refused

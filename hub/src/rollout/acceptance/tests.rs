@@ -10,9 +10,11 @@ use meshhub_mcp::ledger::Outcome;
 use meshhub_mcp::snapshot::{CollectionSnapshot, EncodedResource, Snapshot};
 use meshhub_rollout::{Cause, Phase};
 
-use super::awaited;
+use super::{REFUSAL_SETTLE_MS, awaited};
 use crate::history::version_id;
-use crate::rollout::tests::{VS, controller, controller_and_view, delivery, names};
+use crate::rollout::tests::{
+    VS, controller, controller_and_view, delivery, names, policy_of, unlabelled, wave,
+};
 
 const ROUTES: &str = "k8s/gateway.networking.k8s.io/v1/httproutes";
 const GRANTS: &str = "k8s/gateway.networking.k8s.io/v1/referencegrants";
@@ -113,17 +115,24 @@ fn ack(
 fn the_objects_awaited_are_the_ones_of_kinds_with_a_status_the_change_brought() {
     let before = snapshot("1", "1");
     let after = snapshot("2", "2");
-    let got = awaited(Some(&before), &after);
+    let got = awaited(Some(&before), &after, None).objects;
     assert_eq!(
         got,
         BTreeMap::from([((ROUTES.to_owned(), "shop/a".to_owned()), "2".to_owned())]),
         "shop/b is unchanged, a VirtualService and a ReferenceGrant have no controller status"
     );
-    assert!(awaited(Some(&after), &after).is_empty());
+    assert!(awaited(Some(&after), &after, None).objects.is_empty());
     assert_eq!(
-        awaited(None, &after).len(),
+        awaited(None, &after, None).objects.len(),
         2,
         "without the previous version: every route"
+    );
+    // ... but one its controller refused already at that very version.
+    let reports = report("a", "2", ConditionStatus::False, 2);
+    assert_eq!(
+        awaited(None, &after, Some(&reports["a"])).objects.len(),
+        1,
+        "shop/a stood refused before: not this rollout's doing"
     );
 }
 
@@ -158,8 +167,10 @@ fn an_acked_cluster_passes_only_once_its_controller_accepted_the_new_generation(
 }
 
 #[test]
-fn a_refusal_by_the_controller_rolls_the_canary_back_like_a_nack() {
-    let mut c = controller();
+fn a_refusal_by_the_controller_that_stands_rolls_the_canary_back_like_a_nack_once() {
+    let (audit, mut records) = crate::audit::AuditLog::capture();
+    let policy = policy_of(vec![wave("canary", &["a"]), wave("rest", &["b", "c"])]);
+    let mut c = crate::rollout::Controller::new(policy, unlabelled(&["a", "b", "c"]), audit).0;
     let v1 = latest("1", "1");
     c.built(0, &v1);
     let v2 = latest("2", "2");
@@ -171,7 +182,14 @@ fn a_refusal_by_the_controller_rolls_the_canary_back_like_a_nack() {
         c.reports(25, &report("a", "1", ConditionStatus::False, 2))
             .is_empty()
     );
-    let serve = c.reports(30, &report("a", "2", ConditionStatus::False, 2));
+    // A refusal must stand: the first tick after the settle time decides.
+    assert!(
+        c.reports(30, &report("a", "2", ConditionStatus::False, 2))
+            .is_empty()
+    );
+    assert!(c.next_tick().is_some_and(|t| t <= 30 + REFUSAL_SETTLE_MS));
+    assert!(c.tick(30 + REFUSAL_SETTLE_MS - 1).is_empty());
+    let serve = c.tick(30 + REFUSAL_SETTLE_MS);
     assert_eq!(names(&serve), ["a"]);
     assert_eq!(version_id(&serve[0].1), version_id(&v1[&Group::from("a")]));
     let Phase::RolledBack { failure } = &c.rollout.as_ref().unwrap().phase else {
@@ -186,6 +204,19 @@ fn a_refusal_by_the_controller_rolls_the_canary_back_like_a_nack() {
         "{}",
         failure.message
     );
+    // Answered: later reports of the refusal are not judged again.
+    while records.try_recv().is_ok() {}
+    assert!(
+        c.reports(40_000, &report("a", "2", ConditionStatus::False, 1))
+            .is_empty()
+    );
+    assert!(
+        c.reports(40_010, &report("a", "2", ConditionStatus::False, 2))
+            .is_empty()
+    );
+    assert!(c.tick(60_000).is_empty());
+    assert!(records.try_recv().is_err(), "nothing recorded again");
+    assert!(c.awaiting_acceptance().is_empty());
 }
 
 #[test]
@@ -213,6 +244,52 @@ fn an_agent_that_reports_no_controller_status_does_not_hold_its_cluster() {
         Arc::new(crate::upward::state::ClusterReport::default()),
     )]));
     c.reports(15, &silent);
+    ack(&mut c, 20, "a", &v2[&Group::from("a")]);
+    assert!(matches!(
+        c.rollout.as_ref().unwrap().phase,
+        Phase::Baking { .. }
+    ));
+}
+
+#[test]
+fn a_refusal_that_clears_within_the_settle_time_does_not_fail_the_wave() {
+    let mut c = controller();
+    c.built(0, &latest("1", "1"));
+    let v2 = latest("2", "2");
+    c.built(10, &v2);
+    ack(&mut c, 20, "a", &v2[&Group::from("a")]);
+    // The route applied a moment before the listener it names.
+    assert!(
+        c.reports(30, &report("a", "2", ConditionStatus::False, 2))
+            .is_empty()
+    );
+    c.reports(40, &report("a", "2", ConditionStatus::True, 2));
+    assert!(matches!(
+        c.rollout.as_ref().unwrap().phase,
+        Phase::Baking { .. }
+    ));
+    c.tick(30 + REFUSAL_SETTLE_MS);
+    assert!(!matches!(
+        c.rollout.as_ref().unwrap().phase,
+        Phase::RolledBack { .. }
+    ));
+}
+
+#[test]
+fn an_object_its_agent_left_out_past_its_cap_does_not_hold_the_cluster() {
+    let mut c = controller();
+    c.built(0, &latest("1", "1"));
+    let v2 = latest("2", "2");
+    c.built(10, &v2);
+    let mut r = crate::upward::state::ClusterReport::default();
+    r.view.gateway_api_status = Some(GatewayApiStatusView {
+        objects: vec![],
+        omitted: 5_000,
+    });
+    c.reports(
+        15,
+        &Arc::new(BTreeMap::from([("a".to_owned(), Arc::new(r))])),
+    );
     ack(&mut c, 20, "a", &v2[&Group::from("a")]);
     assert!(matches!(
         c.rollout.as_ref().unwrap().phase,

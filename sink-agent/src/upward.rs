@@ -308,6 +308,10 @@ async fn run(
             istiod_version: release.as_ref(),
             crds: crds.as_ref(),
         });
+        // Not held across the wait below: the applier's next change to
+        // what it holds would otherwise copy all of it (`Arc::make_mut`).
+        drop(object_statuses);
+        drop(apply);
         let held = exports.as_deref();
         let exports = exports_collection(held.map_or(&[], |e| e.exports.as_slice()));
         // Without MCS there is nothing to watch: the (empty) set is whole.

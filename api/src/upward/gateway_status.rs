@@ -67,6 +67,10 @@ pub struct ObjectStatusView {
     /// Per parent, ancestor or listener.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub parents: Vec<ParentStatusView>,
+    /// A route's number of `spec.parentRefs` (0: not a route, or not
+    /// said): accepted only when each has its entry.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub parent_refs: u32,
 }
 
 /// What a parent entry stands for.
@@ -273,6 +277,7 @@ impl ObjectStatusView {
                     .filter(|p| p.role != ParentRole::Listener)
                     .collect();
                 !entries.is_empty()
+                    && entries.len() >= self.parent_refs as usize
                     && entries
                         .iter()
                         .all(|p| accepted(p.conditions.iter().find(current)))
@@ -345,6 +350,13 @@ mod tests {
         assert_eq!(r.acceptance(), Acceptance::Pending);
         // Nothing written yet.
         assert_eq!(route(1, vec![]).acceptance(), Acceptance::Pending);
+        // Two parents in its spec, one entry: the other parent's
+        // controller (or Gateway) is not there.
+        let mut r = route(2, vec![parent("a", vec![condition(True, 2)])]);
+        r.parent_refs = 2;
+        assert_eq!(r.acceptance(), Acceptance::Pending);
+        r.parent_refs = 1;
+        assert_eq!(r.acceptance(), Acceptance::Accepted);
         assert_eq!(
             route(1, vec![parent("a", vec![condition(Unknown, 1)])]).acceptance(),
             Acceptance::Pending

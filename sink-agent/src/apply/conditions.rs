@@ -22,6 +22,11 @@ use super::HUB_VERSION;
 /// A condition's message is cut to this many bytes (at a character
 /// boundary) in the report.
 pub const MESSAGE_BYTES: usize = 1024;
+/// At most this many parent, ancestor and listener entries per object (the
+/// Gateway API allows 32 parents and 64 listeners).
+pub const MAX_ENTRIES: usize = 64;
+/// At most this many conditions per entry (the Gateway API allows 8).
+pub const MAX_CONDITIONS: usize = 16;
 
 /// Whether objects of `group`/`kind` have a status the agent reports: the
 /// Gateway API kinds but ReferenceGrant, which has none.
@@ -53,23 +58,37 @@ pub fn of(collection: &str, obj: &DynamicObject) -> GatewayApiObjectStatus {
     };
     let mut parents: Vec<ParentStatus> = list("parents")
         .iter()
+        .take(MAX_ENTRIES)
         .map(|p| entry(ParentRole::Parent, p.get("parentRef"), p))
         .collect();
     parents.extend(
         list("ancestors")
             .iter()
+            .take(MAX_ENTRIES)
             .map(|p| entry(ParentRole::Ancestor, p.get("ancestorRef"), p)),
     );
-    parents.extend(list("listeners").iter().map(|l| ParentStatus {
-        role: ParentRole::Listener.into(),
-        name: text(l, "name"),
-        conditions: conditions(l),
-        ..Default::default()
-    }));
+    parents.extend(
+        list("listeners")
+            .iter()
+            .take(MAX_ENTRIES)
+            .map(|l| ParentStatus {
+                role: ParentRole::Listener.into(),
+                name: text(l, "name"),
+                conditions: conditions(l),
+                ..Default::default()
+            }),
+    );
+    let parent_refs = obj
+        .data
+        .get("spec")
+        .and_then(|s| s.get("parentRefs"))
+        .and_then(Value::as_array)
+        .map_or(0, |r| u32::try_from(r.len()).unwrap_or(u32::MAX));
     GatewayApiObjectStatus {
         collection: collection.to_owned(),
         name,
         version,
+        parent_refs,
         generation: obj.metadata.generation.unwrap_or_default(),
         conditions: status.map(conditions).unwrap_or_default(),
         parents,
@@ -101,7 +120,7 @@ fn conditions(holder: &Value) -> Vec<StatusCondition> {
     holder
         .get("conditions")
         .and_then(Value::as_array)
-        .map(|cs| cs.iter().map(condition).collect())
+        .map(|cs| cs.iter().take(MAX_CONDITIONS).map(condition).collect())
         .unwrap_or_default()
 }
 
@@ -182,6 +201,7 @@ status:
         );
         let s = of("gateway.networking.k8s.io/v1/HTTPRoute", &o);
         assert_eq!(s.name, "shop/r");
+        assert_eq!(s.parent_refs, 0, "spec: {{}}");
         assert_eq!(s.version, "v7");
         assert_eq!(s.generation, 3);
         assert!(s.conditions.is_empty());

@@ -230,19 +230,28 @@ pub fn build(i: &Inputs<'_>) -> ClusterStatus {
 }
 
 /// At most this many objects' statuses are reported (the rest counted in
-/// `omitted`): with conditions cut to 1 KiB each, a report stays within a
-/// few MiB, below the message limit.
+/// `omitted`; also bounded in bytes: [`STATUS_BYTES_REPORTED`]).
 pub const STATUS_OBJECTS_REPORTED: usize = 5_000;
 
+/// At most this many encoded bytes of objects' statuses per report (the
+/// rest counted in `omitted`): with the other parts of a report, well
+/// below the hubs' message limit.
+pub const STATUS_BYTES_REPORTED: usize = 4 * 1024 * 1024;
+
 fn gateway_api_status(held: &ObjectStatuses) -> GatewayApiStatus {
+    let mut objects = Vec::new();
+    let mut bytes = 0;
+    for o in held.values() {
+        let len = prost::Message::encoded_len(o);
+        if objects.len() == STATUS_OBJECTS_REPORTED || bytes + len > STATUS_BYTES_REPORTED {
+            break;
+        }
+        bytes += len;
+        objects.push(o.clone());
+    }
     GatewayApiStatus {
-        objects: held
-            .values()
-            .take(STATUS_OBJECTS_REPORTED)
-            .cloned()
-            .collect(),
-        omitted: u32::try_from(held.len().saturating_sub(STATUS_OBJECTS_REPORTED))
-            .unwrap_or(u32::MAX),
+        omitted: u32::try_from(held.len() - objects.len()).unwrap_or(u32::MAX),
+        objects,
     }
 }
 

@@ -73,6 +73,7 @@ fn report(
             name: "shop/a".into(),
             version: version.into(),
             generation: 2,
+            parent_refs: 1,
             conditions: vec![],
             parents: vec![ParentStatusView {
                 role: ParentRole::Parent,

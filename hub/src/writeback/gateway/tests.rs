@@ -25,6 +25,7 @@ fn report(version: &str, status: ConditionStatus, reason: &str) -> GatewayApiSta
             name: "shop/r".into(),
             version: version.into(),
             generation: 2,
+            parent_refs: 1,
             conditions: vec![],
             parents: vec![ParentStatusView {
                 role: ParentRole::Parent,
@@ -210,6 +211,7 @@ fn a_gateway_gets_one_condition_of_its_own_type() {
             name: "infra/gw".into(),
             version: "v1".into(),
             generation: 1,
+            parent_refs: 0,
             conditions: vec![accepted(ConditionStatus::True, 1, "Accepted")],
             parents: vec![ParentStatusView {
                 role: ParentRole::Listener,

@@ -21,18 +21,37 @@ const MAX_PARENTS: usize = 64;
 const MAX_CONDITIONS: usize = 16;
 /// At most this many bytes of a condition's message.
 const MAX_MESSAGE: usize = 1024;
+/// At most this many conditions of one cluster in all: the caps above
+/// multiply to millions; past this budget objects are left out (counted in
+/// `omitted`).
+pub const MAX_CONDITIONS_TOTAL: usize = 50_000;
 
 /// The view of `s`.
 pub fn gateway_status_view(s: &GatewayApiStatus) -> GatewayApiStatusView {
+    let mut budget = MAX_CONDITIONS_TOTAL;
     let mut objects: Vec<ObjectStatusView> = s
         .objects
         .iter()
         .take(MAX_OBJECTS)
+        .take_while(|o| {
+            let n = o.conditions.len().min(MAX_CONDITIONS)
+                + o.parents
+                    .iter()
+                    .take(MAX_PARENTS)
+                    .map(|p| p.conditions.len().min(MAX_CONDITIONS))
+                    .sum::<usize>();
+            budget = match budget.checked_sub(n) {
+                Some(left) => left,
+                None => return false,
+            };
+            true
+        })
         .map(|o| ObjectStatusView {
             collection: bounded(&o.collection),
             name: bounded(&o.name),
             version: bounded(&o.version),
             generation: o.generation,
+            parent_refs: o.parent_refs,
             conditions: conditions(&o.conditions),
             parents: o
                 .parents
@@ -129,6 +148,34 @@ mod tests {
         assert_eq!(c.status, ConditionStatus::False);
         assert!(c.message.len() <= MAX_MESSAGE + 4, "{}", c.message.len());
         assert!(v.object("c", "b/r").is_some());
+    }
+
+    #[test]
+    fn a_flood_of_conditions_is_cut_to_the_clusters_budget() {
+        let mut heavy = object("c", "a/r");
+        heavy.parents[0].conditions[0].message.clear();
+        heavy.parents = (0..MAX_PARENTS).map(|_| heavy.parents[0].clone()).collect();
+        for p in &mut heavy.parents {
+            p.conditions = (0..MAX_CONDITIONS)
+                .map(|_| p.conditions[0].clone())
+                .collect();
+        }
+        let per_object = MAX_PARENTS * MAX_CONDITIONS;
+        let s = GatewayApiStatus {
+            objects: (0..MAX_CONDITIONS_TOTAL / per_object + 100)
+                .map(|i| proto::GatewayApiObjectStatus {
+                    name: format!("ns/{i:06}"),
+                    ..heavy.clone()
+                })
+                .collect(),
+            omitted: 0,
+        };
+        let v = gateway_status_view(&s);
+        assert_eq!(v.objects.len(), MAX_CONDITIONS_TOTAL / per_object);
+        assert_eq!(
+            v.omitted as usize,
+            100 + MAX_CONDITIONS_TOTAL / per_object - v.objects.len()
+        );
     }
 
     #[test]

@@ -7,11 +7,16 @@
 #
 # Usage: e2e/peers/istio.sh istiod       build (or reuse) istiod 1.28, print its path
 #        e2e/peers/istio.sh istiod-1.23  the same for istiod 1.23 (pre-1.24 type URLs)
+#        e2e/peers/istio.sh istiod-newest the same for the newest istiod the proxy
+#                                        serves (Istio master, see the pin below)
 #        e2e/peers/istio.sh istio15      build (or reuse) galley, mcpc, mcpsink15; print the bin dir
 #        e2e/peers/istio.sh module       download (or reuse) istiod 1.28's Go module,
 #                                        print its directory (its CRDs and test
 #                                        data are read by tests, never copied)
-#        e2e/peers/istio.sh all          the three builds above, print nothing
+#        e2e/peers/istio.sh module-newest the same for the newest istiod's module
+#                                        (its crd-all.gen.yaml: the newest line
+#                                        of the validation parity test)
+#        e2e/peers/istio.sh all          the four builds above, print nothing
 #
 # Binaries are cached outside the repository, in
 #   ${MESHHUB_CACHE:-~/.cache/meshhub}/istio-<version>/bin
@@ -25,12 +30,22 @@
 #   1.23.2 = commit da0b3f29e9f9, 2024-09-17 19:00:16 UTC
 #   1.5.0  = commit c3c353285578, 2020-03-04 11:49:59 UTC
 # (1.23.3-1.23.6 and 1.22.4+ are not served by the proxy reachable here.)
+# The newest line: Istio's release tags after 1.28.3 are not served, master
+# pseudo-versions are. The newest one the proxy serves is its @latest:
+#   newest = commit eed52ebb66ad on master, 2026-08-27 12:45:20 UTC
+# computed by asking the proxy itself rather than from a tag
+# (`go list -m -json istio.io/istio@latest` answers this pseudo-version, built
+# from the commit's hash and committer time like the tags' pins above). Its
+# go.mod says go 1.26.0 and needs no replace beyond Istio's own. The version
+# it reports (`pilot-discovery version`) is "newest".
 set -euo pipefail
 
 ISTIOD_TAG="1.28.3"
 ISTIOD_VERSION="v0.0.0-20260114100434-4c1f845d839e"
 ISTIOD_OLD_TAG="1.23.2"
 ISTIOD_OLD_VERSION="v0.0.0-20240917190016-da0b3f29e9f9"
+ISTIOD_NEWEST_TAG="newest"
+ISTIOD_NEWEST_VERSION="v0.0.0-20260827124520-eed52ebb66ad"
 ISTIO15_TAG="1.5.0"
 ISTIO15_VERSION="v0.0.0-20200304114959-c3c353285578"
 cache="${MESHHUB_CACHE:-$HOME/.cache/meshhub}"
@@ -149,23 +164,27 @@ ISTIOD_OLD_REPLACES="replace istio.io/client-go => istio.io/client-go v1.23.1"
 # must not depend on an istiod build having happened to put it there (a
 # prebuilt MESHHUB_ISTIOD_BIN, or a module cache emptied since).
 istio_module() {
+  local version="$1"
   need_go
   local dir
-  dir="$(GOFLAGS=-mod=mod go mod download -json "istio.io/istio@$ISTIOD_VERSION" \
+  dir="$(GOFLAGS=-mod=mod go mod download -json "istio.io/istio@$version" \
     | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
-  [ -d "$dir" ] || { log "could not download istio.io/istio@$ISTIOD_VERSION"; exit 1; }
+  [ -d "$dir" ] || { log "could not download istio.io/istio@$version"; exit 1; }
   echo "$dir"
 }
 
 case "${1:-all}" in
-  module) istio_module ;;
+  module) istio_module "$ISTIOD_VERSION" ;;
+  module-newest) istio_module "$ISTIOD_NEWEST_VERSION" ;;
   istiod) build_istiod "$ISTIOD_TAG" "$ISTIOD_VERSION" "$ISTIOD_REPLACES" ;;
   istiod-1.23) build_istiod "$ISTIOD_OLD_TAG" "$ISTIOD_OLD_VERSION" "$ISTIOD_OLD_REPLACES" ;;
+  istiod-newest) build_istiod "$ISTIOD_NEWEST_TAG" "$ISTIOD_NEWEST_VERSION" ;;
   istio15) build_istio15 ;;
   all)
     build_istiod "$ISTIOD_TAG" "$ISTIOD_VERSION" "$ISTIOD_REPLACES" >/dev/null
     build_istiod "$ISTIOD_OLD_TAG" "$ISTIOD_OLD_VERSION" "$ISTIOD_OLD_REPLACES" >/dev/null
+    build_istiod "$ISTIOD_NEWEST_TAG" "$ISTIOD_NEWEST_VERSION" >/dev/null
     build_istio15 >/dev/null
     ;;
-  *) log "unknown target '$1' (istiod, istiod-1.23, istio15, module, all)"; exit 2 ;;
+  *) log "unknown target '$1' (istiod, istiod-1.23, istiod-newest, istio15, module, module-newest, all)"; exit 2 ;;
 esac

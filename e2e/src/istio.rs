@@ -64,15 +64,43 @@ pub fn istiod_1_23_bin() -> &'static Path {
 /// istiod was built here). Read at test time, never committed.
 pub fn istio_module_dir() -> PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let dir = std::env::var_os("MESHHUB_ISTIO_MODULE_DIR")
-            .filter(|d| !d.is_empty())
-            .map(PathBuf::from)
-            .unwrap_or_else(|| peer_script("module"));
-        assert!(dir.is_dir(), "Istio's module is not at {}", dir.display());
-        dir
-    })
-    .clone()
+    DIR.get_or_init(|| module_from("MESHHUB_ISTIO_MODULE_DIR", "module"))
+        .clone()
+}
+
+/// `pilot-discovery` of the newest Istio the module proxy serves (Istio
+/// master, pinned in `e2e/peers/istio.sh`): `MESHHUB_ISTIOD_NEWEST_BIN` if
+/// set, else what `e2e/peers/istio.sh istiod-newest` builds (about 7
+/// minutes cold on 2 cores, cached afterwards).
+pub fn istiod_newest_bin() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| istiod_from("MESHHUB_ISTIOD_NEWEST_BIN", "istiod-newest"))
+}
+
+/// The Go module [`istiod_newest_bin`] is built from (its CRDs at
+/// `manifests/charts/base/files/crd-all.gen.yaml`):
+/// `MESHHUB_ISTIO_NEWEST_MODULE_DIR` if set, else what
+/// `e2e/peers/istio.sh module-newest` prints. Read at test time, never
+/// committed.
+pub fn istio_newest_module_dir() -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| module_from("MESHHUB_ISTIO_NEWEST_MODULE_DIR", "module-newest"))
+        .clone()
+}
+
+/// A module directory: the environment variable `var` if set and not
+/// empty, else what `e2e/peers/istio.sh <target>` prints.
+fn module_from(var: &str, target: &str) -> PathBuf {
+    let dir = std::env::var_os(var)
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| peer_script(target));
+    assert!(
+        dir.is_dir(),
+        "Istio's module is not at {} (${var}, e2e/peers/istio.sh {target})",
+        dir.display()
+    );
+    dir
 }
 
 /// The CRDs of Istio 1.23 (`manifests/charts/base/crds/crd-all.gen.yaml`

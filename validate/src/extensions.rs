@@ -4,6 +4,7 @@
 use serde_json::Value;
 
 use crate::enums::{ENV_VALUE_SOURCE, TAG_OPERATION};
+use crate::go_url::strict_parse_scheme;
 use crate::json::{enum_field, field, has, int_field, list, map, num_field, str_field};
 use crate::report::{Report, at, idx, key};
 use crate::selectors::{check_policy_target, check_selector_labels, check_target_ref};
@@ -184,12 +185,15 @@ fn check_wasm_module(r: &mut Report, path: &str, v: &Value) {
     let up = at(path, "url");
     if url.is_empty() {
         r.err(up, "must be set");
-    } else if url.chars().any(|c| c.is_control() || c == ' ') {
-        r.err(up, format!("{url:?} is not a valid URL"));
-    } else if let Some((scheme, _)) = url.split_once("://")
-        && !WASM_SCHEMES.contains(&scheme.to_ascii_lowercase().as_str())
-    {
-        r.err(up, format!("unsupported URL scheme {scheme:?}"));
+    } else {
+        // As istiod parses it (Go's net/url, `http://` tried in front).
+        match strict_parse_scheme(url) {
+            Err(e) => r.err(up, format!("{url:?} is not a valid URL: {e}")),
+            Ok(scheme) if !scheme.is_empty() && !WASM_SCHEMES.contains(&scheme.as_str()) => {
+                r.err(up, format!("unsupported URL scheme {scheme:?}"));
+            }
+            Ok(_) => {}
+        }
     }
     let sha = str_field(v, "sha256");
     if !sha.is_empty()

@@ -32,6 +32,7 @@ mod enums;
 mod envoy;
 mod extensions;
 mod gateway_api;
+mod go_url;
 mod hosts;
 mod http;
 mod json;

@@ -436,6 +436,9 @@ fn check_jwt_rule(r: &mut Report, path: &str, rule: &Value) {
         let uri = str_field(rule, f);
         if !uri.is_empty() {
             r.check(at(path, f), validate_jwks_uri(uri));
+        } else if rule.get(f).is_some_and(|v| v.as_str() == Some("")) {
+            // The CRD's minLength: present, it is not empty.
+            r.err(at(path, f), "must not be empty when set");
         }
     }
     let jwks = str_field(rule, "jwks");

@@ -141,11 +141,12 @@ fn derive(by_release: &[(u32, BTreeMap<String, BTreeSet<String>>)]) -> Vec<Row> 
         let implied = loop {
             match up {
                 Some(q) if q != "spec" => {
-                    if first
-                        .get(&(*kind, q))
-                        .is_some_and(|m| *m > OLDEST_MINOR && m <= since)
-                    {
-                        break true;
+                    // Implied only by a parent new in the same release: a
+                    // field added later than its (new) parent is a row of
+                    // its own (`retryBudget` 1.27, its `budgetInterval`
+                    // 1.31).
+                    if let Some(m) = first.get(&(*kind, q)).filter(|m| **m > OLDEST_MINOR) {
+                        break m == since;
                     }
                     up = parent(q);
                 }

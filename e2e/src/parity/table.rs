@@ -61,6 +61,7 @@ impl Row {
 }
 
 /// A difference kept on purpose: which rows it covers and why.
+#[derive(Clone, Copy)]
 pub struct Disagreement {
     /// Short name.
     pub name: &'static str,

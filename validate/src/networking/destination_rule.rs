@@ -89,6 +89,15 @@ fn check_traffic_policy(r: &mut Report, path: &str, tp: &Value) {
         return;
     }
     check_policy_parts(r, path, tp);
+    // The CRD: a retry budget's percent (a DoubleValue) is in 0..100.
+    if let Some(pct) = field(tp, "retryBudget").and_then(|b| wrapped_num(b, "percent"))
+        && !(0.0..=100.0).contains(&pct)
+    {
+        r.err(
+            at(&at(path, "retryBudget"), "percent"),
+            format!("percentage {pct} is not in the range 0..100"),
+        );
+    }
     for (i, pl) in list(tp, "portLevelSettings").iter().enumerate() {
         let p = idx(&at(path, "portLevelSettings"), i);
         if !pl.is_object() {

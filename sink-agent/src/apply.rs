@@ -659,8 +659,10 @@ impl Task {
         let (obj, deleted) = match ev {
             Ok(Event::Apply(o)) => (o, false),
             Ok(Event::Delete(o)) => (o, true),
-            // A (re)list: only what the controllers wrote is taken; the
-            // sync that follows a watch's start repairs what drifted.
+            // A (re)list: only what the controllers wrote is taken (an
+            // object deleted while the watch was down stays until the next
+            // full sync's list replaces the collection's statuses); drift
+            // is repaired by that sync, not here.
             Ok(Event::InitApply(o)) => {
                 self.record_status(collection, &state.kind, &o, false);
                 return;

@@ -251,7 +251,11 @@ pub async fn write(
                     return Ok(Applied::Written(obj.metadata.resource_version));
                 }
                 obj.data["status"] = status;
-                match api.replace_status(name, &PostParams::default(), &obj).await {
+                let params = PostParams {
+                    field_manager: Some(FIELD_MANAGER.to_owned()),
+                    ..PostParams::default()
+                };
+                match api.replace_status(name, &params, &obj).await {
                     Ok(o) => return Ok(Applied::Written(o.metadata.resource_version)),
                     Err(kube::Error::Api(s)) if s.code == 409 && attempt < CONFLICT_RETRIES => {
                         attempt += 1;

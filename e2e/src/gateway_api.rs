@@ -102,3 +102,14 @@ pub fn applying_agent(
         ],
     )
 }
+
+/// Gateway `bookinfo/ingress` of class `istio`, one HTTP listener `http`
+/// on port 80 taking routes of its own namespace.
+pub const GATEWAY: &str = "apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: ingress, namespace: bookinfo}
+spec:
+  gatewayClassName: istio
+  listeners:
+  - {name: http, port: 80, protocol: HTTP, allowedRoutes: {namespaces: {from: Same}}}
+";

@@ -31,7 +31,7 @@
 
 use std::path::Path;
 
-use meshhub_e2e::gateway_api::{applying_agent, prepare_remote};
+use meshhub_e2e::gateway_api::{GATEWAY, applying_agent, prepare_remote};
 use meshhub_e2e::istio::{ConfigSource, ISTIOD_START, Istiod, istiod_bin};
 use meshhub_e2e::kube::{ControlPlanes, apply_yaml, get, rbac_manifest};
 use meshhub_e2e::yaml::cluster;
@@ -45,15 +45,6 @@ const NET: &str = "networking.istio.io/v1";
 const ROUTES: &str = "k8s/gateway.networking.k8s.io/v1/httproutes";
 const GATEWAYS: &str = "k8s/gateway.networking.k8s.io/v1/gateways";
 const VS: &str = "istio/networking/v1alpha3/virtualservices";
-
-const GATEWAY: &str = "apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {name: ingress, namespace: bookinfo}
-spec:
-  gatewayClassName: istio
-  listeners:
-  - {name: http, port: 80, protocol: HTTP, allowedRoutes: {namespaces: {from: Same}}}
-";
 
 const ROUTE: &str = "apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
@@ -328,6 +319,22 @@ async fn gateway_api_objects_reach_clusters_with_the_crds_and_are_withheld_from_
         out.contains("east: Warning [MH0004]") && out.contains("has no listener \"https\""),
         "{out}"
     );
+    // east has no Service `reviews` (its agent lists east's Services):
+    // IST0101 there, as istiod's `ResolvedRefs=False` `BackendNotFound`.
+    let out = eventually_some("IST0101 for east's missing backend", async || {
+        let (ok, out, _) = meshhubctl(&[
+            "describe",
+            "HTTPRoute",
+            "bookinfo/orphan",
+            "--admin",
+            &admin,
+        ]);
+        (ok.success()
+            && out.contains("east: Error [IST0101]")
+            && out.contains("Referenced Service not found: \"bookinfo/reviews\""))
+        .then_some(out)
+    })
+    .await;
     assert!(
         out.contains("no: Gateway bookinfo/ingress (https): NoMatchingParent"),
         "the refusal names the parent: {out}\n{orphan}"

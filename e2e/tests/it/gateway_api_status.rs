@@ -13,7 +13,7 @@
 
 use std::time::{Duration, Instant};
 
-use meshhub_e2e::gateway_api::{applying_agent, prepare_remote};
+use meshhub_e2e::gateway_api::{GATEWAY, applying_agent, prepare_remote};
 use meshhub_e2e::istio::{ConfigSource, ISTIOD_START, Istiod, istiod_bin};
 use meshhub_e2e::kube::{ControlPlanes, apply_yaml, get, rbac_manifest};
 use meshhub_e2e::yaml::cluster;
@@ -24,15 +24,6 @@ use serde_json::Value;
 const REMOTES: [&str; 3] = ["c1", "c2", "c3"];
 /// Routes written and timed one after another.
 const ROUTES: usize = 10;
-
-const GATEWAY: &str = "apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {name: ingress, namespace: bookinfo}
-spec:
-  gatewayClassName: istio
-  listeners:
-  - {name: http, port: 80, protocol: HTTP, allowedRoutes: {namespaces: {from: Same}}}
-";
 
 fn route(name: &str) -> String {
     format!(

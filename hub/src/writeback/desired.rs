@@ -188,7 +188,8 @@ pub fn not_served(reason: &str, why: &str, generation: i64) -> Condition {
     }
 }
 
-fn cut(s: &str) -> String {
+/// `s` cut to the characters a status message quotes of a peer's.
+pub(super) fn cut(s: &str) -> String {
     match s.char_indices().nth(MESSAGE_CHARS) {
         Some((i, _)) => format!("{}…", &s[..i]),
         None => s.to_owned(),

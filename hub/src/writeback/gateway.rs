@@ -17,10 +17,10 @@ use meshhub_kube::status::gateway::{
 use meshhub_proto::kinds::gateway_api::GROUP;
 use serde_json::Value;
 
+use super::desired::cut;
+
 /// At most this many clusters are named in a message.
 const NAMED: usize = 3;
-/// A controller's message is cut to this many characters.
-const MESSAGE_CHARS: usize = 300;
 
 /// What one cluster said of the object (or of one of its parents).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -252,13 +252,6 @@ fn api_reason(reason: &str) -> String {
         reason.to_owned()
     } else {
         "NotAccepted".to_owned()
-    }
-}
-
-fn cut(s: &str) -> String {
-    match s.char_indices().nth(MESSAGE_CHARS) {
-        Some((i, _)) => format!("{}…", &s[..i]),
-        None => s.to_owned(),
     }
 }
 

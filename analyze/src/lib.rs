@@ -22,7 +22,7 @@
 //! | IST0160 | MultipleTelemetriesWithoutWorkloadSelectors | Error | several namespace-wide Telemetries in a namespace |
 //! | IST0176 | GatewayAPICRDVersionBelowMinimum | Warning | a Gateway API CRD of the cluster older than its Istio release requires ([`Cluster`]) |
 //! | MH0001 | ServiceEntryAddressConflict | Warning | ServiceEntries for different hosts on one address and port |
-//! | MH0002 | IstioVersionSkew | Warning | a kind, field or enum value the cluster's Istio release does not know ([`since`], [`Target`]) |
+//! | MH0002 | IstioVersionSkew | Warning | a kind, field or enum value the cluster's Istio release does not know, or a value its validation refuses that a newer release accepts ([`since`], [`Target`]) |
 //! | MH0003 | ReferenceNotPermitted | Error | a Gateway API route's backend, or a Gateway's or ListenerSet's certificate, in another namespace that no ReferenceGrant of the set permits |
 //! | MH0004 | GatewayApiParentNotFound | Warning | a Gateway API route's parent Gateway or ListenerSet (or the listener its `sectionName` names) the set lacks |
 //!

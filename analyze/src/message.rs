@@ -108,7 +108,8 @@ pub const SERVICE_ENTRY_ADDRESS_CONFLICT: Code = Code {
     severity: Severity::Warning,
 };
 /// MH0002 (meshhub's own): an object, field or enum value needs a newer
-/// Istio than the cluster runs; the older istiod would drop it silently.
+/// Istio than the cluster runs (the older istiod would drop it silently),
+/// or a value does that the older release's validation refuses.
 pub const ISTIO_VERSION_SKEW: Code = Code {
     code: "MH0002",
     name: "IstioVersionSkew",

@@ -1,6 +1,7 @@
 //! Which Istio release first knows each kind, field and enum value added
-//! after Istio 1.22 (the "since" table, `since.tsv` beside this file), and
-//! what an object needs of that table.
+//! after Istio 1.22, and first accepts each value its validation refused
+//! before (the "since" table, `since.tsv` beside this file), and what an
+//! object needs of that table.
 //!
 //! An older istiod decodes what it receives over MCP with its own protobuf
 //! types and drops a field it does not know without a word (and ACKs); an
@@ -10,7 +11,13 @@
 //!
 //! The table is data written by us from the CRD schemas of each
 //! `istio.io/api` release; a test reads those CRDs from the Go module cache
-//! and fails when the table differs (analyze/tests/it/since.rs).
+//! and fails when the table differs (analyze/tests/it/since.rs). Its value
+//! rows (`path in …`: values a newer istiod's validation accepts that an
+//! older one refuses) are no CRD's to check: they come from Istio's
+//! sources and release notes, and the differential test's Istio lines
+//! check them (e2e/tests/it/validation_parity.rs: a line older than the
+//! row must refuse every object using the values, a line as new as the row
+//! is compared with meshhub's verdict on them).
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fmt;
@@ -104,12 +111,17 @@ pub struct Need {
     /// Where in the object (`spec.subsets[0].trafficPolicy.retryBudget`);
     /// empty: the kind itself.
     pub path: String,
-    /// The enum value, when what is new is a value of the field.
+    /// The value, when what is new is a value of the field: an enum value
+    /// as written (`WAYPOINT`); of a value row, the value as JSON (`0.5`,
+    /// `"source.trustDomain"`).
     pub value: Option<String>,
+    /// Of a value row: the values releases before `since` refuse (`(0,1)`,
+    /// `{source.trustDomain}`).
+    pub within: Option<String>,
 }
 
 /// One row of the table.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Row {
     /// The first minor (of 1.x) that knows it.
     pub since: u32,
@@ -118,8 +130,137 @@ pub struct Row {
     /// The schema path (`spec.trafficPolicy.retryBudget`, `*` for a map's
     /// values); empty: the kind.
     pub path: String,
-    /// The enum value, if the row is about one.
-    pub value: Option<String>,
+    /// What at that path is new.
+    pub what: What,
+}
+
+/// What a row says a release first knows at its path.
+#[derive(Clone, Debug, PartialEq)]
+pub enum What {
+    /// The field (with an empty path: the kind).
+    Field,
+    /// One value of an enum the CRD schema lists (`path=V`).
+    Enum(String),
+    /// Values of the field that istiod's validation first accepts in that
+    /// release and refused before (`path in …`); no CRD schema states them.
+    Values(Values),
+}
+
+impl Row {
+    /// Whether the CRD schemas of `istio.io/api` show the row (a kind, a
+    /// field, an enum value), so that the table-vs-CRD test can derive it;
+    /// a value row is checked by the differential test's Istio lines.
+    pub fn in_crds(&self) -> bool {
+        !matches!(self.what, What::Values(_))
+    }
+}
+
+/// The table's text of a row (`1.31\tDestinationRule\tspec.a in (0,1)`).
+impl fmt::Display for Row {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "1.{}\t{}\t{}", self.since, self.kind, self.path)?;
+        match &self.what {
+            What::Field => Ok(()),
+            What::Enum(v) => write!(f, "={v}"),
+            What::Values(v) => write!(f, " in {v}"),
+        }
+    }
+}
+
+/// The values of a value row.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Values {
+    /// `{a,b}`: these strings.
+    Strings(Vec<String>),
+    /// `(lo,hi)`, `[lo,hi]` or mixed: the numbers between (a wrapper's
+    /// `{value: n}` included); an empty bound is unbounded.
+    Range {
+        /// The lower bound and whether it is included.
+        low: Option<(f64, bool)>,
+        /// The upper bound and whether it is included.
+        high: Option<(f64, bool)>,
+    },
+}
+
+impl Values {
+    /// Reads `{a,b}` or a range (`(0,1)`, `[1,)`).
+    fn parse(s: &str) -> Result<Self, &'static str> {
+        if let Some(inner) = s.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
+            let items: Vec<String> = inner.split(',').map(|i| i.trim().to_owned()).collect();
+            if items.iter().any(String::is_empty) {
+                return Err("an empty string in a value set");
+            }
+            return Ok(Self::Strings(items));
+        }
+        let open = s.chars().next();
+        let close = s.chars().last();
+        let (Some(open @ ('(' | '[')), Some(close @ (')' | ']'))) = (open, close) else {
+            return Err("values are {a,b} or a range (lo,hi) / [lo,hi]");
+        };
+        let Some((lo, hi)) = s[1..s.len() - 1].split_once(',') else {
+            return Err("a range has two bounds");
+        };
+        let bound = |b: &str, inclusive: bool| -> Result<Option<(f64, bool)>, &'static str> {
+            let b = b.trim();
+            if b.is_empty() {
+                return Ok(None);
+            }
+            match b.parse::<f64>() {
+                Ok(x) if x.is_finite() => Ok(Some((x, inclusive))),
+                _ => Err("a range's bound is a number"),
+            }
+        };
+        let (low, high) = (bound(lo, open == '[')?, bound(hi, close == ']')?);
+        match (low, high) {
+            (None, None) => Err("a range bounds at least one side"),
+            (Some((l, li)), Some((h, hi))) if l > h || (l == h && !(li && hi)) => {
+                Err("an empty range")
+            }
+            _ => Ok(Self::Range { low, high }),
+        }
+    }
+
+    /// `v` as JSON text when it is one of the values.
+    fn matching(&self, v: &Value) -> Option<String> {
+        match self {
+            Self::Strings(set) => {
+                let s = v.as_str()?;
+                set.iter().any(|x| x == s).then(|| v.to_string())
+            }
+            Self::Range { low, high } => {
+                let n = match v {
+                    Value::Number(n) => n,
+                    Value::Object(o) => o.get("value")?.as_number()?,
+                    _ => return None,
+                };
+                let x = n.as_f64()?;
+                let above = low.is_none_or(|(l, inc)| if inc { x >= l } else { x > l });
+                let below = high.is_none_or(|(h, inc)| if inc { x <= h } else { x < h });
+                (above && below).then(|| n.to_string())
+            }
+        }
+    }
+}
+
+impl fmt::Display for Values {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Strings(set) => write!(f, "{{{}}}", set.join(",")),
+            Self::Range { low, high } => {
+                let (open, lo) = match low {
+                    Some((l, true)) => ('[', l.to_string()),
+                    Some((l, false)) => ('(', l.to_string()),
+                    None => ('(', String::new()),
+                };
+                let (close, hi) = match high {
+                    Some((h, true)) => (']', h.to_string()),
+                    Some((h, false)) => (')', h.to_string()),
+                    None => (')', String::new()),
+                };
+                write!(f, "{open}{lo},{hi}{close}")
+            }
+        }
+    }
 }
 
 /// A line of the table that is not a row.
@@ -133,7 +274,7 @@ pub struct TableError {
 }
 
 /// Reads a table (`#` comments, blank lines, then rows of
-/// `1.<minor>\t<Kind>\t<path>[=<value>]`).
+/// `1.<minor>\t<Kind>\t<path>[=<value>| in <values>]`).
 pub fn parse_table(text: &str) -> Result<Vec<Row>, TableError> {
     let mut rows = Vec::new();
     for (i, line) in text.lines().enumerate() {
@@ -154,18 +295,24 @@ pub fn parse_table(text: &str) -> Result<Vec<Row>, TableError> {
         if kind.is_empty() {
             return Err(err("no kind"));
         }
-        let (path, value) = match what.split_once('=') {
-            Some((p, v)) => (p, Some(v.to_owned())),
-            None => (what, None),
+        let (path, what) = if let Some((p, values)) = what.split_once(" in ") {
+            (p, What::Values(Values::parse(values).map_err(err)?))
+        } else if let Some((p, value)) = what.split_once('=') {
+            (p, What::Enum(value.to_owned()))
+        } else {
+            (what, What::Field)
         };
         if !path.is_empty() && !path.starts_with("spec.") && path != "spec" {
             return Err(err("a path starts at spec"));
+        }
+        if path.is_empty() && what != What::Field {
+            return Err(err("a value belongs to a field"));
         }
         rows.push(Row {
             since: v.minor,
             kind: kind.to_owned(),
             path: path.to_owned(),
-            value,
+            what,
         });
     }
     Ok(rows)
@@ -177,6 +324,8 @@ struct KindRows {
     kind: Option<u32>,
     fields: HashMap<String, u32>,
     values: HashMap<(String, String), u32>,
+    /// Value rows, by schema path.
+    accepts: HashMap<String, Vec<(Values, u32)>>,
     /// Schema paths whose object is a map (its keys are names, not fields).
     maps: HashSet<String>,
 }
@@ -205,12 +354,18 @@ fn index(rows: &[Row]) -> HashMap<String, KindRows> {
             }
             prefix.push_str(seg);
         }
-        match &r.value {
-            Some(v) => {
+        match &r.what {
+            What::Field => {
+                k.fields.insert(r.path.clone(), r.since);
+            }
+            What::Enum(v) => {
                 k.values.insert((r.path.clone(), v.clone()), r.since);
             }
-            None => {
-                k.fields.insert(r.path.clone(), r.since);
+            What::Values(v) => {
+                k.accepts
+                    .entry(r.path.clone())
+                    .or_default()
+                    .push((v.clone(), r.since));
             }
         }
     }
@@ -284,7 +439,9 @@ fn schema_paths(s: &Value, path: &str, out: &mut BTreeSet<String>) {
 /// The newest Istio minor (of 1.x) whose additions to `kind` a CRD schema
 /// with `paths` ([`crd_paths`]) all knows: one below the oldest row it
 /// lacks, the table's newest when it lacks none. An API server with that
-/// CRD refuses (strict validation) or prunes what a newer row adds.
+/// CRD refuses (strict validation) or prunes what a newer row adds. Value
+/// rows do not count (no schema shows them): the minor said is the
+/// release the CRDs come from as far as their fields tell.
 pub fn crd_knows(kind: &str, paths: &BTreeSet<String>) -> u32 {
     let newest = newest_minor();
     let Some(rows) = TABLE.get(kind) else {
@@ -322,6 +479,7 @@ pub fn needs(kind: &str, spec: &Value) -> Vec<Need> {
             since,
             path: String::new(),
             value: None,
+            within: None,
         });
     }
     walk(rows, "spec", "spec", spec, &mut out);
@@ -329,6 +487,16 @@ pub fn needs(kind: &str, spec: &Value) -> Vec<Need> {
 }
 
 fn walk(rows: &KindRows, schema: &str, shown: &str, v: &Value, out: &mut Vec<Need>) {
+    for (values, since) in rows.accepts.get(schema).into_iter().flatten() {
+        if let Some(value) = values.matching(v) {
+            out.push(Need {
+                since: *since,
+                path: shown.to_owned(),
+                value: Some(value),
+                within: Some(values.to_string()),
+            });
+        }
+    }
     match v {
         Value::Object(m) => {
             let map = rows.maps.contains(schema);
@@ -340,6 +508,7 @@ fn walk(rows: &KindRows, schema: &str, shown: &str, v: &Value, out: &mut Vec<Nee
                         since,
                         path: d.clone(),
                         value: None,
+                        within: None,
                     });
                 }
                 walk(rows, &s, &d, child, out);
@@ -356,6 +525,7 @@ fn walk(rows: &KindRows, schema: &str, shown: &str, v: &Value, out: &mut Vec<Nee
                     since,
                     path: shown.to_owned(),
                     value: Some(s.clone()),
+                    within: None,
                 });
             }
         }
@@ -364,121 +534,4 @@ fn walk(rows: &KindRows, schema: &str, shown: &str, v: &Value, out: &mut Vec<Nee
 }
 
 #[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::*;
-
-    #[test]
-    fn the_shipped_table_parses() {
-        let rows = parse_table(TABLE_TEXT).unwrap();
-        assert!(rows.len() > 50, "{}", rows.len());
-        assert!(
-            rows.iter()
-                .any(|r| r.kind == "TrafficExtension" && r.path.is_empty())
-        );
-    }
-
-    #[test]
-    fn bad_lines_are_named() {
-        let e = parse_table("# c\n1.30\tX\n").unwrap_err();
-        assert_eq!(e.line, 2);
-        assert!(
-            parse_table("1.20\tX\tspec.a\n").is_err(),
-            "older than the oldest"
-        );
-        assert!(parse_table("1.30\tX\tmetadata.a\n").is_err());
-    }
-
-    #[test]
-    fn versions_parse_as_istio_writes_them() {
-        let v = IstioVersion::parse("1.28.3").unwrap();
-        assert_eq!((v.major, v.minor, v.patch), (1, 28, Some(3)));
-        assert_eq!(IstioVersion::parse("v1.23").unwrap().to_string(), "1.23");
-        assert_eq!(
-            IstioVersion::parse("1.28.3-distroless")
-                .unwrap()
-                .to_string(),
-            "1.28.3"
-        );
-        assert!(
-            IstioVersion::parse("65536.65536.65536")
-                .unwrap()
-                .is_placeholder()
-        );
-        for bad in ["", "1", "x.y", "1.x", "1.2.3.4"] {
-            assert!(IstioVersion::parse(bad).is_err(), "{bad}");
-        }
-        let v = IstioVersion::parse("1.28.3").unwrap();
-        assert!(v.knows(28) && !v.knows(29));
-    }
-
-    #[test]
-    fn an_object_needs_what_it_uses() {
-        let spec = json!({
-            "host": "reviews",
-            "trafficPolicy": {"connectionPool": {"http": {"http2KeepAlive": {"interval": "1s"}}}},
-            "subsets": [{"name": "v1", "trafficPolicy": {"retryBudget": {"percent": 10}}}]
-        });
-        let n = needs("DestinationRule", &spec);
-        let got: Vec<(u32, &str)> = n.iter().map(|n| (n.since, n.path.as_str())).collect();
-        assert!(
-            got.contains(&(31, "spec.trafficPolicy.connectionPool.http.http2KeepAlive")),
-            "{got:?}"
-        );
-        assert!(
-            got.contains(&(27, "spec.subsets[0].trafficPolicy.retryBudget")),
-            "{got:?}"
-        );
-        assert!(needs("DestinationRule", &json!({"host": "r"})).is_empty());
-    }
-
-    #[test]
-    fn a_crd_knows_up_to_the_first_row_it_lacks() {
-        let crd = json!({"spec": {"names": {"kind": "DestinationRule"}, "versions": [{
-            "served": true,
-            "schema": {"openAPIV3Schema": {"properties": {"spec": {"properties": {
-                "host": {"type": "string"},
-                "trafficPolicy": {"properties": {"loadBalancer": {"properties": {
-                    "simple": {"enum": ["ROUND_ROBIN"]}}}}}
-            }}}}}
-        }]}});
-        let (kind, paths) = crd_paths(&crd).unwrap();
-        assert_eq!(kind, "DestinationRule");
-        assert!(paths.contains("spec.trafficPolicy.loadBalancer.simple=ROUND_ROBIN"));
-        // It lacks `warmup` (1.24): it knows 1.23.
-        assert_eq!(crd_knows(&kind, &paths), 23);
-        // A kind the table has nothing new for is known up to the newest.
-        assert_eq!(
-            crd_knows("PeerAuthentication", &BTreeSet::new()),
-            newest_minor()
-        );
-        assert!(crd_paths(&json!({"kind": "x"})).is_none());
-    }
-
-    #[test]
-    fn enum_values_kinds_and_map_values_are_needs() {
-        let ef =
-            json!({"configPatches": [{"applyTo": "LISTENER", "match": {"context": "WAYPOINT"}}]});
-        let n = needs("EnvoyFilter", &ef);
-        assert_eq!(n.len(), 1, "{n:?}");
-        assert_eq!(n[0].path, "spec.configPatches[0].match.context");
-        assert_eq!(n[0].value.as_deref(), Some("WAYPOINT"));
-        assert!(
-            needs(
-                "EnvoyFilter",
-                &json!({"configPatches": [{"match": {"context": "SIDECAR_INBOUND"}}]})
-            )
-            .is_empty()
-        );
-
-        let te = needs("TrafficExtension", &json!({}));
-        assert_eq!(te.len(), 1);
-        assert_eq!((te[0].since, te[0].path.as_str()), (30, ""));
-
-        let t = json!({"tracing": [{"customTags": {"my-tag": {"formatter": {"value": "x"}}}}]});
-        let n = needs("Telemetry", &t);
-        assert_eq!(n.len(), 1, "{n:?}");
-        assert_eq!(n[0].path, "spec.tracing[0].customTags.my-tag.formatter");
-    }
-}
+mod tests;

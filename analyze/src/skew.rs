@@ -1,7 +1,10 @@
 //! MH0002 (meshhub's own): an object, a field or an enum value needs a
 //! newer Istio than the cluster runs. The older istiod would drop the field
 //! silently (it decodes MCP with its own types and ACKs), and an older CRD
-//! schema would prune it: the message says so before that happens.
+//! schema would prune it: the message says so before that happens. So
+//! does a value the older release's validation refuses (a value row of the
+//! since table: `warmup.aggression` 0.5 before 1.31), which its API server
+//! or istiod would refuse and drop.
 //!
 //! A cluster whose version is unknown is taken as running the oldest
 //! release the table starts from (1.22): everything newer is flagged, and
@@ -62,9 +65,15 @@ pub fn check(objects: &[&Facts], target: &Target<'_>, out: &mut Report) {
 }
 
 fn text(f: &Facts, n: &Need, runs: &str) -> String {
-    match (&n.value, n.path.is_empty()) {
-        (Some(v), _) => format!("value {v:?} needs Istio 1.{}; {runs}", n.since),
-        (None, true) => format!("{} needs Istio 1.{}; {runs}", f.kind.as_str(), n.since),
-        (None, false) => format!("needs Istio 1.{}; {runs}", n.since),
+    match (&n.value, &n.within) {
+        (Some(v), Some(within)) => format!(
+            "value {v} needs Istio 1.{} (older releases refuse values in {within}); {runs}",
+            n.since
+        ),
+        (Some(v), None) => format!("value {v:?} needs Istio 1.{}; {runs}", n.since),
+        (None, _) if n.path.is_empty() => {
+            format!("{} needs Istio 1.{}; {runs}", f.kind.as_str(), n.since)
+        }
+        (None, _) => format!("needs Istio 1.{}; {runs}", n.since),
     }
 }

@@ -478,6 +478,59 @@ fn mh0002_names_what_a_cluster_release_lacks() {
     );
 }
 
+const NEWER_VALUES: &str = "
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: reviews, namespace: bookinfo}
+spec:
+  host: reviews
+  trafficPolicy:
+    loadBalancer:
+      simple: LEAST_REQUEST
+      warmup: {duration: 60s, aggression: 0.5}
+---
+apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata: {name: td, namespace: bookinfo}
+spec:
+  rules:
+  - when:
+    - key: source.trustDomain
+      values: [cluster.local]
+";
+
+#[test]
+fn mh0002_names_a_value_an_older_release_refuses() {
+    let at = |v: &str| {
+        crate::analyze_for(
+            &objects(NEWER_VALUES),
+            &crate::Target::Known {
+                cluster: Some("east"),
+                version: crate::IstioVersion::parse(v).unwrap(),
+            },
+        )
+    };
+    let m = at("1.28.3");
+    assert_eq!(
+        codes(&m),
+        [
+            "MH0002 AuthorizationPolicy bookinfo/td spec.rules[0].when[0].key",
+            "MH0002 DestinationRule bookinfo/reviews spec.trafficPolicy.loadBalancer.warmup.aggression",
+        ]
+    );
+    assert_eq!(
+        m[1].text,
+        "value 0.5 needs Istio 1.31 (older releases refuse values in (0,1)); cluster east runs 1.28.3"
+    );
+    assert_eq!(
+        m[0].text,
+        "value \"source.trustDomain\" needs Istio 1.30 (older releases refuse values in {source.trustDomain}); cluster east runs 1.28.3"
+    );
+    // 1.30 accepts the condition key, not yet the aggression; 1.31 both.
+    assert_eq!(codes(&at("1.30.3")).len(), 1);
+    assert!(at("1.31.0").is_empty(), "{:?}", at("1.31.0"));
+}
+
 #[test]
 fn mh0002_takes_an_unknown_release_as_the_oldest_and_says_so() {
     let m = skew(&crate::Target::Unknown { cluster: "west" });

@@ -665,7 +665,7 @@ fn rules_found_by_the_differential_test() {
         paths(
             "DestinationRule",
             json!({"host": "r", "trafficPolicy": {"loadBalancer":
-            {"warmup": {"minimumPercent": 101, "aggression": 0.5}}}})
+            {"warmup": {"minimumPercent": 101, "aggression": 0}}}})
         ),
         [
             "spec.trafficPolicy.loadBalancer.warmup.duration",
@@ -673,6 +673,17 @@ fn rules_found_by_the_differential_test() {
             "spec.trafficPolicy.loadBalancer.warmup.aggression",
         ]
     );
+    // Aggression between 0 and 1 is valid since Istio 1.31 (an older
+    // cluster is analysis' to flag: MH0002); 0 and below never are.
+    for (aggression, valid) in [(0.5, true), (1.0, true), (-1.0, false)] {
+        let spec = json!({"host": "r", "trafficPolicy": {"loadBalancer":
+            {"warmup": {"duration": "60s", "aggression": aggression}}}});
+        assert_eq!(
+            paths("DestinationRule", spec).is_empty(),
+            valid,
+            "{aggression}"
+        );
+    }
     // An empty port-level list leaves the traffic policy without a field.
     assert_eq!(
         paths(

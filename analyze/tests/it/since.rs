@@ -3,7 +3,10 @@
 //! module cache (`e2e/peers/istio-api.sh VERSION` downloads a release when
 //! missing and prints its directory; nothing is copied into the
 //! repository). The table is derived here with the rules it is written by
-//! and must equal the shipped one, so it cannot drift.
+//! and must equal the shipped one, so it cannot drift. Its value rows
+//! (`path in …`) are no CRD's: of them this test checks that the field is
+//! there in the row's release (the differential test's Istio lines check
+//! the values, e2e/tests/it/validation_parity.rs).
 //!
 //! Only a machine without Go skips the test, saying so; with `CI` set a
 //! missing Go fails it.
@@ -12,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use meshhub_analyze::since::{OLDEST_MINOR, Row, TABLE_TEXT, parse_table};
+use meshhub_analyze::since::{OLDEST_MINOR, Row, TABLE_TEXT, What, parse_table};
 use serde_json::Value;
 
 /// The first release of each minor the module proxy serves (1.30.0 is
@@ -157,27 +160,19 @@ fn derive(by_release: &[(u32, BTreeMap<String, BTreeSet<String>>)]) -> Vec<Row> 
             rows.push(row(*since, kind, p));
         }
     }
-    rows.sort_by(|a, b| (&a.kind, &a.path, &a.value).cmp(&(&b.kind, &b.path, &b.value)));
     rows
 }
 
 fn row(since: u32, kind: &str, what: &str) -> Row {
-    let (path, value) = match what.split_once('=') {
-        Some((p, v)) => (p.to_owned(), Some(v.to_owned())),
-        None => (what.to_owned(), None),
+    let (path, what) = match what.split_once('=') {
+        Some((p, v)) => (p.to_owned(), What::Enum(v.to_owned())),
+        None => (what.to_owned(), What::Field),
     };
     Row {
         since,
         kind: kind.to_owned(),
         path,
-        value,
-    }
-}
-
-fn show(r: &Row) -> String {
-    match &r.value {
-        Some(v) => format!("1.{}\t{}\t{}={v}", r.since, r.kind, r.path),
-        None => format!("1.{}\t{}\t{}", r.since, r.kind, r.path),
+        what,
     }
 }
 
@@ -191,8 +186,13 @@ fn the_since_table_is_what_the_releases_crds_say() {
         };
         by_release.push((*minor, paths(&dir)));
     }
-    let derived: BTreeSet<String> = derive(&by_release).iter().map(show).collect();
-    let shipped: BTreeSet<String> = parse_table(TABLE_TEXT).unwrap().iter().map(show).collect();
+    let derived: BTreeSet<String> = derive(&by_release).iter().map(Row::to_string).collect();
+    let table = parse_table(TABLE_TEXT).unwrap();
+    let shipped: BTreeSet<String> = table
+        .iter()
+        .filter(|r| r.in_crds())
+        .map(Row::to_string)
+        .collect();
     let missing: Vec<&String> = derived.difference(&shipped).collect();
     let extra: Vec<&String> = shipped.difference(&derived).collect();
     assert!(
@@ -209,9 +209,27 @@ fn the_since_table_is_what_the_releases_crds_say() {
             .collect::<Vec<_>>()
             .join("\n"),
     );
+    // A value row's field is there in its release (a typo in its path
+    // would match nothing and flag nothing).
+    let fieldless: Vec<String> = table
+        .iter()
+        .filter(|r| !r.in_crds())
+        .filter(|r| {
+            let release = by_release.iter().find(|(m, _)| *m == r.since);
+            !release
+                .is_some_and(|(_, kinds)| kinds.get(&r.kind).is_some_and(|p| p.contains(&r.path)))
+        })
+        .map(Row::to_string)
+        .collect();
+    assert!(
+        fieldless.is_empty(),
+        "value rows whose field their release's CRDs lack:\n{}",
+        fieldless.join("\n")
+    );
     eprintln!(
-        "since table: {} rows, checked against {} releases",
-        shipped.len(),
+        "since table: {} rows ({} value rows), checked against {} releases",
+        table.len(),
+        table.len() - shipped.len(),
         RELEASES.len()
     );
 }

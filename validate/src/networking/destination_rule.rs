@@ -269,10 +269,13 @@ fn check_load_balancer(r: &mut Report, path: &str, lb: &Value) {
         {
             r.err(at(&p, "minimumPercent"), "must be in the range 0..100");
         }
+        // Istio 1.31's rule (istio/istio#60611); releases before refuse
+        // values below 1, which analysis says per cluster (MH0002, a value
+        // row of the since table) rather than validation for all.
         if let Some(a) = wrapped_num(w, "aggression")
-            && a < 1.0
+            && a <= 0.0
         {
-            r.err(at(&p, "aggression"), "must be at least 1");
+            r.err(at(&p, "aggression"), "must be greater than 0");
         }
     }
 }

@@ -1,9 +1,10 @@
 //! What one Istio line (a release's CRDs and its istiod) knows of the API
 //! meshhub speaks, by meshhub's own since-table (`analyze/src/since.tsv`):
 //! meshhub has one verdict, written for the newest API, so a case using a
-//! field, enum value or kind newer than a line's CRDs is no question for
-//! that line (its API server refuses the unknown field, its istiod never
-//! sees it) and is kept out of that line's agreement.
+//! field, enum value or kind newer than a line's CRDs (its API server
+//! refuses the unknown field, its istiod never sees it), or a value of a
+//! value row newer than them (the line's API server or istiod refuses it),
+//! is no question for that line and is kept out of that line's agreement.
 
 use std::collections::BTreeMap;
 
@@ -35,6 +36,18 @@ impl LineKnows {
             }
         }
         Self { minors }
+    }
+
+    /// The line capped at its Istio release (`minor` of 1.x): its CRDs'
+    /// fields can tell a minor above it (1.28.3's DestinationRule CRD lacks
+    /// nothing of 1.29 and 1.30, which added no DestinationRule field), and
+    /// a value row of such a minor (a value istiod's validation first
+    /// accepts there) is still beyond the line.
+    pub fn at_most(mut self, minor: u32) -> Self {
+        for m in self.minors.values_mut() {
+            *m = (*m).min(minor);
+        }
+        self
     }
 
     /// The minor the line knows of `kind` (`None`: a kind it lacks).

@@ -25,13 +25,16 @@
 //! objects using nothing newer than its CRDs know by meshhub's since-table
 //! (`analyze/src/since.tsv`, [`LineKnows`]: per kind, the newest minor
 //! whose additions the line's CRDs all hold). On the 1.28.3 line an object
-//! with `http2KeepAlive` (1.31) is therefore not compared; on the newest
-//! line (whose CRDs stop at 1.31: no `backendUtilization`, Gateway
-//! `alpnProtocols`, RequestAuthentication `presence`, …) an object with a
-//! 1.32 field is not either. Those objects are still sent to the line, and
-//! the test fails if the line accepts one (the since-table would be wrong
-//! about it): "not compared" means "the line refuses it as unknown", which
-//! is the cut meshhub's MH0002 check warns about, not a validation rule.
+//! with `http2KeepAlive` (1.31), a `warmup.aggression` of 0.5 (a value row:
+//! accepted from 1.31) or the condition key `source.trustDomain` (1.30) is
+//! therefore not compared; on the newest line (whose CRDs stop at 1.31: no
+//! `backendUtilization`, Gateway `alpnProtocols`, RequestAuthentication
+//! `presence`, …) an object with a 1.32 field is not either. Those objects
+//! are still sent to the line, and the test fails if the line accepts one
+//! (the since-table would be wrong about it): "not compared" means "the
+//! line refuses it", which is what meshhub's MH0002 check warns about, not
+//! a validation rule. This is how the table's value rows, which no CRD
+//! states, are checked.
 //!
 //! Per line the test prints the agreement table (per family and kind) and
 //! every disagreement, and fails on a disagreement not listed in
@@ -43,6 +46,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
+use meshhub_analyze::IstioVersion;
 use meshhub_e2e::istio::{
     ConfigSource, Istiod, istio_module_dir, istio_newest_module_dir, istiod_bin, istiod_newest_bin,
 };
@@ -173,49 +177,24 @@ async fn meshhub_refuses_exactly_what_the_newest_istio_refuses() {
     .await;
 }
 
-/// Differences kept on purpose on the newest line only: rules Istio
-/// changed after 1.28.3 for fields 1.28.3 already had, where meshhub's one
-/// verdict keeps 1.28.3's (docs/validation.md, "Accepted differences").
-const NEWEST_ACCEPTED: &[Disagreement] = &[Disagreement {
-    name: "warmup-aggression-below-1",
-    direction: Direction::FalseReject,
-    covers: |r| meshhub_refuses_only_for(r, "warmup.aggression: must be at least 1"),
-    reason: "Istio fixed warmup.aggression after 1.28 (release note \"Fixed DestinationRule validation \
-         incorrectly rejecting warmup aggression values between 0 and 1\"; the CRD's minimum went from 1 \
-         to 0, istiod refuses <= 0): meshhub keeps 1.28.3's rule (at least 1), since istiod 1.28 drops \
-         over MCP what its validation refuses; an object meshhub accepts is valid on every line",
-}];
+/// Differences kept on purpose on the newest line only (besides
+/// [`ACCEPTED`]): none. A rule Istio relaxed after 1.28.3 on a field
+/// 1.28.3 already had (`warmup.aggression` below 1) is the newest's in
+/// meshhub, and a value row of the since-table keeps such objects off the
+/// 1.28.3 line (which must refuse them) and raises MH0002 for older
+/// clusters.
+const NEWEST_ACCEPTED: &[Disagreement] = &[];
 
-/// Differences kept on purpose on the 1.28.3 line only: what Istio added
-/// after 1.28.3 that the since-table does not model (it knows kinds,
-/// fields and enum values), and rules that became stricter after 1.28.3,
-/// where meshhub's one verdict follows the newer.
-const ISTIO_1_28_ACCEPTED: &[Disagreement] = &[
-    Disagreement {
-        name: "newer-condition-key",
-        direction: Direction::FalseAccept,
-        covers: |r| {
-            let m = r.istiod.message();
-            r.api.accepted()
-                && m.contains("unknown attribute: source.trustDomain")
-                && m.lines()
-                    .filter(|l| l.trim_start().starts_with("* "))
-                    .all(|l| l.contains("source.trustDomain"))
-        },
-        reason: "the AuthorizationPolicy condition key source.trustDomain came with the trustDomains \
-             fields (Istio 1.30, release note \"Added trustDomains and notTrustDomains fields to the \
-             Source in AuthorizationPolicy\"); meshhub knows it, istiod 1.28.3 does not. Condition keys \
-             are values the since-table does not cover, so MH0002 does not flag them yet",
-    },
-    Disagreement {
-        name: "go-url-strict-colons",
-        direction: Direction::FalseReject,
-        covers: |r| meshhub_refuses_only_for(r, "an http(s) host with more than one ':'"),
-        reason: "a Wasm module URL whose http(s) host holds more than one ':' (\"::1\"): Go 1.26's net/url \
+/// Differences kept on purpose on the 1.28.3 line only: rules that became
+/// stricter after 1.28.3, where meshhub's one verdict follows the newer.
+const ISTIO_1_28_ACCEPTED: &[Disagreement] = &[Disagreement {
+    name: "go-url-strict-colons",
+    direction: Direction::FalseReject,
+    covers: |r| meshhub_refuses_only_for(r, "an http(s) host with more than one ':'"),
+    reason: "a Wasm module URL whose http(s) host holds more than one ':' (\"::1\"): Go 1.26's net/url \
          refuses it (go.dev/issue/75223) and so does the newest istiod, built with Go 1.26 semantics; \
          istiod 1.28.3 (Go 1.24 semantics) accepts it. meshhub follows the stricter parser",
-    },
-];
+}];
 
 /// Whether meshhub's webhook refuses `r` for exactly one problem, the one
 /// whose `path: message` contains `what` (its message is `Kind ns/name:
@@ -284,9 +263,17 @@ async fn parity(line: Line) {
         crd_file.display(),
         crds.len()
     );
-    let knows = LineKnows::read(&crd_text);
+    // Its release, from the module's VERSION (`1.28`): the CRDs tell per
+    // kind what the line's API server knows; what its istiod's validation
+    // accepts (a value row) goes by its release.
+    let version_file = line.module.join("VERSION");
+    let release = std::fs::read_to_string(&version_file)
+        .ok()
+        .and_then(|v| IstioVersion::parse(&v).ok())
+        .unwrap_or_else(|| panic!("{}: no Istio version", version_file.display()));
+    let knows = LineKnows::read(&crd_text).at_most(release.minor);
     eprintln!(
-        "parity[{name}]: its CRDs know, per kind (since-table minors): {}",
+        "parity[{name}]: Istio {release}; its CRDs know, per kind (since-table minors, at most its release's): {}",
         knows
             .kinds()
             .map(|(k, m)| format!("{k} 1.{m}"))

@@ -4,7 +4,9 @@
 //! Watching is deliberately simple and robust rather than clever: any
 //! filesystem event under the root starts a short settle period (editors
 //! write a temporary file and rename it; `git checkout` touches many files),
-//! after which the tree is walked again. A file is re-read when an event
+//! after which the files the events named are looked at again — or the
+//! whole tree is walked again, whenever the events alone can't tell what
+//! changed ([`targeted`]). A file is re-read when an event
 //! named it, when it is new, or when its size or modification time changed;
 //! it is re-parsed and sent only when its content hash changed. Files that
 //! disappeared are sent as empty units (their objects are removed). New
@@ -34,6 +36,7 @@ use tracing::{Instrument as _, debug, info, info_span, warn};
 use super::{Entry, Origin, Source, SourceError, SourceEvent};
 
 pub mod spec;
+mod targeted;
 
 pub use spec::FileSourceSpec;
 
@@ -62,13 +65,20 @@ struct FileState {
     hash: [u8; 32],
 }
 
-/// The files of the tree, by path relative to the root.
-type Known = HashMap<PathBuf, FileState>;
+/// What the last rescan knew of the tree.
+#[derive(Clone, Debug, Default)]
+struct Known {
+    /// The object files, by path relative to the root.
+    files: HashMap<PathBuf, FileState>,
+    /// Whether the last walk met a symlink (then every rescan walks:
+    /// [`targeted`]).
+    symlinks: bool,
+}
 
 /// Files never read as objects (the configuration file inside the tree),
 /// by canonical path.
 ///
-/// Every rescan walks the whole tree, so the test must be cheap:
+/// A walk tests every file of the tree, so the test must be cheap:
 /// canonicalizing every file took a `readlink` per path component (~4 % of
 /// the hub's CPU per change with 1,000 files). A file's canonical path
 /// ends in its own name unless the file itself is a symlink, so only files
@@ -97,11 +107,15 @@ impl Exclude {
     /// Whether the file at `path` (the directory entry `entry`) is
     /// excluded.
     fn excludes(&self, path: &Path, entry: &std::fs::DirEntry) -> bool {
+        self.excludes_file(path, entry.file_type().map_or(true, |t| t.is_symlink()))
+    }
+
+    /// Whether the file at `path` (a symlink or not) is excluded.
+    fn excludes_file(&self, path: &Path, symlink: bool) -> bool {
         if self.paths.is_empty() {
             return false;
         }
-        let symlink = entry.file_type().map_or(true, |t| t.is_symlink());
-        if !symlink && !self.names.contains(&entry.file_name()) {
+        if !symlink && path.file_name().is_none_or(|n| !self.names.contains(n)) {
             return false;
         }
         std::fs::canonicalize(path).is_ok_and(|c| self.paths.contains(&c))
@@ -160,7 +174,7 @@ impl FileSource {
             }
         };
 
-        let mut known = Known::new();
+        let mut known = Known::default();
         let force = Force {
             all: true,
             paths: HashSet::new(),
@@ -176,7 +190,7 @@ impl FileSource {
             Some(next) => next,
             None => return gone(),
         };
-        info!(files = known.len(), "initial scan done");
+        info!(files = known.files.len(), "initial scan done");
         send(SourceEvent::Synced {
             source: self.name.clone(),
         })
@@ -338,14 +352,26 @@ fn scan(
     force: &Force,
     emit: &mut dyn FnMut(SourceEvent) -> bool,
 ) -> Option<Known> {
-    let mut found = Vec::new();
-    walk(root, root, exclude, &mut Vec::new(), &mut found);
-    let mut seen = HashSet::new();
+    let (found, mut gone) = match targeted::look(root, exclude, &known, force) {
+        targeted::Look::Files { present, missing } => (present, missing),
+        targeted::Look::Tree => {
+            let mut walked = Walked::default();
+            walk(root, root, exclude, &mut Vec::new(), &mut walked);
+            known.symlinks = walked.symlinks;
+            let seen: HashSet<&PathBuf> = walked.files.iter().map(|(rel, _)| rel).collect();
+            let gone = known
+                .files
+                .keys()
+                .filter(|k| !seen.contains(k))
+                .cloned()
+                .collect();
+            (walked.files, gone)
+        }
+    };
     let mut to_read = Vec::new();
     for (rel, meta) in found {
-        seen.insert(rel.clone());
         let modified = meta.modified().ok();
-        let prev = known.get(&rel).map(|p| (p.len, p.modified, p.hash));
+        let prev = known.files.get(&rel).map(|p| (p.len, p.modified, p.hash));
         let must_read = force.all
             || force.paths.contains(&rel)
             || prev.is_none_or(|(len, m, _)| len != meta.len() || m != modified);
@@ -365,12 +391,14 @@ fn scan(
             let hash = match &read {
                 Read::Gone => {
                     // Gone between the walk and the read: the next event says so.
-                    seen.remove(rel);
+                    if known.files.contains_key(rel) {
+                        gone.push(rel.clone());
+                    }
                     continue;
                 }
                 Read::Unchanged(hash) | Read::Changed(hash, _, _) => *hash,
             };
-            known.insert(
+            known.files.insert(
                 rel.clone(),
                 FileState {
                     len: *len,
@@ -391,13 +419,10 @@ fn scan(
             }
         }
     }
-    let gone: Vec<PathBuf> = known
-        .keys()
-        .filter(|k| !seen.contains(*k))
-        .cloned()
-        .collect();
     for rel in gone {
-        known.remove(&rel);
+        if known.files.remove(&rel).is_none() {
+            continue;
+        }
         debug!(file = %rel.display(), "file removed");
         if !emit(SourceEvent::Unit {
             source: source.clone(),
@@ -460,6 +485,15 @@ fn read_file(
     }
 }
 
+/// What a walk found.
+#[derive(Debug, Default)]
+struct Walked {
+    /// The object files, relative to the root, with their metadata.
+    files: Vec<(PathBuf, std::fs::Metadata)>,
+    /// Whether any entry was a symlink.
+    symlinks: bool,
+}
+
 /// Collects the object files below `dir` with their metadata.
 /// `ancestors` holds the (device, inode) of every directory being walked
 /// above: a symlink back to one of them (a loop) is not followed, or the
@@ -469,7 +503,7 @@ fn walk(
     dir: &Path,
     exclude: &Exclude,
     ancestors: &mut Vec<(u64, u64)>,
-    out: &mut Vec<(PathBuf, std::fs::Metadata)>,
+    out: &mut Walked,
 ) {
     use std::os::unix::fs::MetadataExt as _;
     let Ok(here) = std::fs::metadata(dir) else {
@@ -491,7 +525,7 @@ fn walk_entries(
     dir: &Path,
     exclude: &Exclude,
     ancestors: &mut Vec<(u64, u64)>,
-    out: &mut Vec<(PathBuf, std::fs::Metadata)>,
+    out: &mut Walked,
 ) {
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
@@ -511,6 +545,9 @@ fn walk_entries(
         if name.starts_with('.') || name.ends_with('~') {
             continue;
         }
+        if entry.file_type().map_or(true, |t| t.is_symlink()) {
+            out.symlinks = true;
+        }
         // Follows symlinks (ConfigMap mounts).
         let Ok(meta) = std::fs::metadata(&path) else {
             continue;
@@ -519,18 +556,14 @@ fn walk_entries(
             walk(root, &path, exclude, ancestors, out);
             continue;
         }
-        let object_file = path
-            .extension()
-            .and_then(|e| e.to_str())
-            .is_some_and(|e| matches!(e, "yaml" | "yml" | "json"));
-        if !meta.is_file() || !object_file {
+        if !meta.is_file() || !targeted::object_file(&path) {
             continue;
         }
         if exclude.excludes(&path, &entry) {
             continue;
         }
         if let Ok(rel) = path.strip_prefix(root) {
-            out.push((rel.to_owned(), meta));
+            out.files.push((rel.to_owned(), meta));
         }
     }
 }
@@ -618,9 +651,9 @@ mod tests {
 
     /// Whether the walk of `root` lists `rel`.
     fn listed(root: &Path, exclude: &Exclude, rel: &str) -> bool {
-        let mut found = Vec::new();
+        let mut found = Walked::default();
         walk(root, root, exclude, &mut Vec::new(), &mut found);
-        found.iter().any(|(p, _)| p == Path::new(rel))
+        found.files.iter().any(|(p, _)| p == Path::new(rel))
     }
 
     #[test]
@@ -645,6 +678,79 @@ mod tests {
         );
         let none = Exclude::new(&[]);
         assert!(listed(&root, &none, "meshhub.yaml"));
+    }
+
+    /// The units a rescan after `force` emits: (unit, objects) sorted.
+    fn rescanned(root: &Path, known: &mut Known, force: &Force) -> Vec<(String, usize)> {
+        let source: Arc<str> = Arc::from("files");
+        let limits = Limits {
+            file_bytes: 1 << 20,
+            object_bytes: 1 << 20,
+        };
+        let mut units = Vec::new();
+        let next = scan(
+            &source,
+            root,
+            &Exclude::default(),
+            limits,
+            std::mem::take(known),
+            force,
+            &mut |ev| {
+                if let SourceEvent::Unit { unit, entries, .. } = ev {
+                    units.push((unit.to_string(), entries.len()));
+                }
+                true
+            },
+        );
+        *known = next.expect("the receiver is there");
+        units.sort();
+        units
+    }
+
+    #[test]
+    fn a_rescan_of_named_files_sees_what_a_walk_would() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir(root.join("sub")).unwrap();
+        for i in 0..10 {
+            std::fs::write(root.join(format!("f{i}.yaml")), "kind: A\n").unwrap();
+        }
+        std::fs::write(root.join("sub/a.yaml"), "kind: A\n---\nkind: B\n").unwrap();
+        let mut known = Known::default();
+        let all = Force {
+            all: true,
+            paths: HashSet::new(),
+        };
+        assert_eq!(rescanned(&root, &mut known, &all).len(), 11);
+        let named = |paths: &[&str]| Force {
+            all: false,
+            paths: paths.iter().map(PathBuf::from).collect(),
+        };
+
+        // One file changed, one removed: exactly those two units.
+        std::fs::write(root.join("f1.yaml"), "kind: A2\n").unwrap();
+        std::fs::remove_file(root.join("f2.yaml")).unwrap();
+        assert_eq!(
+            rescanned(&root, &mut known, &named(&["f1.yaml", "f2.yaml"])),
+            vec![("f1.yaml".into(), 1), ("f2.yaml".into(), 0)]
+        );
+        assert_eq!(known.files.len(), 10);
+        // Named but unchanged content: nothing to send.
+        assert!(rescanned(&root, &mut known, &named(&["f3.yaml"])).is_empty());
+        // A directory renamed: the walk finds the files under their new
+        // names and the old ones gone.
+        std::fs::rename(root.join("sub"), root.join("moved")).unwrap();
+        assert_eq!(
+            rescanned(&root, &mut known, &named(&["sub", "moved"])),
+            vec![("moved/a.yaml".into(), 2), ("sub/a.yaml".into(), 0)]
+        );
+        // A new file.
+        std::fs::write(root.join("new.yaml"), "kind: N\n").unwrap();
+        assert_eq!(
+            rescanned(&root, &mut known, &named(&["new.yaml"])),
+            vec![("new.yaml".into(), 1)]
+        );
+        assert_eq!(known.files.len(), 11);
     }
 
     #[test]

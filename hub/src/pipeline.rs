@@ -35,9 +35,9 @@ use crate::groups::GroupRules;
 use crate::history::{History, Pins, version_id};
 use crate::rollout;
 use crate::source::SourceEvent;
-use crate::store::{Conflict, Rejected, ServedObjects, Store, Warning};
+use crate::store::{Changes, Conflict, Rejected, ServedObjects, Store, Warning};
 
-use self::assembly::{Assembly, Placed};
+use self::assembly::{Assembly, Delta, Placed};
 use meshhub_rollout::serving;
 
 /// Histogram: how long changes waited in the debouncer before being
@@ -142,6 +142,9 @@ pub struct Pipeline {
     /// Groups to analyse again at the next build although their content
     /// is unchanged (their cluster's Istio release changed).
     reanalyse: BTreeSet<Group>,
+    /// Groups the last build served with a collection withheld (looked at
+    /// again at the next build, to serve it once they can take it).
+    withholding: BTreeSet<Group>,
     /// The analysis beside serving, while [`Pipeline::run`] runs and no
     /// code is held back ([`analysing`]).
     background: Option<Background>,
@@ -195,6 +198,7 @@ impl Pipeline {
             istio: None,
             carried: carried::Carried::default(),
             reanalyse: BTreeSet::new(),
+            withholding: BTreeSet::new(),
             background: None,
             analysis_unshown: false,
             analysis_shown_at: None,
@@ -412,34 +416,55 @@ impl Pipeline {
         let started = std::time::Instant::now();
         let origins = self.record.take_origins();
         let resolved = self.store.resolve();
-        let groups = self.rules.groups();
-
-        // Every group starts with every collection, empty.
-        let collections: Vec<Arc<str>> = self
-            .store
-            .kinds()
-            .iter()
-            .map(|k| k.collection_shared().clone())
-            .collect();
         let analysing = self.analysis.enabled();
-        let assembled = self.assembly.build(
-            resolved.objects.values().map(Placed::from),
-            &groups,
-            &collections,
-            analysing,
-            &self.published,
-        );
-        // A cluster that can't take a kind is served its collection empty.
+        let affected = match &resolved.changes {
+            Changes::All => {
+                // Every group starts with every collection, empty.
+                let collections: Vec<Arc<str>> = self
+                    .store
+                    .kinds()
+                    .iter()
+                    .map(|k| k.collection_shared().clone())
+                    .collect();
+                self.assembly.reset(&self.rules.groups(), &collections);
+                let every = resolved.objects.values().map(|a| Delta {
+                    before: None,
+                    after: Some(Placed::from(a)),
+                });
+                self.assembly
+                    .update(every, analysing, &self.published, true)
+            }
+            Changes::Some(changed) => {
+                let deltas = changed.iter().map(|c| Delta {
+                    before: c.before.as_ref().map(Placed::from),
+                    after: c.after.as_ref().map(Placed::from),
+                });
+                self.assembly
+                    .update(deltas, analysing, &self.published, false)
+            }
+        };
+        // A cluster that can't take a kind is served its collection empty
+        // (looked at again whenever it is or was withholding).
         let withheld = self.carried.withheld();
+        let withholding: BTreeSet<Group> = withheld
+            .iter()
+            .filter(|(_, w)| !w.is_empty())
+            .map(|(g, _)| g.clone())
+            .collect();
+        let mut look: BTreeSet<Group> = affected.into_iter().collect();
+        look.extend(self.reanalyse.iter().cloned());
+        look.extend(withholding.iter().cloned());
+        look.extend(std::mem::replace(&mut self.withholding, withholding));
         let mut withheld_objects: BTreeMap<(Group, Arc<str>), usize> = BTreeMap::new();
         // Groups of one content share its facts.
-        let mut facts: HashMap<usize, Vec<&Arc<meshhub_analyze::Facts>>> = HashMap::new();
+        let mut facts: HashMap<usize, Arc<[Arc<meshhub_analyze::Facts>]>> = HashMap::new();
         let mut queued = analysing::Queued::default();
         let mut changed_groups = 0usize;
-        for group in &groups {
-            let Some((signature, built)) = assembled.of(group) else {
+        for group in &look {
+            let Some((signature, built)) = self.assembly.of(group) else {
                 continue;
             };
+            let built = built.clone();
             let withholding = withheld.get(group).filter(|w| !w.is_empty());
             let built = &match withholding {
                 // Rare (a cluster without a kind's CRD): made per group.
@@ -452,9 +477,9 @@ impl Pipeline {
                             withheld_objects.insert((group.clone(), coll.clone()), n);
                         }
                     }
-                    assembly::without(built, w.keys())
+                    assembly::without(&built, w.keys())
                 }
-                None => built.clone(),
+                None => built,
             };
             let prev = self.published.get(group);
             // A group whose content did not move keeps its snapshot.
@@ -469,11 +494,12 @@ impl Pipeline {
             };
             changed_groups += 1;
             let facts = analysing.then(|| {
-                &*facts
+                facts
                     .entry(signature)
-                    .or_insert_with(|| assembled.facts(signature))
+                    .or_insert_with(|| self.assembly.facts(group).into())
+                    .clone()
             });
-            let held = self.analyse_build(group, &snapshot, facts, &mut queued);
+            let held = self.analyse_build(group, &snapshot, facts.as_ref(), &mut queued);
             let staged = self
                 .rollout
                 .as_ref()
@@ -488,7 +514,7 @@ impl Pipeline {
                 self.serve_group(group);
             }
         }
-        let distinct = assembled.distinct();
+        let distinct = self.assembly.distinct();
         self.reanalyse.clear();
         if let Some(b) = &self.background {
             b.queue(queued.jobs);
@@ -532,7 +558,6 @@ impl Pipeline {
         status.conflicts = resolved.conflicts;
         status.warnings = resolved.warnings;
         drop(facts);
-        drop(assembled);
         status.served = Arc::new(resolved.objects);
         status.analysis = self.analysis.view();
         status.withheld = carried::views(&withheld, &withheld_objects);

@@ -39,6 +39,8 @@ use crate::groups::{GroupRules, Placement};
 use crate::source::{Entry, Origin, SourceEvent};
 
 use self::placements::Placements;
+use self::resolution::Resolution;
+pub use self::resolution::{Changed, Changes, Resolved, ServedObjects};
 
 /// What happens to an object with fields its schema does not know
 /// (`unknownFields`).
@@ -161,73 +163,6 @@ pub struct Warning {
     pub message: String,
 }
 
-/// What to serve and what to report.
-#[derive(Debug, Default)]
-pub struct Resolved {
-    /// The winning definition of every object.
-    pub objects: ServedObjects,
-    /// Objects defined more than once.
-    pub conflicts: Vec<Conflict>,
-    /// Entries kept out, in origin order.
-    pub rejected: Vec<Rejected>,
-    /// Warnings about accepted entries.
-    pub warnings: Vec<Warning>,
-}
-
-impl Resolved {
-    /// Where the served definition of `key` came from.
-    pub fn origin(&self, key: &ObjectKey) -> Option<&Origin> {
-        self.objects.origin(key)
-    }
-}
-
-/// The served objects: the winning definition of each and where it came
-/// from, in one list sorted by key (a list is a third of the size of a map
-/// of them and of their origins, and is built sorted).
-#[derive(Debug, Default)]
-pub struct ServedObjects {
-    entries: Vec<(Arc<Accepted>, Origin)>,
-}
-
-impl ServedObjects {
-    /// How many objects are served.
-    pub fn len(&self) -> usize {
-        self.entries.len()
-    }
-
-    /// Whether nothing is served.
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
-
-    fn find(&self, key: &ObjectKey) -> Option<&(Arc<Accepted>, Origin)> {
-        self.entries
-            .binary_search_by(|(a, _)| a.key.cmp(key))
-            .ok()
-            .map(|i| &self.entries[i])
-    }
-
-    /// The served definition of `key`.
-    pub fn get(&self, key: &ObjectKey) -> Option<&Arc<Accepted>> {
-        self.find(key).map(|(a, _)| a)
-    }
-
-    /// Where the served definition of `key` came from.
-    pub fn origin(&self, key: &ObjectKey) -> Option<&Origin> {
-        self.find(key).map(|(_, o)| o)
-    }
-
-    /// The served objects' keys, sorted.
-    pub fn keys(&self) -> impl Iterator<Item = &ObjectKey> {
-        self.entries.iter().map(|(a, _)| &a.key)
-    }
-
-    /// The served objects, sorted by key.
-    pub fn values(&self) -> impl Iterator<Item = &Arc<Accepted>> {
-        self.entries.iter().map(|(a, _)| a)
-    }
-}
-
 /// What is known of an object independently of the grouping rules: its
 /// transcoding and checks, and the metadata placement needs. The parsed
 /// object itself is not kept: once encoded, its JSON tree is dead weight.
@@ -322,6 +257,8 @@ pub struct Store {
     units: BTreeMap<(Arc<str>, Arc<str>), Vec<Stored>>,
     /// Objects placed alike share one list.
     placements: Placements,
+    /// Which definition of each object is served.
+    resolution: Resolution,
 }
 
 impl fmt::Debug for Store {
@@ -348,6 +285,7 @@ impl Store {
             facts: false,
             units: BTreeMap::new(),
             placements: Placements::default(),
+            resolution: Resolution::default(),
         }
     }
 
@@ -376,6 +314,7 @@ impl Store {
         let key = (source, unit);
         let old = self.units.remove(&key).unwrap_or_default();
         if entries.is_empty() {
+            self.resolution.replaced(&key, &old, &[]);
             return !old.is_empty();
         }
         // An object unchanged in a changed file keeps its previous Arcs, so
@@ -415,6 +354,7 @@ impl Store {
             })
             .collect();
         let changed = old.len() != new.len() || old.iter().zip(&new).any(|(a, b)| !a.same_as(b));
+        self.resolution.replaced(&key, &old, &new);
         self.units.insert(key, new);
         drop(old);
         self.placements.sweep();
@@ -429,6 +369,7 @@ impl Store {
     pub fn set_rules(&mut self, rules: GroupRules) {
         self.rules = rules;
         self.placements.clear();
+        self.resolution.reset();
         let units = std::mem::take(&mut self.units);
         self.units = units
             .into_iter()
@@ -447,12 +388,22 @@ impl Store {
                 (key, stored)
             })
             .collect();
+        for (key, stored) in &self.units {
+            self.resolution.replaced(key, &[], stored);
+        }
     }
 
     /// Removes everything a source delivered (it was removed).
     pub fn remove_source(&mut self, source: &str) -> bool {
         let before = self.units.len();
-        self.units.retain(|(s, _), _| s.as_ref() != source);
+        let resolution = &mut self.resolution;
+        self.units.retain(|key, stored| {
+            let keep = key.0.as_ref() != source;
+            if !keep {
+                resolution.replaced(key, stored, &[]);
+            }
+            keep
+        });
         before != self.units.len()
     }
 
@@ -529,45 +480,10 @@ impl Store {
         }
     }
 
-    /// What to serve, the conflicts and the rejected entries.
-    pub fn resolve(&self) -> Resolved {
-        let mut out = Resolved::default();
-        let mut accepted: Vec<(&Origin, &Arc<Accepted>)> = Vec::new();
-        for stored in self.units.values().flatten() {
-            match &stored.outcome {
-                Outcome::Accepted(a) => accepted.push((&stored.origin, a)),
-                Outcome::Rejected(r) => {
-                    let mut r = (**r).clone();
-                    r.origin = Some(stored.origin.clone());
-                    out.rejected.push(r);
-                }
-            }
-        }
-        // By key, then origin: each object's definitions are a run, its
-        // winner first.
-        accepted.sort_unstable_by(|a, b| a.1.key.cmp(&b.1.key).then_with(|| a.0.cmp(b.0)));
-        let mut served = Vec::with_capacity(accepted.len());
-        for run in accepted.chunk_by(|a, b| a.1.key == b.1.key) {
-            let (winner_origin, winner) = run[0];
-            for w in &winner.warnings {
-                out.warnings.push(Warning {
-                    origin: winner_origin.clone(),
-                    message: w.clone(),
-                });
-            }
-            if run.len() > 1 {
-                out.conflicts.push(Conflict {
-                    kind: winner.kind.to_string(),
-                    key: winner.key.clone(),
-                    winner: winner_origin.clone(),
-                    ignored: run[1..].iter().map(|(o, _)| (*o).clone()).collect(),
-                });
-            }
-            served.push((winner.clone(), winner_origin.clone()));
-        }
-        out.objects = ServedObjects { entries: served };
-        out.rejected.sort_by(|a, b| a.origin.cmp(&b.origin));
-        out
+    /// What to serve, the conflicts and the rejected entries, settling
+    /// only what changed since the last resolution.
+    pub fn resolve(&mut self) -> Resolved {
+        self.resolution.resolve()
     }
 }
 
@@ -765,5 +681,6 @@ fn prune_value(v: &mut Value, rest: &str) -> bool {
 }
 
 mod placements;
+mod resolution;
 #[cfg(test)]
 mod tests;

@@ -39,7 +39,7 @@ impl Pipeline {
         &mut self,
         group: &Group,
         snapshot: &Arc<Snapshot>,
-        facts: Option<&Vec<&Arc<Facts>>>,
+        facts: Option<&Arc<[Arc<Facts>]>>,
         queued: &mut Queued,
     ) -> Vec<String> {
         if !self.analysis.enabled() {
@@ -50,18 +50,14 @@ impl Pipeline {
             let facts = queued
                 .facts
                 .entry(version.clone())
-                .or_insert_with(|| {
-                    facts
-                        .map(|f| f.iter().map(|a| Arc::clone(a)).collect())
-                        .unwrap_or_else(|| Arc::from(Vec::new()))
-                })
+                .or_insert_with(|| facts.cloned().unwrap_or_else(|| Arc::from(Vec::new())))
                 .clone();
             queued.jobs.push(self.analysis.job(group, &version, facts));
             self.good.insert(group.clone(), snapshot.clone());
             return Vec::new();
         }
         let serving = self.good.get(group).map(|s| version_id(s));
-        let facts = facts.into_iter().flatten().map(|f| &***f);
+        let facts = facts.into_iter().flat_map(|f| f.iter()).map(|f| &**f);
         match self
             .analysis
             .check(group, &version, facts, serving, &self.record.audit)

@@ -5,20 +5,19 @@
 //! whose list names it: its *signature*. Groups of one signature receive
 //! the same objects, so they share one snapshot, built once (with the
 //! default "every object to every cluster", every cluster has the same
-//! signature). A build compares each class's objects with the last build's,
-//! collection by collection; a signature none of whose classes changed
-//! keeps its snapshot as it was, and one whose classes changed rebuilds
-//! only the collections that changed.
+//! signature).
 //!
-//! The cost of a build is one pass over the objects (each is pushed into
-//! its class once, not into each of its groups), a lookup per group and
-//! a pointer comparison per collection of each group's snapshot, and the
-//! collections that changed in the signatures they reach — not the sum
-//! of every group's size, which is what it was (issue 40). Signatures
-//! differing only in a cluster's own objects each build their copy of a
-//! changed shared collection.
+//! The assembly is kept between builds and told only what changed (the
+//! store's resolution hands over the objects whose served definition
+//! moved): each change is put into its class, collection by collection; a
+//! class that appears or empties changes the signature of the groups its
+//! list names; and only the signatures holding a changed class rebuild,
+//! and only the collections that changed. The cost of a build is
+//! O(changed objects × the groups they reach) — a one-cluster change
+//! looks at that cluster's group alone — not the sum of every group's
+//! size, nor even one pass over every object (issue 40).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
@@ -77,168 +76,282 @@ impl Hash for Class {
     }
 }
 
-/// A class's objects per collection, each list sorted by name.
-type Content = BTreeMap<Arc<str>, Vec<EncodedResource>>;
-
-/// What a class changed since the last build.
-enum Change {
-    /// Nothing.
-    None,
-    /// These collections.
-    In(BTreeSet<Arc<str>>),
-    /// It is new: everything.
-    New,
+/// A class's objects: per collection, by name.
+#[derive(Debug, Default)]
+struct Content {
+    objects: BTreeMap<Arc<str>, BTreeMap<Arc<str>, Item>>,
+    len: usize,
 }
 
-impl Change {
-    fn touches(&self, collection: &str) -> bool {
-        match self {
-            Self::None => false,
-            Self::In(c) => c.contains(collection),
-            Self::New => true,
+/// One object of a class.
+#[derive(Debug)]
+struct Item {
+    resource: EncodedResource,
+    /// What analysis reads of it (kept while analysing).
+    facts: Option<Arc<Facts>>,
+}
+
+impl Content {
+    fn insert(&mut self, collection: &Arc<str>, item: Item) {
+        let list = self.objects.entry(collection.clone()).or_default();
+        if list.insert(item.resource.name.clone(), item).is_none() {
+            self.len += 1;
         }
     }
+
+    fn remove(&mut self, collection: &str, name: &str) {
+        let Some(list) = self.objects.get_mut(collection) else {
+            return;
+        };
+        if list.remove(name).is_some() {
+            self.len -= 1;
+        }
+        if list.is_empty() {
+            self.objects.remove(collection);
+        }
+    }
+
+    fn list(&self, collection: &str) -> Option<&BTreeMap<Arc<str>, Item>> {
+        self.objects.get(collection)
+    }
 }
 
-/// The last build, kept by the pipeline to compare the next with.
+/// A signature's snapshot, and how many groups have the signature.
+#[derive(Debug)]
+struct Signature {
+    /// Told apart from the others of the build (the pipeline shares one
+    /// content's facts by it).
+    id: usize,
+    snapshot: Arc<Snapshot>,
+    groups: usize,
+}
+
+/// One object as a change names it.
+pub(super) struct Delta<'a> {
+    /// Served before (`None`: new).
+    pub(super) before: Option<Placed<'a>>,
+    /// Served now (`None`: gone).
+    pub(super) after: Option<Placed<'a>>,
+}
+
+/// The assembly, kept by the pipeline from build to build.
 #[derive(Default)]
 pub(super) struct Assembly {
+    /// Every collection a snapshot holds.
+    collections: BTreeSet<Arc<str>>,
     classes: HashMap<Class, Content>,
-    shared: HashMap<Box<[Class]>, Arc<Snapshot>>,
-}
-
-/// One build: each group's snapshot, and what analysis reads of it.
-pub(super) struct Assembled<'a> {
-    /// Per group, its signature (an index into `signatures`).
-    of_group: HashMap<Group, usize>,
-    /// Per signature, its snapshot and its classes (indices into
-    /// `facts`).
-    signatures: Vec<(Arc<Snapshot>, Vec<usize>)>,
-    /// Per class, its objects' facts (empty unless analysing).
-    facts: Vec<Vec<&'a Arc<Facts>>>,
-}
-
-impl<'a> Assembled<'a> {
-    /// `group`'s signature and snapshot (every group of the build has
-    /// one).
-    pub(super) fn of(&self, group: &Group) -> Option<(usize, &Arc<Snapshot>)> {
-        let s = *self.of_group.get(group)?;
-        Some((s, &self.signatures[s].0))
-    }
-
-    /// The facts of a signature's objects.
-    pub(super) fn facts(&self, signature: usize) -> Vec<&'a Arc<Facts>> {
-        self.signatures[signature]
-            .1
-            .iter()
-            .flat_map(|&c| self.facts[c].iter().copied())
-            .collect()
-    }
-
-    /// How many distinct snapshots the build holds.
-    pub(super) fn distinct(&self) -> usize {
-        self.signatures.len()
-    }
+    /// Each group's classes, in address order: its signature.
+    members: HashMap<Group, Vec<Class>>,
+    signatures: HashMap<Box<[Class]>, Signature>,
+    next_id: usize,
 }
 
 impl Assembly {
-    /// Assembles every group of `groups` from `objects` (sorted by key, as
-    /// the store resolves them), starting each with every collection of
-    /// `collections`, empty. A signature new since the last build is
-    /// compared with `previous` (each group's last snapshot), so that a
-    /// group whose content did not move keeps its collections.
-    pub(super) fn build<'a>(
+    /// Forgets everything: `groups` (every group of the rules, each with
+    /// every collection of `collections`, empty) are assembled anew from
+    /// the next update, which must name every object as new.
+    pub(super) fn reset(&mut self, groups: &[Group], collections: &[Arc<str>]) {
+        self.collections = collections.iter().cloned().collect();
+        self.classes.clear();
+        self.signatures.clear();
+        self.members = groups.iter().map(|g| (g.clone(), Vec::new())).collect();
+    }
+
+    /// Applies `changes`; returns the groups whose snapshot may have moved
+    /// (each group of the rules after a [`Assembly::reset`]). A signature
+    /// new to the build starts from its group's last snapshot in
+    /// `previous`, so that a group whose content did not move keeps its
+    /// collections.
+    pub(super) fn update<'a>(
         &mut self,
-        objects: impl Iterator<Item = Placed<'a>>,
-        groups: &[Group],
-        collections: &[Arc<str>],
+        changes: impl Iterator<Item = Delta<'a>>,
         analysing: bool,
         previous: &HashMap<Group, Arc<Snapshot>>,
-    ) -> Assembled<'a> {
-        // 1. The classes, in one pass over the objects.
-        let mut index: HashMap<usize, usize> = HashMap::new();
-        let mut classes: Vec<(Class, Content)> = Vec::new();
-        let mut facts: Vec<Vec<&'a Arc<Facts>>> = Vec::new();
-        for obj in objects {
-            let address = Arc::as_ptr(obj.groups).cast::<()>() as usize;
-            let i = *index.entry(address).or_insert_with(|| {
-                classes.push((Class(obj.groups.clone()), Content::new()));
-                facts.push(Vec::new());
-                classes.len() - 1
-            });
-            classes[i]
-                .1
-                .entry(obj.collection.clone())
-                .or_default()
-                .push(obj.resource.clone());
-            if let (true, Some(f)) = (analysing, obj.facts) {
-                facts[i].push(f);
-            }
-        }
-        let changes: Vec<Change> = classes
-            .iter()
-            .map(|(class, now)| match self.classes.get(class) {
-                None => Change::New,
-                Some(before) => changed_collections(before, now),
-            })
-            .collect();
-
-        // 2. Each group's signature: the classes naming it, in address
-        // order (so that equal sets are equal lists, here and next build).
-        let mut order: Vec<usize> = (0..classes.len()).collect();
-        order.sort_unstable_by_key(|&i| classes[i].0.address());
-        let mut members: HashMap<&Group, Vec<usize>> =
-            groups.iter().map(|g| (g, Vec::new())).collect();
-        for &i in &order {
-            for g in classes[i].0.0.iter() {
-                if let Some(m) = members.get_mut(g) {
-                    m.push(i);
+        reset: bool,
+    ) -> Vec<Group> {
+        // 1. Each change into its class; classes appearing or emptying
+        // change their groups' signatures.
+        let mut touched: HashMap<Class, BTreeSet<Arc<str>>> = HashMap::new();
+        let mut regrouped: HashMap<Group, Box<[Class]>> = HashMap::new();
+        for d in changes {
+            if let Some(b) = d.before {
+                let class = Class(b.groups.clone());
+                if let Some(content) = self.classes.get_mut(&class) {
+                    content.remove(b.collection, &b.resource.name);
+                    let empty = content.len == 0;
+                    touched
+                        .entry(class.clone())
+                        .or_default()
+                        .insert(b.collection.clone());
+                    if empty {
+                        self.classes.remove(&class);
+                        self.regroup(&class, false, &mut regrouped);
+                    }
                 }
             }
+            if let Some(a) = d.after {
+                let class = Class(a.groups.clone());
+                if !self.classes.contains_key(&class) {
+                    self.classes.insert(class.clone(), Content::default());
+                    self.regroup(&class, true, &mut regrouped);
+                }
+                if let Some(content) = self.classes.get_mut(&class) {
+                    content.insert(
+                        a.collection,
+                        Item {
+                            resource: a.resource.clone(),
+                            facts: a.facts.filter(|_| analysing).cloned(),
+                        },
+                    );
+                }
+                touched
+                    .entry(class)
+                    .or_default()
+                    .insert(a.collection.clone());
+            }
         }
 
-        // 3. One snapshot per distinct signature.
-        let mut all_collections: BTreeSet<Arc<str>> = collections.iter().cloned().collect();
-        for (_, content) in &classes {
-            all_collections.extend(content.keys().cloned());
-        }
-        let mut by_members: HashMap<Vec<usize>, usize> = HashMap::new();
-        let mut signatures: Vec<(Arc<Snapshot>, Vec<usize>)> = Vec::new();
-        let mut shared = HashMap::new();
-        let mut of_group = HashMap::with_capacity(groups.len());
-        for group in groups {
-            let m = members.remove(group).unwrap_or_default();
-            if let Some(&s) = by_members.get(&m) {
-                of_group.insert(group.clone(), s);
+        // 2. The groups to look at: those whose signature changed, and
+        // those holding a changed class.
+        let mut affected: Vec<Group> = if reset {
+            self.members.keys().cloned().collect()
+        } else {
+            let mut a: BTreeSet<Group> = regrouped.keys().cloned().collect();
+            for class in touched.keys() {
+                a.extend(
+                    class
+                        .0
+                        .iter()
+                        .filter(|g| self.members.contains_key(*g))
+                        .cloned(),
+                );
+            }
+            a.into_iter().collect()
+        };
+        affected.sort_unstable();
+
+        // 3. One snapshot per signature they have now.
+        let mut done: HashSet<Box<[Class]>> = HashSet::new();
+        for group in &affected {
+            let Some(now) = self.members.get(group) else {
+                continue;
+            };
+            let was = regrouped.remove(group);
+            let moved = reset || was.as_deref().is_some_and(|w| w != now.as_slice());
+            if !moved && done.contains(now.as_slice()) {
                 continue;
             }
-            let key: Box<[Class]> = m.iter().map(|&i| classes[i].0.clone()).collect();
-            let last = self.shared.get(&key);
-            let snapshot = match last {
-                Some(last) if m.iter().all(|&i| matches!(changes[i], Change::None)) => last.clone(),
-                _ => {
-                    let reference = last.or_else(|| previous.get(group));
-                    // With the last build's snapshot of this very
-                    // signature, only the collections its classes changed
-                    // can differ; with another's (a group's), any can.
-                    let touched =
-                        |c: &str| last.is_none() || m.iter().any(|&i| changes[i].touches(c));
-                    assemble(&classes, &m, &all_collections, reference, touched)
-                }
-            };
-            shared.insert(key, snapshot.clone());
-            by_members.insert(m.clone(), signatures.len());
-            of_group.insert(group.clone(), signatures.len());
-            signatures.push((snapshot, m));
+            let key: Box<[Class]> = now.as_slice().into();
+            if let Some(w) = was.filter(|_| moved && !reset) {
+                self.leave(&w);
+            }
+            if done.insert(key.clone()) {
+                self.assemble_signature(&key, &touched, previous.get(group));
+            }
+            if let Some(s) = self.signatures.get_mut(&key).filter(|_| moved) {
+                s.groups += 1;
+            }
         }
+        affected
+    }
 
-        self.classes = classes.into_iter().collect();
-        self.shared = shared;
-        Assembled {
-            of_group,
-            signatures,
-            facts,
+    /// `class` appeared (`born`) or emptied: the signature of each group
+    /// its list names changes; the first time a group's changes, what it
+    /// was is remembered in `regrouped`.
+    fn regroup(&mut self, class: &Class, born: bool, regrouped: &mut HashMap<Group, Box<[Class]>>) {
+        for g in class.0.iter() {
+            let Some(m) = self.members.get_mut(g) else {
+                continue;
+            };
+            regrouped
+                .entry(g.clone())
+                .or_insert_with(|| m.clone().into_boxed_slice());
+            let at = m.binary_search_by_key(&class.address(), Class::address);
+            match (born, at) {
+                (true, Err(i)) => m.insert(i, class.clone()),
+                (false, Ok(i)) => {
+                    m.remove(i);
+                }
+                _ => {}
+            }
         }
+    }
+
+    /// A group left signature `key`: forgotten with its last group.
+    fn leave(&mut self, key: &[Class]) {
+        if let Some(s) = self.signatures.get_mut(key) {
+            s.groups = s.groups.saturating_sub(1);
+            if s.groups == 0 {
+                self.signatures.remove(key);
+            }
+        }
+    }
+
+    /// Makes signature `key`'s snapshot current: kept when none of its
+    /// classes changed, else its changed collections rebuilt; a signature
+    /// new to the build is assembled starting from `reference`.
+    fn assemble_signature(
+        &mut self,
+        key: &[Class],
+        touched: &HashMap<Class, BTreeSet<Arc<str>>>,
+        reference: Option<&Arc<Snapshot>>,
+    ) {
+        let changed: BTreeSet<&Arc<str>> = key
+            .iter()
+            .filter_map(|c| touched.get(c))
+            .flatten()
+            .collect();
+        let (last, fresh) = match self.signatures.get(key) {
+            Some(_) if changed.is_empty() => return,
+            Some(s) => (Some(s.snapshot.clone()), false),
+            None => (reference.cloned(), true),
+        };
+        let snapshot = assemble(
+            &self.classes,
+            key,
+            &self.collections,
+            last.as_ref(),
+            |c: &str| fresh || changed.iter().any(|t| &***t == c),
+        );
+        match self.signatures.get_mut(key) {
+            Some(s) => s.snapshot = snapshot,
+            None => {
+                self.next_id += 1;
+                self.signatures.insert(
+                    key.into(),
+                    Signature {
+                        id: self.next_id,
+                        snapshot,
+                        groups: 0,
+                    },
+                );
+            }
+        }
+    }
+
+    /// `group`'s signature (told apart by its id) and snapshot.
+    pub(super) fn of(&self, group: &Group) -> Option<(usize, &Arc<Snapshot>)> {
+        let m = self.members.get(group)?;
+        let s = self.signatures.get(m.as_slice())?;
+        Some((s.id, &s.snapshot))
+    }
+
+    /// The facts of `group`'s objects.
+    pub(super) fn facts(&self, group: &Group) -> Vec<Arc<Facts>> {
+        let Some(m) = self.members.get(group) else {
+            return Vec::new();
+        };
+        m.iter()
+            .filter_map(|c| self.classes.get(c))
+            .flat_map(|content| content.objects.values())
+            .flat_map(|list| list.values())
+            .filter_map(|item| item.facts.clone())
+            .collect()
+    }
+
+    /// How many distinct snapshots the groups hold.
+    pub(super) fn distinct(&self) -> usize {
+        self.signatures.len()
     }
 }
 
@@ -246,8 +359,8 @@ impl Assembly {
 /// it, else a new one that keeps each of its collections that did not
 /// change.
 fn assemble(
-    classes: &[(Class, Content)],
-    members: &[usize],
+    classes: &HashMap<Class, Content>,
+    members: &[Class],
     collections: &BTreeSet<Arc<str>>,
     reference: Option<&Arc<Snapshot>>,
     touched: impl Fn(&str) -> bool,
@@ -281,59 +394,26 @@ fn assemble(
 /// holds each object once and the classes are disjoint, so there are no
 /// duplicates).
 fn merged(
-    classes: &[(Class, Content)],
-    members: &[usize],
+    classes: &HashMap<Class, Content>,
+    members: &[Class],
     collection: &str,
 ) -> Vec<EncodedResource> {
     let mut lists = members
         .iter()
-        .filter_map(|&i| classes[i].1.get(collection))
-        .filter(|l| !l.is_empty());
+        .filter_map(|c| classes.get(c)?.list(collection));
     let Some(first) = lists.next() else {
         return Vec::new();
     };
-    let mut out = first.clone();
+    let mut out: Vec<EncodedResource> = first.values().map(|i| i.resource.clone()).collect();
     let mut more = false;
     for l in lists {
-        out.extend(l.iter().cloned());
+        out.extend(l.values().map(|i| i.resource.clone()));
         more = true;
     }
     if more {
         out.sort_unstable_by(|a, b| a.name.cmp(&b.name));
     }
     out
-}
-
-/// The collections whose objects differ between two builds of a class.
-fn changed_collections(before: &Content, now: &Content) -> Change {
-    let mut changed = BTreeSet::new();
-    for (coll, list) in now {
-        if before.get(coll).is_none_or(|b| !same_list(b, list)) {
-            changed.insert(coll.clone());
-        }
-    }
-    for coll in before.keys() {
-        if !now.contains_key(coll) {
-            changed.insert(coll.clone());
-        }
-    }
-    if changed.is_empty() {
-        Change::None
-    } else {
-        Change::In(changed)
-    }
-}
-
-/// Same names and versions in the same order (the shared strings compare
-/// by address first).
-fn same_list(a: &[EncodedResource], b: &[EncodedResource]) -> bool {
-    fn same(x: &Arc<str>, y: &Arc<str>) -> bool {
-        Arc::ptr_eq(x, y) || x == y
-    }
-    a.len() == b.len()
-        && a.iter()
-            .zip(b)
-            .all(|(x, y)| same(&x.name, &y.name) && same(&x.version, &y.version))
 }
 
 /// `snapshot` with `collections` empty (what a cluster that can't take

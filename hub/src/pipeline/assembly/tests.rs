@@ -30,17 +30,22 @@ fn list(names: &[&str]) -> Arc<[Group]> {
     names.iter().map(|n| Group::from(*n)).collect()
 }
 
-/// Sorted by key, as the store resolves them.
-fn placed(objs: &mut [Obj]) -> Vec<Placed<'_>> {
-    objs.sort_by(|a, b| (&a.collection, &a.resource.name).cmp(&(&b.collection, &b.resource.name)));
-    objs.iter()
-        .map(|o| Placed {
-            groups: &o.groups,
-            collection: &o.collection,
-            resource: &o.resource,
-            facts: None,
-        })
-        .collect()
+fn placed(o: &Obj) -> Placed<'_> {
+    Placed {
+        groups: &o.groups,
+        collection: &o.collection,
+        resource: &o.resource,
+        facts: None,
+    }
+}
+
+/// The assembly and what it was last told, as the store's resolution
+/// keeps it: each build hands over only the objects that changed.
+#[derive(Default)]
+struct Rig {
+    a: Assembly,
+    last: BTreeMap<(Arc<str>, Arc<str>), Obj>,
+    started: bool,
 }
 
 fn groups(n: usize) -> Vec<Group> {
@@ -55,27 +60,65 @@ fn names(s: &Snapshot, coll: &str) -> Vec<String> {
         .collect()
 }
 
-/// Runs one build and records each group's snapshot as the pipeline does.
+/// Runs one build of `objs` (told as changes against the last build's)
+/// and records each group's snapshot as the pipeline does; returns how
+/// many groups changed. Every group the assembly did not name as affected
+/// must have kept its snapshot.
 fn build(
-    a: &mut Assembly,
-    objs: &mut [Obj],
+    rig: &mut Rig,
+    objs: &mut Vec<Obj>,
     groups: &[Group],
     published: &mut HashMap<Group, Arc<Snapshot>>,
 ) -> usize {
     let collections: Vec<Arc<str>> = vec![VS.into(), DR.into()];
-    let objs = placed(objs);
-    let built = a.build(objs.into_iter(), groups, &collections, false, published);
+    let now: BTreeMap<(Arc<str>, Arc<str>), Obj> = objs
+        .drain(..)
+        .map(|o| ((o.collection.clone(), o.resource.name.clone()), o))
+        .collect();
+    let reset = !rig.started;
+    rig.started = true;
+    if reset {
+        rig.a.reset(groups, &collections);
+    }
+    let mut deltas = Vec::new();
+    for (k, o) in &now {
+        match rig.last.get(k) {
+            Some(b)
+                if Arc::ptr_eq(&b.groups, &o.groups)
+                    && b.resource.version == o.resource.version => {}
+            b => deltas.push(Delta {
+                before: b.map(placed),
+                after: Some(placed(o)),
+            }),
+        }
+    }
+    for (k, b) in &rig.last {
+        if !now.contains_key(k) {
+            deltas.push(Delta {
+                before: Some(placed(b)),
+                after: None,
+            });
+        }
+    }
+    let affected = rig.a.update(deltas.into_iter(), false, published, reset);
     let mut changed = 0;
     for g in groups {
-        let (_, s) = built.of(g).expect("every group has a snapshot");
+        let (_, s) = rig.a.of(g).expect("every group has a snapshot");
         match published.get(g) {
             Some(p) if same_snapshot(p, s) => {}
             _ => {
+                assert!(affected.contains(g), "{g} changed but was not named");
                 changed += 1;
                 published.insert(g.clone(), s.clone());
             }
         }
     }
+    objs.extend(now.values().map(|o| Obj {
+        groups: o.groups.clone(),
+        collection: o.collection.clone(),
+        resource: o.resource.clone(),
+    }));
+    rig.last = now;
     changed
 }
 
@@ -90,7 +133,7 @@ fn groups_of_the_same_objects_share_one_snapshot_and_a_cluster_change_touches_it
             obj(&every, DR, "ns/shared-b", "1"),
         ]
     };
-    let mut a = Assembly::default();
+    let mut a = Rig::default();
     let mut published = HashMap::new();
 
     // Only shared objects: one content, one snapshot for all.
@@ -169,7 +212,7 @@ fn a_group_moving_to_another_content_or_losing_every_object_is_rebuilt_right() {
     let gs = groups(3);
     let first_two = list(&["c0", "c1"]);
     let last_two = list(&["c1", "c2"]);
-    let mut a = Assembly::default();
+    let mut a = Rig::default();
     let mut published = HashMap::new();
     let mut objs = vec![obj(&first_two, VS, "ns/x", "1")];
     assert_eq!(build(&mut a, &mut objs, &gs, &mut published), 3);
@@ -219,7 +262,7 @@ fn content_equals_a_build_from_scratch_across_random_changes() {
             .wrapping_add(1442695040888963407);
         (seed >> 33) % n
     };
-    let mut a = Assembly::default();
+    let mut a = Rig::default();
     let mut published: HashMap<Group, Arc<Snapshot>> = HashMap::new();
     // name → (list, collection, version)
     let mut state: BTreeMap<String, (usize, &str, u64)> = BTreeMap::new();
@@ -244,6 +287,17 @@ fn content_equals_a_build_from_scratch_across_random_changes() {
             .map(|(n, (l, c, v))| obj(&lists[*l], c, n, &v.to_string()))
             .collect();
         build(&mut a, &mut objs, &gs, &mut published);
+        // One snapshot per distinct set of classes, none kept for a set
+        // no group has any more.
+        let sets: BTreeSet<Vec<usize>> = gs
+            .iter()
+            .map(|g| {
+                (0..lists.len())
+                    .filter(|&l| lists[l].contains(g) && state.values().any(|(ol, _, _)| *ol == l))
+                    .collect()
+            })
+            .collect();
+        assert_eq!(a.a.distinct(), sets.len(), "round {round}");
         for g in &gs {
             for coll in [VS, DR] {
                 let want: Vec<EncodedResource> = objs

@@ -1,0 +1,274 @@
+//! Resolution: which definition of each object is served, kept up to date
+//! as units change, in proportion to what changed (issue 40).
+//!
+//! Every accepted definition is indexed by its object's key; a unit's
+//! change marks the keys it defines (before and after) dirty, and a
+//! resolution settles only those: the winner (the smallest origin), the
+//! conflict, the warnings. It hands the pipeline the objects whose served
+//! definition changed, so that nothing downstream looks at the others.
+//! The served objects are a persistent map: the status keeps each
+//! resolution's copy for the price of a pointer, and a change copies only
+//! the few nodes on its path.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+use super::{Accepted, Conflict, ObjectKey, Outcome, Rejected, Stored, Warning};
+use crate::source::Origin;
+
+/// A unit: (source, unit name).
+pub(super) type UnitKey = (Arc<str>, Arc<str>);
+
+/// The served objects: the winning definition of each and where it came
+/// from, by key.
+#[derive(Clone, Debug, Default)]
+pub struct ServedObjects {
+    entries: imbl::OrdMap<ObjectKey, (Arc<Accepted>, Origin)>,
+}
+
+impl ServedObjects {
+    /// How many objects are served.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether nothing is served.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The served definition of `key`.
+    pub fn get(&self, key: &ObjectKey) -> Option<&Arc<Accepted>> {
+        self.entries.get(key).map(|(a, _)| a)
+    }
+
+    /// Where the served definition of `key` came from.
+    pub fn origin(&self, key: &ObjectKey) -> Option<&Origin> {
+        self.entries.get(key).map(|(_, o)| o)
+    }
+
+    /// The served objects' keys, sorted.
+    pub fn keys(&self) -> impl Iterator<Item = &ObjectKey> {
+        self.entries.keys()
+    }
+
+    /// The served objects, sorted by key.
+    pub fn values(&self) -> impl Iterator<Item = &Arc<Accepted>> {
+        self.entries.values().map(|(a, _)| a)
+    }
+}
+
+/// An object whose served definition changed: what was served, what is.
+#[derive(Clone, Debug)]
+pub struct Changed {
+    /// Served before (`None`: it is new).
+    pub before: Option<Arc<Accepted>>,
+    /// Served now (`None`: it is gone).
+    pub after: Option<Arc<Accepted>>,
+}
+
+/// What changed since the last resolution.
+#[derive(Clone, Debug)]
+pub enum Changes {
+    /// Everything may have (the first resolution, new grouping rules):
+    /// place every served object again.
+    All,
+    /// These objects.
+    Some(Vec<Changed>),
+}
+
+/// What to serve and what to report.
+#[derive(Debug)]
+pub struct Resolved {
+    /// The winning definition of every object.
+    pub objects: ServedObjects,
+    /// What changed since the last resolution.
+    pub changes: Changes,
+    /// Objects defined more than once.
+    pub conflicts: Vec<Conflict>,
+    /// Entries kept out, in origin order.
+    pub rejected: Vec<Rejected>,
+    /// Warnings about accepted entries.
+    pub warnings: Vec<Warning>,
+}
+
+impl Resolved {
+    /// Where the served definition of `key` came from.
+    pub fn origin(&self, key: &ObjectKey) -> Option<&Origin> {
+        self.objects.origin(key)
+    }
+}
+
+/// The resolution's state, kept by the store between resolutions.
+#[derive(Debug)]
+pub(super) struct Resolution {
+    /// Every accepted definition of each object, by origin (the winner
+    /// first).
+    defs: HashMap<ObjectKey, BTreeMap<Origin, Arc<Accepted>>>,
+    /// Objects whose definitions changed since the last resolution.
+    dirty: HashSet<ObjectKey>,
+    /// Everything changed (nothing resolved yet, or rules replaced).
+    all: bool,
+    served: ServedObjects,
+    conflicts: BTreeMap<ObjectKey, Conflict>,
+    warnings: BTreeMap<ObjectKey, Vec<Warning>>,
+    /// Each unit's rejected entries, with their origins.
+    rejected: BTreeMap<UnitKey, Vec<Rejected>>,
+}
+
+impl Default for Resolution {
+    fn default() -> Self {
+        Self {
+            defs: HashMap::new(),
+            dirty: HashSet::new(),
+            all: true,
+            served: ServedObjects::default(),
+            conflicts: BTreeMap::new(),
+            warnings: BTreeMap::new(),
+            rejected: BTreeMap::new(),
+        }
+    }
+}
+
+impl Resolution {
+    /// Forgets every definition: the units are placed again and given
+    /// anew ([`Resolution::replaced`]); the next resolution is of
+    /// everything.
+    pub(super) fn reset(&mut self) {
+        self.defs.clear();
+        self.dirty.clear();
+        self.rejected.clear();
+        self.all = true;
+    }
+
+    /// `unit`'s entries `old` replaced by `new` (either may be empty).
+    pub(super) fn replaced(&mut self, unit: &UnitKey, old: &[Stored], new: &[Stored]) {
+        for s in old {
+            let Outcome::Accepted(a) = &s.outcome else {
+                continue;
+            };
+            let Some(defs) = self.defs.get_mut(&a.key) else {
+                continue;
+            };
+            if defs.get(&s.origin).is_some_and(|d| Arc::ptr_eq(d, a)) {
+                defs.remove(&s.origin);
+                if defs.is_empty() {
+                    self.defs.remove(&a.key);
+                }
+                self.dirty.insert(a.key.clone());
+            }
+        }
+        for s in new {
+            let Outcome::Accepted(a) = &s.outcome else {
+                continue;
+            };
+            let prev = self
+                .defs
+                .entry(a.key.clone())
+                .or_default()
+                .insert(s.origin.clone(), a.clone());
+            if prev.is_none_or(|p| !Arc::ptr_eq(&p, a)) {
+                self.dirty.insert(a.key.clone());
+            }
+        }
+        let rejected: Vec<Rejected> = new
+            .iter()
+            .filter_map(|s| match &s.outcome {
+                Outcome::Rejected(r) => {
+                    let mut r = (**r).clone();
+                    r.origin = Some(s.origin.clone());
+                    Some(r)
+                }
+                Outcome::Accepted(_) => None,
+            })
+            .collect();
+        if rejected.is_empty() {
+            self.rejected.remove(unit);
+        } else {
+            self.rejected.insert(unit.clone(), rejected);
+        }
+    }
+
+    /// Settles what changed since the last resolution.
+    pub(super) fn resolve(&mut self) -> Resolved {
+        let changes = if std::mem::take(&mut self.all) {
+            self.dirty.clear();
+            self.served = ServedObjects::default();
+            self.conflicts.clear();
+            self.warnings.clear();
+            let keys: Vec<ObjectKey> = self.defs.keys().cloned().collect();
+            for key in &keys {
+                self.settle(key);
+            }
+            Changes::All
+        } else {
+            let dirty: Vec<ObjectKey> = self.dirty.drain().collect();
+            Changes::Some(dirty.iter().filter_map(|k| self.settle(k)).collect())
+        };
+        Resolved {
+            objects: self.served.clone(),
+            changes,
+            conflicts: self.conflicts.values().cloned().collect(),
+            rejected: self.rejected.values().flatten().cloned().collect(),
+            warnings: self.warnings.values().flatten().cloned().collect(),
+        }
+    }
+
+    /// Settles one object: its winner, conflict and warnings; what changed
+    /// in what is served of it.
+    fn settle(&mut self, key: &ObjectKey) -> Option<Changed> {
+        let before = self.served.get(key).cloned();
+        let winner = self.defs.get(key).and_then(|defs| {
+            let mut all = defs.iter();
+            let (origin, winner) = all.next()?;
+            let ignored: Vec<Origin> = all.map(|(o, _)| o.clone()).collect();
+            Some((origin.clone(), winner.clone(), ignored))
+        });
+        let after = match winner {
+            None => {
+                self.served.entries.remove(key);
+                self.conflicts.remove(key);
+                self.warnings.remove(key);
+                None
+            }
+            Some((origin, winner, ignored)) => {
+                if ignored.is_empty() {
+                    self.conflicts.remove(key);
+                } else {
+                    self.conflicts.insert(
+                        key.clone(),
+                        Conflict {
+                            kind: winner.kind.to_string(),
+                            key: key.clone(),
+                            winner: origin.clone(),
+                            ignored,
+                        },
+                    );
+                }
+                if winner.warnings.is_empty() {
+                    self.warnings.remove(key);
+                } else {
+                    let warnings = winner
+                        .warnings
+                        .iter()
+                        .map(|w| Warning {
+                            origin: origin.clone(),
+                            message: w.clone(),
+                        })
+                        .collect();
+                    self.warnings.insert(key.clone(), warnings);
+                }
+                self.served
+                    .entries
+                    .insert(key.clone(), (winner.clone(), origin));
+                Some(winner)
+            }
+        };
+        let same = match (&before, &after) {
+            (Some(b), Some(a)) => Arc::ptr_eq(b, a),
+            (None, None) => true,
+            _ => false,
+        };
+        (!same).then_some(Changed { before, after })
+    }
+}

@@ -73,6 +73,9 @@ struct Known {
     /// Whether the last walk met a symlink (then every rescan walks:
     /// [`targeted`]).
     symlinks: bool,
+    /// Whether `files` came from a walk (until one did, every rescan
+    /// walks).
+    walked: bool,
 }
 
 /// Files never read as objects (the configuration file inside the tree),
@@ -252,7 +255,6 @@ impl FileSource {
         let name = self.name.clone();
         let root = root.to_owned();
         let exclude = exclude.clone();
-        let fallback = known.clone();
         let tx = events.clone();
         let limits = Limits {
             file_bytes: self.max_file_bytes,
@@ -267,8 +269,10 @@ impl FileSource {
         match scanned {
             Ok(out) => out,
             Err(e) => {
-                warn!(error = %e, "rescan failed");
-                Some(fallback)
+                // What was known went with the task: the next rescan reads
+                // every file again (the store keeps what did not change).
+                warn!(error = %e, "rescan failed; the next one reads every file");
+                Some(Known::default())
             }
         }
     }
@@ -358,6 +362,7 @@ fn scan(
             let mut walked = Walked::default();
             walk(root, root, exclude, &mut Vec::new(), &mut walked);
             known.symlinks = walked.symlinks;
+            known.walked = true;
             let seen: HashSet<&PathBuf> = walked.files.iter().map(|(rel, _)| rel).collect();
             let gone = known
                 .files

@@ -8,7 +8,7 @@
 //! paths are looked at. Anything the events alone can't tell safely
 //! falls back to the walk: a lost event, a directory, a hidden or backup
 //! name (a ConfigMap mount swaps its `..data` link: the visible files
-//! change through it), a tree holding symlinks (one file may be seen
+//! change through it), no complete walk yet, a tree holding symlinks (one file may be seen
 //! under several names, and a write to the target names only the
 //! target), or more paths than a walk costs.
 
@@ -36,6 +36,7 @@ pub(super) enum Look {
 /// What a rescan after `force` must look at.
 pub(super) fn look(root: &Path, exclude: &Exclude, known: &Known, force: &Force) -> Look {
     if force.all
+        || !known.walked
         || known.symlinks
         || force.paths.is_empty()
         || force.paths.len() * WALK_SHARE > known.files.len().max(WALK_SHARE)
@@ -115,6 +116,7 @@ mod tests {
                 })
                 .collect::<HashMap<_, _>>(),
             symlinks,
+            walked: true,
         }
     }
 
@@ -187,6 +189,12 @@ mod tests {
         assert!(walks(force(&["sub/.a.yaml.swp"]), &k), "a hidden name");
         assert!(walks(force(&["f1.yaml~"]), &k), "a backup name");
         assert!(walks(force(&[]), &k), "an event naming nothing");
+        let mut unwalked = known(&refs, false);
+        unwalked.walked = false;
+        assert!(
+            walks(force(&["f1.yaml"]), &unwalked),
+            "no walk yet (or a failed rescan)"
+        );
         assert!(
             walks(force(&["f1.yaml"]), &known(&refs, true)),
             "a tree with symlinks"

@@ -69,6 +69,10 @@ enum Command {
         /// Sinks (clusters) to serve, each on its own listener.
         #[arg(long)]
         count: usize,
+        /// The number of the first cluster served (a fleet larger than
+        /// one process' open files runs several sinks processes).
+        #[arg(long, default_value_t = 0)]
+        first: usize,
         /// Ask for incremental responses, declaring what is held.
         #[arg(long)]
         incremental: bool,
@@ -150,9 +154,10 @@ async fn main() -> ExitCode {
         Command::Server { config, group } => server::run(config, group).await,
         Command::Sinks {
             count,
+            first,
             incremental,
             sink_only,
-        } => sinks::run(count, incremental, !sink_only).await,
+        } => sinks::run(count, first, incremental, !sink_only).await,
         Command::Floor => floor::run().await,
         Command::Load {
             addr,

@@ -145,6 +145,9 @@ impl LightStore {
 }
 
 struct Sinks {
+    /// The number of the first cluster served (sink `i` is cluster
+    /// `first + i`).
+    first: usize,
     addrs: Vec<SocketAddr>,
     stores: Vec<Arc<LightStore>>,
     configs: Vec<Arc<SinkConfig>>,
@@ -161,13 +164,14 @@ struct Sinks {
 }
 
 /// Runs `count` sinks until stdin closes or says quit.
-pub async fn run(count: usize, incremental: bool, upward: bool) -> Result<()> {
+pub async fn run(count: usize, first: usize, incremental: bool, upward: bool) -> Result<()> {
     let collections: Vec<String> = KindTable::builtin()
         .iter()
         .map(|k| k.collection().to_owned())
         .collect();
     let bytes = Arc::new(AtomicU64::new(0));
     let mut sinks = Sinks {
+        first,
         addrs: Vec::with_capacity(count),
         stores: (0..count)
             .map(|_| {
@@ -181,7 +185,7 @@ pub async fn run(count: usize, incremental: bool, upward: bool) -> Result<()> {
             .map(|i| {
                 Arc::new(SinkConfig {
                     node: SinkNode {
-                        id: cluster_name(i),
+                        id: cluster_name(first + i),
                         annotations: HashMap::new(),
                     },
                     collections: collections
@@ -196,7 +200,7 @@ pub async fn run(count: usize, incremental: bool, upward: bool) -> Result<()> {
             .collect(),
         collections,
         ledger: Ledger::new(),
-        upward: upward.then(|| upward_cache(count)),
+        upward: upward.then(|| upward_cache(first, count)),
         tasks: TaskTracker::new(),
         stop: CancellationToken::new(),
         bytes,
@@ -264,9 +268,9 @@ pub async fn run(count: usize, incremental: bool, upward: bool) -> Result<()> {
 /// of its own (what an agent without `--apply` or istiod address reports
 /// before anything arrived) and no exports, until a `reports` command
 /// replaces them.
-fn upward_cache(count: usize) -> (SnapshotWriter, SnapshotCache) {
+fn upward_cache(first: usize, count: usize) -> (SnapshotWriter, SnapshotCache) {
     let (writer, cache) = meshhub_mcp::cache::new();
-    for i in 0..count {
+    for i in first..first + count {
         let cluster = cluster_name(i);
         let report = ClusterStatus {
             cluster: cluster.clone(),
@@ -295,7 +299,7 @@ impl Sinks {
             let upward = self.upward.as_ref().map(|(_, cache)| {
                 SourceServer::new(Shared {
                     cache: cache.clone(),
-                    groups: Arc::new(SingleGroup(cluster_name(i).into())),
+                    groups: Arc::new(SingleGroup(cluster_name(self.first + i).into())),
                     ledger: self.ledger.clone(),
                     config: Arc::new(SourceConfig::default()),
                     shutdown: self.stop.clone(),
@@ -326,7 +330,7 @@ impl Sinks {
         };
         let at_ns = now_ns();
         for (i, s) in self.stores.iter().enumerate() {
-            let cluster = cluster_name(i);
+            let cluster = cluster_name(self.first + i);
             let collections = {
                 let held = s.collections.lock().expect("sink store");
                 held.iter()
@@ -367,7 +371,7 @@ impl Sinks {
                     .map_or_else(String::new, |h| format!("{}|{}", h.version, h.digest.key()));
                 per.insert(c.clone(), Value::String(state));
             }
-            clusters.insert(cluster_name(i), Value::Object(per));
+            clusters.insert(cluster_name(self.first + i), Value::Object(per));
         }
         json!({
             "event": "report",
@@ -380,11 +384,13 @@ impl Sinks {
     /// other than the marked one; their apply (= ACK) times.
     async fn changed(&self, cmd: &Value, timeout: Duration) -> Value {
         let collection = cmd["collection"].as_str().unwrap_or_default();
+        // Clusters by number, of this process' range.
         let selected: Vec<usize> = match cmd["clusters"].as_array() {
             Some(list) => list
                 .iter()
                 .filter_map(Value::as_u64)
-                .map(|i| i as usize)
+                .filter_map(|k| (k as usize).checked_sub(self.first))
+                .filter(|&i| i < self.stores.len())
                 .collect(),
             None => (0..self.stores.len()).collect(),
         };
@@ -444,7 +450,7 @@ impl Sinks {
                     .iter()
                     .filter(|i| !times.contains_key(i))
                     .take(5)
-                    .map(|&i| cluster_name(i))
+                    .map(|&i| cluster_name(self.first + i))
                     .collect();
                 return json!({
                     "event": "waited",

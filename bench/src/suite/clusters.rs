@@ -25,14 +25,17 @@ use serde_json::{Value, json};
 use crate::agents::Agents;
 use crate::fleet::Fleet;
 use crate::params::Params;
-use crate::proc::{Child, now_ns};
+use crate::proc::now_ns;
 use crate::report::Results;
 use crate::sinks::cluster_name;
 
 use super::harness::*;
 
 mod consoles;
+mod sink_set;
 mod storm;
+
+use self::sink_set::SinkSet;
 
 /// The targets at N = 1,000 (issue 29): p99 beyond the debounce.
 const ALL_TARGET_MS: f64 = 250.0;
@@ -48,7 +51,7 @@ pub(super) const ALLOCATOR: &[(&str, &str)] = &[("MIMALLOC_PURGE_DELAY", "0")];
 /// The running pieces of the scenario.
 pub(super) struct Rig {
     pub(super) fleet: Fleet,
-    pub(super) sinks: Child,
+    pub(super) sinks: SinkSet,
     pub(super) agents: Agents,
     pub(super) hub: Server,
     pub(super) config: std::path::PathBuf,
@@ -62,29 +65,11 @@ pub(super) async fn clusters(params: &Params, results: &mut Results) -> Result<(
     let s = params.clusters;
     let dir = tempfile::tempdir()?;
     let load_start = load_average();
-    let mut args = vec![
-        "sinks".to_owned(),
-        "--count".into(),
-        s.n.to_string(),
-        "--incremental".into(),
-    ];
+    let mut args = vec!["--incremental".to_owned()];
     if s.sink_only > 0 {
         args.push("--sink-only".into());
     }
-    let mut sinks = Child::spawn("sinks", &args)?;
-    let listening = sinks.expect("listening", LONG).await?;
-    let mut addresses: Vec<String> = listening["addrs"]
-        .as_array()
-        .context("sink addresses")?
-        .iter()
-        .filter_map(Value::as_str)
-        .map(|a| format!("http://{a}"))
-        .collect();
-    ensure!(
-        addresses.len() == s.n,
-        "the sinks process serves {} sinks",
-        addresses.len()
-    );
+    let (mut sinks, mut addresses) = SinkSet::spawn(s.n, &args).await?;
     let agents = Agents::start(s.agents, &dir.path().join("agents")).await?;
     let mut names: Vec<String> = (0..s.n).map(cluster_name).collect();
     names.extend(agents.names.iter().cloned());
@@ -496,10 +481,10 @@ impl Rig {
             .send(&json!({"cmd": "groups_expected", "collections": collections}))
             .await?;
         let expected = self.hub.child.expect("groups_expected", LONG).await?;
-        self.sinks
-            .send(&json!({"cmd": "report", "collections": collections}))
+        let report = self
+            .sinks
+            .cmd(json!({"cmd": "report", "collections": collections}))
             .await?;
-        let report = self.sinks.expect("report", LONG).await?;
         for k in 0..self.n {
             let name = cluster_name(k);
             for c in &self.fleet.collections {
@@ -520,26 +505,8 @@ impl Rig {
 }
 
 /// Sends a command to the sinks process and requires a complete answer.
-pub(super) async fn sinks_cmd(sinks: &mut Child, cmd: Value) -> Result<Value> {
-    sinks.send(&cmd).await?;
-    let event = match cmd["cmd"].as_str() {
-        Some("mark") => "marked",
-        Some("report") => "report",
-        Some("restart") => "restarted",
-        Some("reset_bytes") => "reset",
-        Some("reports") => "reported",
-        _ => "waited",
-    };
-    let r = sinks.expect(event, LONG).await?;
-    if event == "waited" && r["complete"] != true {
-        bail!(
-            "only {} sinks done ({} missing: {})",
-            r["done"],
-            cmd["cmd"],
-            r["missing"]
-        );
-    }
-    Ok(r)
+pub(super) async fn sinks_cmd(sinks: &mut SinkSet, cmd: Value) -> Result<Value> {
+    sinks.cmd(cmd).await
 }
 
 /// Waits (bounded) until the hub's dialers of the real agents ACKed their

@@ -138,6 +138,7 @@ pub(crate) fn problems_with(obj: &Object, crds: Option<&CrdSchemas>) -> Vec<Prob
         }
     };
     crate::schema::check(&mut r, obj.group(), &obj.kind, spec);
+    crate::limits::check(&mut r, &obj.kind, spec);
     let ns = namespace_of(obj);
     match kind {
         IstioKind::VirtualService => virtual_service::check(&mut r, spec, ns),

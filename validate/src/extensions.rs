@@ -6,6 +6,7 @@ use serde_json::Value;
 use crate::enums::{ENV_VALUE_SOURCE, TAG_OPERATION};
 use crate::go_url::strict_parse_scheme;
 use crate::json::{enum_field, field, has, int_field, list, map, num_field, str_field};
+use crate::limits::over_in_bytes_only;
 use crate::report::{Report, at, idx, key};
 use crate::selectors::{check_policy_target, check_selector_labels, check_target_ref};
 use crate::values::parse_duration;
@@ -13,10 +14,11 @@ use crate::values::parse_duration;
 /// URL schemes a WasmPlugin may load from (none means an OCI image).
 const WASM_SCHEMES: &[&str] = &["file", "http", "https", "oci"];
 
-/// Every provider reference needs a name.
+/// Every provider reference needs a name (an empty one is the CRD's
+/// minLength, limits.tsv).
 fn check_providers(r: &mut Report, path: &str, v: &Value) {
     for (i, p) in list(v, "providers").iter().enumerate() {
-        if str_field(p, "name").is_empty() {
+        if !has(p, "name") {
             r.err(
                 at(&idx(&at(path, "providers"), i), "name"),
                 "must not be empty",
@@ -64,11 +66,6 @@ pub(crate) fn telemetry(r: &mut Report, spec: &Value) {
                     _ => {}
                 }
             }
-            if let Some(Value::String(c)) = field(o, "match").and_then(|m| m.get("customMetric"))
-                && c.is_empty()
-            {
-                r.err(at(&at(&op, "match"), "customMetric"), "must not be empty");
-            }
         }
     }
     for (i, t) in list(spec, "tracing").iter().enumerate() {
@@ -88,23 +85,22 @@ pub(crate) fn telemetry(r: &mut Report, spec: &Value) {
             if name.is_empty() {
                 r.err(&kp, "tag name must not be empty");
             }
+            // A null tag is absent: the API server prunes it, and istiod
+            // reads it as an empty tag, which its rules pass.
             if !tag.is_object() {
-                r.err(kp, "must not be null");
                 continue;
             }
-            let sub = |f: &str, inner: &str| field(tag, f).map(|v| str_field(v, inner).is_empty());
-            if sub("literal", "value") == Some(true) {
-                r.err(at(&at(&kp, "literal"), "value"), "must not be empty");
-            }
-            if sub("header", "name") == Some(true) {
-                r.err(at(&at(&kp, "header"), "name"), "must not be empty");
-            }
-            if sub("environment", "name") == Some(true) {
-                r.err(at(&at(&kp, "environment"), "name"), "must not be empty");
-            }
-            // Istio 1.30+.
-            if sub("formatter", "value") == Some(true) {
-                r.err(at(&at(&kp, "formatter"), "value"), "must not be empty");
+            // Each source names what it reads (`formatter`: Istio 1.30+);
+            // an empty name or value is the CRD's minLength (limits.tsv).
+            for (f, inner) in [
+                ("literal", "value"),
+                ("header", "name"),
+                ("environment", "name"),
+                ("formatter", "value"),
+            ] {
+                if field(tag, f).is_some_and(|v| !has(v, inner)) {
+                    r.err(at(&at(&kp, f), inner), "must not be empty");
+                }
             }
         }
     }
@@ -146,9 +142,7 @@ pub(crate) fn traffic_extension(r: &mut Report, spec: &Value) {
     if let Some(sel) = field(spec, "selector") {
         check_selector_labels(r, "spec.selector", sel, "matchLabels");
     }
-    if targets.len() > 16 {
-        r.err("spec.targetRefs", "must have at most 16 items");
-    }
+    // At most 16 targets: the CRD's maxItems (limits.tsv).
     for (i, t) in targets.iter().enumerate() {
         // No CEL rule narrows the kinds here (WasmPlugin's neither), so
         // istiod's list holds, GatewayClass included.
@@ -162,10 +156,12 @@ pub(crate) fn traffic_extension(r: &mut Report, spec: &Value) {
         check_wasm_module(r, "spec.wasm", wasm);
     }
     if let Some(lua) = lua {
+        // Set, not empty and at most 65536 characters: the CRD's
+        // minLength and maxLength (limits.tsv); istiod counts bytes.
         let code = str_field(lua, "inlineCode");
-        if code.is_empty() {
+        if !has(lua, "inlineCode") {
             r.err("spec.lua.inlineCode", "must be set");
-        } else if code.len() > LUA_MAX_BYTES {
+        } else if over_in_bytes_only(code, LUA_MAX_BYTES) {
             r.err(
                 "spec.lua.inlineCode",
                 "must be at most 65536 bytes (64 KiB) long",
@@ -183,9 +179,10 @@ const LUA_MAX_BYTES: usize = 65_536;
 fn check_wasm_module(r: &mut Report, path: &str, v: &Value) {
     let url = str_field(v, "url");
     let up = at(path, "url");
-    if url.is_empty() {
+    // An empty URL is the CRD's minLength (limits.tsv).
+    if !has(v, "url") {
         r.err(up, "must be set");
-    } else {
+    } else if !url.is_empty() {
         // As istiod parses it (Go's net/url, `http://` tried in front).
         match strict_parse_scheme(url) {
             Err(e) => r.err(up, format!("{url:?} is not a valid URL: {e}")),
@@ -204,17 +201,16 @@ fn check_wasm_module(r: &mut Report, path: &str, v: &Value) {
             "must be 64 lower case hexadecimal characters",
         );
     }
-    if str_field(v, "imagePullSecret").len() > 253 {
+    // istiod bounds these in bytes, the CRD (limits.tsv) in characters
+    // (and refuses them empty).
+    if over_in_bytes_only(str_field(v, "imagePullSecret"), 253) {
         r.err(
             at(path, "imagePullSecret"),
-            "must be at most 253 characters long",
+            "must be at most 253 bytes long",
         );
     }
-    if str_field(v, "pluginName").len() > 256 {
-        r.err(
-            at(path, "pluginName"),
-            "must be at most 256 characters long",
-        );
+    if over_in_bytes_only(str_field(v, "pluginName"), 256) {
+        r.err(at(path, "pluginName"), "must be at most 256 bytes long");
     }
     if let Some(vm) = field(v, "vmConfig") {
         let mut names: Vec<&str> = Vec::new();
@@ -223,12 +219,13 @@ fn check_wasm_module(r: &mut Report, path: &str, v: &Value) {
             if !env.is_object() {
                 continue;
             }
+            // Empty or over 256 characters is the CRD's (limits.tsv).
             let name = str_field(env, "name");
-            if name.is_empty() {
+            if !has(env, "name") {
                 r.err(at(&p, "name"), "must not be empty");
-            } else if name.len() > 256 {
-                r.err(at(&p, "name"), "must be at most 256 characters long");
-            } else if names.contains(&name) {
+            } else if over_in_bytes_only(name, 256) {
+                r.err(at(&p, "name"), "must be at most 256 bytes long");
+            } else if !name.is_empty() && names.contains(&name) {
                 r.err(at(&p, "name"), format!("duplicate env {name:?}"));
             }
             names.push(name);

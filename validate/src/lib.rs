@@ -25,6 +25,11 @@
 //! API server checks them (module [`crd`]). Other kinds outside the Istio
 //! API groups pass unchecked. [`names`] holds the
 //! naming rules (DNS labels and the like) for anyone who needs them.
+//!
+//! The size limits of Istio's CRDs (`maxItems`, `maxLength`,
+//! `maxProperties` and their `min` counterparts), which the API server
+//! enforces, come from a table of our own that a test compares with the
+//! CRDs (module [`limits`]).
 
 mod check;
 pub mod crd;
@@ -36,6 +41,7 @@ mod go_url;
 mod hosts;
 mod http;
 mod json;
+pub mod limits;
 mod metadata;
 pub mod names;
 mod net;

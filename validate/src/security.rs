@@ -7,7 +7,8 @@ use serde_json::Value;
 
 use crate::enums::AUTHORIZATION_ACTION;
 use crate::http::validate_header_name;
-use crate::json::{enum_field, field, list, map, str_field, strings};
+use crate::json::{enum_field, field, has, list, map, str_field, strings};
+use crate::limits::over_in_bytes_only;
 use crate::net::validate_ip_subnet;
 use crate::report::{Report, at, idx, key};
 use crate::selectors::{check_policy_target, check_selector_labels};
@@ -223,13 +224,11 @@ fn check_trust_domains(values: &[&str]) -> Result<(), String> {
     }
 }
 
-/// Istio's `CheckServiceAccount`: at most 16 values, each
-/// `serviceAccount` or `namespace/serviceAccount`, no wildcard, at most
-/// 320 characters.
+/// Istio's `CheckServiceAccount`: each value `serviceAccount` or
+/// `namespace/serviceAccount`, no wildcard, at most 320 bytes. Its other
+/// bounds (at most 16 values, 320 characters) are the CRD's too, and said
+/// in the CRD's words (limits.tsv).
 fn check_service_accounts(values: &[&str]) -> Result<(), String> {
-    if values.len() > 16 {
-        return Err("may not have more than 16 values".into());
-    }
     for v in values {
         if v.contains('*') {
             return Err(format!("wildcard not allowed, found {v:?}"));
@@ -239,8 +238,8 @@ fn check_service_accounts(values: &[&str]) -> Result<(), String> {
                 "expected format 'serviceAccount' or 'namespace/serviceAccount', found {v:?}"
             ));
         }
-        if v.len() > 320 {
-            return Err(format!("value cannot exceed 320 characters, found {v:?}"));
+        if over_in_bytes_only(v, 320) {
+            return Err(format!("value cannot exceed 320 bytes, found {v:?}"));
         }
         if let Some((ns, sa)) = v.split_once('/')
             && (ns.is_empty() || sa.is_empty())
@@ -361,13 +360,9 @@ pub(crate) fn peer_authentication(r: &mut Report, spec: &Value) {
         .is_none_or(|m| m.is_empty());
     let ports = map(spec, "portLevelMtls");
     if let Some(ports) = ports {
-        if ports.is_empty() {
-            // An explicitly empty map is a mistake, not "no port rules".
-            r.err(
-                "spec.portLevelMtls",
-                "must have at least one entry when set",
-            );
-        } else if empty_selector {
+        // An explicitly empty map is refused by istiod and by the CRD's
+        // minProperties alike: said once, in the CRD's words (limits.tsv).
+        if !ports.is_empty() && empty_selector {
             r.err(
                 "spec.portLevelMtls",
                 "mesh- or namespace-wide peer authentication (no selector) cannot have port level mTLS",
@@ -399,29 +394,14 @@ pub(crate) fn request_authentication(r: &mut Report, spec: &Value) {
 }
 
 fn check_jwt_rule(r: &mut Report, path: &str, rule: &Value) {
-    // `issuer` is optional when `jwksUri` is set; set, it is not empty (the
-    // CRD's minLength).
-    if str_field(rule, "issuer").is_empty()
-        && str_field(rule, "jwksUri").is_empty()
-        && str_field(rule, "jwks_uri").is_empty()
+    // `issuer` is optional when `jwksUri` is set. Set, none of the strings
+    // of a rule (`issuer`, `jwksUri`, audiences, claims, headers, params,
+    // cookies) is empty: the CRD's minLength says so (limits.tsv), once.
+    if !["issuer", "jwksUri", "jwks_uri"]
+        .iter()
+        .any(|f| rule.get(*f).is_some_and(Value::is_string))
     {
         r.err(path, "issuer or jwksUri must be a non-empty string");
-    } else if rule.get("issuer").is_some_and(|i| i.as_str() == Some("")) {
-        r.err(at(path, "issuer"), "must not be empty when set");
-    }
-    for (i, a) in list(rule, "audiences").iter().enumerate() {
-        if a.as_str() == Some("") {
-            r.err(idx(&at(path, "audiences"), i), "must not be empty");
-        }
-    }
-    // The CRD: a space-delimited claim name is not empty.
-    for (i, c) in list(rule, "spaceDelimitedClaims").iter().enumerate() {
-        if c.as_str() == Some("") {
-            r.err(
-                idx(&at(path, "spaceDelimitedClaims"), i),
-                "must not be empty",
-            );
-        }
     }
     // The CRD also takes the proto name `jwks_uri`; at most one of the
     // three key sources may be present.
@@ -436,9 +416,6 @@ fn check_jwt_rule(r: &mut Report, path: &str, rule: &Value) {
         let uri = str_field(rule, f);
         if !uri.is_empty() {
             r.check(at(path, f), validate_jwks_uri(uri));
-        } else if rule.get(f).is_some_and(|v| v.as_str() == Some("")) {
-            // The CRD's minLength: present, it is not empty.
-            r.err(at(path, f), "must not be empty when set");
         }
     }
     let jwks = str_field(rule, "jwks");
@@ -449,23 +426,16 @@ fn check_jwt_rule(r: &mut Report, path: &str, rule: &Value) {
         let p = idx(&at(path, "fromHeaders"), i);
         if !h.is_object() {
             r.err(p, "must not be null");
-        } else if str_field(h, "name").is_empty() {
+        } else if !has(h, "name") {
             r.err(at(&p, "name"), "must not be empty");
-        }
-    }
-    for f in ["fromParams", "fromCookies"] {
-        for (i, v) in list(rule, f).iter().enumerate() {
-            if v.as_str() == Some("") {
-                r.err(idx(&at(path, f), i), "must not be empty");
-            }
         }
     }
     for (i, oc) in list(rule, "outputClaimToHeaders").iter().enumerate() {
         let p = idx(&at(path, "outputClaimToHeaders"), i);
         let (claim, header) = (str_field(oc, "claim"), str_field(oc, "header"));
-        if claim.is_empty() || header.is_empty() {
+        if !has(oc, "claim") || !has(oc, "header") {
             r.err(p, "claim and header must both be set");
-        } else {
+        } else if !claim.is_empty() && !header.is_empty() {
             r.check(at(&p, "header"), validate_header_name(header));
         }
     }

@@ -574,7 +574,7 @@ fn peer_and_request_authentication() {
     assert_eq!(
         found,
         [
-            "spec.jwtRules[0].audiences[0]: must not be empty",
+            "spec.jwtRules[0].audiences[0]: Invalid value: \"\": spec.jwtRules[0].audiences[0] in body should be at least 1 chars long",
             "spec.jwtRules[0]: only one of jwks or jwksUri can be set",
             "spec.jwtRules[0].jwksUri: URI scheme \"ftp\" is not supported; use http or https",
             "spec.jwtRules[0].jwks: jwks must be a JSON Web Key Set (with \"keys\") or a JSON Web Key (with \"kty\")",

@@ -8,6 +8,7 @@ use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 
 use super::corpus::Case;
+use super::table::truncate;
 
 /// One step of a path into a JSON value.
 #[derive(Clone, Debug)]
@@ -236,7 +237,7 @@ pub fn mutants(bases: &[Case], count: usize, seed: u64) -> Vec<Case> {
                 };
                 let mut shown_value = value.to_string();
                 if shown_value.len() > 60 {
-                    shown_value = format!("{}…", &shown_value[..60]);
+                    shown_value = format!("{}…", truncate(&shown_value, 60));
                 }
                 *target = value;
                 format!("{shown} = {shown_value}")

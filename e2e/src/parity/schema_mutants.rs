@@ -11,6 +11,7 @@ use rand::{Rng, SeedableRng};
 use serde_json::{Map, Value, json};
 
 use super::corpus::Case;
+use super::table::truncate;
 
 /// The `spec` schema of every served (group, kind, version), from the CRD
 /// file.
@@ -344,11 +345,7 @@ pub fn schema_mutants(bases: &[Case], schemas: &SpecSchemas, count: usize, seed:
             let value = plausible(&spot.schema, &mut rng);
             let shown = value.to_string();
             put(&mut object["spec"], &spot.path, Some(value));
-            format!(
-                "{} added: {}",
-                show(&spot.path),
-                &shown[..shown.len().min(60)]
-            )
+            format!("{} added: {}", show(&spot.path), truncate(&shown, 60))
         };
         out.push(Case {
             family: "schema-mutant".into(),

@@ -195,7 +195,8 @@ fn or_accepted(m: &str) -> String {
     }
 }
 
-fn truncate(s: &str, n: usize) -> &str {
+/// At most `n` bytes of `s`, cut at a character boundary.
+pub(crate) fn truncate(s: &str, n: usize) -> &str {
     if s.len() <= n {
         return s;
     }

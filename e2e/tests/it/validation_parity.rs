@@ -69,39 +69,24 @@ const CONCURRENCY: usize = 12;
 
 /// Differences kept on purpose on every line (docs/validation.md,
 /// "Accepted differences").
-const ACCEPTED: &[Disagreement] = &[
-    Disagreement {
-        name: "crd-size-limits",
-        direction: Direction::FalseAccept,
-        covers: |r| {
-            let m = r.api.message();
-            r.istiod.accepted()
-                && !m.is_empty()
-                && (m.contains("Too many: ") || m.contains("Too long: may not be more than"))
-        },
-        reason: "the CRDs' size limits (maxItems, maxProperties, maxLength) are the API server's storage guards, \
-             which istiod does not apply to what it reads over MCP; meshhub checks them only where a rule \
-             needs them (label values, service accounts) and leaves the rest to the API server",
+const ACCEPTED: &[Disagreement] = &[Disagreement {
+    name: "istio-package-types",
+    direction: Direction::FalseAccept,
+    covers: |r| {
+        r.api.accepted()
+            && ["istio.", "stats.", "envoy.tcp.metadataexchange."]
+                .iter()
+                .any(|p| {
+                    r.istiod
+                        .message()
+                        .contains(&format!("type.googleapis.com/{p}"))
+                })
     },
-    Disagreement {
-        name: "istio-package-types",
-        direction: Direction::FalseAccept,
-        covers: |r| {
-            r.api.accepted()
-                && ["istio.", "stats.", "envoy.tcp.metadataexchange."]
-                    .iter()
-                    .any(|p| {
-                        r.istiod
-                            .message()
-                            .contains(&format!("type.googleapis.com/{p}"))
-                    })
-        },
-        reason: "an EnvoyFilter patch's Any of a type in one of Istio's own packages (istio.*, stats.*, \
+    reason: "an EnvoyFilter patch's Any of a type in one of Istio's own packages (istio.*, stats.*, \
              envoy.tcp.metadataexchange.*) is passed undecoded: meshhub holds Envoy's descriptors, \
              not those of istio.io/api, so an unknown type name there, or a wrong value for such a \
              type, passes meshhub and istiod drops the object",
-    },
-];
+}];
 
 fn env_number(var: &str, default: u64) -> u64 {
     std::env::var(var)

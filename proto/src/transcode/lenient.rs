@@ -1,8 +1,9 @@
 //! What Istio reads in a spec that protobuf JSON refuses, rewritten into
 //! the protobuf JSON form before a second reading:
 //!
-//! * a null map value (`labels: {version: null}`) is absent: the API server
-//!   prunes it and istiod's JSON decoding skips it;
+//! * a null map value (`labels: {version: null}`, `customTags: {t: null}`)
+//!   is absent: the API server prunes it (no Istio CRD has a nullable map
+//!   value) and istiod's JSON decoding skips it or reads an empty message;
 //! * a `google.protobuf.Duration` in Go's notation (`10ms`, `1m30s`, `1h`):
 //!   the CRDs check durations with CEL's `duration()` and istiod decodes
 //!   them with Go's `time.ParseDuration`, while protobuf JSON takes only
@@ -29,16 +30,12 @@ pub(super) fn relax(desc: &MessageDescriptor, v: &mut Value) -> bool {
             let Some(map) = value.as_object_mut() else {
                 continue;
             };
-            match m.map_entry_value_field().kind() {
-                Kind::Message(vm) => {
-                    for item in map.values_mut() {
-                        changed |= relax_value(&vm, item);
-                    }
-                }
-                _ => {
-                    let before = map.len();
-                    map.retain(|_, v| !v.is_null());
-                    changed |= map.len() != before;
+            let before = map.len();
+            map.retain(|_, v| !v.is_null());
+            changed |= map.len() != before;
+            if let Kind::Message(vm) = m.map_entry_value_field().kind() {
+                for item in map.values_mut() {
+                    changed |= relax_value(&vm, item);
                 }
             }
         } else if f.is_list() {

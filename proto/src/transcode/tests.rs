@@ -738,6 +738,17 @@ fn null_map_values_read_as_absent() {
     let a = object_to_resource(&k, &with_null).expect("a null label value is dropped");
     let b = object_to_resource(&k, &without).expect("transcodes");
     assert_eq!(a.body, b.body);
+    // A message-valued map's null value too.
+    let k = kind("Telemetry");
+    let telemetry = |tags: &str| {
+        one(&format!(
+            "apiVersion: telemetry.istio.io/v1\nkind: Telemetry\nmetadata: {{name: t, namespace: default}}\nspec:\n  tracing:\n  - customTags: {{{tags}}}\n"
+        ))
+    };
+    let a = object_to_resource(&k, &telemetry("route: null, a: {literal: {value: x}}"))
+        .expect("a null custom tag is dropped");
+    let b = object_to_resource(&k, &telemetry("a: {literal: {value: x}}")).expect("transcodes");
+    assert_eq!(a.body, b.body);
 }
 
 #[test]

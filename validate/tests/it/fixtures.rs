@@ -76,13 +76,13 @@ const EXPECTED: &[(&str, &[&str])] = &[
     (
         "security-v1beta1-PeerAuthentication-invalid.yaml",
         &[
-            "PeerAuthentication default/invalid-peer-authentication: spec.portLevelMtls: must have at least one entry when set",
+            "PeerAuthentication default/invalid-peer-authentication: spec.portLevelMtls: Invalid value: 0: spec.portLevelMtls in body should have at least 1 properties",
         ],
     ),
     (
         "security-v1beta1-RequestAuthentication-invalid.yaml",
         &[
-            "RequestAuthentication default/invalid-request-authentication: spec.jwtRules[0]: issuer or jwksUri must be a non-empty string",
+            "RequestAuthentication default/invalid-request-authentication: spec.jwtRules[0].issuer: Invalid value: \"\": spec.jwtRules[0].issuer in body should be at least 1 chars long",
         ],
     ),
 ];

@@ -80,7 +80,9 @@ const EXPECTED_INVALID: &[(&str, &[&str])] = &[
     ),
     (
         "Telemetry bookinfo/empty-formatter",
-        &["spec.tracing[0].customTags[\"route\"].formatter.value: must not be empty"],
+        &[
+            "spec.tracing[0].customTags[\"route\"].formatter.value: Invalid value: \"\": spec.tracing[0].customTags[\"route\"].formatter.value in body should be at least 1 chars long",
+        ],
     ),
     (
         "TrafficExtension bookinfo/no-filter",
@@ -103,7 +105,9 @@ const EXPECTED_INVALID: &[(&str, &[&str])] = &[
     ),
     (
         "TrafficExtension bookinfo/empty-lua",
-        &["spec.lua.inlineCode: must be set"],
+        &[
+            "spec.lua.inlineCode: Invalid value: \"\": spec.lua.inlineCode in body should be at least 1 chars long",
+        ],
     ),
     (
         "TrafficExtension bookinfo/wasm-env",

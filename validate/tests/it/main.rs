@@ -3,3 +3,4 @@
 mod fixtures;
 mod hostile;
 mod istio_1_32;
+mod limits;

@@ -102,9 +102,9 @@ impl Resolved {
 /// The resolution's state, kept by the store between resolutions.
 #[derive(Debug)]
 pub(super) struct Resolution {
-    /// Every accepted definition of each object, by origin (the winner
-    /// first).
-    defs: HashMap<ObjectKey, BTreeMap<Origin, Arc<Accepted>>>,
+    /// Every accepted definition of each object, sorted by origin (the
+    /// winner first; almost always one: a list, not a map, per object).
+    defs: HashMap<ObjectKey, Vec<(Origin, Arc<Accepted>)>>,
     /// Objects whose definitions changed since the last resolution.
     dirty: HashSet<ObjectKey>,
     /// Everything changed (nothing resolved yet, or rules replaced).
@@ -150,8 +150,10 @@ impl Resolution {
             let Some(defs) = self.defs.get_mut(&a.key) else {
                 continue;
             };
-            if defs.get(&s.origin).is_some_and(|d| Arc::ptr_eq(d, a)) {
-                defs.remove(&s.origin);
+            if let Ok(i) = defs.binary_search_by(|(o, _)| o.cmp(&s.origin))
+                && Arc::ptr_eq(&defs[i].1, a)
+            {
+                defs.remove(i);
                 if defs.is_empty() {
                     self.defs.remove(&a.key);
                 }
@@ -162,12 +164,16 @@ impl Resolution {
             let Outcome::Accepted(a) = &s.outcome else {
                 continue;
             };
-            let prev = self
-                .defs
-                .entry(a.key.clone())
-                .or_default()
-                .insert(s.origin.clone(), a.clone());
-            if prev.is_none_or(|p| !Arc::ptr_eq(&p, a)) {
+            let defs = self.defs.entry(a.key.clone()).or_default();
+            let changed = match defs.binary_search_by(|(o, _)| o.cmp(&s.origin)) {
+                Ok(i) => !Arc::ptr_eq(&std::mem::replace(&mut defs[i].1, a.clone()), a),
+                Err(i) => {
+                    defs.insert(i, (s.origin.clone(), a.clone()));
+                    defs.shrink_to_fit();
+                    true
+                }
+            };
+            if changed {
                 self.dirty.insert(a.key.clone());
             }
         }

@@ -253,7 +253,10 @@ fn the_served_definition_is_known_with_its_origin_and_resource_version() {
 
 /// What a resolution serves, told apart for comparison: each object's
 /// name, origin and bytes, the conflicts, the rejected entries' origins.
-fn served_view(r: &Resolved) -> (Vec<(String, String, String)>, Vec<Conflict>, Vec<String>) {
+/// (key, origin, version) of each served object.
+type ServedRows = Vec<(String, String, String)>;
+
+fn served_view(r: &Resolved) -> (ServedRows, Vec<Conflict>, Vec<String>) {
     (
         r.objects
             .keys()

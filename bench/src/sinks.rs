@@ -207,10 +207,13 @@ pub async fn run(count: usize, first: usize, incremental: bool, upward: bool) ->
         marked: vec![None; count],
     };
     let mut listeners = Vec::with_capacity(count);
-    for _ in 0..count {
-        let l = TcpListener::bind("127.0.0.1:0")
-            .await
-            .context("binding a sink listener")?;
+    for i in 0..count {
+        let l = match TcpListener::bind(sink_addr(first + i)).await {
+            Ok(l) => l,
+            Err(_) => TcpListener::bind("127.0.0.1:0")
+                .await
+                .context("binding a sink listener")?,
+        };
         sinks.addrs.push(l.local_addr()?);
         listeners.push(l);
     }
@@ -262,6 +265,17 @@ pub async fn run(count: usize, first: usize, incremental: bool, upward: bool) ->
     }
     sinks.stop.cancel();
     Ok(())
+}
+
+/// Where sink `k` listens: a loopback address of its own on a port below
+/// the ephemeral range. A listener on an ephemeral port can't always be
+/// bound again after a restart (the storm): at 10,000 clusters the hub's
+/// own connections hold most of that range, and one of them may have
+/// taken the port meanwhile.
+fn sink_addr(k: usize) -> SocketAddr {
+    let k = u32::try_from(k).unwrap_or(u32::MAX) & 0x00ff_ffff;
+    let ip = std::net::Ipv4Addr::from(0x7f00_0000 | (3 << 16) + k);
+    SocketAddr::new(ip.into(), 7001)
 }
 
 /// The upward snapshots of `count` clusters: each a minimal valid report

@@ -6,7 +6,7 @@
 //! and the CLI. Disconnected peers stay visible for a while (the newest
 //! [`RETAINED_DISCONNECTED`]).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
@@ -479,6 +479,25 @@ impl Ledger {
             tx,
             ledger: self.clone(),
         }
+    }
+
+    /// The names of the peers of `role` whose last stream failed (live or
+    /// retained), read without building any peer's status: what a reader
+    /// asking only that wants at 10,000 peers, where [`Ledger::view`]
+    /// copies every collection of every peer.
+    pub fn failed(&self, role: Role) -> HashSet<String> {
+        let reg = self.lock();
+        let live = reg.live.values().filter_map(|rx| {
+            let r = rx.borrow();
+            (r.head.role == role && r.head.last_error.is_some()).then(|| r.head.peer.clone())
+        });
+        let live: Vec<String> = live.collect();
+        reg.gone
+            .iter()
+            .filter(|p| p.role == role && p.last_error.is_some())
+            .map(|p| p.peer.clone())
+            .chain(live)
+            .collect()
     }
 
     /// A snapshot of every live peer, then the retained disconnected ones

@@ -19,12 +19,12 @@
 //! through validation, history, the ledger and the audit log like any
 //! other; it carries `meshhub.io/generated-from` naming the exports.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use futures::FutureExt as _;
 use futures::future::BoxFuture;
-use meshhub_mcp::ledger::{PeerStatus, Role};
+use meshhub_mcp::ledger::Role;
 use meshhub_proto::object::Object;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
@@ -88,15 +88,12 @@ impl McsSource {
     }
 }
 
-/// Whether every agent's exports arrived, or its upward stream failed.
-fn initial_state_known(reports: &Reports, agents: &Agents, ledger: &[PeerStatus]) -> bool {
+/// Whether every agent's exports arrived, or its upward stream failed
+/// (`failed`: the upward peers whose stream failed).
+fn initial_state_known(reports: &Reports, agents: &Agents, failed: &HashSet<String>) -> bool {
     agents.iter().all(|a| {
-        reports.get(&a.cluster).is_some_and(|c| c.exports_received) || {
-            let name = super::peer_name(&a.cluster);
-            ledger
-                .iter()
-                .any(|p| p.role == Role::Sink && p.peer == name && p.last_error.is_some())
-        }
+        reports.get(&a.cluster).is_some_and(|c| c.exports_received)
+            || failed.contains(&super::peer_name(&a.cluster))
     })
 }
 
@@ -123,7 +120,7 @@ impl Source for McsSource {
             let waited = tokio::time::timeout(SYNC_WAIT, async {
                 loop {
                     let now = reports.borrow_and_update().clone();
-                    if initial_state_known(&now, &agents.borrow(), &ledger.view()) {
+                    if initial_state_known(&now, &agents.borrow(), &ledger.failed(Role::Sink)) {
                         return;
                     }
                     tokio::select! {

@@ -116,6 +116,29 @@ impl Analysis {
         )
     }
 
+    /// Takes what some clusters' agents reported anew (`None`: the cluster
+    /// is gone from the reports); the groups whose facts changed.
+    pub fn update_clusters(
+        &mut self,
+        updates: impl IntoIterator<Item = (Group, Option<ClusterFacts>)>,
+    ) -> Vec<Group> {
+        let mut changed = Vec::new();
+        for (group, facts) in updates {
+            let moved = match facts {
+                Some(f) if self.clusters.get(&group) != Some(&f) => {
+                    self.clusters.insert(group.clone(), f);
+                    true
+                }
+                Some(_) => false,
+                None => self.clusters.remove(&group).is_some(),
+            };
+            if moved {
+                changed.push(group);
+            }
+        }
+        changed
+    }
+
     /// Takes what the clusters' agents reported; the groups whose facts
     /// changed (they need analysing again).
     pub fn set_clusters(&mut self, clusters: BTreeMap<Group, ClusterFacts>) -> Vec<Group> {

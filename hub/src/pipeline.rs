@@ -137,6 +137,8 @@ pub struct Pipeline {
     /// The clusters' reports, read for their Istio releases (`None`: not
     /// followed, or their owner ended); see [`istio`].
     istio: Option<watch::Receiver<crate::upward::Reports>>,
+    /// The report of each cluster last read for its facts (by pointer).
+    istio_read: HashMap<String, Arc<crate::upward::ClusterReport>>,
     /// The Gateway API kinds each cluster can take, from the same reports.
     carried: carried::Carried,
     /// Groups to analyse again at the next build although their content
@@ -196,6 +198,7 @@ impl Pipeline {
             analysis: Analysis::default(),
             good: HashMap::new(),
             istio: None,
+            istio_read: HashMap::new(),
             carried: carried::Carried::default(),
             reanalyse: BTreeSet::new(),
             withholding: BTreeSet::new(),

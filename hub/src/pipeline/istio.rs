@@ -9,7 +9,6 @@
 //! a downgrade (or a canary of an older revision) holds back what it
 //! would cut.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use meshhub_analyze::CrdBundle;
@@ -20,7 +19,7 @@ use tracing::info;
 
 use super::Pipeline;
 use crate::analysis::ClusterFacts;
-use crate::upward::Reports;
+use crate::upward::{ClusterReport, Reports};
 
 impl Pipeline {
     /// Analysis checks each cluster against the Istio release its agent
@@ -42,7 +41,32 @@ impl Pipeline {
         if !carried.is_empty() {
             info!(clusters = ?carried.iter().map(ToString::to_string).collect::<Vec<_>>(), "a cluster's Gateway API CRDs changed; placing again");
         }
-        let changed = self.analysis.set_clusters(clusters(&reports));
+        // Only the reports replaced since the last look (a report is
+        // replaced, never changed in place): at 10,000 clusters a round of
+        // reports must not make every cluster's facts again per report.
+        let mut updates = Vec::new();
+        for (cluster, r) in reports.iter() {
+            if self
+                .istio_read
+                .get(cluster)
+                .is_some_and(|seen| Arc::ptr_eq(seen, r))
+            {
+                continue;
+            }
+            self.istio_read.insert(cluster.clone(), r.clone());
+            updates.push((Group::from(cluster.as_str()), Some(facts_of(r))));
+        }
+        let gone: Vec<String> = self
+            .istio_read
+            .keys()
+            .filter(|c| !reports.contains_key(*c))
+            .cloned()
+            .collect();
+        for cluster in gone {
+            self.istio_read.remove(&cluster);
+            updates.push((Group::from(cluster.as_str()), None));
+        }
+        let changed = self.analysis.update_clusters(updates);
         let reanalyse = !changed.is_empty() && self.analysis.enabled();
         if reanalyse {
             info!(clusters = ?changed.iter().map(ToString::to_string).collect::<Vec<_>>(), "a cluster's Istio release, Gateway API CRDs or Services changed; analysing again");
@@ -54,36 +78,29 @@ impl Pipeline {
     }
 }
 
-/// What analysis reads of each reporting cluster (a cluster absent:
-/// nothing known).
-pub fn clusters(reports: &Reports) -> BTreeMap<Group, ClusterFacts> {
-    reports
-        .iter()
-        .map(|(cluster, r)| {
-            let istio = r.view.istio.as_ref();
-            let crds = r
-                .view
-                .gateway_api
-                .as_ref()
-                .filter(|g| g.error.is_empty())
-                .map(|g| {
-                    g.crds
-                        .iter()
-                        .map(|c| CrdBundle {
-                            name: c.name.clone(),
-                            bundle_version: c.bundle_version.clone(),
-                        })
-                        .collect::<Arc<[CrdBundle]>>()
-                });
-            let facts = ClusterFacts {
-                release: istio.and_then(|i| i.oldest()),
-                newest: istio.and_then(|i| i.newest()),
-                gateway_api_crds: crds,
-                services: r.services.clone(),
-            };
-            (Group::from(cluster.as_str()), facts)
-        })
-        .collect()
+/// What analysis reads of one cluster's report.
+fn facts_of(r: &ClusterReport) -> ClusterFacts {
+    let istio = r.view.istio.as_ref();
+    let crds = r
+        .view
+        .gateway_api
+        .as_ref()
+        .filter(|g| g.error.is_empty())
+        .map(|g| {
+            g.crds
+                .iter()
+                .map(|c| CrdBundle {
+                    name: c.name.clone(),
+                    bundle_version: c.bundle_version.clone(),
+                })
+                .collect::<Arc<[CrdBundle]>>()
+        });
+    ClusterFacts {
+        release: istio.and_then(|i| i.oldest()),
+        newest: istio.and_then(|i| i.newest()),
+        gateway_api_crds: crds,
+        services: r.services.clone(),
+    }
 }
 
 #[cfg(test)]
@@ -96,7 +113,14 @@ mod tests {
     };
 
     use super::*;
-    use crate::upward::ClusterReport;
+
+    /// What analysis reads of each reporting cluster.
+    fn clusters(reports: &Reports) -> BTreeMap<Group, ClusterFacts> {
+        reports
+            .iter()
+            .map(|(cluster, r)| (Group::from(cluster.as_str()), facts_of(r)))
+            .collect()
+    }
 
     fn istiod(version: &str) -> IstiodInstanceView {
         IstiodInstanceView {

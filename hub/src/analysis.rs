@@ -76,6 +76,10 @@ pub struct Analysis {
     /// "everything to every cluster", all of them), so each group holds
     /// pointers, not copies (issue 43: hundreds of KiB per cluster).
     interned: HashSet<Arc<AnalysisMessage>>,
+    /// How many messages were interned after the last sweep of those no
+    /// group holds (a sweep visits every one: it runs when their number
+    /// has doubled, so a view after one group's change stays cheap).
+    interned_kept: usize,
     /// The last view, while no group's analysis changed since.
     view: Option<AnalysisView>,
     /// The set analysis (every analyzer but the version check) of each
@@ -95,6 +99,7 @@ impl Analysis {
             groups: BTreeMap::new(),
             clusters: BTreeMap::new(),
             interned: HashSet::new(),
+            interned_kept: 0,
             view: None,
             memo: Memo::default(),
         }
@@ -334,11 +339,19 @@ impl Analysis {
             return v.clone();
         }
         // Held by the interner alone (or also by the previous view, which
-        // the caller is replacing: forgotten at the next view).
-        self.interned.retain(|m| Arc::strong_count(m) > 1);
+        // the caller is replacing: forgotten at a later sweep).
+        if self.interned.len() > 2 * self.interned_kept + INTERNED_SLACK {
+            self.sweep_interned();
+        }
         let view: AnalysisView = self.groups.values().map(|g| g.view.clone()).collect();
         self.view = Some(view.clone());
         view
+    }
+
+    /// Forgets the messages no group (and no view) holds any more.
+    fn sweep_interned(&mut self) {
+        self.interned.retain(|m| Arc::strong_count(m) > 1);
+        self.interned_kept = self.interned.len();
     }
 }
 
@@ -455,6 +468,10 @@ fn run(
 }
 
 /// The shared copy of `m`.
+/// Messages interned past twice those kept at the last sweep before the
+/// next sweep.
+const INTERNED_SLACK: usize = 256;
+
 fn intern(
     interned: &mut HashSet<Arc<AnalysisMessage>>,
     m: AnalysisMessage,

@@ -259,6 +259,8 @@ pub struct Store {
     placements: Placements,
     /// Which definition of each object is served.
     resolution: Resolution,
+    /// Units held per source (the status shows them on every change).
+    unit_counts: HashMap<Arc<str>, usize>,
 }
 
 impl fmt::Debug for Store {
@@ -286,6 +288,7 @@ impl Store {
             units: BTreeMap::new(),
             placements: Placements::default(),
             resolution: Resolution::default(),
+            unit_counts: HashMap::new(),
         }
     }
 
@@ -312,7 +315,11 @@ impl Store {
             return false;
         };
         let key = (source, unit);
-        let old = self.units.remove(&key).unwrap_or_default();
+        let old = self.units.remove(&key);
+        if old.is_some() {
+            self.count_unit(&key.0, false);
+        }
+        let old = old.unwrap_or_default();
         if entries.is_empty() {
             self.resolution.replaced(&key, &old, &[]);
             return !old.is_empty();
@@ -355,6 +362,7 @@ impl Store {
             .collect();
         let changed = old.len() != new.len() || old.iter().zip(&new).any(|(a, b)| !a.same_as(b));
         self.resolution.replaced(&key, &old, &new);
+        self.count_unit(&key.0, true);
         self.units.insert(key, new);
         drop(old);
         self.placements.sweep();
@@ -396,6 +404,7 @@ impl Store {
     /// Removes everything a source delivered (it was removed).
     pub fn remove_source(&mut self, source: &str) -> bool {
         let before = self.units.len();
+        self.unit_counts.remove(source);
         let resolution = &mut self.resolution;
         self.units.retain(|key, stored| {
             let keep = key.0.as_ref() != source;
@@ -409,10 +418,17 @@ impl Store {
 
     /// Number of units (files) held.
     pub fn unit_count(&self, source: &str) -> usize {
-        self.units
-            .keys()
-            .filter(|(s, _)| s.as_ref() == source)
-            .count()
+        self.unit_counts.get(source).copied().unwrap_or(0)
+    }
+
+    /// Counts a unit of `source` in (`added`) or out.
+    fn count_unit(&mut self, source: &Arc<str>, added: bool) {
+        let n = self.unit_counts.entry(source.clone()).or_default();
+        if added {
+            *n += 1;
+        } else {
+            *n = n.saturating_sub(1);
+        }
     }
 
     fn evaluate(&self, entry: Entry) -> Stored {

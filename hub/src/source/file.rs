@@ -76,6 +76,20 @@ struct Known {
     /// Whether `files` came from a walk (until one did, every rescan
     /// walks).
     walked: bool,
+    /// Every directory holding a known file, and their parents (a path
+    /// gone that was one of them took files with it).
+    dirs: HashSet<PathBuf>,
+}
+
+impl Known {
+    /// Records `rel`'s directories.
+    fn add_dirs(&mut self, rel: &Path) {
+        for dir in rel.ancestors().skip(1) {
+            if dir.as_os_str().is_empty() || !self.dirs.insert(dir.to_owned()) {
+                break;
+            }
+        }
+    }
 }
 
 /// Files never read as objects (the configuration file inside the tree),
@@ -363,6 +377,10 @@ fn scan(
             walk(root, root, exclude, &mut Vec::new(), &mut walked);
             known.symlinks = walked.symlinks;
             known.walked = true;
+            known.dirs.clear();
+            for (rel, _) in &walked.files {
+                known.add_dirs(rel);
+            }
             let seen: HashSet<&PathBuf> = walked.files.iter().map(|(rel, _)| rel).collect();
             let gone = known
                 .files
@@ -403,6 +421,7 @@ fn scan(
                 }
                 Read::Unchanged(hash) | Read::Changed(hash, _, _) => *hash,
             };
+            known.add_dirs(rel);
             known.files.insert(
                 rel.clone(),
                 FileState {

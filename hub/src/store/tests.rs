@@ -316,6 +316,11 @@ fn a_resolution_of_what_changed_equals_one_of_everything() {
         let want = fresh.resolve();
         let now = served_view(&r);
         assert_eq!(now, served_view(&want), "round {round}");
+        assert_eq!(
+            s.unit_count("files"),
+            texts.values().filter(|t| !t.is_empty()).count(),
+            "round {round}: units held"
+        );
         // The changes name every object whose served bytes moved (an
         // object that only moved within its file keeps its evaluation, and
         // nothing downstream of the resolution reads its origin).

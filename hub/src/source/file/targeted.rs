@@ -61,7 +61,7 @@ pub(super) fn look(root: &Path, exclude: &Exclude, known: &Known, force: &Force)
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 if known.files.contains_key(rel) {
                     missing.push(rel.clone());
-                } else if known.files.keys().any(|k| k.starts_with(rel)) {
+                } else if known.dirs.contains(rel) {
                     // A directory of known files went away.
                     return Look::Tree;
                 }
@@ -101,7 +101,7 @@ mod tests {
     use crate::source::file::FileState;
 
     fn known(files: &[&str], symlinks: bool) -> Known {
-        Known {
+        let mut k = Known {
             files: files
                 .iter()
                 .map(|f| {
@@ -117,7 +117,12 @@ mod tests {
                 .collect::<HashMap<_, _>>(),
             symlinks,
             walked: true,
+            dirs: HashSet::new(),
+        };
+        for f in files {
+            k.add_dirs(Path::new(f));
         }
+        k
     }
 
     fn force(paths: &[&str]) -> Force {

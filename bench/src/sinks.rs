@@ -274,7 +274,7 @@ pub async fn run(count: usize, first: usize, incremental: bool, upward: bool) ->
 /// taken the port meanwhile.
 fn sink_addr(k: usize) -> SocketAddr {
     let k = u32::try_from(k).unwrap_or(u32::MAX) & 0x00ff_ffff;
-    let ip = std::net::Ipv4Addr::from(0x7f00_0000 | (3 << 16) + k);
+    let ip = std::net::Ipv4Addr::from(0x7f00_0000 | ((3 << 16) + k));
     SocketAddr::new(ip.into(), 7001)
 }
 

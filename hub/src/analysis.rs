@@ -333,7 +333,7 @@ impl Analysis {
     /// Every group's analysis, by group name (shared, not copied: a view
     /// is made again only after a group's analysis changed, and then
     /// shares every other group's). Messages no group carries any more are
-    /// forgotten here.
+    /// forgotten at a sweep, when the interned ones doubled since the last.
     pub fn view(&mut self) -> AnalysisView {
         if let Some(v) = &self.view {
             return v.clone();
@@ -467,11 +467,11 @@ fn run(
     }
 }
 
-/// The shared copy of `m`.
 /// Messages interned past twice those kept at the last sweep before the
 /// next sweep.
 const INTERNED_SLACK: usize = 256;
 
+/// The shared copy of `m`.
 fn intern(
     interned: &mut HashSet<Arc<AnalysisMessage>>,
     m: AnalysisMessage,

@@ -144,9 +144,11 @@ pub struct Pipeline {
     /// Groups to analyse again at the next build although their content
     /// is unchanged (their cluster's Istio release changed).
     reanalyse: BTreeSet<Group>,
-    /// Groups the last build served with a collection withheld (looked at
-    /// again at the next build, to serve it once they can take it).
-    withholding: BTreeSet<Group>,
+    /// Groups whose Gateway API kinds changed since the last build
+    /// (looked at again: a kind withheld or given back).
+    recarried: BTreeSet<Group>,
+    /// Per group and collection withheld, the objects it is not given.
+    withheld_objects: BTreeMap<(Group, Arc<str>), usize>,
     /// The analysis beside serving, while [`Pipeline::run`] runs and no
     /// code is held back ([`analysing`]).
     background: Option<Background>,
@@ -201,7 +203,8 @@ impl Pipeline {
             istio_read: HashMap::new(),
             carried: carried::Carried::default(),
             reanalyse: BTreeSet::new(),
-            withholding: BTreeSet::new(),
+            recarried: BTreeSet::new(),
+            withheld_objects: BTreeMap::new(),
             background: None,
             analysis_unshown: false,
             analysis_shown_at: None,
@@ -447,37 +450,39 @@ impl Pipeline {
             }
         };
         // A cluster that can't take a kind is served its collection empty
-        // (looked at again whenever it is or was withholding).
+        // (looked at again when its content or what it can take changed).
         let withheld = self.carried.withheld();
-        let withholding: BTreeSet<Group> = withheld
-            .iter()
-            .filter(|(_, w)| !w.is_empty())
-            .map(|(g, _)| g.clone())
-            .collect();
+        if matches!(resolved.changes, Changes::All) {
+            self.withheld_objects.clear();
+        }
         let mut look: BTreeSet<Group> = affected.into_iter().collect();
         look.extend(self.reanalyse.iter().cloned());
-        look.extend(withholding.iter().cloned());
-        look.extend(std::mem::replace(&mut self.withholding, withholding));
-        let mut withheld_objects: BTreeMap<(Group, Arc<str>), usize> = BTreeMap::new();
-        // Groups of one content share its facts.
+        look.extend(std::mem::take(&mut self.recarried));
+        // Groups of one content share its facts (a group withholding a
+        // kind has its own: analysis reads Gateway API kinds).
         let mut facts: HashMap<usize, Arc<[Arc<meshhub_analyze::Facts>]>> = HashMap::new();
         let mut queued = analysing::Queued::default();
         let mut changed_groups = 0usize;
         for group in &look {
             let Some((signature, built)) = self.assembly.of(group) else {
+                // Every group of the rules has a snapshot after a build.
+                warn!(cluster = %group, "no snapshot assembled for the group; not published");
                 continue;
             };
             let built = built.clone();
-            let withholding = withheld.get(group).filter(|w| !w.is_empty());
+            let withholding = withheld
+                .get(group)
+                .filter(|w| w.keys().any(|c| !built.collection(c).is_empty()));
+            self.withheld_objects.retain(|(g, _), _| g != group);
             let built = &match withholding {
-                // Rare (a cluster without a kind's CRD): made per group.
-                // The kinds withheld are not among those analysis reads,
-                // so the group's facts are its content's.
+                // A cluster without a kind's CRD whose content has objects
+                // of that kind: made per group.
                 Some(w) => {
                     for coll in w.keys() {
                         let n = built.collection(coll).len();
                         if n > 0 {
-                            withheld_objects.insert((group.clone(), coll.clone()), n);
+                            self.withheld_objects
+                                .insert((group.clone(), coll.clone()), n);
                         }
                     }
                     assembly::without(&built, w.keys())
@@ -496,11 +501,12 @@ impl Pipeline {
                 _ => built.clone(),
             };
             changed_groups += 1;
-            let facts = analysing.then(|| {
-                facts
+            let facts = analysing.then(|| match withholding {
+                Some(w) => Arc::from(self.assembly.facts(group, |c| w.contains_key(c))),
+                None => facts
                     .entry(signature)
-                    .or_insert_with(|| self.assembly.facts(group).into())
-                    .clone()
+                    .or_insert_with(|| self.assembly.facts(group, |_| false).into())
+                    .clone(),
             });
             let held = self.analyse_build(group, &snapshot, facts.as_ref(), &mut queued);
             let staged = self
@@ -563,7 +569,7 @@ impl Pipeline {
         drop(facts);
         status.served = Arc::new(resolved.objects);
         status.analysis = self.analysis.view();
-        status.withheld = carried::views(&withheld, &withheld_objects);
+        status.withheld = carried::views(&withheld, &self.withheld_objects);
         self.analysis_unshown = false;
         self.status.send_replace(Arc::new(status));
     }

@@ -131,7 +131,7 @@ enum Outcome {
 /// An entry that is kept out of every snapshot, and why.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Rejected {
-    /// Where it came from (filled in by [`Store::resolve`]).
+    /// Where it came from (filled in when its unit is taken in).
     pub origin: Option<Origin>,
     /// Its kind, when it could be read.
     pub kind: Option<String>,

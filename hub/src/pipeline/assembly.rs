@@ -12,10 +12,11 @@
 //! moved): each change is put into its class, collection by collection; a
 //! class that appears or empties changes the signature of the groups its
 //! list names; and only the signatures holding a changed class rebuild,
-//! and only the collections that changed. The cost of a build is
-//! O(changed objects × the groups they reach) — a one-cluster change
-//! looks at that cluster's group alone — not the sum of every group's
-//! size, nor even one pass over every object (issue 40).
+//! and only the collections that changed (each merged and digested
+//! whole). A one-cluster change looks at that cluster's group alone; no
+//! build passes over every object or every group (issue 40). Signatures
+//! differing only in a cluster's own objects each build their copy of a
+//! changed shared collection.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::hash::{Hash, Hasher};
@@ -336,15 +337,17 @@ impl Assembly {
         Some((s.id, &s.snapshot))
     }
 
-    /// The facts of `group`'s objects.
-    pub(super) fn facts(&self, group: &Group) -> Vec<Arc<Facts>> {
+    /// The facts of `group`'s objects, but for the collections `skip`
+    /// names (those it is withheld).
+    pub(super) fn facts(&self, group: &Group, skip: impl Fn(&str) -> bool) -> Vec<Arc<Facts>> {
         let Some(m) = self.members.get(group) else {
             return Vec::new();
         };
         m.iter()
             .filter_map(|c| self.classes.get(c))
-            .flat_map(|content| content.objects.values())
-            .flat_map(|list| list.values())
+            .flat_map(|content| content.objects.iter())
+            .filter(|(coll, _)| !skip(coll))
+            .flat_map(|(_, list)| list.values())
             .filter_map(|item| item.facts.clone())
             .collect()
     }

@@ -38,6 +38,7 @@ impl Pipeline {
         };
         let reports = reports.borrow_and_update().clone();
         let carried = self.carried.update(&reports, self.store.kinds());
+        self.recarried.extend(carried.iter().cloned());
         if !carried.is_empty() {
             info!(clusters = ?carried.iter().map(ToString::to_string).collect::<Vec<_>>(), "a cluster's Gateway API CRDs changed; placing again");
         }

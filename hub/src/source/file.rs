@@ -275,20 +275,34 @@ impl FileSource {
             object_bytes: self.max_object_bytes,
         };
         let scanned = tokio::task::spawn_blocking(move || {
-            scan(&name, &root, &exclude, limits, known, &force, &mut |ev| {
-                tx.blocking_send(ev).is_ok()
-            })
+            let mut known = known;
+            // A panic (a defect reading some file) keeps what is known,
+            // as far as it got: files gone since are still found gone by
+            // the next walk, which it asks for.
+            let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                scan(
+                    &name,
+                    &root,
+                    &exclude,
+                    limits,
+                    &mut known,
+                    &force,
+                    &mut |ev| tx.blocking_send(ev).is_ok(),
+                )
+            }));
+            match done {
+                Ok(true) => Some(known),
+                Ok(false) => None,
+                Err(_) => {
+                    warn!("rescan failed; the next one walks the whole tree");
+                    known.walked = false;
+                    Some(known)
+                }
+            }
         })
         .await;
-        match scanned {
-            Ok(out) => out,
-            Err(e) => {
-                // What was known went with the task: the next rescan reads
-                // every file again (the store keeps what did not change).
-                warn!(error = %e, "rescan failed; the next one reads every file");
-                Some(Known::default())
-            }
-        }
+        // Only a runtime shutting down cancels the task.
+        scanned.unwrap_or_default()
     }
 }
 
@@ -366,11 +380,11 @@ fn scan(
     root: &Path,
     exclude: &Exclude,
     limits: Limits,
-    mut known: Known,
+    known: &mut Known,
     force: &Force,
     emit: &mut dyn FnMut(SourceEvent) -> bool,
-) -> Option<Known> {
-    let (found, mut gone) = match targeted::look(root, exclude, &known, force) {
+) -> bool {
+    let (found, mut gone) = match targeted::look(root, exclude, known, force) {
         targeted::Look::Files { present, missing } => (present, missing),
         targeted::Look::Tree => {
             let mut walked = Walked::default();
@@ -439,7 +453,7 @@ fn scan(
                 unit,
                 entries,
             }) {
-                return None;
+                return false;
             }
         }
     }
@@ -453,10 +467,10 @@ fn scan(
             unit: Arc::from(unit_name(&rel).as_str()),
             entries: Vec::new(),
         }) {
-            return None;
+            return false;
         }
     }
-    Some(known)
+    true
 }
 
 /// What reading one file found.
@@ -712,12 +726,12 @@ mod tests {
             object_bytes: 1 << 20,
         };
         let mut units = Vec::new();
-        let next = scan(
+        let sent = scan(
             &source,
             root,
             &Exclude::default(),
             limits,
-            std::mem::take(known),
+            known,
             force,
             &mut |ev| {
                 if let SourceEvent::Unit { unit, entries, .. } = ev {
@@ -726,7 +740,7 @@ mod tests {
                 true
             },
         );
-        *known = next.expect("the receiver is there");
+        assert!(sent, "the receiver is there");
         units.sort();
         units
     }

@@ -177,7 +177,7 @@ impl Resolution {
                 self.dirty.insert(a.key.clone());
             }
         }
-        let rejected: Vec<Rejected> = new
+        let mut rejected: Vec<Rejected> = new
             .iter()
             .filter_map(|s| match &s.outcome {
                 Outcome::Rejected(r) => {
@@ -188,6 +188,7 @@ impl Resolution {
                 Outcome::Accepted(_) => None,
             })
             .collect();
+        rejected.sort_by(|a, b| a.origin.cmp(&b.origin));
         if rejected.is_empty() {
             self.rejected.remove(unit);
         } else {

@@ -6,9 +6,9 @@
 //! one-cluster change, issue 40). When every event of a burst names a
 //! plain object file, or a path the last walk knew as one, only those
 //! paths are looked at. Anything the events alone can't tell safely
-//! falls back to the walk: a lost event, a directory, a hidden or backup
-//! name (a ConfigMap mount swaps its `..data` link: the visible files
-//! change through it), no complete walk yet, a tree holding symlinks (one file may be seen
+//! falls back to the walk: a lost event, a directory, no complete walk
+//! yet, a tree holding symlinks (a ConfigMap mount swaps its `..data`
+//! link: the visible files, symlinks, change through it) (one file may be seen
 //! under several names, and a write to the target names only the
 //! target), or more paths than a walk costs.
 
@@ -46,8 +46,11 @@ pub(super) fn look(root: &Path, exclude: &Exclude, known: &Known, force: &Force)
     let mut present = Vec::new();
     let mut missing = Vec::new();
     for rel in &force.paths {
-        if !plain(rel) {
-            return Look::Tree;
+        match name_kind(rel) {
+            // The walk skips them too (an editor's swap or backup file).
+            Name::Skipped => continue,
+            Name::Odd => return Look::Tree,
+            Name::Plain => {}
         }
         let path = root.join(rel);
         match std::fs::symlink_metadata(&path) {
@@ -73,17 +76,34 @@ pub(super) fn look(root: &Path, exclude: &Exclude, known: &Known, force: &Force)
     Look::Files { present, missing }
 }
 
-/// A relative path of normal components, none of them a name the walk
-/// skips (hidden, a backup `~`).
-fn plain(rel: &Path) -> bool {
-    rel.components().next().is_some()
-        && rel.components().all(|c| match c {
+/// What a named path is to the walk.
+enum Name {
+    /// Normal components, none of them skipped.
+    Plain,
+    /// A component the walk skips (hidden, a backup `~`): nothing under
+    /// it is read.
+    Skipped,
+    /// Empty, or not a plain relative path: the walk decides.
+    Odd,
+}
+
+fn name_kind(rel: &Path) -> Name {
+    if rel.components().next().is_none() {
+        return Name::Odd;
+    }
+    let mut kind = Name::Plain;
+    for c in rel.components() {
+        match c {
             Component::Normal(name) => {
                 let name = name.to_string_lossy();
-                !name.starts_with('.') && !name.ends_with('~')
+                if name.starts_with('.') || name.ends_with('~') {
+                    kind = Name::Skipped;
+                }
             }
-            _ => false,
-        })
+            _ => return Name::Odd,
+        }
+    }
+    kind
 }
 
 /// Whether the walk reads a file of this name as objects.
@@ -190,9 +210,17 @@ mod tests {
             walks(force(&["olddir"]), &k),
             "a directory of known files, gone"
         );
-        assert!(walks(force(&["..data"]), &k), "a ConfigMap's link swap");
-        assert!(walks(force(&["sub/.a.yaml.swp"]), &k), "a hidden name");
-        assert!(walks(force(&["f1.yaml~"]), &k), "a backup name");
+        // Names the walk skips are skipped (a ConfigMap's `..data` swap
+        // comes with symlinks: that tree always walks).
+        assert_eq!(
+            names(&super::look(
+                &root,
+                &none,
+                &k,
+                &force(&["sub/.a.yaml.swp", "f1.yaml~", "..data", "f1.yaml"])
+            )),
+            Some((vec!["f1.yaml".into()], vec![]))
+        );
         assert!(walks(force(&[]), &k), "an event naming nothing");
         let mut unwalked = known(&refs, false);
         unwalked.walked = false;

@@ -22,7 +22,6 @@ use std::time::SystemTime;
 
 use meshhub_mcp::cache::{Group, SnapshotWriter};
 use meshhub_mcp::snapshot::Snapshot;
-use serde::Serialize;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -35,7 +34,7 @@ use crate::groups::GroupRules;
 use crate::history::{History, Pins, version_id};
 use crate::rollout;
 use crate::source::SourceEvent;
-use crate::store::{Changes, Conflict, Rejected, ServedObjects, Store, Warning};
+use crate::store::{Changes, Store};
 
 use self::assembly::{Assembly, Delta, Placed};
 use meshhub_rollout::serving;
@@ -55,64 +54,6 @@ pub const METRIC_OBJECTS: &str = "meshhub_objects";
 pub const METRIC_REJECTED: &str = "meshhub_objects_rejected";
 /// Gauge: objects defined more than once.
 pub const METRIC_CONFLICTS: &str = "meshhub_object_conflicts";
-
-/// One source's state, for the status page.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct SourceStatus {
-    /// The source's name.
-    pub name: String,
-    /// Whether it has delivered its initial state.
-    pub synced: bool,
-    /// Units (files, Kubernetes objects) it currently defines.
-    pub units: usize,
-    /// What currently keeps it from seeing every change (a watch failing,
-    /// a kind it may not list), as the source last reported; empty when
-    /// healthy.
-    pub problems: Vec<String>,
-}
-
-/// What the pipeline knows of one source.
-#[derive(Clone, Debug, Default)]
-struct SourceState {
-    synced: bool,
-    problems: Vec<String>,
-}
-
-/// The pipeline's state, for readiness and the status page. Replaced as a
-/// whole after every change (readers hold an `Arc`).
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct Status {
-    /// Every source synced and the first snapshots are published.
-    pub ready: bool,
-    /// The sources.
-    pub sources: Vec<SourceStatus>,
-    /// Number of snapshot builds published so far.
-    pub generation: u64,
-    /// When the last build was published (RFC 3339).
-    pub published_at: Option<String>,
-    /// How long the changes of the last build waited, in milliseconds.
-    pub last_wait_ms: Option<u64>,
-    /// Objects served.
-    pub objects: usize,
-    /// Entries kept out of every snapshot, with reasons.
-    pub rejected: Vec<Rejected>,
-    /// Objects defined more than once, and which definition is served.
-    pub conflicts: Vec<Conflict>,
-    /// Warnings about served objects.
-    pub warnings: Vec<Warning>,
-    /// Every served object and where its definition came from, for
-    /// `/debug/object` (not part of `/status`: it holds every object).
-    #[serde(skip)]
-    pub served: Arc<ServedObjects>,
-    /// Per group, the analysis of its latest build (`/status` shows it
-    /// as its own section, `analysis`).
-    #[serde(skip)]
-    pub analysis: crate::analysis::AnalysisView,
-    /// Objects a cluster is not delivered ([`carried`]; `/status` shows
-    /// it as its own section, `withheld`).
-    #[serde(skip)]
-    pub withheld: Vec<meshhub_api::status::WithheldView>,
-}
 
 /// The pipeline task's state.
 pub struct Pipeline {
@@ -574,24 +515,6 @@ impl Pipeline {
         self.status.send_replace(Arc::new(status));
     }
 
-    fn base_status(&self) -> Status {
-        Status {
-            ready: self.generation > 0 && self.all_synced(),
-            sources: self
-                .sources
-                .iter()
-                .map(|(name, state)| SourceStatus {
-                    name: name.to_string(),
-                    synced: state.synced,
-                    units: self.store.unit_count(name),
-                    problems: state.problems.clone(),
-                })
-                .collect(),
-            generation: self.generation,
-            ..Status::default()
-        }
-    }
-
     /// Serves the pins in force: a newly pinned group gets its pinned
     /// snapshot; a group no longer pinned gets what the serving decision
     /// says without the pin (the rollout's decision for a governed
@@ -770,22 +693,6 @@ impl Pipeline {
             self.serve_group(&group);
         }
     }
-
-    /// Refreshes the source part of the status, keeping the rest.
-    fn update_status(&mut self) {
-        let prev = self.status.borrow().clone();
-        let mut status = self.base_status();
-        status.published_at = prev.published_at.clone();
-        status.last_wait_ms = prev.last_wait_ms;
-        status.objects = prev.objects;
-        status.rejected = prev.rejected.clone();
-        status.conflicts = prev.conflicts.clone();
-        status.warnings = prev.warnings.clone();
-        status.served = prev.served.clone();
-        status.analysis = prev.analysis.clone();
-        status.withheld = prev.withheld.clone();
-        self.status.send_replace(Arc::new(status));
-    }
 }
 
 mod analysing;
@@ -796,11 +703,14 @@ mod istio;
 pub mod recording;
 pub mod spec;
 mod staged;
+mod status;
 
 use self::staged::{Staged, StagedEvent};
 
 pub use debounce::Debouncer;
 pub use spec::{Debounce, RawDebounce};
+use status::SourceState;
+pub use status::{SourceStatus, Status};
 
 #[cfg(test)]
 mod tests;

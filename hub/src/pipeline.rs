@@ -414,7 +414,17 @@ impl Pipeline {
             let withholding = withheld
                 .get(group)
                 .filter(|w| w.keys().any(|c| !built.collection(c).is_empty()));
-            self.withheld_objects.retain(|(g, _), _| g != group);
+            // This group's entries only (sorted by group: a range, not a
+            // pass over every group's).
+            let stale: Vec<(Group, Arc<str>)> = self
+                .withheld_objects
+                .range((group.clone(), Arc::from(""))..)
+                .take_while(|((g, _), _)| g == group)
+                .map(|(k, _)| k.clone())
+                .collect();
+            for k in stale {
+                self.withheld_objects.remove(&k);
+            }
             let built = &match withholding {
                 // A cluster without a kind's CRD whose content has objects
                 // of that kind: made per group.

@@ -16,6 +16,7 @@
 //!   an extra response, and meshhub does not own mesh config.
 
 pub mod delta;
+pub mod extensions;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -26,6 +27,7 @@ use meshhub_proto::mcp::{RequestResources, SinkNode};
 use meshhub_proto::wire::{EncodedDiscoveryResponse, EncodedResources};
 use tonic::{Request, Streaming};
 
+use crate::snapshot::Served;
 use crate::source::server::{Dialect, PeerInfo, Shared, serve};
 use crate::source::service::{AdsService, StreamMethod};
 use crate::source::{IncrementalPolicy, SourceConfig, SourceStream};
@@ -34,8 +36,10 @@ use delta::DeltaStream;
 /// The type URL istiod uses for mesh config.
 pub const MESH_CONFIG_TYPE_URL: &str = "core/v1alpha1/MeshConfig";
 
-/// Maps a requested type URL to the cache collection that holds it.
-pub type TypeMap = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+/// Maps a requested type URL to what serves it: the cache collection
+/// that holds it, or a view of the snapshot (`None`: an unknown type,
+/// answered empty).
+pub type TypeMap = Arc<dyn Fn(&str) -> Option<Served> + Send + Sync>;
 
 /// The ADS service.
 #[derive(Clone)]
@@ -64,9 +68,11 @@ impl AdsServer {
             incremental: IncrementalPolicy::Always,
             ..(*shared.config).clone()
         });
-        let collection_of = move |types: &TypeMap| -> Arc<dyn Fn(&str) -> String + Send + Sync> {
+        let collection_of = move |types: &TypeMap| -> Arc<dyn Fn(&str) -> Served + Send + Sync> {
             let types = types.clone();
-            Arc::new(move |type_url: &str| types(type_url).unwrap_or_else(|| type_url.to_owned()))
+            Arc::new(move |type_url: &str| {
+                types(type_url).unwrap_or_else(|| Served::Collection(type_url.to_owned()))
+            })
         };
         let (sotw_shared, sotw_types) = (shared.clone(), types.clone());
         let sotw = StreamMethod::new(

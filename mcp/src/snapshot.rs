@@ -240,6 +240,44 @@ impl CollectionSnapshot {
     }
 }
 
+/// A collection computed from a group's snapshot rather than held in it:
+/// what a stream serves for a subscription whose content is derived (over
+/// ADS, istiod 1.30+'s TrafficExtensions with the WasmPlugins translated).
+/// Reading must be cheap when nothing it reads changed (keep what was
+/// computed), and give the same version for the same content.
+pub trait View: Send + Sync {
+    /// The collection as `snapshot` gives it.
+    fn read(&self, snapshot: &Snapshot) -> Arc<CollectionSnapshot>;
+}
+
+/// What a stream serves for one subscription.
+#[derive(Clone)]
+pub enum Served {
+    /// A collection of the group's snapshot, by name.
+    Collection(String),
+    /// A collection computed from the group's snapshot.
+    View(Arc<dyn View>),
+}
+
+impl Served {
+    /// The served collection as `snapshot` gives it.
+    pub fn read(&self, snapshot: &Snapshot) -> Arc<CollectionSnapshot> {
+        match self {
+            Self::Collection(name) => snapshot.collection(name),
+            Self::View(view) => view.read(snapshot),
+        }
+    }
+}
+
+impl std::fmt::Debug for Served {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Collection(name) => write!(f, "Collection({name:?})"),
+            Self::View(_) => f.write_str("View"),
+        }
+    }
+}
+
 /// What one group sees: every collection it is served, each at a version.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Snapshot {

@@ -12,6 +12,8 @@
 //! * [`kinds`]: the kind table: Kubernetes GVK ↔ MCP collection ↔ ADS type URL
 //!   ↔ body message.
 //! * [`transcode`]: Kubernetes object (YAML/JSON) ↔ `istio.mcp.v1alpha1.Resource`.
+//! * [`translate`]: a WasmPlugin as the TrafficExtension istiod 1.30+ reads
+//!   in its place.
 //! * [`error_chain`]: an error and its causes on one line, for every crate
 //!   above this one.
 
@@ -21,6 +23,7 @@ pub mod error;
 pub mod kinds;
 pub mod object;
 pub mod transcode;
+pub mod translate;
 pub mod wire;
 
 /// `istio.mcp.v1alpha1`: generated from `schema/mcp/v1alpha1/*.proto`.

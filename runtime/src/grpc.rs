@@ -10,10 +10,13 @@
 
 use std::sync::Arc;
 
+use meshhub_mcp::ads::extensions::PluginsAsExtensions;
 use meshhub_mcp::ads::{AdsServer, TypeMap};
 use meshhub_mcp::limits::{Limits, StreamLimitLayer};
+use meshhub_mcp::snapshot::{Served, View};
 use meshhub_mcp::source::server::{Shared, SourceServer};
 use meshhub_proto::kinds::KindTable;
+use meshhub_proto::translate::WasmPluginTranslation;
 use tokio::net::TcpListener;
 use tokio_stream::wrappers::TcpListenerStream;
 use tokio_util::sync::CancellationToken;
@@ -113,12 +116,24 @@ pub async fn serving_port(
 ) -> Result<Base<ServingLayer>, crate::port::PortError> {
     // Kinds istiod never asks an `xds://` source for (the Gateway API's)
     // map to no collection: a request for one is answered like any unknown
-    // type URL.
+    // type URL. TrafficExtension (asked for by istiod 1.30+ only) is
+    // served with the WasmPlugins translated in, as such an istiod reads
+    // them (`meshhub_mcp::ads::extensions`).
+    let extensions = WasmPluginTranslation::new(&kinds).map(|t| {
+        let collection = t.extension().collection().to_owned();
+        let view: Arc<dyn View> = Arc::new(PluginsAsExtensions::new(t));
+        (collection, view)
+    });
     let types: TypeMap = Arc::new(move |type_url: &str| {
-        kinds
+        let kind = kinds
             .by_type_url(type_url)
-            .filter(|k| k.offered_over_ads())
-            .map(|k| k.collection().to_owned())
+            .filter(|k| k.offered_over_ads())?;
+        Some(match &extensions {
+            Some((collection, view)) if collection == kind.collection() => {
+                Served::View(view.clone())
+            }
+            _ => Served::Collection(kind.collection().to_owned()),
+        })
     });
     let base = base(
         meshhub_mcp::transport::server_with(limits).layer(StreamLimitLayer::new(limits)),

@@ -32,4 +32,5 @@ mod status_writeback;
 mod status_writeback_shards;
 mod upward;
 mod validation_parity;
+mod wasm_plugins;
 mod webhook;

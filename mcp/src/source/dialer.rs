@@ -27,6 +27,7 @@ use crate::cache::{Group, SnapshotCache};
 use crate::dial::ConnectError;
 use crate::ledger::{Ledger, Role};
 use crate::reconnect::{Backoff, ReconnectPolicy, reconnect_loop};
+use crate::snapshot::Served;
 use crate::transport::DialError;
 
 /// The gRPC request metadata carrying the pushing replica's identity.
@@ -136,7 +137,7 @@ async fn dial_once(
             group: target.group.clone(),
             record,
             shutdown: shutdown.clone(),
-            collection_of: Arc::new(str::to_owned),
+            collection_of: Arc::new(|key: &str| Served::Collection(key.to_owned())),
             request_rate: target.config.request_rate,
         },
         &mut machine,

@@ -17,7 +17,7 @@ use super::{Event, SourceStream, Step};
 use crate::cache::{Group, GroupState, SnapshotCache};
 use crate::ledger::PeerRecord;
 use crate::limits::RequestRate;
-use crate::snapshot::CollectionSnapshot;
+use crate::snapshot::{CollectionSnapshot, Served};
 
 /// A source-side stream machine as the driver sees it: requests and
 /// collection updates in, [`Step`]s out. No I/O.
@@ -130,9 +130,9 @@ pub struct Plumbing<'a> {
     pub record: &'a PeerRecord,
     /// Ends the stream.
     pub shutdown: CancellationToken,
-    /// Maps a subscription key to the cache collection (identity for MCP;
-    /// type URL → collection for ADS).
-    pub collection_of: Arc<dyn Fn(&str) -> String + Send + Sync>,
+    /// What a subscription key serves (its own collection for MCP; for
+    /// ADS the type URL's collection, or a view of the snapshot).
+    pub collection_of: Arc<dyn Fn(&str) -> Served + Send + Sync>,
     /// How fast the peer may send requests (`None`: no limit).
     pub request_rate: Option<RequestRate>,
 }
@@ -218,15 +218,16 @@ struct Watches {
 struct Watched {
     /// The subscription key the machine knows it by.
     key: String,
-    /// The cache collection, when it is not the key (ADS type URLs).
-    collection: Option<String>,
+    /// What it serves, when it is not the collection named by the key
+    /// (ADS type URLs, views).
+    collection: Option<Served>,
     /// What was last fed (kept to compare versions).
     fed: Option<Arc<CollectionSnapshot>>,
 }
 
 impl Watches {
     /// Starts serving `key`; its current content is fed on the next turn.
-    fn add(&mut self, cache: &SnapshotCache, group: &Group, key: String, collection: String) {
+    fn add(&mut self, cache: &SnapshotCache, group: &Group, key: String, collection: Served) {
         if self.watched.len() >= MAX_SUBSCRIPTIONS {
             tracing::warn!(collection = %key, limit = MAX_SUBSCRIPTIONS, "too many subscriptions on one stream; ignoring");
             return;
@@ -236,7 +237,10 @@ impl Watches {
             cache.watch_group(group)
         });
         rx.mark_changed();
-        let collection = (collection != key).then_some(collection);
+        let collection = match collection {
+            Served::Collection(name) if name == key => None,
+            other => Some(other),
+        };
         self.watched.push(Watched {
             key,
             collection,
@@ -275,7 +279,10 @@ impl Watches {
         };
         let mut out = Vec::new();
         for (i, w) in self.watched.iter_mut().enumerate() {
-            let c = snapshot.collection(w.collection.as_deref().unwrap_or(&w.key));
+            let c = match &w.collection {
+                None => snapshot.collection(&w.key),
+                Some(served) => served.read(&snapshot),
+            };
             if w.fed.as_ref().is_some_and(|f| f.version() == c.version()) {
                 continue;
             }

@@ -21,6 +21,7 @@ use crate::cache::SnapshotCache;
 use crate::group::{Consumer, GroupIndex};
 use crate::ledger::{Ledger, Role};
 use crate::limits::SendProgress;
+use crate::snapshot::Served;
 
 /// Everything a source-side server needs; shared by every stream.
 #[derive(Clone)]
@@ -70,7 +71,7 @@ impl SourceServer {
                     request: Some,
                     response: |r: EncodedResources| r,
                     machine: SourceStream::new(shared.config.clone()),
-                    collection_of: Arc::new(str::to_owned),
+                    collection_of: Arc::new(|key: &str| Served::Collection(key.to_owned())),
                 };
                 serve(&shared, addr, identities, request.into_inner(), dialect)
             }),
@@ -92,8 +93,8 @@ pub(crate) struct Dialect<In, Out, M: Machine> {
     pub response: fn(M::Response) -> Out,
     /// The stream's machine, fresh.
     pub machine: M,
-    /// Subscription key → cache collection.
-    pub collection_of: Arc<dyn Fn(&str) -> String + Send + Sync>,
+    /// What a subscription key serves.
+    pub collection_of: Arc<dyn Fn(&str) -> Served + Send + Sync>,
 }
 
 /// Serves one dial-in stream in a task owned by `shared.tasks`: reads the

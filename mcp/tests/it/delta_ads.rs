@@ -13,7 +13,7 @@ use meshhub_mcp::ads::AdsServer;
 use meshhub_mcp::cache::SnapshotWriter;
 use meshhub_mcp::group::SingleGroup;
 use meshhub_mcp::ledger::{Ledger, PeerStatus, SyncState};
-use meshhub_mcp::snapshot::{EncodedResource, Snapshot};
+use meshhub_mcp::snapshot::{EncodedResource, Served, Snapshot};
 use meshhub_mcp::source::SourceConfig;
 use meshhub_proto::ads::client::AggregatedDiscoveryServiceClient;
 use meshhub_proto::ads::{DeltaDiscoveryRequest, DeltaDiscoveryResponse, Node};
@@ -74,7 +74,7 @@ async fn start_hub() -> Hub {
     let (writer, shared) = support::shared(SingleGroup("default".into()), SourceConfig::default());
     let (ledger, shutdown) = (shared.ledger.clone(), shared.shutdown.clone());
     let types: meshhub_mcp::ads::TypeMap =
-        Arc::new(|t: &str| (t == VS).then(|| VS_COLLECTION.to_owned()));
+        Arc::new(|t: &str| (t == VS).then(|| Served::Collection(VS_COLLECTION.to_owned())));
     let ads = AdsServer::new(shared, types).into_service(MAX);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();

@@ -11,7 +11,7 @@ use meshhub_mcp::group::{Consumer, GroupError, GroupIndex};
 use meshhub_mcp::ledger::{Ledger, SyncState};
 use meshhub_mcp::sink::server::SinkServer;
 use meshhub_mcp::sink::{InMemoryUpdater, SinkCollection, SinkConfig};
-use meshhub_mcp::snapshot::{EncodedResource, Snapshot};
+use meshhub_mcp::snapshot::{EncodedResource, Served, Snapshot};
 use meshhub_mcp::source::server::SourceServer;
 use meshhub_mcp::source::{SourceConfig, dialer};
 use meshhub_proto::RpcStatus;
@@ -73,7 +73,7 @@ async fn start_hub() -> Hub {
     let types: meshhub_mcp::ads::TypeMap = Arc::new(|t: &str| {
         (t == "networking.istio.io/v1/VirtualService"
             || t == "networking.istio.io/v1alpha3/VirtualService")
-            .then(|| VS.to_owned())
+            .then(|| Served::Collection(VS.to_owned()))
     });
     let source = SourceServer::new(shared.clone()).into_service(MAX);
     let ads = AdsServer::new(shared.clone(), types).into_service(MAX);

@@ -9,6 +9,8 @@ use crate::groups::{ClusterSpec, Selector};
 use crate::source::file::parse_file;
 use crate::store::UnknownFields;
 
+mod model;
+
 const VS: &str = "istio/networking/v1alpha3/virtualservices";
 const DR: &str = "istio/networking/v1alpha3/destinationrules";
 

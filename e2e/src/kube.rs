@@ -314,6 +314,44 @@ impl ControlPlanes {
         self.wait_ready(name, &apiserver, attempts).await;
     }
 
+    /// Deletes the object stored under `key` (`networking.istio.io/virtualservices/bookinfo/reviews`:
+    /// group, resource, namespace, name) of cluster `name` from etcd itself, behind its API
+    /// server's back (as a restore from an older backup would lose it); returns how many keys
+    /// etcd deleted. Through etcd's JSON gateway (`/v3/kv/deleterange`).
+    pub async fn delete_from_etcd(&self, name: &str, key: &str) -> u64 {
+        use base64::Engine as _;
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let full = format!("/{name}/{key}");
+        let body = serde_json::json!({
+            "key": base64::engine::general_purpose::STANDARD.encode(full.as_bytes())
+        })
+        .to_string();
+        let addr = self.etcd_url.trim_start_matches("http://").to_owned();
+        let mut s = tokio::net::TcpStream::connect(&addr)
+            .await
+            .unwrap_or_else(|e| panic!("etcd at {addr}: {e}"));
+        s.write_all(
+            format!(
+                "POST /v3/kv/deleterange HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            )
+            .as_bytes(),
+        )
+        .await
+        .expect("etcd request");
+        let mut raw = String::new();
+        s.read_to_string(&mut raw).await.expect("etcd answer");
+        let answer = raw.split_once("\r\n\r\n").map_or("", |(_, b)| b).trim();
+        // Chunked or not, the JSON object is the body's one `{…}`.
+        let json = &answer[answer.find('{').unwrap_or(0)..=answer.rfind('}').unwrap_or(0)];
+        let v: serde_json::Value = serde_json::from_str(json)
+            .unwrap_or_else(|e| panic!("etcd deleterange {full}: {e}: {raw}"));
+        v["deleted"]
+            .as_str()
+            .and_then(|d| d.parse().ok())
+            .unwrap_or(0)
+    }
+
     /// Installs the Istio CRDs of the shared fixtures into cluster `name`
     /// (server-side apply, so it is idempotent), except the kinds named in
     /// `except` (`Gateway`), and waits until each is established.

@@ -24,8 +24,9 @@
 //!   from its text: [`ApplyError::Invalid`] or [`ApplyError::Unavailable`].
 //! * **Drift**: a watch on the managed objects of every applied kind
 //!   repairs hand edits and deletions at once; a full reconcile runs at
-//!   start (from the persisted state), every `resync`, and with backoff
-//!   after a failed sync until it succeeds.
+//!   start (from the persisted state), after the watch re-lists (it was
+//!   down: what changed meanwhile no event named), every `resync`, and with
+//!   backoff after a failed sync until it succeeds.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -659,15 +660,24 @@ impl Task {
         let (obj, deleted) = match ev {
             Ok(Event::Apply(o)) => (o, false),
             Ok(Event::Delete(o)) => (o, true),
-            // A (re)list: only what the controllers wrote is taken (an
-            // object deleted while the watch was down stays until the next
-            // full sync's list replaces the collection's statuses); drift
-            // is repaired by that sync, not here.
+            // A (re)list: what the controllers wrote is taken as it comes;
+            // once it is complete, one full sync (it lists every scope
+            // again) repairs what changed while the watch was down — a
+            // managed object deleted or edited then, which no event named —
+            // and replaces the collection's statuses, so an object deleted
+            // meanwhile does not keep its last status. (The first list of
+            // a new watch ends the same way: a sync that finds everything
+            // in place writes nothing.)
             Ok(Event::InitApply(o)) => {
                 self.record_status(collection, &state.kind, &o, false);
                 return;
             }
-            Ok(_) => return,
+            Ok(Event::InitDone) => {
+                debug!(%collection, "managed objects re-listed; syncing");
+                let _ = self.sync(collection).await;
+                return;
+            }
+            Ok(Event::Init) => return,
             Err(e) => {
                 debug!(%collection, error = %e, "watch of managed objects failing; retrying");
                 return;

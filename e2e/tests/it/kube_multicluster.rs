@@ -98,7 +98,9 @@ async fn primary_objects_reach_the_remote_apis() {
     let dir = tempfile::tempdir().unwrap();
     let logs = dir.path().join("logs");
     std::fs::create_dir_all(&logs).unwrap();
-    let agent = |name: &str| {
+    // west's periodic resync is far away: what repairs its storage loss
+    // (step 8) is the re-list when its watch comes back, not the timer.
+    let agent = |name: &str, resync: &str| {
         let kubeconfig = agent_kubeconfigs[name].display().to_string();
         AgentProc::start_with(
             name,
@@ -110,12 +112,12 @@ async fn primary_objects_reach_the_remote_apis() {
                 "--apply-kubeconfig".to_owned(),
                 kubeconfig,
                 "--apply-resync".to_owned(),
-                "2s".to_owned(),
+                resync.to_owned(),
             ],
         )
     };
-    let east = agent("east");
-    let west = agent("west");
+    let east = agent("east", "2s");
+    let west = agent("west", "1h");
     let config = dir.path().join("meshhub.yaml");
     std::fs::write(&config, hub_config(&hub_kubeconfig, east.sink, west.sink)).unwrap();
     let hub = HubProc::start("hub", &config, &logs);
@@ -262,8 +264,30 @@ async fn primary_objects_reach_the_remote_apis() {
     })
     .await;
 
-    // 8. A remote API server stops; changes made meanwhile arrive once it
-    // is back.
+    // 8. A remote API server loses `reviews` from its storage while it is
+    // down (a restore of an older etcd backup). No watch event names that,
+    // nothing is sent meanwhile, and west's periodic resync is an hour
+    // away: the agent's re-list when its watch comes back must repair it.
+    planes.stop("west");
+    assert_eq!(
+        planes
+            .delete_from_etcd(
+                "west",
+                "networking.istio.io/virtualservices/bookinfo/reviews"
+            )
+            .await,
+        1,
+        "reviews was in west's etcd"
+    );
+    planes.restart("west").await;
+    let west_kube = planes.client("west").await;
+    eventually_some("reviews, lost from west's storage, repaired", async || {
+        (host_of(&west_kube, "reviews").await.as_deref() == Some("reviews-v2")).then_some(())
+    })
+    .await;
+
+    // A remote API server stops; changes made meanwhile arrive once it is
+    // back.
     planes.stop("west");
     apply_yaml(&primary, &vs("while-down", "while-down")).await;
     eventually_some("while-down in east", async || {

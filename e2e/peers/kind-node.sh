@@ -175,14 +175,15 @@ for cmd in kube-apiserver kube-controller-manager kube-scheduler; do
   cp "$k8s_bin/$cmd" "$img/usr/local/bin/"
   make_image "registry.k8s.io/$cmd:$k8s_version" "$img" ""
 done
-# kube-proxy runs iptables (nf_tables backend, Debian's default and the
-# node's): the binaries and their extensions come from the node.
+# kube-proxy runs iptables, with the node's backend: kind's entrypoint picks
+# the backend that already holds rules, legacy when neither does (a new
+# podman network namespace), and kind's own kube-proxy image decides alike.
 rm -rf "$img" && mkdir -p "$img/usr/local/bin" "$img/etc"
 cp "$k8s_bin/kube-proxy" "$img/usr/local/bin/"
-copy_from_node "$img" /usr/sbin/xtables-nft-multi \
+copy_from_node "$img" /usr/sbin/xtables-legacy-multi \
   $(cd "$node" && ls usr/lib/x86_64-linux-gnu/xtables/*.so | sed 's|^|/|')
 for t6 in iptables iptables-save iptables-restore ip6tables ip6tables-save ip6tables-restore; do
-  ln -s xtables-nft-multi "$img/usr/sbin/$t6"
+  ln -s xtables-legacy-multi "$img/usr/sbin/$t6"
 done
 cp "$node/etc/protocols" "$node/etc/ethertypes" "$img/etc/" 2>/dev/null || true
 make_image "registry.k8s.io/kube-proxy:$k8s_version" "$img" ""
@@ -287,7 +288,7 @@ for archive in "$work"/images/*.tar; do
   "${ctr[@]}" images import --label=io.cri-containerd.pinned=pinned --all-platforms --no-unpack \
     --digests - <"$archive" >/dev/null
 done
-"${ctr[@]}" images list -q | grep -v '^sha256:' | sed 's/^/kind-node.sh:   /' >&2
+"${ctr[@]}" images list -q | grep -v -e '^sha256:' -e '^import-' | sed 's/^/kind-node.sh:   /' >&2
 kill "$ctrd_pid" && wait "$ctrd_pid" || true
 ctrd_pid=""
 rm -rf "$node/var/lib/containerd/tmpmounts"
@@ -301,6 +302,10 @@ tar -C "$node" --numeric-owner --xattrs -c . | podman import --quiet \
   - "$tag" >/dev/null
 stage podman-import "$t"
 
+# Older builds' images (another script version); one still used by a
+# cluster's node stays.
+podman images --format '{{.Repository}}:{{.Tag}}' localhost/meshhub/kind-node \
+  | grep -vx "$tag" | xargs -r podman rmi >/dev/null 2>&1 || true
 log "built $tag in $((SECONDS - start)) s ($(IFS=,; echo "${timings[*]}" | sed 's/,/, /g'));" \
   "size $(podman image inspect --format '{{.Size}}' "$tag" | awk '{printf "%.0f MiB", $1/1048576}')"
 echo "$tag"

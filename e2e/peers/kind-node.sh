@@ -12,7 +12,9 @@
 #     own node images have them (registry.k8s.io/kube-apiserver:<version>,
 #     ..., etcd, coredns, pause), built with buildah `FROM scratch`: etcd
 #     from go.etcd.io/etcd, CoreDNS from github.com/coredns/coredns, pause
-#     compiled (static) from the C source in the Kubernetes module.
+#     compiled (static) from the C source in the Kubernetes module, and
+#     kind's storage provisioner (github.com/rancher/local-path-provisioner,
+#     its helper a busybox from Debian) with kind's manifest for it.
 #
 # Usage: e2e/peers/kind-node.sh         build (or reuse) and print the tag
 #        MESHHUB_K8S_VERSION=v1.35.4    Kubernetes release (kube.sh's)
@@ -24,10 +26,11 @@
 #   ${MESHHUB_CACHE:-~/.cache/meshhub}/{k8s-<version>,kind-node-<version>,...}
 # Nothing built here is ever committed.
 #
-# Limits of this image (see deploy/kind/README.md): no kindnetd (not served
-# by any registry here), so clusters set `disableDefaultCNI: true` and use
-# the bridge CNI configuration written here (one node per cluster); no
-# local-path-provisioner (its image cannot be pulled).
+# Limits of this image: no kindnetd (not served by any registry here), so
+# clusters set `disableDefaultCNI: true` (deploy/kind/cluster-meshhub-node.yaml)
+# and use the bridge CNI configuration written here (one node per cluster);
+# Debian bookworm's containerd 1.6 and runc 1.1 (kind's are 2.x and 1.4);
+# the storage provisioner is an older release than kind's (see below).
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -38,11 +41,15 @@ etcd_version=v3.6.6
 etcd_tag=3.6.6-0
 coredns_version=v1.13.1
 pause_version=3.10.1
+# kind's storage (rancher.io/local-path, kind's default StorageClass): kind
+# builds v0.0.34, which the module proxy does not serve; v0.0.30 takes the
+# same flags and configuration.
+local_path_version=v0.0.30
 suite=bookworm
 packages=(
   systemd conntrack iptables nftables iproute2 ethtool util-linux mount kmod
   libseccomp2 pigz bash ca-certificates curl jq procps mawk
-  containerd runc containernetworking-plugins
+  containerd runc containernetworking-plugins busybox-static
 )
 cache="${MESHHUB_CACHE:-$HOME/.cache/meshhub}"
 root="$cache/kind-node-$k8s_version"
@@ -56,7 +63,7 @@ if podman image exists "$tag" 2>/dev/null; then
   echo "$tag"
   exit 0
 fi
-for tool in go podman buildah mmdebstrap gcc jq; do
+for tool in go podman buildah mmdebstrap gcc jq python3; do
   command -v "$tool" >/dev/null 2>&1 || die "$tool is required (apt-get install $tool)"
 done
 [ "$(id -u)" = 0 ] || die "must run as root (mmdebstrap, buildah and containerd work on the root filesystem)"
@@ -97,7 +104,7 @@ if ! [ -x "$etcd_bin" ]; then
     mv "$etcd_bin.tmp" "$etcd_bin"
   )
 fi
-"$etcd_bin" --version | grep -q "etcd Version: ${etcd_version#v}" || die "$etcd_bin is not etcd $etcd_version"
+[[ "$("$etcd_bin" --version)" == *"etcd Version: ${etcd_version#v}"* ]] || die "$etcd_bin is not etcd $etcd_version"
 stage etcd "$t"
 
 # --- CoreDNS (its module has no replace: go install works) ----------------
@@ -108,6 +115,15 @@ if ! [ -x "$coredns_bin" ]; then
     go install -trimpath -ldflags='-s -w' "github.com/coredns/coredns@$coredns_version"
 fi
 stage coredns "$t"
+
+# --- kind's storage provisioner (no replace either) ------------------------
+t=$SECONDS
+local_path_bin="$cache/local-path-provisioner-$local_path_version/bin/local-path-provisioner"
+if ! [ -x "$local_path_bin" ]; then
+  GOFLAGS=-mod=mod CGO_ENABLED=0 GOBIN="${local_path_bin%/*}" \
+    go install -trimpath -ldflags='-s -w' "github.com/rancher/local-path-provisioner@$local_path_version"
+fi
+stage local-path-provisioner "$t"
 
 # --- the node's Debian root filesystem ------------------------------------
 t=$SECONDS
@@ -202,6 +218,22 @@ pause_src="$(GOFLAGS=-mod=mod go mod download -json "k8s.io/kubernetes@$k8s_vers
 gcc -Os -static -DVERSION="v$pause_version" -o "$img/pause" "$pause_src"
 strip "$img/pause"
 make_image "registry.k8s.io/pause:$pause_version" "$img" '["/pause"]'
+# kind's storage: the provisioner and its helper (a shell for the setup
+# and teardown scripts: Debian's static busybox), under the names kind's
+# manifest (pkg/build/nodeimage/const_storage.go) gives them.
+storage_go="$kind_dir/pkg/build/nodeimage/const_storage.go"
+provisioner_image="$(sed -n 's/^const storageProvisionerImage = "\(.*\)"$/\1/p' "$storage_go")"
+helper_image="$(sed -n 's/^const storageHelperImage = "\(.*\)"$/\1/p' "$storage_go")"
+[ -n "$provisioner_image" ] && [ -n "$helper_image" ] || die "storage images not found in $storage_go"
+rm -rf "$img" && mkdir -p "$img/usr/local/bin"
+cp "$local_path_bin" "$img/usr/local/bin/"
+make_image "$provisioner_image" "$img" ""
+rm -rf "$img" && mkdir -p "$img/bin"
+cp "$node/bin/busybox" "$img/bin/"
+for applet in $("$img/bin/busybox" --list); do
+  [ -e "$img/bin/$applet" ] || ln -s busybox "$img/bin/$applet"
+done
+make_image "$helper_image" "$img" ""
 rm -rf "$img"
 stage images "$t"
 
@@ -265,6 +297,19 @@ systemctl --root="$node" --quiet enable kubelet.service containerd.service undo-
 systemctl --root="$node" --quiet mask systemd-binfmt.service
 for cmd in kubelet kubeadm kubectl; do install -m 0755 "$k8s_bin/$cmd" "$node/usr/bin/"; done
 echo "$k8s_version" >"$node/kind/version"
+# kind's storage manifest, the Go string of const_storage.go with its
+# image names filled in.
+mkdir -p "$node/kind/manifests"
+python3 - "$storage_go" "$provisioner_image" "$helper_image" >"$node/kind/manifests/default-storage.yaml" <<'PY'
+import re, sys
+src, provisioner, helper = sys.argv[1:]
+text = open(src).read()
+body = re.search(r"const defaultStorageManifest = `(.*?\n)`\n", text, re.S).group(1)
+body = body.replace("` + storageProvisionerImage + `", provisioner).replace("` + storageHelperImage + `", helper)
+assert "`" not in body, "unexpected Go expression in kind's storage manifest"
+sys.stdout.write(body)
+PY
+grep -q "$helper_image" "$node/kind/manifests/default-storage.yaml" || die "storage manifest not written"
 stage node-files "$t"
 
 # The images, imported into the node's containerd store as kind's node image

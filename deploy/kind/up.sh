@@ -128,16 +128,32 @@ config:
 YAML
 
 kubectl --context kind-meshhub-primary -n bookinfo apply -f examples/bookinfo/ >/dev/null
-want="$(kubectl --context kind-meshhub-primary -n bookinfo get virtualservices,destinationrules -o name | wc -l)"
-for c in "${REMOTES[@]}"; do
-  for _ in $(seq 60); do
-    have="$(kubectl --context "kind-meshhub-$c" -n bookinfo get virtualservices,destinationrules -o name | wc -l)"
-    [ "$have" -ge "$want" ] && break
-    sleep 1
+# What the hub serves each remote (validation may hold some objects back),
+# against what the remote's API holds, applied by its agent.
+served() { # cluster → the number of VirtualServices and DestinationRules the hub serves it
+  local k n=0
+  for k in VirtualService DestinationRule; do
+    n=$((n + $(kubectl --context kind-meshhub-primary -n "$NS" exec deploy/meshhub -- \
+      meshhubctl get "$k" -n bookinfo --cluster "$1" | tail -n +2 | grep -c . || true)))
   done
-  log "meshhub-$c holds $have of the primary's $want VirtualServices and DestinationRules"
+  echo "$n"
+}
+applied() { # cluster → the number its agent applied
+  kubectl --context "kind-meshhub-$1" -n bookinfo get virtualservices,destinationrules \
+    -l app.kubernetes.io/managed-by=meshhub -o name | grep -c . || true
+}
+sleep 2
+for c in "${REMOTES[@]}"; do
+  want=0 have=0
+  for _ in $(seq 30); do
+    want="$(served "$c")" have="$(applied "$c")"
+    [ "$want" -gt 0 ] && [ "$have" -ge "$want" ] && break
+    sleep 2
+  done
+  log "meshhub-$c: its agent applied $have of the $want VirtualServices and DestinationRules the hub serves it"
   kubectl --context "kind-meshhub-$c" -n bookinfo get virtualservices,destinationrules \
     -L app.kubernetes.io/managed-by
+  [ "$want" -gt 0 ] && [ "$have" -ge "$want" ] || die "Bookinfo did not arrive in meshhub-$c"
 done
 kubectl --context kind-meshhub-primary -n "$NS" exec deploy/meshhub -- meshhubctl status || true
 log "up in $((SECONDS - start)) s"

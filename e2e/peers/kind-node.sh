@@ -68,12 +68,48 @@ for tool in go podman buildah mmdebstrap gcc jq python3; do
 done
 [ "$(id -u)" = 0 ] || die "must run as root (mmdebstrap, buildah and containerd work on the root filesystem)"
 
+# Background work (mmdebstrap, the containerd that imports the images)
+# and the build directory end with the script, however it ends.
+rootfs_pid="" ctrd_pid="" work=""
+cleanup() {
+  local pid
+  for pid in $rootfs_pid $ctrd_pid; do
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
+  [ -z "$work" ] || rm -rf "$work"
+}
+trap cleanup EXIT
+
 start=$SECONDS
 timings=()
 stage() { # name start-seconds
   timings+=("$1 $((SECONDS - $2)) s")
   log "$1 done in $((SECONDS - $2)) s"
 }
+
+# --- the node's Debian root filesystem (in the background: mmdebstrap waits
+# on the network and disk while the Go builds below use the CPU) ----------
+rootfs_tar="$root/rootfs-$suite-$(echo "${packages[*]}" | sha256sum | cut -c1-12).tar"
+rootfs() {
+  [ -f "$rootfs_tar" ] && return
+  local t=$SECONDS sources=/etc/apt/sources.list.d/debian.sources
+  mkdir -p "$root"
+  # The machine's own apt sources (the Debian mirror it reaches).
+  [ -f "$sources" ] || sources=/etc/apt/sources.list
+  log "mmdebstrap $suite: ${packages[*]}"
+  mmdebstrap --quiet --format=tar --variant=minbase --include="$(IFS=,; echo "${packages[*]}")" \
+    --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/doc/*' \
+    --dpkgopt='path-include=/usr/share/doc/*/copyright' --dpkgopt='path-exclude=/usr/share/locale/*' \
+    --dpkgopt='path-exclude=/usr/share/info/*' \
+    "$suite" "$rootfs_tar.tmp" "$sources"
+  mv "$rootfs_tar.tmp" "$rootfs_tar"
+  # Root filesystems of other package lists.
+  find "$root" -maxdepth 1 -name 'rootfs-*.tar' ! -name "${rootfs_tar##*/}" -delete
+  log "rootfs (mmdebstrap, beside the Go builds) done in $((SECONDS - t)) s"
+}
+rootfs &
+rootfs_pid=$!
 
 # --- kind's base files (from its Go module) -------------------------------
 t=$SECONDS
@@ -125,32 +161,13 @@ if ! [ -x "$local_path_bin" ]; then
 fi
 stage local-path-provisioner "$t"
 
-# --- the node's Debian root filesystem ------------------------------------
 t=$SECONDS
-rootfs_tar="$root/rootfs-$suite-$(echo "${packages[*]}" | sha256sum | cut -c1-12).tar"
-if ! [ -f "$rootfs_tar" ]; then
-  mkdir -p "$root"
-  # The machine's own apt sources (the Debian mirror it reaches).
-  sources=/etc/apt/sources.list.d/debian.sources
-  [ -f "$sources" ] || sources=/etc/apt/sources.list
-  log "mmdebstrap $suite: ${packages[*]}"
-  mmdebstrap --quiet --format=tar --variant=minbase --include="$(IFS=,; echo "${packages[*]}")" \
-    --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/doc/*' \
-    --dpkgopt='path-include=/usr/share/doc/*/copyright' --dpkgopt='path-exclude=/usr/share/locale/*' \
-    --dpkgopt='path-exclude=/usr/share/info/*' \
-    "$suite" "$rootfs_tar.tmp" "$sources"
-  mv "$rootfs_tar.tmp" "$rootfs_tar"
-fi
-stage rootfs "$t"
+wait "$rootfs_pid" || { rootfs_pid=""; die "mmdebstrap failed"; }
+rootfs_pid=""
+stage rootfs-wait "$t"
 
 # --- assemble ---------------------------------------------------------------
 work="$(mktemp -d "$root/build.XXXXXX")"
-ctrd_pid=""
-cleanup() {
-  if [ -n "$ctrd_pid" ]; then kill "$ctrd_pid" 2>/dev/null || true; wait "$ctrd_pid" 2>/dev/null || true; fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
 node="$work/node"
 mkdir -p "$node" "$work/images"
 t=$SECONDS

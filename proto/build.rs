@@ -28,6 +28,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // Sorted maps: a resource's labels and annotations encode in the
         // same order every time, so its bytes are reproducible.
         .btree_map(".istio.mcp.v1alpha1.Metadata")
+        // Streams start with small buffers (`src/codec.rs`).
+        .codec_path("crate::codec::StreamCodec")
         .compile_fds(mcp)?;
     // The upward channel's messages (meshhub's own, agent → hub).
     let upward = protox::compile(["meshhub/v1alpha1/upward.proto"], [SCHEMA_ROOT])?;

@@ -343,7 +343,10 @@ impl ControlPlanes {
         s.read_to_string(&mut raw).await.expect("etcd answer");
         let answer = raw.split_once("\r\n\r\n").map_or("", |(_, b)| b).trim();
         // Chunked or not, the JSON object is the body's one `{…}`.
-        let json = &answer[answer.find('{').unwrap_or(0)..=answer.rfind('}').unwrap_or(0)];
+        let json = match (answer.find('{'), answer.rfind('}')) {
+            (Some(a), Some(b)) if a < b => &answer[a..=b],
+            _ => panic!("etcd deleterange {full}: no JSON object in the answer: {raw}"),
+        };
         let v: serde_json::Value = serde_json::from_str(json)
             .unwrap_or_else(|e| panic!("etcd deleterange {full}: {e}: {raw}"));
         v["deleted"]

@@ -7,6 +7,8 @@
 //!   resources are pre-encoded [`bytes::Bytes`], so that a resource is encoded
 //!   once and shared by every stream; and the services that send them.
 //! * [`ads`]: Envoy's aggregated discovery service types (from `envoy-types`).
+//! * [`codec`]: the generated services' codec (prost's, with small starting
+//!   buffers).
 //! * [`descriptor`]: the descriptor pool of every schema we know, for
 //!   schema-driven transcoding.
 //! * [`kinds`]: the kind table: Kubernetes GVK ↔ MCP collection ↔ ADS type URL
@@ -18,6 +20,7 @@
 //!   above this one.
 
 pub mod ads;
+pub mod codec;
 pub mod descriptor;
 pub mod error;
 pub mod kinds;

@@ -97,6 +97,34 @@ pub async fn serve(router: Router, listener: TcpListener, shutdown: Cancellation
     }
 }
 
+/// What the ADS service serves for each type URL, as `kinds` map them:
+/// the kind's collection, the kinds [`Kind::offered_over_ads`](meshhub_proto::kinds::Kind::offered_over_ads)
+/// only. Kinds istiod never asks an `xds://` source for (the Gateway
+/// API's) map to no collection: a request for one is answered like any
+/// unknown type URL. TrafficExtension (asked for by istiod 1.30+ only) is
+/// served with the WasmPlugins translated in, as such an istiod reads
+/// them (`meshhub_mcp::ads::extensions`). The serving port and whatever
+/// shows what a consumer was served (the hub's object pages) read it
+/// alike.
+pub fn ads_types(kinds: KindTable) -> TypeMap {
+    let extensions = WasmPluginTranslation::new(&kinds).map(|t| {
+        let collection = t.extension().collection().to_owned();
+        let view: Arc<dyn View> = Arc::new(PluginsAsExtensions::new(t));
+        (collection, view)
+    });
+    Arc::new(move |type_url: &str| {
+        let kind = kinds
+            .by_type_url(type_url)
+            .filter(|k| k.offered_over_ads())?;
+        Some(match &extensions {
+            Some((collection, view)) if collection == kind.collection() => {
+                Served::View(view.clone())
+            }
+            _ => Served::Collection(kind.collection().to_owned()),
+        })
+    })
+}
+
 /// The transport stack of a port that serves consumers: the engine's
 /// per-stream flow control over its transport settings.
 pub type ServingLayer = Stack<StreamLimitLayer, Identity>;
@@ -114,27 +142,7 @@ pub async fn serving_port(
     limits: &Limits,
     max_message_bytes: usize,
 ) -> Result<Base<ServingLayer>, crate::port::PortError> {
-    // Kinds istiod never asks an `xds://` source for (the Gateway API's)
-    // map to no collection: a request for one is answered like any unknown
-    // type URL. TrafficExtension (asked for by istiod 1.30+ only) is
-    // served with the WasmPlugins translated in, as such an istiod reads
-    // them (`meshhub_mcp::ads::extensions`).
-    let extensions = WasmPluginTranslation::new(&kinds).map(|t| {
-        let collection = t.extension().collection().to_owned();
-        let view: Arc<dyn View> = Arc::new(PluginsAsExtensions::new(t));
-        (collection, view)
-    });
-    let types: TypeMap = Arc::new(move |type_url: &str| {
-        let kind = kinds
-            .by_type_url(type_url)
-            .filter(|k| k.offered_over_ads())?;
-        Some(match &extensions {
-            Some((collection, view)) if collection == kind.collection() => {
-                Served::View(view.clone())
-            }
-            _ => Served::Collection(kind.collection().to_owned()),
-        })
-    });
+    let types = ads_types(kinds);
     let base = base(
         meshhub_mcp::transport::server_with(limits).layer(StreamLimitLayer::new(limits)),
         &[RESOURCE_SOURCE],

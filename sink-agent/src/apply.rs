@@ -56,6 +56,10 @@ mod failure;
 use failure::{Failure, Outcome, stopped, verdict};
 use meshhub_proto::upward::GatewayApiObjectStatus;
 
+/// How long after a re-list of managed objects their collection is synced
+/// (the re-lists of one outage, one per scope, share the sync).
+const RELIST_SYNC_DELAY: Duration = Duration::from_secs(2);
+
 /// The field manager of every write.
 pub const FIELD_MANAGER: &str = "meshhub";
 
@@ -661,20 +665,27 @@ impl Task {
             Ok(Event::Apply(o)) => (o, false),
             Ok(Event::Delete(o)) => (o, true),
             // A (re)list: what the controllers wrote is taken as it comes;
-            // once it is complete, one full sync (it lists every scope
-            // again) repairs what changed while the watch was down — a
-            // managed object deleted or edited then, which no event named —
-            // and replaces the collection's statuses, so an object deleted
-            // meanwhile does not keep its last status. (The first list of
-            // a new watch ends the same way: a sync that finds everything
-            // in place writes nothing.)
+            // once it is complete, a full sync (it lists every scope again)
+            // repairs what changed while the watch was down — a managed
+            // object deleted or edited then, which no event named — and
+            // replaces the collection's statuses, so an object deleted
+            // meanwhile does not keep its last status. The sync is
+            // scheduled [`RELIST_SYNC_DELAY`] ahead, not run here: the
+            // watches of every scope (namespace) of a collection re-list
+            // together after an outage, and a flapping watch re-lists
+            // again and again; each burst costs one sync. (The first list
+            // of a new watch ends the same way: a sync that finds
+            // everything in place writes nothing.)
             Ok(Event::InitApply(o)) => {
                 self.record_status(collection, &state.kind, &o, false);
                 return;
             }
             Ok(Event::InitDone) => {
-                debug!(%collection, "managed objects re-listed; syncing");
-                let _ = self.sync(collection).await;
+                let at = tokio::time::Instant::now() + RELIST_SYNC_DELAY;
+                if let Some(state) = self.collections.get_mut(collection) {
+                    debug!(%collection, "managed objects re-listed; a sync is scheduled");
+                    state.retry_at = Some(state.retry_at.map_or(at, |r| r.min(at)));
+                }
                 return;
             }
             Ok(Event::Init) => return,

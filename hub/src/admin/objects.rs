@@ -20,6 +20,7 @@ use meshhub_api::object::{
     ClusterDelivery, Definition, DefinitionState, Delivery, ObjectQuery, ObjectView, PeerDelivery,
     PeerRole, Validation, ValidationResult,
 };
+use meshhub_mcp::ads::TypeMap;
 use meshhub_mcp::ledger::{CollectionStatus, PeerStatus, Role};
 use meshhub_mcp::snapshot::EncodedResource;
 use meshhub_proto::kinds::Kind;
@@ -123,12 +124,16 @@ pub fn describe(s: &AdminState, kind: &Kind, q: &ObjectQuery) -> Option<ObjectVi
             .unwrap_or_default(),
     };
     let ledger = s.ledger.view();
+    // What an ADS consumer is served of a type URL is not always the
+    // collection (TrafficExtension: with the WasmPlugins translated in):
+    // read as the serving port reads it, once per request.
+    let ads = meshhub_runtime::grpc::ads_types(s.kinds.clone());
     let clusters = served
         .map(|(object, _)| {
             object
                 .groups
                 .iter()
-                .map(|g| delivery(s, kind, &object.resource, g, &ledger))
+                .map(|g| delivery(s, kind, &object.resource, g, &ledger, &ads))
                 .collect()
         })
         .unwrap_or_default();
@@ -172,10 +177,13 @@ fn delivery(
     current: &EncodedResource,
     group: &str,
     ledger: &[PeerStatus],
+    ads: &TypeMap,
 ) -> ClusterDelivery {
     let name = &*current.name;
     let snapshot = s.cache.snapshot(group);
-    let collection = snapshot.map(|snap| snap.collection(kind.collection()));
+    let collection = snapshot
+        .as_ref()
+        .map(|snap| snap.collection(kind.collection()));
     let version = collection
         .as_ref()
         .map(|c| c.version().to_owned())
@@ -196,7 +204,15 @@ fn delivery(
             out
         })
         .into_iter()
-        .map(|p| peer_delivery(p, kind, &version))
+        .map(|p| {
+            // ADS peers key the ledger by type URL and are served what the
+            // type URL serves.
+            let served = |type_url: &str| {
+                let snap = snapshot.as_ref()?;
+                Some(ads(type_url)?.read(snap).version().to_owned())
+            };
+            peer_delivery(p, kind, &version, served)
+        })
         .collect();
     let withheld = s
         .status
@@ -273,12 +289,30 @@ fn reported(
     }
 }
 
-fn peer_delivery(p: &PeerStatus, kind: &Kind, current: &str) -> PeerDelivery {
+/// Where peer `p` stands on `kind`'s collection at version `current`
+/// (`ads_current`: the version an ADS peer is served of a type URL).
+fn peer_delivery(
+    p: &PeerStatus,
+    kind: &Kind,
+    current: &str,
+    ads_current: impl Fn(&str) -> Option<String>,
+) -> PeerDelivery {
     // MCP peers key the ledger by collection; ADS peers by type URL.
-    let c: Option<&CollectionStatus> = p
-        .collections
-        .get(kind.collection())
-        .or_else(|| kind.type_urls().find_map(|t| p.collections.get(t.as_str())));
+    let (c, current): (Option<&CollectionStatus>, String) =
+        match p.collections.get(kind.collection()) {
+            Some(c) => (Some(c), current.to_owned()),
+            None => match kind
+                .type_urls()
+                .find_map(|t| p.collections.get(t.as_str()).map(|c| (t, c)))
+            {
+                Some((t, c)) => (
+                    Some(c),
+                    ads_current(&t).unwrap_or_else(|| current.to_owned()),
+                ),
+                None => (None, current.to_owned()),
+            },
+        };
+    let current = current.as_str();
     let is_current = |v: Option<&str>| !current.is_empty() && v == Some(current);
     let sent = c.and_then(|c| c.sent.as_ref().map(|v| v.version.clone()));
     let acked = c.and_then(|c| c.acked.as_ref().map(|v| v.version.clone()));
@@ -308,5 +342,67 @@ fn peer_delivery(p: &PeerStatus, kind: &Kind, current: &str) -> PeerDelivery {
         acked,
         nacked: nacked.map(|n| n.version.clone()),
         message: nacked.map(|n| n.message.clone()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::time::SystemTime;
+
+    use meshhub_mcp::ledger::{At, StreamProtocol, Versioned};
+    use meshhub_proto::kinds::KindTable;
+
+    use super::*;
+
+    const TE_URL: &str = "extensions.istio.io/v1alpha1/TrafficExtension";
+
+    fn istiod(acked: &str) -> PeerStatus {
+        PeerStatus {
+            id: 1,
+            role: Role::Source,
+            protocol: StreamProtocol::Ads,
+            peer: "127.0.0.1:1".into(),
+            node_id: "sidecar~10.0.0.1~istiod-0.istio-system~cluster.local".into(),
+            group: "default".into(),
+            connected: true,
+            connected_since: None,
+            disconnected_at: None,
+            last_error: None,
+            streams: 1,
+            collections: BTreeMap::from([(
+                TE_URL.to_owned(),
+                CollectionStatus {
+                    acked: Some(Versioned {
+                        version: acked.into(),
+                        nonce: "1".into(),
+                        at: At(SystemTime::UNIX_EPOCH),
+                    }),
+                    ..CollectionStatus::default()
+                },
+            )]),
+            replica: None,
+            node_meta: Default::default(),
+        }
+    }
+
+    #[test]
+    fn an_ads_peer_is_judged_by_what_its_type_url_serves() {
+        let kinds = KindTable::builtin();
+        let te = kinds.by_type_url(TE_URL).unwrap();
+        // The collection is at `coll`; what the type URL serves (the
+        // TrafficExtensions with the WasmPlugins translated in) at `view`.
+        let served = |url: &str| (url == TE_URL).then(|| "view".to_owned());
+        let judged = peer_delivery(&istiod("view"), te, "coll", served);
+        assert_eq!(judged.delivery, Delivery::Acked);
+        let judged = peer_delivery(&istiod("coll"), te, "coll", served);
+        assert_eq!(
+            judged.delivery,
+            Delivery::Behind,
+            "acked the collection, not what it is served"
+        );
+        // Without a view the collection's version is what counts.
+        let judged = peer_delivery(&istiod("coll"), te, "coll", |_| None);
+        assert_eq!(judged.delivery, Delivery::Acked);
     }
 }

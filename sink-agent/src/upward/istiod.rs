@@ -24,6 +24,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use meshhub_mcp::snapshot::Snapshot;
 use meshhub_proto::kinds::KindTable;
+use meshhub_proto::translate::{TRANSLATED_WASM_PLUGIN_SUFFIX, WasmPluginTranslation};
 use meshhub_proto::upward::ObjectProblem;
 use serde::Deserialize;
 
@@ -225,6 +226,25 @@ impl Tracker {
     ) -> Comparison {
         let mut out = Comparison::default();
         let mut missing = BTreeMap::new();
+        // An istiod that reads TrafficExtensions (1.30+) applies a
+        // WasmPlugin only as the TrafficExtension made of it (served over
+        // ADS, or made by istiod from its own API: the same name), so a
+        // WasmPlugin is held only when that TrafficExtension is.
+        let translation = WasmPluginTranslation::new(kinds).filter(|t| {
+            let extension = t.extension();
+            let id = (extension.group().to_owned(), extension.kind().to_owned());
+            let reads = only.map_or_else(
+                || {
+                    self.read_kinds.contains(&id)
+                        || istiod.iter().any(|(g, k, _)| *g == id.0 && *k == id.1)
+                },
+                |o| o.contains(extension.collection()),
+            );
+            if reads && only.is_none() {
+                self.read_kinds.insert(id);
+            }
+            reads
+        });
         for (collection, snapshot) in served.collections() {
             if only.is_some_and(|o| !o.contains(collection)) {
                 continue;
@@ -255,7 +275,14 @@ impl Tracker {
                 } else {
                     format!("/{}", key.name)
                 };
-                let probe = (kind.group().to_owned(), kind.kind().to_owned(), name);
+                let probe = match &translation {
+                    Some(t) if t.plugin().collection() == collection => (
+                        t.extension().group().to_owned(),
+                        t.extension().kind().to_owned(),
+                        format!("{name}{TRANSLATED_WASM_PLUGIN_SUFFIX}"),
+                    ),
+                    _ => (kind.group().to_owned(), kind.kind().to_owned(), name),
+                };
                 if istiod.contains(&probe) {
                     out.held += 1;
                     continue;
@@ -392,6 +419,80 @@ mod tests {
         // drop stands (not a false "held again").
         let c = t.check(&kinds, &snap, None, &configz());
         assert_eq!(c.dropped.len(), 1, "{c:?}");
+    }
+
+    #[test]
+    fn a_wasm_plugin_is_held_by_an_istiod_that_reads_traffic_extensions_only_as_one() {
+        const WP: &str = "istio/extensions/v1alpha1/wasmplugins";
+        const TE: &str = "istio/extensions/v1alpha1/trafficextensions";
+        let kinds = KindTable::builtin();
+        let snap = served(&[(WP, "bookinfo/auth", "7")]);
+        let with = |items: &[(&str, &str)]| -> Held {
+            items
+                .iter()
+                .map(|(k, n)| {
+                    (
+                        "extensions.istio.io".to_owned(),
+                        (*k).to_owned(),
+                        (*n).to_owned(),
+                    )
+                })
+                .collect()
+        };
+        let plugin_only = with(&[("WasmPlugin", "bookinfo/auth")]);
+        // istiod 1.28 (subscribed without TrafficExtension): the plugin
+        // itself is what it applies.
+        let older: BTreeSet<String> = [WP.to_owned()].into();
+        let mut t = Tracker::default();
+        for _ in 0..2 {
+            let c = t.check(&kinds, &snap, Some(&older), &plugin_only);
+            assert!(c.dropped.is_empty() && c.held == 1, "{c:?}");
+        }
+        // istiod 1.30+ (subscribed with it): holding the plugin is not
+        // applying it; without its translation it is a drop, of the plugin.
+        let newer: BTreeSet<String> = [WP.to_owned(), TE.to_owned()].into();
+        let mut t = Tracker::default();
+        t.check(&kinds, &snap, Some(&newer), &plugin_only);
+        let c = t.check(&kinds, &snap, Some(&newer), &plugin_only);
+        assert_eq!(c.dropped.len(), 1, "{c:?}");
+        assert_eq!(
+            (c.dropped[0].collection.as_str(), c.dropped[0].name.as_str()),
+            (WP, "bookinfo/auth")
+        );
+        let translated = with(&[
+            ("WasmPlugin", "bookinfo/auth"),
+            (
+                "TrafficExtension",
+                "bookinfo/auth~istio-translated-wasmplugin",
+            ),
+        ]);
+        let c = t.check(&kinds, &snap, Some(&newer), &translated);
+        assert!(c.dropped.is_empty() && c.held == 1, "{c:?}");
+        // Reading its cluster's API (no subscriptions known): an istiod that
+        // lists a TrafficExtension reads them, and translates itself.
+        let mut t = Tracker::default();
+        t.check(&kinds, &snap, None, &translated);
+        let c = t.check(
+            &kinds,
+            &snap,
+            None,
+            &with(&[("TrafficExtension", "bookinfo/other")]),
+        );
+        assert!(
+            c.dropped.is_empty(),
+            "missing once is not a drop yet: {c:?}"
+        );
+        let c = t.check(
+            &kinds,
+            &snap,
+            None,
+            &with(&[("WasmPlugin", "bookinfo/auth")]),
+        );
+        assert_eq!(
+            c.dropped.len(),
+            1,
+            "it reads them: the plugin is judged by its translation: {c:?}"
+        );
     }
 
     #[test]

@@ -155,8 +155,8 @@ fn reports(of: &[u8; 3]) -> Reports {
 }
 
 /// A pipeline, with analysis on (run inline: no background task) or off.
-fn pipeline(rules: &GroupRules, analysing: bool) -> Pipeline {
-    let (store, writer, _cache) = store_of(rules);
+fn pipeline(rules: &GroupRules, analysing: bool) -> (Pipeline, SnapshotCache) {
+    let (store, writer, cache) = store_of(rules);
     let (p, _status) = Pipeline::new(
         store,
         writer,
@@ -164,10 +164,11 @@ fn pipeline(rules: &GroupRules, analysing: bool) -> Pipeline {
         settings(),
         ["files".to_owned()],
     );
-    p.analyse(AnalysisSpec {
+    let p = p.analyse(AnalysisSpec {
         enabled: analysing,
         ..AnalysisSpec::default()
-    })
+    });
+    (p, cache)
 }
 
 fn give_reports(p: &mut Pipeline, r: &Reports) {
@@ -177,33 +178,44 @@ fn give_reports(p: &mut Pipeline, r: &Reports) {
     p.on_istio(&mut rx, true);
 }
 
-/// What is compared of a pipeline: every group's build (collection →
-/// names and versions), its analysis messages, the withheld rows.
+/// A snapshot's non-empty collections: names and versions.
+type Rendered = Vec<(String, Vec<(String, String)>)>;
+
+/// What is compared of a pipeline: every group's build, what the cache
+/// serves each group of the rules, its analysis messages, the withheld
+/// rows.
 type Seen = (
-    BTreeMap<String, Vec<(String, Vec<(String, String)>)>>,
+    BTreeMap<String, Rendered>,
+    BTreeMap<String, Option<Rendered>>,
     BTreeMap<String, Vec<String>>,
     Vec<String>,
 );
 
-fn seen(p: &mut Pipeline) -> Seen {
+fn render(s: &Snapshot) -> Rendered {
+    s.collections()
+        .filter(|(_, c)| !c.is_empty())
+        .map(|(n, c)| {
+            let keys = c
+                .keys()
+                .iter()
+                .map(|k| (k.name.to_string(), k.version.to_string()))
+                .collect();
+            (n.to_owned(), keys)
+        })
+        .collect()
+}
+
+fn seen(p: &mut Pipeline, cache: &SnapshotCache) -> Seen {
     let builds = p
         .published
         .iter()
-        .map(|(g, s)| {
-            let colls = s
-                .collections()
-                .filter(|(_, c)| !c.is_empty())
-                .map(|(n, c)| {
-                    let keys = c
-                        .keys()
-                        .iter()
-                        .map(|k| (k.name.to_string(), k.version.to_string()))
-                        .collect();
-                    (n.to_owned(), keys)
-                })
-                .collect();
-            (g.to_string(), colls)
-        })
+        .map(|(g, s)| (g.to_string(), render(s)))
+        .collect();
+    let served = p
+        .rules
+        .groups()
+        .iter()
+        .map(|g| (g.to_string(), cache.snapshot(g).map(|s| render(&s))))
         .collect();
     let analysis = p
         .analysis
@@ -225,7 +237,7 @@ fn seen(p: &mut Pipeline) -> Seen {
         .iter()
         .map(|w| format!("{} {} {} {}", w.cluster, w.collection, w.objects, w.reason))
         .collect();
-    (builds, analysis, withheld)
+    (builds, served, analysis, withheld)
 }
 
 proptest! {
@@ -237,7 +249,7 @@ proptest! {
         let mut files: BTreeMap<u8, String> = BTreeMap::new();
         let mut rule_of = [Some(0), Some(1), Some(2)];
         let mut report_of = [0u8; 3];
-        let mut p = pipeline(&rules(&rule_of), analysing);
+        let (mut p, cache) = pipeline(&rules(&rule_of), analysing);
         p.on_event(synced());
         for op in ops.iter().chain(std::iter::once(&Op::Publish)) {
             match op {
@@ -264,13 +276,13 @@ proptest! {
                 }
                 Op::Publish => {
                     p.publish(Instant::now());
-                    let mut fresh = pipeline(&rules(&rule_of), analysing);
+                    let (mut fresh, fresh_cache) = pipeline(&rules(&rule_of), analysing);
                     give_reports(&mut fresh, &reports(&report_of));
                     for (n, t) in &files {
                         fresh.on_event(file(&format!("f{n}.yaml"), t));
                     }
                     fresh.on_event(synced());
-                    prop_assert_eq!(seen(&mut p), seen(&mut fresh), "after {:?}", op);
+                    prop_assert_eq!(seen(&mut p, &cache), seen(&mut fresh, &fresh_cache), "after {:?}", op);
                 }
             }
         }

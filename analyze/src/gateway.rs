@@ -79,14 +79,17 @@ fn subset(x: &BTreeMap<String, String>, y: &BTreeMap<String, String>) -> bool {
 /// What makes two servers' certificates the same (Istio's
 /// `haveSameCertificate`): one `credentialName`, or one certificate and key
 /// file pair.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Certificate<'a> {
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Certificate<'a> {
+    /// A `credentialName`.
     Credential(&'a str),
+    /// A `serverCertificate` and `privateKey` pair.
     Files(&'a str, &'a str),
 }
 
 impl<'a> Certificate<'a> {
-    fn of(t: &'a Tls) -> Option<Self> {
+    /// The certificate `t` serves, if it names one.
+    pub fn of(t: &'a Tls) -> Option<Self> {
         if !t.credential_name.is_empty() {
             Some(Self::Credential(&t.credential_name))
         } else if !t.server_certificate.is_empty() && !t.private_key.is_empty() {

@@ -36,14 +36,20 @@ pub fn fqdn(namespace: &str, host: &str) -> String {
 /// `name.namespace.svc.cluster.local` FQDN, otherwise the host itself in
 /// `namespace` (Istio's `GetResourceNameFromHost`).
 pub fn service_of(namespace: &str, host: &str) -> (String, String) {
+    let (ns, name) = service_of_ref(namespace, host);
+    (ns.to_owned(), name.to_owned())
+}
+
+/// [`service_of`], borrowed.
+pub fn service_of_ref<'a>(namespace: &'a str, host: &'a str) -> (&'a str, &'a str) {
     if let Some(rest) = host.strip_suffix(".svc.cluster.local")
         && let Some((name, ns)) = rest.rsplit_once('.')
         && !name.is_empty()
         && !ns.is_empty()
     {
-        return (ns.to_owned(), name.to_owned());
+        return (ns, name);
     }
-    (namespace.to_owned(), host.to_owned())
+    (namespace, host)
 }
 
 /// A Gateway's server hosts (`ns/host`, `./host`, `*/host`, `host`) as seen

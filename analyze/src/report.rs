@@ -54,27 +54,31 @@ impl Report {
     /// The messages by object (namespace, kind, name), then path and code;
     /// without repeats.
     pub fn into_messages(mut self) -> Vec<Message> {
-        self.messages.sort_by(|a, b| {
-            (
-                &a.namespace,
-                &a.kind,
-                &a.name,
-                &a.path,
-                a.code.code,
-                &a.text,
-            )
-                .cmp(&(
-                    &b.namespace,
-                    &b.kind,
-                    &b.name,
-                    &b.path,
-                    b.code.code,
-                    &b.text,
-                ))
-        });
+        self.messages.sort_by(order);
         self.messages.dedup();
         self.messages
     }
+}
+
+/// The order of messages: by object (namespace, kind, name), then path,
+/// code and text.
+pub fn order(a: &Message, b: &Message) -> std::cmp::Ordering {
+    (
+        &a.namespace,
+        &a.kind,
+        &a.name,
+        &a.path,
+        a.code.code,
+        &a.text,
+    )
+        .cmp(&(
+            &b.namespace,
+            &b.kind,
+            &b.name,
+            &b.path,
+            b.code.code,
+            &b.text,
+        ))
 }
 
 /// At most this many other objects are named in one message; the rest are

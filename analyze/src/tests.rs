@@ -669,3 +669,5 @@ fn gateway_api_objects_have_no_istio_version_needs() {
 }
 
 mod gateway_api;
+mod incremental;
+mod keys;

@@ -15,7 +15,7 @@ use crate::report::{Report, name_list};
 use crate::set::Set;
 
 /// The reserved gateway name for the sidecars of the mesh.
-const MESH: &str = "mesh";
+pub(crate) const MESH: &str = "mesh";
 
 /// IST0101 for a bound Gateway the set lacks; IST0132 when the bound
 /// Gateway (or a missing one: it serves no host) serves none of the

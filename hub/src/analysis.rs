@@ -37,6 +37,13 @@ pub const METRIC_SECONDS: &str = "meshhub_analysis_seconds";
 /// Counter: group builds whose content another group (or an earlier build
 /// of theirs) had: its set analysis reused, only the version check run.
 pub const METRIC_REUSED: &str = "meshhub_analysis_reused_total";
+/// Counter: group builds whose set analysis was worked out from the
+/// group's previous build's, re-running the analyzers only on the objects a
+/// change can reach.
+pub const METRIC_INCREMENTAL: &str = "meshhub_analysis_incremental_total";
+/// Counter: objects the analyzers ran on in incremental set analyses (the
+/// changed objects' neighbourhoods).
+pub const METRIC_INCREMENTAL_OBJECTS: &str = "meshhub_analysis_incremental_objects_total";
 
 /// What to do with a group's new build.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -54,9 +61,20 @@ struct GroupState {
     view: Arc<ClusterAnalysis>,
     /// (code, severity) → count, as last set on the gauge.
     counts: BTreeMap<(&'static str, Severity), usize>,
-    /// Its content's set analysis: held (not read) so that the memo's
-    /// entry lives while a group has that content.
-    _set: Set,
+    /// The build analysed and its set analysis: the base its next build's
+    /// is worked out from (and, held, what keeps the memo's entry alive
+    /// while a group has that content).
+    base: Base,
+}
+
+/// A build's objects and their set analysis (`analyze_set`'s messages):
+/// what a later build of the group is analysed incrementally from. Both
+/// are shared: the objects with every group of the same content (and each
+/// object with every group holding it), the messages with the memo.
+#[derive(Clone, Debug)]
+pub struct Base {
+    facts: Arc<[Arc<Facts>]>,
+    set: Set,
 }
 
 /// Every group's analysis, as the status shows it.
@@ -188,25 +206,39 @@ impl Analysis {
         if self.spec.is_none() {
             return Decision::Serve;
         }
-        let facts: Vec<&Facts> = facts.into_iter().collect();
-        let done = run(
-            group.clone(),
-            version.to_owned(),
-            self.clusters.get(group).cloned().unwrap_or_default(),
-            &facts,
-            &mut self.memo,
-        );
+        let facts: Arc<[Arc<Facts>]> = facts.into_iter().map(|f| Arc::new(f.clone())).collect();
+        self.check_shared(group, version, facts, serving, audit)
+    }
+
+    /// [`Analysis::check`] of facts held shared (the pipeline's: the
+    /// group keeps them as the base of its next build's analysis without a
+    /// copy).
+    pub fn check_shared(
+        &mut self,
+        group: &Group,
+        version: &str,
+        facts: Arc<[Arc<Facts>]>,
+        serving: Option<String>,
+        audit: &AuditLog,
+    ) -> Decision {
+        if self.spec.is_none() {
+            return Decision::Serve;
+        }
+        let done = self.job(group, version, facts).run(&mut self.memo);
         self.take(done, serving, audit)
     }
 
     /// `group`'s build `version` to analyse elsewhere ([`Job::run`]), then
     /// [`Analysis::take`] its result.
+    /// It carries the group's last analysed build, when there is one, to
+    /// analyse the new one from.
     pub fn job(&self, group: &Group, version: &str, facts: Arc<[Arc<Facts>]>) -> Job {
         Job {
             group: group.clone(),
             version: version.to_owned(),
             cluster: self.clusters.get(group).cloned().unwrap_or_default(),
             facts,
+            base: self.groups.get(group).map(|g| g.base.clone()),
         }
     }
 
@@ -220,7 +252,7 @@ impl Analysis {
         let Done {
             group,
             version,
-            set,
+            base,
             messages,
         } = done;
         let (group, version) = (&group, version.as_str());
@@ -302,7 +334,7 @@ impl Analysis {
                     held_back: held,
                 }),
                 counts,
-                _set: set,
+                base,
             },
         );
         if reasons.is_empty() {
@@ -364,13 +396,34 @@ pub struct Job {
     pub version: String,
     cluster: ClusterFacts,
     facts: Arc<[Arc<Facts>]>,
+    /// The group's last analysed build.
+    base: Option<Base>,
 }
 
 impl Job {
-    /// Analyses the build (`memo`: the set analyses done before).
+    /// Analyses the build (`memo`: the set analyses done before): its set
+    /// analysis from the memo if some group has its content, else from its
+    /// group's last analysed build and what changed since if there is one,
+    /// else from scratch.
     pub fn run(self, memo: &mut Memo) -> Done {
+        let started = Instant::now();
         let facts: Vec<&Facts> = self.facts.iter().map(|f| &**f).collect();
-        run(self.group, self.version, self.cluster, &facts, memo)
+        let set = memo.set_of(&self.version, &facts, self.base.as_ref());
+        let messages = meshhub_analyze::merge(
+            &set,
+            meshhub_analyze::cluster_for(&facts, &self.cluster.for_analysis(&self.group)),
+        );
+        drop(facts);
+        metrics::histogram!(METRIC_SECONDS).record(started.elapsed().as_secs_f64());
+        Done {
+            group: self.group,
+            version: self.version,
+            base: Base {
+                facts: self.facts,
+                set,
+            },
+            messages,
+        }
     }
 }
 
@@ -381,7 +434,7 @@ pub struct Done {
     pub group: Group,
     /// The build's version id.
     pub version: String,
-    set: Set,
+    base: Base,
     messages: Vec<Message>,
 }
 
@@ -413,23 +466,37 @@ const MESSAGES_SLACK: usize = 1024;
 
 impl Memo {
     /// The set analysis of content `version` (`facts`), done now unless
-    /// some group holds it.
-    fn set_of(&mut self, version: &str, facts: &[&Facts]) -> Set {
+    /// some group holds it: from `base` (an earlier build's) and what
+    /// differs when there is one, else from scratch.
+    fn set_of(&mut self, version: &str, facts: &[&Facts], base: Option<&Base>) -> Set {
         if let Some(set) = self.sets.get(version).and_then(Weak::upgrade) {
             metrics::counter!(METRIC_REUSED).increment(1);
             return set;
         }
-        let set: Set = meshhub_analyze::analyze_set(facts.iter().copied())
-            .into_iter()
-            .map(|m| match self.messages.get(&m) {
-                Some(shared) => shared.clone(),
-                None => {
-                    let m = Arc::new(m);
-                    self.messages.insert(m.clone());
-                    m
+        let messages = &mut self.messages;
+        let share = |m: Message| match messages.get(&m) {
+            Some(shared) => shared.clone(),
+            None => {
+                let m = Arc::new(m);
+                messages.insert(m.clone());
+                m
+            }
+        };
+        let set: Set = match base {
+            Some(base) => {
+                let before: Vec<&Facts> = base.facts.iter().map(|f| &**f).collect();
+                let (set, rerun) = meshhub_analyze::reanalyze_set(&before, &base.set, facts, share);
+                if !rerun.whole {
+                    metrics::counter!(METRIC_INCREMENTAL).increment(1);
+                    metrics::counter!(METRIC_INCREMENTAL_OBJECTS).increment(rerun.analysed as u64);
                 }
-            })
-            .collect();
+                set.into()
+            }
+            None => meshhub_analyze::analyze_set(facts.iter().copied())
+                .into_iter()
+                .map(share)
+                .collect(),
+        };
         self.sets.insert(version.to_owned(), Arc::downgrade(&set));
         if self.sets.len() > self.prune_at {
             self.sets.retain(|_, s| s.strong_count() > 0);
@@ -440,30 +507,6 @@ impl Memo {
             self.messages_kept = self.messages.len();
         }
         set
-    }
-}
-
-/// Analyses `group`'s build `version` (`facts`) for the cluster `cluster`
-/// describes.
-fn run(
-    group: Group,
-    version: String,
-    cluster: ClusterFacts,
-    facts: &[&Facts],
-    memo: &mut Memo,
-) -> Done {
-    let started = Instant::now();
-    let set = memo.set_of(&version, facts);
-    let messages = meshhub_analyze::merge(
-        &set,
-        meshhub_analyze::cluster_for(facts, &cluster.for_analysis(&group)),
-    );
-    metrics::histogram!(METRIC_SECONDS).record(started.elapsed().as_secs_f64());
-    Done {
-        group,
-        version,
-        set,
-        messages,
     }
 }
 

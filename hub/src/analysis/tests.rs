@@ -193,7 +193,10 @@ fn identical_content_is_analysed_once_and_each_cluster_keeps_its_own_version_che
     a.check(&east, "v1", [&vs, &dr], None, &audit);
     a.check(&west, "v1", [&vs, &dr], None, &audit);
     // One set analysis for both; the version check is each cluster's.
-    assert!(Arc::ptr_eq(&a.groups[&east]._set, &a.groups[&west]._set));
+    assert!(Arc::ptr_eq(
+        &a.groups[&east].base.set,
+        &a.groups[&west].base.set
+    ));
     let view = a.view();
     let codes = |c: &str| -> Vec<String> {
         view.iter()
@@ -242,7 +245,10 @@ fn identical_content_is_analysed_once_and_each_cluster_keeps_its_own_version_che
     // group holds it.
     a.check(&east, "v2", [&vs], None, &audit);
     a.check(&west, "v2", [&vs], None, &audit);
-    assert!(Arc::ptr_eq(&a.groups[&east]._set, &a.groups[&west]._set));
+    assert!(Arc::ptr_eq(
+        &a.groups[&east].base.set,
+        &a.groups[&west].base.set
+    ));
     assert!(
         a.memo.sets.get("v1").is_none_or(|w| w.upgrade().is_none()),
         "v1's analysis is held by no group"
@@ -288,8 +294,8 @@ fn sets_of_different_content_share_their_messages_about_the_same_objects() {
     let other = facts(
         "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: own, namespace: ns}\nspec:\n  hosts: [own.example.com]\n  gateways: [missing]\n",
     );
-    let shared_only = memo.set_of("v1", &[&vs]);
-    let with_own = memo.set_of("v2", &[&vs, &other]);
+    let shared_only = memo.set_of("v1", &[&vs], None);
+    let with_own = memo.set_of("v2", &[&vs, &other], None);
     assert!(!shared_only.is_empty());
     assert!(
         with_own.len() > shared_only.len(),
@@ -303,7 +309,10 @@ fn sets_of_different_content_share_their_messages_about_the_same_objects() {
         assert!(Arc::ptr_eq(m, same), "{m} is held once");
     }
     // The same content again: the same set.
-    assert!(Arc::ptr_eq(&memo.set_of("v2", &[&vs, &other]), &with_own));
+    assert!(Arc::ptr_eq(
+        &memo.set_of("v2", &[&vs, &other], None),
+        &with_own
+    ));
 }
 
 fn route_to_reviews() -> Facts {
@@ -413,4 +422,43 @@ fn each_clusters_services_and_crds_are_judged_for_it_alone() {
         a.check(&east, "v1", [&route], None, &audit),
         Decision::Serve
     );
+}
+
+#[test]
+fn a_groups_next_build_is_analysed_from_its_last_and_says_what_analysis_from_scratch_does() {
+    let east = Group::from("east");
+    let audit = AuditLog::disabled();
+    let shared: Vec<Arc<Facts>> = [bound_vs(), keepalive_dr(), route_to_reviews()]
+        .into_iter()
+        .map(Arc::new)
+        .collect();
+    let gateway = Arc::new(facts(
+        "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: gw, namespace: ns}\nspec:\n  servers: [{port: {number: 80}, hosts: [b.example.com]}]\n",
+    ));
+    let builds: Vec<Vec<Arc<Facts>>> = vec![
+        shared.clone(),
+        // The gateway the route binds, serving another host: IST0101 gone,
+        // IST0132 stays.
+        shared.iter().cloned().chain([gateway.clone()]).collect(),
+        // The route gone.
+        shared[1..].iter().cloned().chain([gateway]).collect(),
+        // Back to the first: the memo has no such content any more.
+        shared,
+    ];
+    let mut a = Analysis::new(spec(&[]));
+    for (i, build) in builds.into_iter().enumerate() {
+        let version = format!("v{i}");
+        let build: Arc<[Arc<Facts>]> = build.into();
+        let job = a.job(&east, &version, build.clone());
+        assert_eq!(job.base.is_some(), i > 0, "the last build is carried");
+        let done = job.run(&mut a.memo);
+        a.take(done, None, &audit);
+        let mut scratch = Analysis::new(spec(&[]));
+        scratch.check_shared(&east, &version, build, None, &audit);
+        assert_eq!(
+            a.view()[0].messages,
+            scratch.view()[0].messages,
+            "{version}"
+        );
+    }
 }

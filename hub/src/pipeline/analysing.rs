@@ -57,10 +57,10 @@ impl Pipeline {
             return Vec::new();
         }
         let serving = self.good.get(group).map(|s| version_id(s));
-        let facts = facts.into_iter().flat_map(|f| f.iter()).map(|f| &**f);
+        let facts = facts.cloned().unwrap_or_else(|| Arc::from(Vec::new()));
         match self
             .analysis
-            .check(group, &version, facts, serving, &self.record.audit)
+            .check_shared(group, &version, facts, serving, &self.record.audit)
         {
             Decision::Serve => {
                 self.good.insert(group.clone(), snapshot.clone());

@@ -150,6 +150,11 @@ impl Index {
         }
     }
 
+    /// How many distinct keys.
+    fn key_count(&self) -> usize {
+        self.objects_at.len().saturating_sub(1)
+    }
+
     fn keys_of(&self, o: usize) -> &[usize] {
         &self.keys[self.keys_at[o]..self.keys_at[o + 1]]
     }
@@ -200,44 +205,69 @@ impl<'a> Universe<'a> {
 
     /// The objects of `side` within the ball radius of `seeds` (objects of
     /// `side`): sharing a near key with one, or within two mesh steps.
+    /// Each key's objects (and the wildcard and mesh-bound lists) are
+    /// walked once per call, however many seeds or frontier objects reach
+    /// it: linear in the objects and keys involved, also when thousands of
+    /// objects share one key (a shared ingress Gateway).
     fn ball(&self, seeds: &[usize], side: Side, into: &mut [bool]) {
         let on = |i: &usize| self.objects[*i].1.in_(side);
+        let mut near_walked = vec![false; self.near.key_count()];
         for &s in seeds {
             into[s] = true;
             for &k in self.near.keys_of(s) {
+                if std::mem::replace(&mut near_walked[k], true) {
+                    continue;
+                }
                 for m in self.near.objects_of(k).iter().filter(|i| on(i)) {
                     into[*m] = true;
                 }
             }
         }
-        let mut seen: HashSet<usize> = seeds.iter().copied().collect();
+        // Two mesh steps, breadth first: an object reached through a key
+        // or list already walked was reached at the earlier step.
+        let mut seen = vec![false; self.objects.len()];
+        for &s in seeds {
+            seen[s] = true;
+        }
+        let mut mesh_walked = vec![false; self.mesh.key_count()];
+        let (mut wildcards_walked, mut all_walked) = (false, false);
         let mut frontier: Vec<usize> = seeds.to_vec();
         for _ in 0..2 {
             let mut next = Vec::new();
+            let mut visit = |y: usize, next: &mut Vec<usize>| {
+                if on(&y) && !std::mem::replace(&mut seen[y], true) {
+                    next.push(y);
+                }
+            };
             for &x in &frontier {
                 if !self.is_mesh_bound[x] {
                     continue;
                 }
-                let all: &[usize] = if self.is_wildcard[x] {
-                    &self.mesh_bound
-                } else {
-                    &[]
-                };
-                let by_host = self
-                    .mesh
-                    .keys_of(x)
-                    .iter()
-                    .flat_map(|k| self.mesh.objects_of(*k));
-                for &y in by_host.chain(&self.wildcards).chain(all) {
-                    if on(&y) && seen.insert(y) {
-                        next.push(y);
+                for &k in self.mesh.keys_of(x) {
+                    if std::mem::replace(&mut mesh_walked[k], true) {
+                        continue;
+                    }
+                    for &y in self.mesh.objects_of(k) {
+                        visit(y, &mut next);
+                    }
+                }
+                if !std::mem::replace(&mut wildcards_walked, true) {
+                    for &y in &self.wildcards {
+                        visit(y, &mut next);
+                    }
+                }
+                if self.is_wildcard[x] && !std::mem::replace(&mut all_walked, true) {
+                    for &y in &self.mesh_bound {
+                        visit(y, &mut next);
                     }
                 }
             }
             frontier = next;
         }
-        for i in seen {
-            into[i] = true;
+        for (i, s) in seen.into_iter().enumerate() {
+            if s {
+                into[i] = true;
+            }
         }
     }
 }

@@ -104,7 +104,7 @@ pub struct Analysis {
     /// content some group holds, by its version id: groups of identical
     /// content ("everything to every cluster") are analysed once per
     /// change, not once each; a group analysed again for a new Istio
-    /// release reuses its set's. Held by the groups (`GroupState::_set`);
+    /// release reuses its set's. Held by the groups (`GroupState::base`);
     /// an entry no group holds any more is dropped.
     memo: Memo,
 }
@@ -278,6 +278,15 @@ impl Analysis {
             .map(|m| intern(&mut self.interned, AnalysisMessage::from(m)))
             .collect();
         let prev = self.groups.remove(group);
+        // The same content analysed again (its cluster's facts changed):
+        // keep the objects list already held, not the build's copy of it.
+        let base = match &prev {
+            Some(p) if Arc::ptr_eq(&p.base.set, &base.set) => Base {
+                facts: p.base.facts.clone(),
+                set: base.set,
+            },
+            _ => base,
+        };
         for ((code, severity), _) in prev.iter().flat_map(|p| &p.counts) {
             if !counts.contains_key(&(*code, *severity)) {
                 metrics::gauge!(METRIC_MESSAGES, "cluster" => group.to_string(), "code" => *code, "severity" => severity.as_str()).set(0.0);
@@ -442,7 +451,7 @@ pub struct Done {
 /// some group holds, by its version id: groups of identical content
 /// ("everything to every cluster") are analysed once per change, not once
 /// each; a group analysed again for a new Istio release reuses its set's.
-/// Held by the groups (`GroupState::_set`); an entry no group holds any
+/// Held by the groups (`GroupState::base`); an entry no group holds any
 /// more is dropped.
 #[derive(Debug, Default)]
 pub struct Memo {

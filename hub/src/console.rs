@@ -151,11 +151,28 @@ fn build(inputs: &Inputs, only: Option<&str>) -> Fleet {
             .snapshot(cluster)
             .map(|snap| crate::history::version_id(&snap))
     };
+    // ADS consumers key the ledger by type URL, and are served what the
+    // type URL serves (TrafficExtension: with the WasmPlugins translated
+    // in): beside each collection's version, each type URL's.
+    let ads = meshhub_runtime::grpc::ads_types(s.kinds.clone());
+    let type_urls: Vec<String> = s
+        .kinds
+        .iter()
+        .filter(|k| k.offered_over_ads())
+        .flat_map(|k| k.type_urls())
+        .collect();
     let group = |group: &str| {
         cache.snapshot(group).map(|snap| {
-            snap.collections()
+            let mut versions: BTreeMap<String, String> = snap
+                .collections()
                 .map(|(name, c)| (name.to_owned(), c.version().to_owned()))
-                .collect()
+                .collect();
+            for url in &type_urls {
+                if let Some(served) = ads(url) {
+                    versions.insert(url.clone(), served.read(&snap).version().to_owned());
+                }
+            }
+            versions
         })
     };
     let rollout = view

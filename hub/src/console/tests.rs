@@ -388,3 +388,38 @@ async fn the_fleet_lists_the_consumers_dialing_in_trouble_first() {
         .unwrap();
     assert!(section.contains("istiod-nacking") && !section.contains("istiod-fine"));
 }
+
+#[test]
+fn an_ads_consumer_on_what_its_type_urls_serve_is_synced() {
+    use meshhub_mcp::snapshot::{CollectionSnapshot, EncodedResource, Snapshot};
+    const VS_URL: &str = "networking.istio.io/v1/VirtualService";
+    let ledger = Ledger::new();
+    let (mut inputs, _keep) = inputs(&ledger, &[]);
+    let (writer, cache) = meshhub_mcp::cache::new();
+    let vs = Arc::new(CollectionSnapshot::new(vec![EncodedResource {
+        name: "bookinfo/reviews".into(),
+        version: "1".into(),
+        encoded: bytes::Bytes::from_static(b"x"),
+    }]));
+    let version = vs.version().to_owned();
+    writer.set(
+        "g",
+        Arc::new(Snapshot::new().with_collection("istio/networking/v1alpha3/virtualservices", vs)),
+    );
+    inputs.admin.cache = cache;
+    // istiod on ADS: its ledger rows are keyed by type URL.
+    let p = ledger.register(Role::Source, "10.0.0.9:1", "g");
+    p.identify("istiod-x.istio-system", "g");
+    p.protocol(StreamProtocol::Ads);
+    p.connected();
+    p.sent(VS_URL, &version, "1");
+    p.acked(VS_URL, &version, "1");
+    let fleet = build(&inputs, None);
+    assert_eq!(fleet.consumers.len(), 1);
+    assert_eq!(
+        fleet.consumers[0].health,
+        super::model::Health::Synced,
+        "ACKed what its group is served: {:?}",
+        fleet.consumers[0]
+    );
+}

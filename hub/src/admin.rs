@@ -51,6 +51,11 @@ pub struct AdminState {
     pub base: AdminBase,
     /// The kinds the hub knows (built-in and `extraKinds`).
     pub kinds: KindTable,
+    /// What an ADS consumer is served of each type URL, as the serving
+    /// port serves it ([`meshhub_runtime::grpc::ads_types`] of `kinds`):
+    /// object pages and the console judge ADS consumers by it. One for the
+    /// process, so its translations are shared between requests.
+    pub ads: meshhub_mcp::ads::TypeMap,
     /// Version history and pins, when configured.
     pub history: Option<History>,
     /// TLS on the gRPC port (`None`: plaintext).

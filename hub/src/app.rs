@@ -585,6 +585,7 @@ impl Hub {
                 shutdown.clone(),
             ),
             kinds: kinds.clone(),
+            ads: meshhub_runtime::grpc::ads_types(kinds.clone()),
             history: history.clone(),
             grpc_tls: grpc_tls.as_ref().map(|t| t.status()),
             reports: reports_rx,

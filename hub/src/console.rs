@@ -154,7 +154,7 @@ fn build(inputs: &Inputs, only: Option<&str>) -> Fleet {
     // ADS consumers key the ledger by type URL, and are served what the
     // type URL serves (TrafficExtension: with the WasmPlugins translated
     // in): beside each collection's version, each type URL's.
-    let ads = meshhub_runtime::grpc::ads_types(s.kinds.clone());
+    let ads = &s.ads;
     let type_urls: Vec<String> = s
         .kinds
         .iter()

@@ -125,15 +125,14 @@ pub fn describe(s: &AdminState, kind: &Kind, q: &ObjectQuery) -> Option<ObjectVi
     };
     let ledger = s.ledger.view();
     // What an ADS consumer is served of a type URL is not always the
-    // collection (TrafficExtension: with the WasmPlugins translated in):
-    // read as the serving port reads it, once per request.
-    let ads = meshhub_runtime::grpc::ads_types(s.kinds.clone());
+    // collection (TrafficExtension: with the WasmPlugins translated in).
+    let ads = &s.ads;
     let clusters = served
         .map(|(object, _)| {
             object
                 .groups
                 .iter()
-                .map(|g| delivery(s, kind, &object.resource, g, &ledger, &ads))
+                .map(|g| delivery(s, kind, &object.resource, g, &ledger, ads))
                 .collect()
         })
         .unwrap_or_default();

@@ -44,6 +44,7 @@ pub(crate) fn inputs(ledger: &Ledger, clusters: &[&str]) -> (Inputs, Keep) {
             CancellationToken::new(),
         ),
         kinds: meshhub_proto::kinds::KindTable::builtin(),
+        ads: meshhub_runtime::grpc::ads_types(meshhub_proto::kinds::KindTable::builtin()),
         history: None,
         grpc_tls: None,
         reports,

@@ -448,6 +448,39 @@ impl Istiod {
     }
 }
 
+/// The consumer row of a hub's (or agent's) `/status` whose node id is
+/// istiod `pod`'s (`sidecar~…~<pod>.istio-system~…`), connected.
+pub fn istiod_row(status: &Value, pod: &str) -> Option<Value> {
+    let rows = status["consumers"]
+        .as_array()
+        .or_else(|| status["ledger"].as_array())?;
+    rows.iter()
+        .find(|c| {
+            c["connected"] == true
+                && c["node_id"]
+                    .as_str()
+                    .is_some_and(|id| id.starts_with("sidecar~") && id.contains(pod))
+        })
+        .cloned()
+}
+
+/// Waits for `check` against `istiod` with the tests' deadline, failing
+/// with istiod's log tail; returns the time it took.
+pub fn until_istiod(istiod: &Istiod, what: &str, check: impl Fn(&Istiod) -> bool) -> Duration {
+    let start = Instant::now();
+    loop {
+        if check(istiod) {
+            return start.elapsed();
+        }
+        assert!(
+            start.elapsed() < meshhub_testkit::DEADLINE,
+            "timed out waiting for {what}\nistiod log:\n{}",
+            tail(&(istiod.proc.stderr() + &istiod.proc.stdout()), 30)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// The last `n` lines of `text`.
 pub fn tail(text: &str, n: usize) -> String {
     let lines: Vec<&str> = text.lines().collect();

@@ -13,13 +13,13 @@
 //! istiod subscribed with are asserted and printed.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use meshhub_e2e::istio::{Istiod, istiod_1_23_bin, istiod_bin, tail};
+use meshhub_e2e::istio::{Istiod, istiod_1_23_bin, istiod_bin, istiod_row, tail, until_istiod};
 use meshhub_e2e::kube::ControlPlanes;
 use meshhub_e2e::*;
+use meshhub_testkit::eventually_blocking;
 use meshhub_testkit::fixtures::write_atomic;
-use meshhub_testkit::{DEADLINE, eventually_blocking};
 use serde_json::Value;
 
 fn dr(name: &str, host: &str) -> String {
@@ -69,39 +69,6 @@ fn weights(istiod: &Istiod) -> Option<Vec<u64>> {
         .iter()
         .map(|r| r["weight"].as_u64())
         .collect()
-}
-
-/// The consumer row of the hub's (or agent's) status whose node id is
-/// istiod's (`sidecar~…~<pod>.istio-system~…`).
-fn istiod_row(status: &Value, pod: &str) -> Option<Value> {
-    let rows = status["consumers"]
-        .as_array()
-        .or_else(|| status["ledger"].as_array())?;
-    rows.iter()
-        .find(|c| {
-            c["connected"] == true
-                && c["node_id"]
-                    .as_str()
-                    .is_some_and(|id| id.starts_with("sidecar~") && id.contains(pod))
-        })
-        .cloned()
-}
-
-/// Waits for `check` against istiod with a deadline, failing with istiod's
-/// log tail; returns the time it took.
-fn until_istiod(istiod: &Istiod, what: &str, check: impl Fn(&Istiod) -> bool) -> Duration {
-    let start = Instant::now();
-    loop {
-        if check(istiod) {
-            return start.elapsed();
-        }
-        assert!(
-            start.elapsed() < DEADLINE,
-            "timed out waiting for {what}\nistiod log:\n{}",
-            tail(&istiod.proc.stderr(), 30)
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -13,13 +13,13 @@
 //! edit of the plugin and its deletion; istiod 1.28.3 on the hub holds the
 //! WasmPlugin and no TrafficExtension.
 
-use std::time::Instant;
-
-use meshhub_e2e::istio::{Istiod, istio_newest_module_dir, istiod_bin, istiod_newest_bin, tail};
+use meshhub_e2e::istio::{
+    Istiod, istio_newest_module_dir, istiod_bin, istiod_newest_bin, istiod_row, until_istiod,
+};
 use meshhub_e2e::kube::ControlPlanes;
 use meshhub_e2e::*;
+use meshhub_testkit::eventually_blocking;
 use meshhub_testkit::fixtures::write_atomic;
-use meshhub_testkit::{DEADLINE, eventually_blocking};
 use serde_json::Value;
 
 const TRANSLATED: &str = "openid~istio-translated-wasmplugin";
@@ -32,20 +32,9 @@ fn plugin(url: &str) -> String {
 
 const EXTENSION: &str = "apiVersion: extensions.istio.io/v1alpha1\nkind: TrafficExtension\nmetadata: {name: stats, namespace: bookinfo}\nspec:\n  selector:\n    matchLabels: {app: reviews}\n  phase: STATS\n  wasm: {url: 'oci://registry.example/stats:1'}\n";
 
-/// Waits for `check` on istiod's configz, failing with its log tail.
+/// Waits for `check` on istiod's configz.
 fn until(istiod: &Istiod, what: &str, check: impl Fn(&[Value]) -> bool) {
-    let start = Instant::now();
-    loop {
-        if check(&istiod.configz()) {
-            return;
-        }
-        assert!(
-            start.elapsed() < DEADLINE,
-            "timed out waiting for {what}\nistiod log:\n{}",
-            tail(&(istiod.proc.stderr() + &istiod.proc.stdout()), 30)
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    until_istiod(istiod, what, |i| check(&i.configz()));
 }
 
 fn find<'a>(configz: &'a [Value], kind: &str, name: &str) -> Option<&'a Value> {
@@ -56,17 +45,9 @@ fn find<'a>(configz: &'a [Value], kind: &str, name: &str) -> Option<&'a Value> {
     })
 }
 
-/// The type URLs of the consumer row whose node id names `pod`.
+/// The type URLs of istiod `pod`'s consumer row, once it ACKed every one.
 fn subscribed(status: &Value, pod: &str) -> Option<Vec<String>> {
-    let rows = status["consumers"]
-        .as_array()
-        .or_else(|| status["ledger"].as_array())?;
-    let row = rows.iter().find(|c| {
-        c["connected"] == true
-            && c["node_id"]
-                .as_str()
-                .is_some_and(|id| id.starts_with("sidecar~") && id.contains(pod))
-    })?;
+    let row = istiod_row(status, pod)?;
     let cols = row["collections"].as_object()?;
     (cols.len() >= 10 && cols.values().all(|c| c["state"] == "SYNCED"))
         .then(|| cols.keys().cloned().collect())

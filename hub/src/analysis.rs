@@ -12,6 +12,7 @@
 pub mod background;
 pub mod cluster;
 pub mod spec;
+mod worker;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Weak};

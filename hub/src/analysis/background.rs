@@ -1,7 +1,8 @@
 //! Analysis beside serving: when no code is held back (the default), a
 //! build's analysis decides nothing about serving it, so the pipeline
 //! serves the build at once and hands its changed groups' analyses
-//! ([`Job`]) to this task, which runs them on the blocking pool and sends
+//! ([`Job`]) to this task, which runs them on its worker thread, below
+//! serving's priority ([`super::worker`]), and sends
 //! the results back ([`Done`]) for the pipeline — the analysis' single
 //! writer — to take. A change every cluster receives is then pushed to
 //! every cluster before, not after, N analyses.
@@ -24,6 +25,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument as _, error, info_span};
 
+use super::worker::Worker;
 use super::{Done, Job, Memo};
 
 /// Groups analysed per run on the blocking pool.
@@ -115,6 +117,17 @@ impl Background {
 }
 
 async fn run(
+    jobs: mpsc::UnboundedReceiver<Vec<Job>>,
+    results: mpsc::Sender<Analysed>,
+    shutdown: CancellationToken,
+) {
+    let worker = Worker::spawn();
+    analyse(&worker, jobs, results, shutdown).await;
+    worker.stop().await;
+}
+
+async fn analyse(
+    worker: &Worker,
     mut jobs: mpsc::UnboundedReceiver<Vec<Job>>,
     results: mpsc::Sender<Analysed>,
     shutdown: CancellationToken,
@@ -136,11 +149,12 @@ async fn run(
         }
         let chunk = pending.take(CHUNK);
         let mut m = std::mem::take(&mut memo);
-        let ran = tokio::task::spawn_blocking(move || {
-            let done: Vec<Done> = chunk.into_iter().map(|j| j.run(&mut m)).collect();
-            (done, m)
-        })
-        .await;
+        let ran = worker
+            .run(move || {
+                let done: Vec<Done> = chunk.into_iter().map(|j| j.run(&mut m)).collect();
+                (done, m)
+            })
+            .await;
         let done = match ran {
             Ok((done, m)) => {
                 memo = m;

@@ -76,7 +76,18 @@ struct GroupState {
 pub struct Base {
     facts: Arc<[Arc<Facts>]>,
     set: Set,
+    /// How many incremental runs separate `set` from one analysed from
+    /// scratch (see [`REBASE_EVERY`]).
+    depth: u32,
 }
+
+/// A group's set analysis is worked out from scratch again after this many
+/// incremental runs in a row: were an analyzer's neighbourhood ever too
+/// narrow (a relation between objects its keys miss), a message it left
+/// stale would otherwise last until the objects around it change; so it
+/// lasts this many builds at most, for a fraction of a whole analysis per
+/// build (241 µs against 71 µs at 202 objects: under 2 %).
+pub const REBASE_EVERY: u32 = 100;
 
 /// Every group's analysis, as the status shows it.
 pub type AnalysisView = Arc<[Arc<ClusterAnalysis>]>;
@@ -284,7 +295,7 @@ impl Analysis {
         let base = match &prev {
             Some(p) if Arc::ptr_eq(&p.base.set, &base.set) => Base {
                 facts: p.base.facts.clone(),
-                set: base.set,
+                ..base
             },
             _ => base,
         };
@@ -418,7 +429,7 @@ impl Job {
     pub fn run(self, memo: &mut Memo) -> Done {
         let started = Instant::now();
         let facts: Vec<&Facts> = self.facts.iter().map(|f| &**f).collect();
-        let set = memo.set_of(&self.version, &facts, self.base.as_ref());
+        let (set, depth) = memo.set_of(&self.version, &facts, self.base.as_ref());
         let messages = meshhub_analyze::merge(
             &set,
             meshhub_analyze::cluster_for(&facts, &self.cluster.for_analysis(&self.group)),
@@ -431,6 +442,7 @@ impl Job {
             base: Base {
                 facts: self.facts,
                 set,
+                depth,
             },
             messages,
         }
@@ -456,7 +468,8 @@ pub struct Done {
 /// more is dropped.
 #[derive(Debug, Default)]
 pub struct Memo {
-    sets: HashMap<String, Weak<[Arc<Message>]>>,
+    /// Each content's set and its depth ([`Base::depth`]).
+    sets: HashMap<String, (Weak<[Arc<Message>]>, u32)>,
     /// When to drop the entries no group holds.
     prune_at: usize,
     /// Every message some set holds, once: sets of different content
@@ -475,13 +488,18 @@ type Set = Arc<[Arc<Message>]>;
 const MESSAGES_SLACK: usize = 1024;
 
 impl Memo {
-    /// The set analysis of content `version` (`facts`), done now unless
-    /// some group holds it: from `base` (an earlier build's) and what
-    /// differs when there is one, else from scratch.
-    fn set_of(&mut self, version: &str, facts: &[&Facts], base: Option<&Base>) -> Set {
-        if let Some(set) = self.sets.get(version).and_then(Weak::upgrade) {
+    /// The set analysis of content `version` (`facts`) and its depth,
+    /// done now unless some group holds it: from `base` (an earlier
+    /// build's) and what differs when there is one and it is not
+    /// [`REBASE_EVERY`] runs deep, else from scratch.
+    fn set_of(&mut self, version: &str, facts: &[&Facts], base: Option<&Base>) -> (Set, u32) {
+        if let Some((set, depth)) = self
+            .sets
+            .get(version)
+            .and_then(|(set, depth)| Some((set.upgrade()?, *depth)))
+        {
             metrics::counter!(METRIC_REUSED).increment(1);
-            return set;
+            return (set, depth);
         }
         let messages = &mut self.messages;
         let share = |m: Message| match messages.get(&m) {
@@ -492,31 +510,37 @@ impl Memo {
                 m
             }
         };
-        let set: Set = match base {
+        let (set, depth): (Set, u32) = match base.filter(|b| b.depth < REBASE_EVERY) {
             Some(base) => {
                 let before: Vec<&Facts> = base.facts.iter().map(|f| &**f).collect();
                 let (set, rerun) = meshhub_analyze::reanalyze_set(&before, &base.set, facts, share);
-                if !rerun.whole {
+                if rerun.whole {
+                    (set.into(), 0)
+                } else {
                     metrics::counter!(METRIC_INCREMENTAL).increment(1);
                     metrics::counter!(METRIC_INCREMENTAL_OBJECTS).increment(rerun.analysed as u64);
+                    (set.into(), base.depth + 1)
                 }
-                set.into()
             }
-            None => meshhub_analyze::analyze_set(facts.iter().copied())
-                .into_iter()
-                .map(share)
-                .collect(),
+            None => (
+                meshhub_analyze::analyze_set(facts.iter().copied())
+                    .into_iter()
+                    .map(share)
+                    .collect(),
+                0,
+            ),
         };
-        self.sets.insert(version.to_owned(), Arc::downgrade(&set));
+        self.sets
+            .insert(version.to_owned(), (Arc::downgrade(&set), depth));
         if self.sets.len() > self.prune_at {
-            self.sets.retain(|_, s| s.strong_count() > 0);
+            self.sets.retain(|_, (s, _)| s.strong_count() > 0);
             self.prune_at = 2 * self.sets.len() + 64;
         }
         if self.messages.len() > 2 * self.messages_kept + MESSAGES_SLACK {
             self.messages.retain(|m| Arc::strong_count(m) > 1);
             self.messages_kept = self.messages.len();
         }
-        set
+        (set, depth)
     }
 }
 

@@ -250,7 +250,10 @@ fn identical_content_is_analysed_once_and_each_cluster_keeps_its_own_version_che
         &a.groups[&west].base.set
     ));
     assert!(
-        a.memo.sets.get("v1").is_none_or(|w| w.upgrade().is_none()),
+        a.memo
+            .sets
+            .get("v1")
+            .is_none_or(|(w, _)| w.upgrade().is_none()),
         "v1's analysis is held by no group"
     );
 }
@@ -294,8 +297,8 @@ fn sets_of_different_content_share_their_messages_about_the_same_objects() {
     let other = facts(
         "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: own, namespace: ns}\nspec:\n  hosts: [own.example.com]\n  gateways: [missing]\n",
     );
-    let shared_only = memo.set_of("v1", &[&vs], None);
-    let with_own = memo.set_of("v2", &[&vs, &other], None);
+    let (shared_only, _) = memo.set_of("v1", &[&vs], None);
+    let (with_own, _) = memo.set_of("v2", &[&vs, &other], None);
     assert!(!shared_only.is_empty());
     assert!(
         with_own.len() > shared_only.len(),
@@ -310,7 +313,7 @@ fn sets_of_different_content_share_their_messages_about_the_same_objects() {
     }
     // The same content again: the same set.
     assert!(Arc::ptr_eq(
-        &memo.set_of("v2", &[&vs, &other], None),
+        &memo.set_of("v2", &[&vs, &other], None).0,
         &with_own
     ));
 }
@@ -461,4 +464,41 @@ fn a_groups_next_build_is_analysed_from_its_last_and_says_what_analysis_from_scr
             "{version}"
         );
     }
+}
+
+#[test]
+fn a_wrong_base_lasts_at_most_rebase_every_builds() {
+    let east = Group::from("east");
+    let audit = AuditLog::disabled();
+    // Two objects that never relate: a change to the second never makes
+    // the first a neighbour, so a message about the first stays as its
+    // base says.
+    let route = Arc::new(bound_vs());
+    let mut a = Analysis::new(spec(&[]));
+    let build = |i: u32| -> Arc<[Arc<Facts>]> {
+        let other = facts(&format!(
+            "apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {{name: other, namespace: elsewhere}}\nspec:\n  host: h{i}.elsewhere.svc.cluster.local\n"
+        ));
+        vec![route.clone(), Arc::new(other)].into()
+    };
+    let run = |a: &mut Analysis, i: u32| {
+        let done = a.job(&east, &format!("v{i}"), build(i)).run(&mut a.memo);
+        a.take(done, None, &audit);
+    };
+    run(&mut a, 0);
+    let right = a.view()[0].messages.clone();
+    assert!(!right.is_empty(), "the unbound route is reported");
+    // The base as a defect in an analyzer's keys would leave it: its
+    // messages lost.
+    a.groups.get_mut(&east).unwrap().base.set = Arc::from(Vec::new());
+    let mut wrong_for = 0;
+    for i in 1..=REBASE_EVERY + 1 {
+        run(&mut a, i);
+        if a.view()[0].messages != right {
+            wrong_for += 1;
+        }
+    }
+    assert!(wrong_for > 0, "the incremental runs carried the wrong base");
+    assert!(wrong_for <= REBASE_EVERY, "wrong for {wrong_for} builds");
+    assert_eq!(a.view()[0].messages, right, "analysed from scratch again");
 }

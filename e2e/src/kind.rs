@@ -16,8 +16,9 @@
 //! what it saw (the pods' `describe` and logs).
 
 use std::io::{Read as _, Write as _};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -177,6 +178,61 @@ pub fn wait_for<T>(
     }
 }
 
+/// An image of a dynamically linked `pilot-discovery` (what
+/// `e2e/peers/istio.sh` builds): the binary and the libraries `ldd` lists,
+/// `FROM scratch`, uid 1337, as Istio's `pilot` image runs it for its
+/// `istiod` chart. Tagged `localhost/meshhub/istiod-e2e:dev` (built again
+/// each time: seconds).
+pub fn istiod_image(bin: &Path) -> Result<String, String> {
+    const TAG: &str = "localhost/meshhub/istiod-e2e:dev";
+    let bin = bin.to_str().expect("a UTF-8 path");
+    let libs = run(Command::new("ldd").arg(bin), None, WAIT)?;
+    let ctr = run(
+        Command::new("buildah").args(["from", "scratch"]),
+        None,
+        WAIT,
+    )?;
+    let ctr = ctr.trim();
+    let buildah = |args: &[&str]| run(Command::new("buildah").args(args), None, WAIT);
+    let built = (|| {
+        buildah(&["copy", ctr, bin, "/usr/local/bin/pilot-discovery"])?;
+        // "libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x…)",
+        // "/lib64/ld-linux-x86-64.so.2 (0x…)"
+        for lib in libs
+            .lines()
+            .filter_map(|l| l.split_whitespace().find(|w| w.starts_with('/')))
+        {
+            buildah(&["copy", ctr, lib, lib])?;
+        }
+        buildah(&[
+            "config",
+            "--entrypoint",
+            r#"["/usr/local/bin/pilot-discovery"]"#,
+            "--user",
+            "1337:1337",
+            ctr,
+        ])?;
+        buildah(&["commit", "-q", ctr, TAG])
+    })();
+    let _ = buildah(&["rm", ctr]);
+    built.map(|_| TAG.to_owned())
+}
+
+/// A `kubectl port-forward`: ended when dropped.
+#[derive(Debug)]
+pub struct PortForward {
+    child: Child,
+    /// The local end.
+    pub addr: SocketAddr,
+}
+
+impl Drop for PortForward {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// Clusters made by kind: deleted when dropped.
 #[derive(Debug)]
 pub struct Clusters {
@@ -241,8 +297,17 @@ impl Clusters {
         for result in created {
             result?;
         }
-        let archive = clusters.dir.path().join("image.tar");
+        clusters.load_image(names, &clusters.tools.image)?;
+        Ok(clusters)
+    }
+
+    /// Copies podman's `image` into the nodes of `clusters` (`kind load
+    /// image-archive` of one `podman save`: kind's `docker-image` loads from
+    /// Docker only).
+    pub fn load_image(&self, clusters: &[&str], image: &str) -> Result<(), String> {
+        let archive = self.dir.path().join("image.tar");
         let archive = archive.to_str().expect("a UTF-8 path");
+        let _ = std::fs::remove_file(archive);
         run(
             Command::new("podman").args([
                 "save",
@@ -250,15 +315,56 @@ impl Clusters {
                 "docker-archive",
                 "-o",
                 archive,
-                &clusters.tools.image,
+                image,
             ]),
             None,
             WAIT,
         )?;
-        for name in &clusters.names {
-            clusters.kind(&["load", "image-archive", archive, "--name", name])?;
+        for cluster in clusters {
+            self.kind(&[
+                "load",
+                "image-archive",
+                archive,
+                "--name",
+                self.full(cluster),
+            ])?;
         }
-        Ok(clusters)
+        let _ = std::fs::remove_file(archive);
+        Ok(())
+    }
+
+    /// `kubectl port-forward` of `target`'s (e.g. `deploy/istiod`) `port`
+    /// in `cluster`/`ns` to a local port, until the guard drops: reaches
+    /// what a pod serves on its loopback only.
+    pub fn port_forward(&self, cluster: &str, ns: &str, target: &str, port: u16) -> PortForward {
+        let local = meshhub_testkit::ports::free_port();
+        let child = Command::new(&self.tools.kubectl)
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args([
+                "--context",
+                &self.context(cluster),
+                "-n",
+                ns,
+                "port-forward",
+            ])
+            .args(["--address", "127.0.0.1", target, &format!("{local}:{port}")])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("kubectl runs");
+        let forward = PortForward {
+            child,
+            addr: SocketAddr::from(([127, 0, 0, 1], local)),
+        };
+        wait_for(
+            &format!("kubectl port-forward {target} {local}:{port} in {cluster}"),
+            Duration::from_secs(30),
+            || std::net::TcpStream::connect(forward.addr).ok(),
+            || self.observe(cluster, ns, ""),
+        );
+        forward
     }
 
     /// `kind <args…>` with the podman provider, this machine's

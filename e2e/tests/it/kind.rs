@@ -24,6 +24,11 @@
 //! d. `helm upgrade` of the hub with a changed value rolls out a new pod
 //!    while both remotes keep their objects throughout.
 //!
+//! e. istiod (our pilot-discovery in an image, installed with Istio's own
+//!    `istiod` chart from the module cache) in remote1, its
+//!    `meshConfig.configSources` the agent's Service (`xds://`), holds the
+//!    objects the hub sent there in `/debug/configz`, and a new one.
+//!
 //! Skipped (`SKIPPED:` on stderr) where podman, buildah, kind or the node
 //! image can't be had, unless `MESHHUB_KIND_REQUIRED=1` (CI), where that
 //! fails the test.
@@ -32,9 +37,11 @@ use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use meshhub_e2e::kind::{Clusters, WAIT, required, tools, wait_for};
+use meshhub_e2e::istio::{istio_module_dir, istiod_bin};
+use meshhub_e2e::kind::{Clusters, WAIT, istiod_image, required, tools, wait_for};
 use meshhub_e2e::kube::istio_crds_file;
 use meshhub_e2e::turn;
+use meshhub_testkit::http::get_large_blocking;
 use serde_json::Value;
 
 const NS: &str = "meshhub";
@@ -128,6 +135,9 @@ fn kind_clusters_run_the_charts() {
         "d (helm upgrade of the hub: no remote loses its objects)",
         || hub_upgrade(&mesh),
     );
+    scenario("e (istiod in remote1 reads its agent over xds://)", || {
+        istiod_reads_the_agent(&mesh)
+    });
     eprintln!("kind e2e: the module took {:.0?}", start.elapsed());
 }
 
@@ -669,4 +679,93 @@ fn hub_upgrade(mesh: &Mesh) {
     for remote in REMOTES {
         assert!(get_vs(mesh, remote, "reviews").is_some(), "{remote}");
     }
+}
+
+/// The VirtualService `bookinfo/<name>` in istiod's `/debug/configz`.
+fn istiod_vs(istiod: &meshhub_e2e::kind::PortForward, name: &str) -> Option<Value> {
+    let (code, body) = get_large_blocking(istiod.addr, "/debug/configz", Duration::from_secs(30))?;
+    let configs: Vec<Value> = (code == 200).then(|| serde_json::from_slice(&body).ok())??;
+    configs.into_iter().find(|c| {
+        c["kind"] == "VirtualService"
+            && c["metadata"]["namespace"] == "bookinfo"
+            && c["metadata"]["name"] == name
+    })
+}
+
+fn istiod_reads_the_agent(mesh: &Mesh) {
+    let image = istiod_image(istiod_bin()).unwrap_or_else(|e| panic!("istiod's image: {e}"));
+    mesh.clusters
+        .load_image(&["remote1"], &image)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let _ = meshhub_e2e::container::run_bounded("podman", &["rmi", &image]);
+    let chart = istio_module_dir().join("manifests/charts/istio-control/istio-discovery");
+    let values = mesh.hub_values.with_file_name("istiod-values.yaml");
+    std::fs::write(
+        &values,
+        format!(
+            "image: {image}\nautoscaleEnabled: false\nresources: {{requests: {{cpu: 100m, memory: 256Mi}}}}\nglobal:\n  imagePullPolicy: Never\n  configValidation: false\nmeshConfig:\n  configSources:\n    - address: xds://meshhub-sink-agent.{NS}.svc:9912\n"
+        ),
+    )
+    .unwrap();
+    let installed = mesh.clusters.helm(
+        "remote1",
+        &[
+            "upgrade",
+            "--install",
+            "istiod",
+            chart.to_str().unwrap(),
+            "-n",
+            "istio-system",
+            "--create-namespace",
+            "-f",
+            values.to_str().unwrap(),
+            "--wait",
+            "--timeout",
+            "200s",
+        ],
+    );
+    if let Err(e) = installed {
+        panic!(
+            "{e}\n{}",
+            mesh.clusters
+                .observe("remote1", "istio-system", "app=istiod")
+        );
+    }
+    mesh.clusters
+        .ready_pod("remote1", "istio-system", "app=istiod", &[]);
+    // Its debug port answers on its loopback only.
+    let istiod = mesh
+        .clusters
+        .port_forward("remote1", "istio-system", "deploy/istiod", 8080);
+    let observed = || {
+        format!(
+            "istiod holds {:?}\n{}",
+            istiod_vs(&istiod, "reviews").map(|v| v["spec"].clone()),
+            mesh.clusters
+                .observe("remote1", "istio-system", "app=istiod")
+        )
+    };
+    let held = wait_for(
+        "istiod's configz: bookinfo/reviews from the agent",
+        FLOW,
+        || istiod_vs(&istiod, "reviews"),
+        observed,
+    );
+    assert_eq!(hosts(&held), ["reviews", "reviews.canary"], "{held}");
+    // A new object: remote1 is the rollout's canary, so it gets it at once.
+    mesh.clusters
+        .apply("primary", &virtual_service("details", &["details"], ""));
+    wait_for(
+        "istiod's configz: bookinfo/details, new in the primary",
+        FLOW,
+        || istiod_vs(&istiod, "details"),
+        || {
+            format!(
+                "{}\nrollout: {}",
+                mesh.clusters
+                    .observe("remote1", "istio-system", "app=istiod"),
+                rollout_status(mesh)
+            )
+        },
+    );
 }

@@ -138,6 +138,10 @@ fn kind_clusters_run_the_charts() {
     scenario("e (istiod in remote1 reads its agent over xds://)", || {
         istiod_reads_the_agent(&mesh)
     });
+    eprintln!(
+        "kind e2e: memory of the three clusters at the end (istiod in remote1):\n{}",
+        mesh.clusters.stats()
+    );
     eprintln!("kind e2e: the module took {:.0?}", start.elapsed());
 }
 

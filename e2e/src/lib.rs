@@ -30,6 +30,7 @@ pub mod gateway_api;
 pub mod helm;
 pub mod inproc;
 pub mod istio;
+pub mod kind;
 pub mod kube;
 pub mod mcs;
 pub mod parity;
@@ -152,6 +153,12 @@ fn binaries_fresh(dir: &Path, workspace: &Path) -> bool {
 /// path of the peer. Panics naming the script when it fails; `needed_for`
 /// says which tests need it.
 pub fn peer_script(script: &str, args: &[&str], needed_for: &str) -> PathBuf {
+    try_peer_script(script, args).unwrap_or_else(|why| panic!("{why}: {needed_for}; see README.md"))
+}
+
+/// [`peer_script`] for tests that skip when a peer can't be had: what it
+/// printed, or why not (its stderr goes to the test's stderr either way).
+pub fn try_peer_script(script: &str, args: &[&str]) -> Result<PathBuf, String> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("peers")
         .join(script);
@@ -160,15 +167,16 @@ pub fn peer_script(script: &str, args: &[&str], needed_for: &str) -> PathBuf {
         .args(args)
         .stderr(Stdio::inherit())
         .output()
-        .unwrap_or_else(|e| panic!("can't run {}: {e}", path.display()));
-    assert!(
-        out.status.success(),
-        "{} {} failed ({}): {needed_for}; see README.md",
-        path.display(),
-        args.join(" "),
-        out.status
-    );
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+        .map_err(|e| format!("can't run {}: {e}", path.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{} {} failed ({})",
+            path.display(),
+            args.join(" "),
+            out.status
+        ));
+    }
+    Ok(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
 }
 
 /// A started process: killed (SIGKILL) and reaped when dropped. Its stdout

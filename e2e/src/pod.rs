@@ -323,3 +323,44 @@ fn write_config_map(dir: &Path, name: &str, objects: &[DynamicObject]) {
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).expect("chmod");
     }
 }
+
+/// The fields of a `/proc/<pid>/status` text (values with their
+/// whitespace collapsed).
+pub fn proc_status(text: &str) -> BTreeMap<String, String> {
+    text.lines()
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| {
+            (
+                k.to_owned(),
+                v.split_whitespace().collect::<Vec<_>>().join(" "),
+            )
+        })
+        .collect()
+}
+
+/// Asserts that a process (`name` for messages; its `/proc/<pid>/status`
+/// and `/proc/<pid>/mountinfo` texts) runs as the charts' pods must, as the
+/// kernel holds it: uid and gid `uid`, no capabilities, no_new_privs, a
+/// seccomp filter, its root filesystem mounted read-only.
+pub fn assert_confined(name: &str, status: &str, mountinfo: &str, uid: u32) {
+    let s = proc_status(status);
+    let id = format!("{uid} {uid} {uid} {uid}");
+    assert_eq!(s["Uid"], id, "{name}: {s:?}");
+    assert_eq!(s["Gid"], id, "{name}: {s:?}");
+    assert_eq!(s["CapEff"], "0000000000000000", "{name}: {s:?}");
+    assert_eq!(s["CapPrm"], "0000000000000000", "{name}: {s:?}");
+    assert_eq!(s["CapBnd"], "0000000000000000", "{name}: {s:?}");
+    assert_eq!(s["NoNewPrivs"], "1", "{name}: {s:?}");
+    assert_eq!(s["Seccomp"], "2", "{name}: seccomp filter mode: {s:?}");
+    // Its root filesystem, as its own mount table says: read-only.
+    let root = mountinfo
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|f| f.get(4) == Some(&"/"))
+        .expect("a root mount");
+    assert!(
+        root[5].split(',').any(|o| o == "ro"),
+        "{name}: root mounted {}",
+        root[5]
+    );
+}

@@ -477,6 +477,44 @@ async fn the_charts_render_and_every_object_is_accepted_by_a_real_api_server() {
     })
     .unwrap_err();
     assert!(err.contains("existingClaim needs replicaCount 1"), "{err}");
+    // One replica on a history claim: the old pod must release the
+    // database's lock before the new one opens it (Recreate; a rolling
+    // update crash-loops, as the kind test found). The admin token from a
+    // Secret, for promote, pin and log-level on the pod's address.
+    let rendered = tokio::task::block_in_place(|| {
+        template(
+            "meshhub",
+            "meshhub",
+            NS,
+            &[
+                "--set",
+                "history.enabled=true",
+                "--set",
+                "history.persistence.existingClaim=meshhub-history",
+                "--set",
+                "admin.tokenSecret=meshhub-admin-token",
+            ],
+        )
+    })
+    .expect("the hub chart renders");
+    let deploy = find(&objects(&rendered), "Deployment")[0].data.clone();
+    assert_eq!(deploy["spec"]["strategy"]["type"], "Recreate", "{deploy}");
+    let pod = &deploy["spec"]["template"]["spec"];
+    assert!(
+        pod["containers"][0]["args"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("--admin-token-file=/etc/meshhub/admin-token/token")),
+        "{pod}"
+    );
+    assert!(
+        pod["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v["secret"]["secretName"] == "meshhub-admin-token"),
+        "{pod}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -69,45 +69,18 @@ fn wait_ready(pod: &Pod, c: &Container) -> Result<(), (String, String)> {
     })
 }
 
-/// The process's identity and privileges as the kernel holds them
-/// (/proc/<pid>/status): uid, gid, groups, effective capabilities,
-/// no_new_privs, seccomp mode.
+/// The process's identity and privileges as the kernel holds them.
 fn process_status(pid: u32) -> std::collections::BTreeMap<String, String> {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap()
-        .lines()
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| {
-            (
-                k.to_owned(),
-                v.split_whitespace().collect::<Vec<_>>().join(" "),
-            )
-        })
-        .collect()
+    meshhub_e2e::pod::proc_status(&std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap())
 }
 
 fn assert_confined(c: &Container, uid: u32) {
-    let s = process_status(c.pid());
-    let id = format!("{uid} {uid} {uid} {uid}");
-    assert_eq!(s["Uid"], id, "{}: {s:?}", c.name);
-    assert_eq!(s["Gid"], id, "{}: {s:?}", c.name);
-    assert_eq!(s["CapEff"], "0000000000000000", "{}: {s:?}", c.name);
-    assert_eq!(s["CapPrm"], "0000000000000000", "{}: {s:?}", c.name);
-    assert_eq!(s["CapBnd"], "0000000000000000", "{}: {s:?}", c.name);
-    assert_eq!(s["NoNewPrivs"], "1", "{}: {s:?}", c.name);
-    assert_eq!(s["Seccomp"], "2", "{}: seccomp filter mode: {s:?}", c.name);
-    // Its root filesystem, as its own mount table says: read-only.
-    let mountinfo = std::fs::read_to_string(format!("/proc/{}/mountinfo", c.pid())).unwrap();
-    let root = mountinfo
-        .lines()
-        .map(|l| l.split_whitespace().collect::<Vec<_>>())
-        .find(|f| f.get(4) == Some(&"/"))
-        .expect("a root mount");
-    assert!(
-        root[5].split(',').any(|o| o == "ro"),
-        "{}: root mounted {}",
-        c.name,
-        root[5]
+    let pid = c.pid();
+    meshhub_e2e::pod::assert_confined(
+        &c.name,
+        &std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap(),
+        &std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).unwrap(),
+        uid,
     );
 }
 

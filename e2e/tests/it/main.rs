@@ -17,6 +17,7 @@ mod image;
 mod istio15;
 mod istio_skew;
 mod istiod;
+mod kind;
 mod kube_harness;
 mod kube_multicluster;
 mod leader_election;

@@ -54,7 +54,9 @@ fn repo(path: &str) -> PathBuf {
 
 /// What the kind tests need, or why this machine can't run them: podman
 /// and buildah with meshhub's image ([`container::available`]), kind,
-/// `/lib/modules` (kind mounts it), the node image and kubectl. Builds
+/// `/lib/modules` (kind mounts it), the node image and kubectl (each
+/// named by its variable, `MESHHUB_KIND_BIN`, `MESHHUB_KIND_NODE_IMAGE`,
+/// `MESHHUB_KUBECTL`, else from its peer script). Builds
 /// what is missing and buildable (cached peers: kind about 1.5 min, the
 /// node image 35-60 min cold, 0.1 s reused).
 pub fn tools() -> Result<Tools, String> {
@@ -84,7 +86,10 @@ pub fn tools() -> Result<Tools, String> {
             .display()
             .to_string(),
     };
-    let kubectl = crate::try_peer_script("kube.sh", &["kubectl"])?.join("kubectl");
+    let kubectl = match std::env::var_os("MESHHUB_KUBECTL") {
+        Some(bin) => PathBuf::from(bin),
+        None => crate::try_peer_script("kube.sh", &["kubectl"])?.join("kubectl"),
+    };
     Ok(Tools {
         kind,
         node_image,

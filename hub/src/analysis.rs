@@ -469,7 +469,7 @@ pub struct Done {
 #[derive(Debug, Default)]
 pub struct Memo {
     /// Each content's set and its depth ([`Base::depth`]).
-    sets: HashMap<String, (Weak<[Arc<Message>]>, u32)>,
+    sets: HashMap<String, (WeakSet, u32)>,
     /// When to drop the entries no group holds.
     prune_at: usize,
     /// Every message some set holds, once: sets of different content
@@ -482,6 +482,8 @@ pub struct Memo {
 
 /// One content's set analysis, its messages shared with other sets'.
 type Set = Arc<[Arc<Message>]>;
+/// A [`Set`] the memo holds without keeping it.
+type WeakSet = Weak<[Arc<Message>]>;
 
 /// Messages past this many beyond those kept at the last sweep trigger
 /// the next one.

@@ -83,9 +83,21 @@ ref="$(tar -xOf "$archive" manifest.json | python3 -c 'import json,sys; print(js
 image=(--set "image.repository=${ref%:*}" --set "image.tag=${ref##*:}" --set image.pullPolicy=Never)
 
 start=$SECONDS
+# kind creates its network when it finds none and fails when another
+# process created it meanwhile: the first cluster goes alone until the
+# network exists (or it is done), the others then in parallel.
+first=""
 for c in primary "${REMOTES[@]}"; do
   if ! "$kind" get clusters 2>/dev/null | grep -qx "meshhub-$c"; then
     "$kind" create cluster --name "meshhub-$c" "${node_image[@]}" --config "$config" --wait 120s >&2 &
+    if [ -z "$first" ]; then
+      first=$!
+      for _ in $(seq 600); do
+        "$provider" network inspect kind >/dev/null 2>&1 && break
+        kill -0 "$first" 2>/dev/null || break
+        sleep 0.2
+      done
+    fi
   fi
 done
 wait

@@ -184,6 +184,7 @@ pub fn agent_config(cluster: &str, data: &Path, mode: Mode) -> AgentConfig {
         },
         incremental: false,
         shutdown_grace: Duration::from_secs(5),
+        data_dir_wait: Duration::ZERO,
         apply: None,
         upward: Default::default(),
     }

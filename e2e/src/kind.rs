@@ -246,6 +246,50 @@ pub struct Clusters {
     names: Vec<String>,
     dir: tempfile::TempDir,
     kubeconfig: PathBuf,
+    /// The machine's kind e2e lock, held until the clusters are deleted
+    /// (dropped after [`Drop::drop`]): another run (another branch's CI, a
+    /// developer's) waits instead of deleting these clusters as leftovers.
+    _machine: std::fs::File,
+}
+
+/// Takes the machine-wide lock of the kind e2e tests
+/// (`~/.cache/meshhub/kind-e2e.lock`), waiting for a run holding it.
+fn machine_lock() -> Result<std::fs::File, String> {
+    let dir = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir)
+        .join(".cache/meshhub");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let path = dir.join("kind-e2e.lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    if file.try_lock().is_err() {
+        eprintln!(
+            "kind e2e: another run holds {}; waiting for it",
+            path.display()
+        );
+        file.lock()
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    Ok(file)
+}
+
+/// Whether podman has kind's network.
+fn kind_network_exists() -> bool {
+    Command::new("podman")
+        .args(["network", "exists", "kind"])
+        .env(
+            "CONTAINERS_CONF",
+            repo("deploy/kind/podman-containers.conf"),
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
 }
 
 impl Clusters {
@@ -261,6 +305,7 @@ impl Clusters {
             names: names.iter().map(|n| format!("{prefix}{n}")).collect(),
             dir,
             kubeconfig,
+            _machine: machine_lock()?,
         };
         let existing = clusters.kind(&["get", "clusters"])?;
         for leftover in existing
@@ -272,30 +317,37 @@ impl Clusters {
         }
         let config = repo("deploy/kind/cluster-meshhub-node.yaml");
         let config = config.to_str().expect("a UTF-8 path");
+        let create = |name: &str| {
+            clusters.kind(&[
+                "create",
+                "cluster",
+                "--name",
+                name,
+                "--image",
+                &clusters.tools.node_image,
+                "--config",
+                config,
+                "--wait",
+                "180s",
+            ])
+        };
         let created: Vec<Result<String, String>> = std::thread::scope(|s| {
-            let handles: Vec<_> = clusters
-                .names
+            // The first creates kind's network if missing: kind creates it
+            // when it finds none and fails on "already exists", so clusters
+            // created at once on a machine without it race. The others
+            // start once it exists (or the first is done, failed or not).
+            let (first, rest) = clusters.names.split_first().expect("a cluster");
+            let first = s.spawn(move || create(first));
+            let deadline = Instant::now() + WAIT;
+            while !first.is_finished() && !kind_network_exists() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            let rest: Vec<_> = rest
                 .iter()
-                .map(|name| {
-                    let c = &clusters;
-                    s.spawn(move || {
-                        c.kind(&[
-                            "create",
-                            "cluster",
-                            "--name",
-                            name,
-                            "--image",
-                            &c.tools.node_image,
-                            "--config",
-                            config,
-                            "--wait",
-                            "180s",
-                        ])
-                    })
-                })
+                .map(|name| s.spawn(move || create(name)))
                 .collect();
-            handles
-                .into_iter()
+            std::iter::once(first)
+                .chain(rest)
                 .map(|h| h.join().expect("kind create"))
                 .collect()
         });
@@ -491,16 +543,38 @@ impl Clusters {
 
     /// What the pods matching `selector` in `cluster`/`ns` are doing:
     /// `describe` and the logs of their current and previous containers.
+    /// Each call is bounded by `--request-timeout` (a cluster that no
+    /// longer answers must not hold the deletion of the clusters back).
     pub fn observe(&self, cluster: &str, ns: &str, selector: &str) -> String {
         let mut out = String::new();
         let list = self
-            .try_kubectl(cluster, &["-n", ns, "get", "pods", "-o", "wide"], None)
+            .try_kubectl(
+                cluster,
+                &[
+                    "--request-timeout=20s",
+                    "-n",
+                    ns,
+                    "get",
+                    "pods",
+                    "-o",
+                    "wide",
+                ],
+                None,
+            )
             .unwrap_or_else(|e| e);
         out.push_str(&format!("--- {cluster}: pods in {ns}:\n{list}\n"));
         let described = self
             .try_kubectl(
                 cluster,
-                &["-n", ns, "describe", "pods", "-l", selector],
+                &[
+                    "--request-timeout=20s",
+                    "-n",
+                    ns,
+                    "describe",
+                    "pods",
+                    "-l",
+                    selector,
+                ],
                 None,
             )
             .unwrap_or_else(|e| e);
@@ -512,6 +586,7 @@ impl Clusters {
                 .try_kubectl(
                     cluster,
                     &[
+                        "--request-timeout=20s",
                         "-n",
                         ns,
                         "logs",

@@ -81,12 +81,14 @@ pub struct Base {
     depth: u32,
 }
 
-/// A group's set analysis is worked out from scratch again after this many
-/// incremental runs in a row: were an analyzer's neighbourhood ever too
-/// narrow (a relation between objects its keys miss), a message it left
-/// stale would otherwise last until the objects around it change; so it
-/// lasts this many builds at most, for a fraction of a whole analysis per
-/// build (241 µs against 71 µs at 202 objects: under 2 %).
+/// A set analysis is worked out from scratch again after this many
+/// incremental analyses in a row led to it: were an analyzer's
+/// neighbourhood ever too narrow (a relation between objects its keys
+/// miss), a message it left stale would otherwise last until the objects
+/// around it change; so it lasts this many incremental analyses at most
+/// (a group reusing sets other groups hold inherits their count), for a
+/// fraction of a whole analysis per build ((241 − 71) / 100 = 1.7 µs
+/// beside 71 µs at 202 objects: 2.4 %).
 pub const REBASE_EVERY: u32 = 100;
 
 /// Every group's analysis, as the status shows it.

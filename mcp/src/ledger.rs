@@ -503,9 +503,24 @@ impl Ledger {
     /// A snapshot of every live peer, then the retained disconnected ones
     /// (newest first).
     pub fn view(&self) -> Vec<PeerStatus> {
+        self.view_of(|_| true)
+    }
+
+    /// [`Ledger::view`] of the peers `keep` chooses by everything but
+    /// their collections (which it must not read: a live peer's are not
+    /// built when it looks): only those peers' statuses are built, where a
+    /// whole view at 10,000 peers copies every collection of every one.
+    pub fn view_of(&self, keep: impl Fn(&PeerStatus) -> bool) -> Vec<PeerStatus> {
         let reg = self.lock();
-        let mut out: Vec<PeerStatus> = reg.live.values().map(|rx| rx.borrow().status()).collect();
-        out.extend(reg.gone.iter().rev().cloned());
+        let mut out: Vec<PeerStatus> = reg
+            .live
+            .values()
+            .filter_map(|rx| {
+                let r = rx.borrow();
+                keep(&r.head).then(|| r.status())
+            })
+            .collect();
+        out.extend(reg.gone.iter().rev().filter(|p| keep(p)).cloned());
         out
     }
 }

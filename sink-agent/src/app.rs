@@ -205,6 +205,7 @@ impl Agent {
             Store::open(
                 StoreConfig {
                     data_dir: config.data_dir.clone(),
+                    data_dir_wait: config.data_dir_wait,
                     group: group.clone(),
                     collections: config.collections.clone(),
                     kinds: kinds.clone(),

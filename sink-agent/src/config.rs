@@ -37,6 +37,10 @@ pub const DEFAULT_ADMIN_ADDR: SocketAddr = loopback(9913);
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 /// Default shutdown grace period.
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+/// How long startup waits for the data directory's lock: a pod replaced on
+/// the same volume (deleted, evicted, drained) starts while the old one
+/// still stops within its grace period.
+pub const DEFAULT_DATA_DIR_WAIT: Duration = Duration::from_secs(60);
 
 /// Default `meshhub.io/source-cluster` annotation value.
 pub const DEFAULT_SOURCE_CLUSTER: &str = "primary";
@@ -123,6 +127,8 @@ pub struct Config {
     pub incremental: bool,
     /// Shutdown grace period.
     pub shutdown_grace: Duration,
+    /// How long startup waits for the data directory's lock.
+    pub data_dir_wait: Duration,
     /// Applying to this cluster's Kubernetes API, when enabled.
     pub apply: Option<crate::apply::ApplyConfig>,
     /// The upward channel: what the agent reports to the hub.
@@ -437,6 +443,13 @@ impl Config {
             values::duration,
         )?
         .unwrap_or(DEFAULT_SHUTDOWN_GRACE);
+        let data_dir_wait = flag_or_file(
+            args.data_dir_wait,
+            raw.data_dir_wait,
+            "dataDirWait",
+            values::duration,
+        )?
+        .unwrap_or(DEFAULT_DATA_DIR_WAIT);
 
         let raw_apply = raw.apply.unwrap_or_default();
         let enabled = args.apply.or(raw_apply.enabled).unwrap_or(false);
@@ -518,6 +531,7 @@ impl Config {
             limits,
             incremental,
             shutdown_grace,
+            data_dir_wait,
         })
     }
 }

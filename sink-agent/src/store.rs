@@ -84,6 +84,8 @@ const QUEUE: usize = 64;
 pub struct StoreConfig {
     /// The data directory (created if missing).
     pub data_dir: PathBuf,
+    /// How long opening waits for another process holding it.
+    pub data_dir_wait: std::time::Duration,
     /// The snapshot group the store publishes (what local consumers see).
     pub group: Group,
     /// The collections accepted; others are refused (and skipped on load).
@@ -130,9 +132,12 @@ impl Store {
         let (lock, loaded) = {
             let kinds = config.kinds.clone();
             let accepted = accepted.clone();
-            tokio::task::spawn_blocking(move || persist::open_dir(&format_dir, &kinds, &accepted))
-                .await
-                .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))?
+            let wait = config.data_dir_wait;
+            tokio::task::spawn_blocking(move || {
+                persist::open_dir(&format_dir, &kinds, &accepted, wait)
+            })
+            .await
+            .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))?
         };
 
         let mut held: BTreeMap<String, writer::Held> = BTreeMap::new();

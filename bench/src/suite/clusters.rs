@@ -177,19 +177,22 @@ pub(super) async fn clusters(params: &Params, results: &mut Results) -> Result<(
     // Change rounds.
     let mut all = Rounds::default();
     let mut one = Rounds::default();
-    for k in 0..s.changes {
+    let one_rounds = s.one_rounds();
+    for k in 0..s.changes.max(one_rounds) {
         let i = (k * 7919 + 13) % s.shared.max(1);
         let collection = rig.fleet.shared_collection(i);
-        if s.all_changes > 0 {
+        if s.all_changes > 0 && k < s.changes {
             rig.round(&mut all, &collection, None, |f| f.change_shared(i))
                 .await
                 .context("a change of every cluster")?;
         }
-        let j = k % s.per_cluster.max(1);
-        let collection = rig.fleet.own_collection(0, j);
-        rig.round(&mut one, &collection, Some(0), |f| f.change_own(0, j))
-            .await
-            .context("a change of one cluster")?;
+        if k < one_rounds {
+            let j = k % s.per_cluster.max(1);
+            let collection = rig.fleet.own_collection(0, j);
+            rig.round(&mut one, &collection, Some(0), |f| f.change_own(0, j))
+                .await
+                .context("a change of one cluster")?;
+        }
     }
     rig.oracle(results).await?;
 
@@ -349,12 +352,15 @@ pub(super) async fn clusters(params: &Params, results: &mut Results) -> Result<(
         let one_ms = one.hub_cpu() * 1e3;
         results.row(
             format!(
-                "clusters: hub CPU per one-cluster change, file write → ACK → its analysis shown (mean of {} changes, 10 ms ticks)",
-                s.changes
+                "clusters: hub CPU per one-cluster change, file write → ACK → its analysis shown (mean of {one_rounds} changes, 10 ms ticks)"
             ),
             format!("{one_ms:.1} ms"),
-            &format!("≤ {target:.0} ms {}", t.at),
-            t.judge(one_ms <= target).filter(|_| s.changes >= 100),
+            &if one_rounds >= 100 {
+                format!("≤ {target:.0} ms {}", t.at)
+            } else {
+                format!("≤ {target:.0} ms {} (not judged: needs clusters.oneChanges ≥ 100)", t.at)
+            },
+            t.judge(one_ms <= target).filter(|_| one_rounds >= 100),
         );
     }
 

@@ -86,16 +86,19 @@ fn scenario(name: &str, f: impl FnOnce()) {
 fn kind_clusters_run_the_charts() {
     let _turn = turn(module_path!());
     let start = Instant::now();
-    let clusters = match tools()
-        .and_then(|t| Clusters::create(t, "meshhub-e2e-", &["primary", "remote1", "remote2"]))
-    {
-        Ok(c) => c,
+    // Skipped only where the tools are missing; with them, clusters that
+    // cannot be made (a broken node image, configuration or image load)
+    // fail the test.
+    let tools = match tools() {
+        Ok(t) => t,
         Err(why) if !required() => {
             eprintln!("SKIPPED: the kind tests need podman, kind and a node image: {why}");
             return;
         }
-        Err(why) => panic!("MESHHUB_KIND_REQUIRED=1 and no kind clusters: {why}"),
+        Err(why) => panic!("MESHHUB_KIND_REQUIRED=1 and no kind tools: {why}"),
     };
+    let clusters = Clusters::create(tools, "meshhub-e2e-", &["primary", "remote1", "remote2"])
+        .unwrap_or_else(|why| panic!("the kind clusters could not be made: {why}"));
     eprintln!(
         "kind e2e: three clusters Ready, meshhub's image loaded, in {:.0?}",
         start.elapsed()
@@ -253,6 +256,16 @@ fn virtual_service(name: &str, hosts: &[&str], annotations: &str) -> String {
         "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata:\n  name: {name}\n  namespace: bookinfo\n  annotations: {{{annotations}}}\nspec:\n  hosts: {hosts:?}\n  http:\n  - route:\n    - destination: {{host: {}}}\n",
         hosts[0]
     )
+}
+
+/// How many times a pod's containers restarted.
+fn restarts(pod: &Value) -> u64 {
+    pod["status"]["containerStatuses"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["restartCount"].as_u64())
+        .sum()
 }
 
 /// The VirtualService `bookinfo/<name>` in `cluster`, if any.
@@ -495,6 +508,9 @@ fn agent_restart(mesh: &Mesh) {
     );
     let new = mesh.clusters.ready_pod("remote1", NS, AGENT, &[&old]);
     let new_name = new["metadata"]["name"].as_str().unwrap();
+    // Started while the old pod still stopped, on the same volume: it
+    // waited for the data directory's lock instead of failing on it.
+    assert_eq!(restarts(&new), 0, "the new agent's container restarted");
     // The new hub stream answered and ACKed.
     wait_for(
         "the hub's response to the restarted agent",
@@ -593,6 +609,8 @@ fn hub_restart_in_rollout(mesh: &Mesh) {
         "kind e2e: the hub's new pod {} is Ready",
         new["metadata"]["name"]
     );
+    // It waited for the history database the old pod still held.
+    assert_eq!(restarts(&new), 0, "the new hub's container restarted");
     until_synced(mesh);
     let status = rollout_status(mesh);
     assert!(

@@ -28,7 +28,7 @@ use tracing::{Instrument as _, error, info_span};
 use super::worker::Worker;
 use super::{Done, Job, Memo};
 
-/// Groups analysed per run on the blocking pool.
+/// Groups analysed per run on the worker.
 pub const CHUNK: usize = 64;
 
 /// One chunk's analyses.

@@ -3,8 +3,11 @@
 //! and blocking: callers run them on a blocking thread.
 
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
+
+use tracing::warn;
 
 use super::{PinRecord, StoredVersion};
 
@@ -18,6 +21,14 @@ const VERSIONS: TableDefinition<(&str, u64), &str> = TableDefinition::new("versi
 const PINS: TableDefinition<&str, &str> = TableDefinition::new("pins");
 /// Counters: `bytes` (body bytes stored).
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+
+/// How long opening the database waits for another process to let it go:
+/// a pod replaced on the same volume (deleted, evicted, drained) starts
+/// while the old one is still stopping, within its grace period (the
+/// chart's is 15 s); `Recreate` covers upgrades only.
+pub const OPEN_WAIT: Duration = Duration::from_secs(60);
+/// How often it looks again meanwhile.
+const OPEN_RETRY: Duration = Duration::from_millis(250);
 
 /// Why the history database failed.
 #[derive(Debug, thiserror::Error)]
@@ -69,10 +80,29 @@ pub struct Db {
 
 impl Db {
     /// Opens (creating) the database file, with a page cache of at most
-    /// `cache_bytes`.
+    /// `cache_bytes`, waiting up to [`OPEN_WAIT`] for a process that holds
+    /// it to let it go.
     pub fn open(path: &Path, cache_bytes: u64) -> Result<Self, DbError> {
+        Self::open_waiting(path, cache_bytes, OPEN_WAIT)
+    }
+
+    /// [`Db::open`], waiting up to `wait` for the file's lock.
+    pub fn open_waiting(path: &Path, cache_bytes: u64, wait: Duration) -> Result<Self, DbError> {
         let cache = usize::try_from(cache_bytes).unwrap_or(usize::MAX);
-        let db = Database::builder().set_cache_size(cache).create(path)?;
+        let deadline = Instant::now() + wait;
+        let mut said = false;
+        let db = loop {
+            match Database::builder().set_cache_size(cache).create(path) {
+                Err(redb::DatabaseError::DatabaseAlreadyOpen) if Instant::now() < deadline => {
+                    if !said {
+                        warn!(path = %path.display(), wait = ?wait, "the history database is held by another process (the pod this one replaces, still stopping?); waiting for it");
+                        said = true;
+                    }
+                    std::thread::sleep(OPEN_RETRY);
+                }
+                opened => break opened?,
+            }
+        };
         let tx = db.begin_write()?;
         tx.open_table(BODIES)?;
         tx.open_table(REFS)?;

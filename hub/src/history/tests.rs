@@ -405,3 +405,31 @@ async fn a_version_exported_by_one_replica_is_served_alike_by_another_that_never
         t.wait().await;
     }
 }
+
+#[test]
+fn opening_a_database_another_holder_has_waits_for_it_to_let_go() {
+    use super::db::Db;
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("history.redb");
+    let first = Db::open(&path, 1 << 20).unwrap();
+    // Not waiting: refused while held.
+    assert!(Db::open_waiting(&path, 1 << 20, Duration::ZERO).is_err());
+    // The old pod lets go while the new one waits.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let waiter = std::thread::spawn({
+        let path = path.clone();
+        move || {
+            tx.send(()).unwrap();
+            let started = Instant::now();
+            let db = Db::open_waiting(&path, 1 << 20, Duration::from_secs(30));
+            (db.is_ok(), started.elapsed())
+        }
+    });
+    rx.recv().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    drop(first);
+    let (opened, took) = waiter.join().unwrap();
+    assert!(opened, "opened once the first holder closed it");
+    assert!(took < Duration::from_secs(30), "{took:?}");
+}

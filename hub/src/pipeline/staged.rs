@@ -198,8 +198,9 @@ impl Staged {
             return Vec::new();
         }
         let now = rollout::now_ms();
-        self.controller
-            .acks_already_in(now, &self.ledger.view(), &clusters)
+        // Only the released clusters' dial-out streams are read.
+        let peers = self.ledger.view_of(|p| clusters.contains(&p.peer));
+        self.controller.acks_already_in(now, &peers, &clusters)
     }
 
     /// Feeds `ev` to the controller: what to serve.

@@ -119,3 +119,22 @@ fn every_change_of_a_record_bumps_the_ledgers_counter() {
     drop(rec);
     assert!(seen(&mut last), "gone");
 }
+
+#[test]
+fn a_view_of_some_peers_holds_those_live_and_gone_with_their_collections() {
+    let ledger = Ledger::new();
+    let west = ledger.register(Role::Source, "west", "west");
+    west.sent("c", "v1", "1");
+    let _east = ledger.register(Role::Source, "east", "east");
+    drop(ledger.register(Role::Source, "north", "north"));
+    let names = |v: &[PeerStatus]| v.iter().map(|p| p.peer.clone()).collect::<Vec<_>>();
+    let view = ledger.view_of(|p| p.peer == "west" || p.peer == "north");
+    assert_eq!(names(&view), ["west", "north"]);
+    assert_eq!(
+        view[0].collections["c"].sent.as_ref().unwrap().version,
+        "v1"
+    );
+    assert!(!view[1].connected);
+    assert_eq!(names(&ledger.view_of(|_| true)), names(&ledger.view()));
+    assert!(ledger.view_of(|_| false).is_empty());
+}

@@ -74,6 +74,12 @@ pub struct Args {
     #[arg(long, env = "MESHHUB_AGENT_INCREMENTAL", value_name = "BOOL", value_parser = values::boolean)]
     pub incremental: Option<bool>,
 
+    /// How long startup waits for another process holding the data
+    /// directory to let it go: the pod this one replaces, still stopping
+    /// (`60s`; `0s` refuses at once).
+    #[arg(long, env = "MESHHUB_AGENT_DATA_DIR_WAIT", value_name = "DURATION", value_parser = values::duration)]
+    pub data_dir_wait: Option<Duration>,
+
     /// How long shutdown waits for streams and tasks (`10s`).
     #[arg(long, env = "MESHHUB_AGENT_SHUTDOWN_GRACE", value_name = "DURATION", value_parser = values::duration)]
     pub shutdown_grace: Option<Duration>,

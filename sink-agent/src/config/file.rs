@@ -23,6 +23,7 @@ pub(super) struct FileConfig {
     pub(super) max_message_size: Option<SizeValue>,
     pub(super) incremental: Option<bool>,
     pub(super) shutdown_grace: Option<String>,
+    pub(super) data_dir_wait: Option<String>,
     pub(super) sink_tls_cert: Option<PathBuf>,
     pub(super) sink_tls_key: Option<PathBuf>,
     pub(super) sink_tls_client_ca: Option<PathBuf>,

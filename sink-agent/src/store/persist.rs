@@ -212,6 +212,24 @@ fn sync_dir(_: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// [`lock_dir`], waiting up to `wait` while another process holds it.
+fn lock_dir_waiting(format_dir: &Path, wait: std::time::Duration) -> Result<File, StoreError> {
+    let deadline = std::time::Instant::now() + wait;
+    let mut said = false;
+    loop {
+        match lock_dir(format_dir) {
+            Err(StoreError::InUse { holder, .. }) if std::time::Instant::now() < deadline => {
+                if !said {
+                    tracing::warn!(dir = %format_dir.display(), %holder, ?wait, "the data directory is held by another agent (the pod this one replaces, still stopping?); waiting for it");
+                    said = true;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(250));
+            }
+            locked => return locked,
+        }
+    }
+}
+
 fn lock_dir(format_dir: &Path) -> Result<File, StoreError> {
     let path = format_dir.join(LOCK_FILE);
     // Create it if missing (a read-only directory that has none fails
@@ -410,13 +428,14 @@ pub(super) fn open_dir(
     format_dir: &Path,
     kinds: &KindTable,
     accepted: &BTreeSet<String>,
+    wait: std::time::Duration,
 ) -> Result<(File, Vec<Loaded>), StoreError> {
     let dir = format_dir.join(COLLECTIONS_DIR);
     std::fs::create_dir_all(&dir).map_err(|source| StoreError::CreateDir {
         path: dir.clone(),
         source,
     })?;
-    let lock = lock_dir(format_dir)?;
+    let lock = lock_dir_waiting(format_dir, wait)?;
     let marker = format_dir.join(SEALED_MARKER);
     let sealed = marker.exists();
     let loaded = load_all(&dir, kinds, accepted, sealed)?;

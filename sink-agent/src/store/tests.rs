@@ -132,6 +132,7 @@ async fn changes_are_accepted_persisted_published_and_reloaded() {
     let dir = tempfile::tempdir().unwrap();
     let config = StoreConfig {
         data_dir: dir.path().to_owned(),
+        data_dir_wait: std::time::Duration::ZERO,
         group: "local".into(),
         collections: vec![VS.to_owned()],
         kinds: KindTable::builtin(),
@@ -226,6 +227,7 @@ async fn files_written_before_seals_are_served_once_sealed_and_then_required() {
     let dir = tempfile::tempdir().unwrap();
     let config = StoreConfig {
         data_dir: dir.path().to_owned(),
+        data_dir_wait: std::time::Duration::ZERO,
         group: "local".into(),
         collections: vec![VS.to_owned()],
         kinds: KindTable::builtin(),
@@ -273,6 +275,7 @@ const DR_URL: &str = "type.googleapis.com/istio.networking.v1alpha3.DestinationR
 fn store_config(dir: &std::path::Path, applier: Option<Applier>) -> StoreConfig {
     StoreConfig {
         data_dir: dir.to_owned(),
+        data_dir_wait: std::time::Duration::ZERO,
         group: "local".into(),
         collections: vec![VS.to_owned(), DR.to_owned()],
         kinds: KindTable::builtin(),

@@ -405,6 +405,33 @@ async fn a_second_agent_on_the_same_data_dir_is_refused() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_replacing_one_on_its_data_dir_waits_for_it_to_stop() {
+    // A pod deleted by `kubectl`: its replacement starts on the same volume
+    // while it still stops.
+    let data = tempfile::tempdir().unwrap();
+    let old = Agent::start(agent_config("east", data.path(), push()))
+        .await
+        .unwrap();
+    let new = tokio::spawn({
+        let config = meshhub_sink_agent::config::Config {
+            data_dir_wait: Duration::from_secs(30),
+            ..agent_config("east", data.path(), push())
+        };
+        async move { Agent::start(config).await }
+    });
+    // Refused at once, it would be done by now.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!new.is_finished(), "the new agent waits for the lock");
+    assert!(old.shutdown().await);
+    let new = tokio::time::timeout(DEADLINE, new)
+        .await
+        .expect("started within the deadline")
+        .unwrap()
+        .expect("started once the old agent let go");
+    assert!(new.shutdown().await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_ends_open_streams_within_the_grace() {
     let data = tempfile::tempdir().unwrap();
     let agent = Agent::start(agent_config("east", data.path(), push()))

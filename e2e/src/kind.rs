@@ -183,6 +183,41 @@ pub fn wait_for<T>(
     }
 }
 
+/// Runs `step` while `violation` is sampled over and over (each sample a
+/// few kubectl calls): panics with the violations seen, if any, or when
+/// none was sampled at all.
+pub fn sampling(what: &str, violation: impl Fn() -> Option<String>, step: impl FnOnce() + Send) {
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let (mut samples, mut seen) = (0, Vec::new());
+    std::thread::scope(|s| {
+        let step = s.spawn(|| {
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(step));
+            done.store(true, std::sync::atomic::Ordering::SeqCst);
+            result
+        });
+        while !done.load(std::sync::atomic::Ordering::SeqCst) {
+            seen.extend(violation());
+            samples += 1;
+        }
+        if let Err(panic) = step.join().unwrap() {
+            std::panic::resume_unwind(panic);
+        }
+    });
+    eprintln!("kind e2e: {samples} samples during {what}");
+    assert!(samples > 0, "nothing sampled during {what}");
+    assert!(seen.is_empty(), "during {what}: {seen:?}");
+}
+
+/// How many times a pod's containers restarted.
+pub fn restarts(pod: &Value) -> u64 {
+    pod["status"]["containerStatuses"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["restartCount"].as_u64())
+        .sum()
+}
+
 /// An image of a dynamically linked `pilot-discovery` (what
 /// `e2e/peers/istio.sh` builds): the binary and the libraries `ldd` lists,
 /// `FROM scratch`, uid 1337, as Istio's `pilot` image runs it for its

@@ -12,6 +12,7 @@ pub mod config_file;
 pub mod debug;
 pub mod entry;
 pub mod grpc;
+pub mod held;
 pub mod lifecycle;
 pub mod logging;
 pub mod metrics;

@@ -3,7 +3,7 @@
 //! and blocking: callers run them on a blocking thread.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
 
@@ -27,8 +27,6 @@ const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 /// while the old one is still stopping, within its grace period (the
 /// chart's is 15 s); `Recreate` covers upgrades only.
 pub const OPEN_WAIT: Duration = Duration::from_secs(60);
-/// How often it looks again meanwhile.
-const OPEN_RETRY: Duration = Duration::from_millis(250);
 
 /// Why the history database failed.
 #[derive(Debug, thiserror::Error)]
@@ -89,20 +87,12 @@ impl Db {
     /// [`Db::open`], waiting up to `wait` for the file's lock.
     pub fn open_waiting(path: &Path, cache_bytes: u64, wait: Duration) -> Result<Self, DbError> {
         let cache = usize::try_from(cache_bytes).unwrap_or(usize::MAX);
-        let deadline = Instant::now() + wait;
-        let mut said = false;
-        let db = loop {
-            match Database::builder().set_cache_size(cache).create(path) {
-                Err(redb::DatabaseError::DatabaseAlreadyOpen) if Instant::now() < deadline => {
-                    if !said {
-                        warn!(path = %path.display(), wait = ?wait, "the history database is held by another process (the pod this one replaces, still stopping?); waiting for it");
-                        said = true;
-                    }
-                    std::thread::sleep(OPEN_RETRY);
-                }
-                opened => break opened?,
-            }
-        };
+        let db = meshhub_runtime::held::wait_while_held(
+            wait,
+            || Database::builder().set_cache_size(cache).create(path),
+            |e| matches!(e, redb::DatabaseError::DatabaseAlreadyOpen),
+            |_| warn!(path = %path.display(), wait = ?wait, "the history database is held by another process (the pod this one replaces, still stopping?); waiting for it"),
+        )?;
         let tx = db.begin_write()?;
         tx.open_table(BODIES)?;
         tx.open_table(REFS)?;

@@ -214,20 +214,12 @@ fn sync_dir(_: &Path) -> std::io::Result<()> {
 
 /// [`lock_dir`], waiting up to `wait` while another process holds it.
 fn lock_dir_waiting(format_dir: &Path, wait: std::time::Duration) -> Result<File, StoreError> {
-    let deadline = std::time::Instant::now() + wait;
-    let mut said = false;
-    loop {
-        match lock_dir(format_dir) {
-            Err(StoreError::InUse { holder, .. }) if std::time::Instant::now() < deadline => {
-                if !said {
-                    tracing::warn!(dir = %format_dir.display(), %holder, ?wait, "the data directory is held by another agent (the pod this one replaces, still stopping?); waiting for it");
-                    said = true;
-                }
-                std::thread::sleep(std::time::Duration::from_millis(250));
-            }
-            locked => return locked,
-        }
-    }
+    meshhub_runtime::held::wait_while_held(
+        wait,
+        || lock_dir(format_dir),
+        |e| matches!(e, StoreError::InUse { .. }),
+        |e| tracing::warn!(dir = %format_dir.display(), error = %e, ?wait, "the data directory is held by another agent (the pod this one replaces, still stopping?); waiting for it"),
+    )
 }
 
 fn lock_dir(format_dir: &Path) -> Result<File, StoreError> {

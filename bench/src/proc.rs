@@ -178,6 +178,12 @@ impl Child {
 
     /// Asks the child to quit, waits briefly, then kills it.
     pub async fn finish(mut self) {
+        self.stop().await;
+    }
+
+    /// [`Child::finish`] keeping the handle (to put another process in
+    /// its place).
+    pub async fn stop(&mut self) {
         let _ = self.send(&serde_json::json!({"cmd": "quit"})).await;
         if tokio::time::timeout(Duration::from_secs(5), self.child.wait())
             .await

@@ -31,7 +31,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -79,6 +79,11 @@ struct Held {
 struct LightStore {
     collections: Mutex<HashMap<String, Held>>,
     bytes: Arc<AtomicU64>,
+    /// Set by every apply, cleared by a waiter that reads the store: a
+    /// wait re-reads only the stores that changed since its last look
+    /// (reading all 10,000 every 20 ms took a fifth of the sinks' CPU
+    /// while the hub's fan-out was being measured).
+    applied: AtomicBool,
 }
 
 impl Updater for LightStore {
@@ -115,6 +120,8 @@ impl Updater for LightStore {
         }
         held.version = change.version;
         held.applied_ns = now_ns();
+        drop(collections);
+        self.applied.store(true, Ordering::Release);
         Ok(())
     }
 
@@ -445,7 +452,9 @@ impl Sinks {
     }
 
     /// Polls `done` for each selected cluster until all are done or the
-    /// timeout: `at_ns` holds the done clusters' times.
+    /// timeout: `at_ns` holds the done clusters' times. After a first look
+    /// at every one, only those not done yet whose store applied something
+    /// since are looked at again.
     async fn wait(
         &self,
         timeout: Duration,
@@ -453,16 +462,30 @@ impl Sinks {
         selected: &[usize],
     ) -> Value {
         let deadline = tokio::time::Instant::now() + timeout;
+        let mut times: BTreeMap<usize, u64> = BTreeMap::new();
+        let mut remaining: Vec<usize> = selected.to_vec();
+        let mut first = true;
         loop {
-            let times: BTreeMap<usize, u64> = selected
-                .iter()
-                .filter_map(|&i| done(i).map(|t| (i, t)))
-                .collect();
-            let complete = times.len() == selected.len();
+            remaining.retain(|&i| {
+                // Cleared before reading: an apply after the read sets it
+                // again and is seen on the next look.
+                let applied = self.stores[i].applied.swap(false, Ordering::AcqRel);
+                if !(first || applied) {
+                    return true;
+                }
+                match done(i) {
+                    Some(t) => {
+                        times.insert(i, t);
+                        false
+                    }
+                    None => true,
+                }
+            });
+            first = false;
+            let complete = remaining.is_empty();
             if complete || tokio::time::Instant::now() >= deadline {
-                let missing: Vec<String> = selected
+                let missing: Vec<String> = remaining
                     .iter()
-                    .filter(|i| !times.contains_key(i))
                     .take(5)
                     .map(|&i| cluster_name(self.first + i))
                     .collect();

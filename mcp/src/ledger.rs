@@ -350,6 +350,8 @@ struct Record {
     head: PeerStatus,
     /// By name.
     collections: Vec<(Box<str>, Entry)>,
+    /// Where the last event's collection is in `collections`.
+    last: usize,
 }
 
 impl Record {
@@ -364,6 +366,13 @@ impl Record {
     }
 
     fn entry(&mut self, collection: &str) -> &mut Entry {
+        // A response's ACK follows it: the collection of the last event is
+        // tried first (one comparison where a search takes several).
+        if let Some((name, _)) = self.collections.get(self.last)
+            && **name == *collection
+        {
+            return &mut self.collections[self.last].1;
+        }
         let i = match self
             .collections
             .binary_search_by(|(name, _)| (**name).cmp(collection))
@@ -375,6 +384,7 @@ impl Record {
                 i
             }
         };
+        self.last = i;
         &mut self.collections[i].1
     }
 }
@@ -471,6 +481,7 @@ impl Ledger {
         let (tx, rx) = watch::channel(Record {
             head: status,
             collections: Vec::new(),
+            last: 0,
         });
         reg.live.insert(id, rx);
         drop(reg);

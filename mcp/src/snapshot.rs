@@ -7,7 +7,6 @@
 //! every stream that serves them; nothing is re-encoded per stream.
 
 use std::cmp::Ordering;
-use std::collections::BTreeMap;
 use std::sync::{Arc, LazyLock, Mutex, Weak};
 
 use bytes::Bytes;
@@ -53,6 +52,9 @@ impl Delta {
         let new = to.keys();
         while i < held.len() || j < new.len() {
             let order = match (held.get(i), new.get(j)) {
+                // Snapshots built from one another share their names'
+                // strings: most entries compare by address.
+                (Some(h), Some(n)) if Arc::ptr_eq(&h.name, &n.name) => Ordering::Equal,
                 (Some(h), Some(n)) => h.name.cmp(&n.name),
                 (Some(_), None) => Ordering::Less,
                 (None, _) => Ordering::Greater,
@@ -67,7 +69,8 @@ impl Delta {
                     j += 1;
                 }
                 Ordering::Equal => {
-                    if held[i].version != new[j].version {
+                    let (a, b) = (&held[i].version, &new[j].version);
+                    if !Arc::ptr_eq(a, b) && a != b {
                         changed.push(to.resources[j].clone());
                     }
                     i += 1;
@@ -128,15 +131,26 @@ impl CollectionSnapshot {
                 _ => deduped.push(r),
             }
         }
+        Self::from_sorted(deduped)
+    }
+
+    /// [`CollectionSnapshot::new`] of resources already sorted by name
+    /// without duplicates (a publisher merging sorted lists): the same
+    /// version, without sorting them again.
+    pub fn from_sorted(resources: Vec<EncodedResource>) -> Self {
+        debug_assert!(
+            resources.windows(2).all(|w| w[0].name < w[1].name),
+            "resources not sorted by name, or a name twice"
+        );
         let mut hasher = Sha256::new();
-        for r in &deduped {
+        for r in &resources {
             hasher.update((r.name.len() as u64).to_le_bytes());
             hasher.update(r.name.as_bytes());
             hasher.update((r.version.len() as u64).to_le_bytes());
             hasher.update(r.version.as_bytes());
         }
         let version = hex::encode(&hasher.finalize()[..8]);
-        Self::with_version(version, deduped)
+        Self::with_version(version, resources)
     }
 
     /// Builds a collection snapshot with an explicit version. `resources`
@@ -281,7 +295,11 @@ impl std::fmt::Debug for Served {
 /// What one group sees: every collection it is served, each at a version.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Snapshot {
-    collections: BTreeMap<String, Arc<CollectionSnapshot>>,
+    /// Sorted by collection name, each once (a dozen or two: a sorted
+    /// vector is smaller and faster to look up and drop than a map, and
+    /// the names are shared strings: a build inserts the same names into
+    /// every group's snapshot).
+    collections: Vec<(Arc<str>, Arc<CollectionSnapshot>)>,
 }
 
 impl Snapshot {
@@ -293,7 +311,7 @@ impl Snapshot {
     /// Sets one collection.
     pub fn with_collection(
         mut self,
-        collection: impl Into<String>,
+        collection: impl Into<Arc<str>>,
         c: Arc<CollectionSnapshot>,
     ) -> Self {
         self.insert(collection, c);
@@ -301,27 +319,55 @@ impl Snapshot {
     }
 
     /// Sets one collection.
-    pub fn insert(&mut self, collection: impl Into<String>, c: Arc<CollectionSnapshot>) {
-        self.collections.insert(collection.into(), c);
+    pub fn insert(&mut self, collection: impl Into<Arc<str>>, c: Arc<CollectionSnapshot>) {
+        let name = collection.into();
+        match self.position(&name) {
+            Ok(i) => self.collections[i].1 = c,
+            Err(i) => self.collections.insert(i, (name, c)),
+        }
+    }
+
+    fn position(&self, collection: &str) -> Result<usize, usize> {
+        self.collections
+            .binary_search_by(|(name, _)| (**name).cmp(collection))
     }
 
     /// The collection, or the shared empty one if this snapshot lacks it: a
     /// collection nobody publishes is served as empty, with a version.
     pub fn collection(&self, collection: &str) -> Arc<CollectionSnapshot> {
-        self.collections
-            .get(collection)
-            .cloned()
-            .unwrap_or_else(|| EMPTY.clone())
+        match self.position(collection) {
+            Ok(i) => self.collections[i].1.clone(),
+            Err(_) => EMPTY.clone(),
+        }
+    }
+
+    /// [`Snapshot::collection`] for a reader that looks the same name up
+    /// in snapshot after snapshot (a stream's subscriptions): `hint` is
+    /// where the name was found last time, tried first (one comparison
+    /// where a search takes several), and updated.
+    pub fn collection_hinted(&self, collection: &str, hint: &mut usize) -> Arc<CollectionSnapshot> {
+        if let Some((name, c)) = self.collections.get(*hint)
+            && **name == *collection
+        {
+            return c.clone();
+        }
+        match self.position(collection) {
+            Ok(i) => {
+                *hint = i;
+                self.collections[i].1.clone()
+            }
+            Err(_) => EMPTY.clone(),
+        }
     }
 
     /// Whether the snapshot names this collection.
     pub fn contains(&self, collection: &str) -> bool {
-        self.collections.contains_key(collection)
+        self.position(collection).is_ok()
     }
 
     /// Collections in name order.
     pub fn collections(&self) -> impl Iterator<Item = (&str, &Arc<CollectionSnapshot>)> {
-        self.collections.iter().map(|(k, v)| (k.as_str(), v))
+        self.collections.iter().map(|(k, v)| (&**k, v))
     }
 }
 
@@ -369,6 +415,17 @@ mod tests {
     }
 
     #[test]
+    fn sorted_input_gives_the_version_new_gives() {
+        let list = vec![res("ns/a", "1"), res("ns/b", "2"), res("ns/c", "1")];
+        let sorted = CollectionSnapshot::from_sorted(list.clone());
+        let mut shuffled = list;
+        shuffled.reverse();
+        let new = CollectionSnapshot::new(shuffled);
+        assert_eq!(sorted, new);
+        assert_eq!(sorted.version(), new.version());
+    }
+
+    #[test]
     fn duplicate_names_keep_the_last() {
         let c = CollectionSnapshot::new(vec![res("ns/a", "1"), res("ns/a", "2")]);
         assert_eq!(c.len(), 1);
@@ -406,5 +463,36 @@ mod tests {
         let s = Snapshot::new();
         assert!(s.collection("x").is_empty());
         assert_eq!(s.collection("x").version(), EMPTY.version());
+    }
+
+    #[test]
+    fn collections_are_kept_sorted_and_found_with_or_without_a_hint() {
+        let one = |n: &str| Arc::new(CollectionSnapshot::new(vec![res(n, "1")]));
+        let mut s = Snapshot::new()
+            .with_collection("c", one("c"))
+            .with_collection("a", one("a"));
+        s.insert("b", one("b"));
+        s.insert("a", one("a2"));
+        let names: Vec<&str> = s.collections().map(|(n, _)| n).collect();
+        assert_eq!(names, ["a", "b", "c"]);
+        assert_eq!(s.collection("a").keys()[0].name.as_ref(), "a2");
+        assert!(s.contains("c") && !s.contains("d"));
+        let mut hint = 0;
+        assert_eq!(
+            s.collection_hinted("c", &mut hint).keys()[0].name.as_ref(),
+            "c"
+        );
+        assert_eq!(hint, 2, "the hint follows the name");
+        assert_eq!(
+            s.collection_hinted("c", &mut hint).keys()[0].name.as_ref(),
+            "c"
+        );
+        // A stale hint (another snapshot's layout) falls back to a search.
+        let mut stale = 0;
+        assert_eq!(
+            s.collection_hinted("b", &mut stale).keys()[0].name.as_ref(),
+            "b"
+        );
+        assert!(s.collection_hinted("d", &mut stale).is_empty());
     }
 }

@@ -380,12 +380,12 @@ fn assemble(
                     Some(old) if old.holds_exactly(&list) => old,
                     _ => {
                         same = false;
-                        Arc::new(CollectionSnapshot::new(list))
+                        Arc::new(CollectionSnapshot::from_sorted(list))
                     }
                 }
             }
         };
-        snapshot.insert(coll.as_ref(), c);
+        snapshot.insert(coll.clone(), c);
     }
     match reference {
         Some(r) if same && r.collections().count() == collections.len() => r.clone(),
@@ -395,7 +395,7 @@ fn assemble(
 
 /// The signature's objects of one collection, sorted by name (a class
 /// holds each object once and the classes are disjoint, so there are no
-/// duplicates).
+/// duplicates): what [`CollectionSnapshot::from_sorted`] takes.
 fn merged(
     classes: &HashMap<Class, Content>,
     members: &[Class],
@@ -408,13 +408,19 @@ fn merged(
         return Vec::new();
     };
     let mut out: Vec<EncodedResource> = first.values().map(|i| i.resource.clone()).collect();
-    let mut more = false;
+    // Each class's list is sorted: merged in, one pass each (a cluster's
+    // own objects into the shared ones), not sorted again.
     for l in lists {
-        out.extend(l.values().map(|i| i.resource.clone()));
-        more = true;
-    }
-    if more {
-        out.sort_unstable_by(|a, b| a.name.cmp(&b.name));
+        let mut merged = Vec::with_capacity(out.len() + l.len());
+        let mut theirs = l.values().map(|i| &i.resource).peekable();
+        for mine in out {
+            while let Some(r) = theirs.next_if(|r| r.name < mine.name) {
+                merged.push(r.clone());
+            }
+            merged.push(mine);
+        }
+        merged.extend(theirs.cloned());
+        out = merged;
     }
     out
 }
@@ -427,7 +433,7 @@ pub(super) fn without<'c>(
 ) -> Arc<Snapshot> {
     let mut out = Snapshot::clone(snapshot);
     for c in collections {
-        out.insert(c.as_ref(), EMPTY.clone());
+        out.insert(c.clone(), EMPTY.clone());
     }
     Arc::new(out)
 }

@@ -223,6 +223,10 @@ struct Watched {
     collection: Option<Served>,
     /// What was last fed (kept to compare versions).
     fed: Option<Arc<CollectionSnapshot>>,
+    /// Where the group's snapshots hold the collection (their layout
+    /// rarely changes): see
+    /// [`crate::snapshot::Snapshot::collection_hinted`].
+    hint: usize,
 }
 
 impl Watches {
@@ -245,6 +249,7 @@ impl Watches {
             key,
             collection,
             fed: None,
+            hint: 0,
         });
     }
 
@@ -280,10 +285,13 @@ impl Watches {
         let mut out = Vec::new();
         for (i, w) in self.watched.iter_mut().enumerate() {
             let c = match &w.collection {
-                None => snapshot.collection(&w.key),
+                None => snapshot.collection_hinted(&w.key, &mut w.hint),
                 Some(served) => served.read(&snapshot),
             };
-            if w.fed.as_ref().is_some_and(|f| f.version() == c.version()) {
+            if w.fed
+                .as_ref()
+                .is_some_and(|f| Arc::ptr_eq(f, &c) || f.version() == c.version())
+            {
                 continue;
             }
             w.fed = Some(c.clone());

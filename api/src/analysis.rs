@@ -57,6 +57,14 @@ pub struct AnalysisMessage {
 
 impl From<&meshhub_analyze::Message> for AnalysisMessage {
     fn from(m: &meshhub_analyze::Message) -> Self {
+        Self::from(m.clone())
+    }
+}
+
+/// Takes the message's strings over (an analysis of 100,000 objects may
+/// say 100,000 things: a copy of each was tens of MiB more at its peak).
+impl From<meshhub_analyze::Message> for AnalysisMessage {
+    fn from(m: meshhub_analyze::Message) -> Self {
         use meshhub_analyze::Severity;
         Self {
             code: m.code.code.to_owned(),
@@ -67,8 +75,8 @@ impl From<&meshhub_analyze::Message> for AnalysisMessage {
                 Severity::Info => Level::Info,
             },
             origin: m.object(),
-            path: m.path.clone(),
-            message: m.text.clone(),
+            path: m.path,
+            message: m.text,
         }
     }
 }

@@ -283,12 +283,13 @@ impl Analysis {
             .map(str::to_owned)
             .collect();
 
+        let holds = !holding.is_empty();
         let mut counts: BTreeMap<(&'static str, Severity), usize> = BTreeMap::new();
         for m in &messages {
             *counts.entry((m.code.code, m.code.severity)).or_default() += 1;
         }
         let views: Vec<Arc<AnalysisMessage>> = messages
-            .iter()
+            .into_iter()
             .map(|m| intern(&mut self.interned, AnalysisMessage::from(m)))
             .collect();
         let prev = self.groups.remove(group);
@@ -314,13 +315,16 @@ impl Analysis {
             if !views.is_empty() || prev.is_some() {
                 info!(cluster = %group, version, messages = views.len(), "analysis changed");
             }
-            audit.record(AuditEvent::Analysis {
-                cluster: group.to_string(),
-                version: version.to_owned(),
-                messages: views.iter().map(ToString::to_string).collect(),
-            });
+            // Every message in words only for a log that writes them.
+            if audit.enabled() {
+                audit.record(AuditEvent::Analysis {
+                    cluster: group.to_string(),
+                    version: version.to_owned(),
+                    messages: views.iter().map(ToString::to_string).collect(),
+                });
+            }
         }
-        let held = if holding.is_empty() {
+        let held = if !holds {
             None
         } else {
             let since = match prev.as_ref().and_then(|p| p.view.held_back.as_ref()) {

@@ -142,7 +142,7 @@ pub async fn run(config: PathBuf, group: String) -> Result<()> {
 }
 
 /// Waits (bounded) until the hub's status shows every group's (or the
-/// named `clusters'`) analysis of the version it serves (analysis runs beside serving: a change's ACKs
+/// named `clusters'`; at least `groups` of them) analysis of the version it serves (analysis runs beside serving: a change's ACKs
 /// come before its analyses are done); the time it took. Watches the
 /// status, which the hub republishes when its analyses ran out.
 async fn analysed(hub: &Hub, cmd: &Value) -> Value {
@@ -152,6 +152,9 @@ async fn analysed(hub: &Hub, cmd: &Value) -> Value {
     let only: Option<Vec<&str>> = cmd["clusters"]
         .as_array()
         .map(|a| a.iter().filter_map(Value::as_str).collect());
+    // How many groups must be shown at least (after a start: every
+    // cluster's, none of which is shown before its first analysis).
+    let groups = cmd["groups"].as_u64().unwrap_or(0) as usize;
     let started = now_ns();
     let mut status = hub.status();
     let settled = tokio::time::timeout(timeout, async {
@@ -159,19 +162,25 @@ async fn analysed(hub: &Hub, cmd: &Value) -> Value {
             // A copy: the digests below are not worked out under the
             // status' lock (the pipeline's next publication would wait).
             let now = status.borrow_and_update().clone();
-            let behind = now
+            let shown: Vec<_> = now
                 .analysis
                 .iter()
                 .filter(|a| {
                     only.as_ref()
                         .is_none_or(|o| o.contains(&a.cluster.as_str()))
                 })
-                .filter(|a| {
-                    hub.cache()
-                        .snapshot(&a.cluster)
-                        .is_some_and(|s| meshhub::history::version_id(&s) != a.version)
-                })
-                .count();
+                .collect();
+            // A group not analysed even once is not shown at all.
+            let unshown = groups.saturating_sub(shown.len());
+            let behind = unshown
+                + shown
+                    .iter()
+                    .filter(|a| {
+                        hub.cache()
+                            .snapshot(&a.cluster)
+                            .is_some_and(|s| meshhub::history::version_id(&s) != a.version)
+                    })
+                    .count();
             if behind == 0 || status.changed().await.is_err() {
                 return behind;
             }

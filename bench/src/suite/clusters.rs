@@ -104,7 +104,7 @@ impl Targets {
 /// Both hubs of the RSS comparison return freed memory at once (as P2's),
 /// so that the initial sync's transient buffers do not count as the
 /// clusters' keep.
-pub(super) const ALLOCATOR: &[(&str, &str)] = &[("MIMALLOC_PURGE_DELAY", "0")];
+const ALLOCATOR: &[(&str, &str)] = &[("MIMALLOC_PURGE_DELAY", "0")];
 
 /// The running pieces of the scenario.
 pub(super) struct Rig {
@@ -171,12 +171,7 @@ pub(super) async fn clusters(params: &Params, results: &mut Results) -> Result<(
     // Idle: RSS and CPU with every cluster synced and nothing changing —
     // the initial analyses (beside serving, after the ACKs) done too, so
     // that neither figure counts their work or their transient memory.
-    rig.hub.child.send(&json!({"cmd": "analysed"})).await?;
-    let analysed = rig.hub.child.expect("analysed", LONG).await?;
-    ensure!(
-        analysed["complete"].as_bool() == Some(true),
-        "the hub's initial analyses did not finish in 120 s"
-    );
+    rig.initial_analyses(s.analysis > 0).await?;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let rss = rig.hub.rss()?;
     let cpu0 = rig.hub.child.cpu();
@@ -189,22 +184,30 @@ pub(super) async fn clusters(params: &Params, results: &mut Results) -> Result<(
     // it: the purge delay of 0 that makes the RSS above exact costs every
     // change page faults a hub does not pay (~8 % of its CPU at 10,000).
     // The hub stops and starts again; every cluster resyncs (nothing is
-    // resent) before the first change.
+    // resent, checked) and its initial analyses are done before the first
+    // change.
+    sinks_cmd(&mut rig.sinks, json!({"cmd": "reset_bytes"})).await?;
     rig.hub.child.stop().await;
     let restarted = now_ns();
     rig.hub = Server::start_config(&rig.config, &cluster_name(0), &[]).await?;
     rig.hub.ready(rig.fleet.objects()).await?;
-    sinks_cmd(
+    let resynced = sinks_cmd(
         &mut rig.sinks,
         json!({"cmd": "synced", "since_ns": restarted, "timeout_ms": 280_000}),
     )
     .await?;
+    let resent = resynced["bytes"].as_u64().unwrap_or_default();
+    ensure!(
+        resent == 0,
+        "the hub started again for the change rounds resent {resent} bytes of unchanged content"
+    );
     agents_synced(
         &mut rig.hub,
         &rig.agents.names,
         json!({"since_ns": restarted}),
     )
     .await?;
+    rig.initial_analyses(s.analysis > 0).await?;
 
     // Change rounds.
     let mut all = Rounds::default();
@@ -476,6 +479,23 @@ impl Rounds {
 }
 
 impl Rig {
+    /// Waits until the hub shows every cluster's first analysis (beside
+    /// serving, after the ACKs) of what it serves, when analysis is on.
+    async fn initial_analyses(&mut self, analysis: bool) -> Result<()> {
+        if !analysis {
+            return Ok(());
+        }
+        let groups = self.n + self.agents.names.len();
+        let cmd = json!({"cmd": "analysed", "groups": groups});
+        self.hub.child.send(&cmd).await?;
+        let analysed = self.hub.child.expect("analysed", LONG).await?;
+        ensure!(
+            analysed["complete"].as_bool() == Some(true),
+            "the hub's initial analyses did not finish in 120 s"
+        );
+        Ok(())
+    }
+
     /// One change: mark what the sinks hold, write, wait for the publish
     /// and for every affected cluster's ACK (`only`: one light sink; none:
     /// every cluster, the real agents included).

@@ -393,6 +393,10 @@ fn assemble(
     }
 }
 
+/// Up to how many classes beyond the first [`merged`] merges in one by
+/// one (each a pass over what it holds); more are sorted together.
+const MERGED_LISTS: usize = 4;
+
 /// The signature's objects of one collection, sorted by name (a class
 /// holds each object once and the classes are disjoint, so there are no
 /// duplicates): what [`CollectionSnapshot::from_sorted`] takes.
@@ -408,9 +412,20 @@ fn merged(
         return Vec::new();
     };
     let mut out: Vec<EncodedResource> = first.values().map(|i| i.resource.clone()).collect();
+    let rest: Vec<_> = lists.collect();
+    if rest.len() > MERGED_LISTS {
+        // Many small classes (placements by selector): one sort beats a
+        // pass over everything per class.
+        out.extend(
+            rest.iter()
+                .flat_map(|l| l.values().map(|i| i.resource.clone())),
+        );
+        out.sort_unstable_by(|a, b| a.name.cmp(&b.name));
+        return out;
+    }
     // Each class's list is sorted: merged in, one pass each (a cluster's
     // own objects into the shared ones), not sorted again.
-    for l in lists {
+    for l in rest {
         let mut merged = Vec::with_capacity(out.len() + l.len());
         let mut theirs = l.values().map(|i| &i.resource).peekable();
         for mine in out {

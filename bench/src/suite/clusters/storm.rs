@@ -14,7 +14,7 @@ use anyhow::Result;
 use serde_json::json;
 
 use super::super::harness::{Server, mib};
-use super::{ALLOCATOR, Rig, Targets, agents_synced, max_ns, sinks_cmd};
+use super::{Rig, Targets, agents_synced, max_ns, sinks_cmd};
 use crate::proc::now_ns;
 use crate::report::Results;
 use crate::sinks::cluster_name;
@@ -33,7 +33,9 @@ pub(super) async fn storms(rig: &mut Rig, results: &mut Results) -> Result<()> {
     sinks_cmd(&mut rig.sinks, json!({"cmd": "reset_bytes"})).await?;
     let t_kill = now_ns();
     rig.hub.child.kill().await?;
-    rig.hub = Server::start_config(&rig.config, &cluster_name(0), ALLOCATOR).await?;
+    // As `meshhub` runs (the change rounds' hub too): no RSS is read
+    // after this.
+    rig.hub = Server::start_config(&rig.config, &cluster_name(0), &[]).await?;
     rig.hub.ready(rig.fleet.objects()).await?;
     let ready_s = (now_ns() - t_kill) as f64 / 1e9;
     let synced = sinks_cmd(

@@ -325,3 +325,40 @@ fn content_equals_a_build_from_scratch_across_random_changes() {
         }
     }
 }
+
+/// A signature's classes merged into one sorted list, whether merged one
+/// by one (a few classes) or sorted together (many): every object once,
+/// in name order.
+#[test]
+fn classes_merge_into_one_sorted_list() {
+    for classes in [2usize, MERGED_LISTS + 1, MERGED_LISTS + 3] {
+        let mut all: HashMap<Class, Content> = HashMap::new();
+        let mut members = Vec::new();
+        let mut want = Vec::new();
+        for c in 0..classes {
+            let class = Class(list(&[&format!("only-{c}")]));
+            let mut content = Content::default();
+            // Interleaved names: class c holds every classes-th one.
+            for k in 0..5 {
+                let name = format!("ns/o{:03}", k * classes + c);
+                content.insert(
+                    &Arc::from(VS),
+                    Item {
+                        resource: res(&name, "1"),
+                        facts: None,
+                    },
+                );
+                want.push(name);
+            }
+            all.insert(class.clone(), content);
+            members.push(class);
+        }
+        want.sort();
+        let got: Vec<String> = merged(&all, &members, VS)
+            .iter()
+            .map(|r| r.name.to_string())
+            .collect();
+        assert_eq!(got, want, "{classes} classes");
+        assert!(merged(&all, &members, DR).is_empty());
+    }
+}

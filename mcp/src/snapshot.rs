@@ -69,8 +69,8 @@ impl Delta {
                     j += 1;
                 }
                 Ordering::Equal => {
-                    let (a, b) = (&held[i].version, &new[j].version);
-                    if !Arc::ptr_eq(a, b) && a != b {
+                    // `Arc<str>`'s equality compares addresses first.
+                    if held[i].version != new[j].version {
                         changed.push(to.resources[j].clone());
                     }
                     i += 1;
@@ -335,10 +335,9 @@ impl Snapshot {
     /// The collection, or the shared empty one if this snapshot lacks it: a
     /// collection nobody publishes is served as empty, with a version.
     pub fn collection(&self, collection: &str) -> Arc<CollectionSnapshot> {
-        match self.position(collection) {
-            Ok(i) => self.collections[i].1.clone(),
-            Err(_) => EMPTY.clone(),
-        }
+        // No hint: a position past the end is never tried.
+        let mut none = usize::MAX;
+        self.collection_hinted(collection, &mut none)
     }
 
     /// [`Snapshot::collection`] for a reader that looks the same name up

@@ -20,7 +20,7 @@
 //! is compared with meshhub's verdict on them).
 
 use std::collections::{BTreeSet, HashMap, HashSet};
-use std::fmt;
+use std::fmt::{self, Write as _};
 use std::sync::LazyLock;
 
 use serde_json::Value;
@@ -323,11 +323,15 @@ pub fn parse_table(text: &str) -> Result<Vec<Row>, TableError> {
 struct KindRows {
     kind: Option<u32>,
     fields: HashMap<String, u32>,
-    values: HashMap<(String, String), u32>,
+    /// Enum value rows: schema path → value → since.
+    values: HashMap<String, HashMap<String, u32>>,
     /// Value rows, by schema path.
     accepts: HashMap<String, Vec<(Values, u32)>>,
     /// Schema paths whose object is a map (its keys are names, not fields).
     maps: HashSet<String>,
+    /// Every row's path and each of its prefixes: a walk descends only
+    /// where a row may be found (most of an object has none).
+    prefixes: HashSet<String>,
 }
 
 static TABLE: LazyLock<HashMap<String, KindRows>> = LazyLock::new(|| {
@@ -353,13 +357,17 @@ fn index(rows: &[Row]) -> HashMap<String, KindRows> {
                 prefix.push('.');
             }
             prefix.push_str(seg);
+            k.prefixes.insert(prefix.clone());
         }
         match &r.what {
             What::Field => {
                 k.fields.insert(r.path.clone(), r.since);
             }
             What::Enum(v) => {
-                k.values.insert((r.path.clone(), v.clone()), r.since);
+                k.values
+                    .entry(r.path.clone())
+                    .or_default()
+                    .insert(v.clone(), r.since);
             }
             What::Values(v) => {
                 k.accepts
@@ -455,8 +463,9 @@ pub fn crd_knows(kind: &str, paths: &BTreeSet<String>) -> u32 {
         .chain(
             rows.values
                 .iter()
-                .filter(|((p, v), _)| !paths.contains(&format!("{p}={v}")))
-                .map(|(_, since)| *since),
+                .flat_map(|(p, by_value)| by_value.iter().map(move |(v, since)| (p, v, since)))
+                .filter(|(p, v, _)| !paths.contains(&format!("{p}={v}")))
+                .map(|(_, _, since)| *since),
         )
         .min();
     lacking.map_or(newest, |m| m - 1)
@@ -482,16 +491,28 @@ pub fn needs(kind: &str, spec: &Value) -> Vec<Need> {
             within: None,
         });
     }
-    walk(rows, "spec", "spec", spec, &mut out);
+    if rows.prefixes.contains("spec") {
+        walk(
+            rows,
+            &mut String::from("spec"),
+            &mut String::from("spec"),
+            spec,
+            &mut out,
+        );
+    }
     out
 }
 
-fn walk(rows: &KindRows, schema: &str, shown: &str, v: &Value, out: &mut Vec<Need>) {
-    for (values, since) in rows.accepts.get(schema).into_iter().flatten() {
+/// Walks `v`, found at the schema path `schema` (map keys as `*`) and
+/// shown as `shown` (keys and indexes as they are); both are buffers the
+/// walk extends and restores, so that a node costs no allocation unless
+/// a row matches it.
+fn walk(rows: &KindRows, schema: &mut String, shown: &mut String, v: &Value, out: &mut Vec<Need>) {
+    for (values, since) in rows.accepts.get(schema.as_str()).into_iter().flatten() {
         if let Some(value) = values.matching(v) {
             out.push(Need {
                 since: *since,
-                path: shown.to_owned(),
+                path: shown.clone(),
                 value: Some(value),
                 within: Some(values.to_string()),
             });
@@ -499,31 +520,46 @@ fn walk(rows: &KindRows, schema: &str, shown: &str, v: &Value, out: &mut Vec<Nee
     }
     match v {
         Value::Object(m) => {
-            let map = rows.maps.contains(schema);
+            let map = rows.maps.contains(schema.as_str());
+            let (schema_len, shown_len) = (schema.len(), shown.len());
             for (k, child) in m {
-                let s = format!("{schema}.{}", if map { "*" } else { k.as_str() });
-                let d = format!("{shown}.{k}");
-                if let Some(&since) = rows.fields.get(&s) {
-                    out.push(Need {
-                        since,
-                        path: d.clone(),
-                        value: None,
-                        within: None,
-                    });
+                schema.push('.');
+                schema.push_str(if map { "*" } else { k.as_str() });
+                if rows.prefixes.contains(schema.as_str()) {
+                    shown.push('.');
+                    shown.push_str(k);
+                    if let Some(&since) = rows.fields.get(schema.as_str()) {
+                        out.push(Need {
+                            since,
+                            path: shown.clone(),
+                            value: None,
+                            within: None,
+                        });
+                    }
+                    walk(rows, schema, shown, child, out);
+                    shown.truncate(shown_len);
                 }
-                walk(rows, &s, &d, child, out);
+                schema.truncate(schema_len);
             }
         }
         Value::Array(items) => {
+            let shown_len = shown.len();
             for (i, item) in items.iter().enumerate() {
-                walk(rows, schema, &format!("{shown}[{i}]"), item, out);
+                // Writing to a `String` cannot fail.
+                let _ = write!(shown, "[{i}]");
+                walk(rows, schema, shown, item, out);
+                shown.truncate(shown_len);
             }
         }
         Value::String(s) => {
-            if let Some(&since) = rows.values.get(&(schema.to_owned(), s.clone())) {
+            if let Some(&since) = rows
+                .values
+                .get(schema.as_str())
+                .and_then(|by_value| by_value.get(s.as_str()))
+            {
                 out.push(Need {
                     since,
-                    path: shown.to_owned(),
+                    path: shown.clone(),
                     value: Some(s.clone()),
                     within: None,
                 });

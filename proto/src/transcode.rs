@@ -390,7 +390,9 @@ fn encode_body(kind: &Kind, obj: &Object, name: &str) -> Result<Vec<u8>, Transco
         Some(spec) => spec,
     };
     let message = spec_to_message(&desc, spec).map_err(field_error)?;
-    let mut out = Vec::with_capacity(message.encoded_len());
+    // Not sized first: `encoded_len` is a walk of the whole message, as
+    // costly as the encoding it would size.
+    let mut out = Vec::new();
     encode_canonical(&message, &mut out);
     Ok(out)
 }

@@ -1,6 +1,8 @@
 //! The problem collector every rule writes to, and the builders of the
 //! field paths it records.
 
+use std::fmt::Write as _;
+
 use crate::problem::Problem;
 
 /// Collects the problems of one object.
@@ -41,12 +43,24 @@ pub(crate) fn at(base: &str, field: &str) -> String {
     if base.is_empty() {
         return field.to_owned();
     }
-    format!("{base}.{field}")
+    // Built by hand: every field of every object gets a path, and the
+    // formatting machinery costs several times these three copies.
+    let mut path = String::with_capacity(base.len() + 1 + field.len());
+    path.push_str(base);
+    path.push('.');
+    path.push_str(field);
+    path
 }
 
 /// `base[i]`.
 pub(crate) fn idx(base: &str, i: usize) -> String {
-    format!("{base}[{i}]")
+    let mut path = String::with_capacity(base.len() + 8);
+    path.push_str(base);
+    path.push('[');
+    // Writing to a `String` cannot fail.
+    let _ = write!(path, "{i}");
+    path.push(']');
+    path
 }
 
 /// `base["key"]`, for map entries.

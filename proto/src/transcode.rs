@@ -25,6 +25,7 @@
 //! maps are hash maps: the same spec always gives the same bytes, so the
 //! content version below is stable across processes.
 
+mod direct;
 mod lenient;
 mod parse;
 mod yaml_tree;
@@ -389,9 +390,12 @@ fn encode_body(kind: &Kind, obj: &Object, name: &str) -> Result<Vec<u8>, Transco
         None | Some(Value::Null) => &empty,
         Some(spec) => spec,
     };
+    // The plain spellings straight to bytes; anything else the general
+    // way (the same bytes, its errors and relaxations).
+    if let Some(out) = direct::encode(&desc, spec) {
+        return Ok(out);
+    }
     let message = spec_to_message(&desc, spec).map_err(field_error)?;
-    // Not sized first: `encoded_len` is a walk of the whole message, as
-    // costly as the encoding it would size.
     let mut out = Vec::new();
     encode_canonical(&message, &mut out);
     Ok(out)

@@ -65,12 +65,44 @@ const MAX_PRUNED_FIELDS: usize = 256;
 const PARALLEL_MIN: usize = 8;
 
 /// An object's identity: its collection and MCP name.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+///
+/// Compared by address first: a collection's name is one `Arc` shared by
+/// every key of it (and an object's name by its definitions), so most
+/// comparisons in the store's maps need not read the bytes.
+#[derive(Clone, Debug, Hash, Serialize)]
 pub struct ObjectKey {
     /// The MCP collection of its kind.
     pub collection: Arc<str>,
     /// `namespace/name` (`/name` for cluster-scoped kinds).
     pub name: Arc<str>,
+}
+
+impl PartialEq for ObjectKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == std::cmp::Ordering::Equal
+    }
+}
+
+impl Eq for ObjectKey {}
+
+impl PartialOrd for ObjectKey {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for ObjectKey {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        fn by_address_first(a: &Arc<str>, b: &Arc<str>) -> std::cmp::Ordering {
+            if Arc::ptr_eq(a, b) {
+                std::cmp::Ordering::Equal
+            } else {
+                a.cmp(b)
+            }
+        }
+        by_address_first(&self.collection, &other.collection)
+            .then_with(|| by_address_first(&self.name, &other.name))
+    }
 }
 
 impl fmt::Display for ObjectKey {

@@ -203,13 +203,18 @@ impl Resolution {
             self.served = ServedObjects::default();
             self.conflicts.clear();
             self.warnings.clear();
-            let keys: Vec<ObjectKey> = self.defs.keys().cloned().collect();
+            let mut keys: Vec<ObjectKey> = self.defs.keys().cloned().collect();
+            // In key order: each insert into the served map then walks the
+            // nodes the one before it did.
+            keys.sort_unstable();
             for key in &keys {
                 self.settle(key);
             }
             Changes::All
         } else {
-            let dirty: Vec<ObjectKey> = self.dirty.drain().collect();
+            let mut dirty: Vec<ObjectKey> = self.dirty.drain().collect();
+            // In key order, as above.
+            dirty.sort_unstable();
             Changes::Some(dirty.iter().filter_map(|k| self.settle(k)).collect())
         };
         Resolved {

@@ -111,10 +111,8 @@ impl Builder {
                 self.node()?;
                 if let Some(Frame::Map(frame @ MapFrame { key: None, .. })) = self.stack.last_mut()
                 {
+                    // A duplicate is found when its value is attached.
                     let name = key_text(text.as_ref(), style)?;
-                    if frame.map.contains_key(&name) {
-                        return None;
-                    }
                     if style == ScalarStyle::Plain
                         && let Some(value) = integer(trim(&name))
                     {
@@ -176,7 +174,9 @@ impl Builder {
             None => return None,
             Some(Frame::Seq(items)) => items.push(value),
             Some(Frame::Map(frame)) => {
-                frame.map.insert(frame.key.take()?, value);
+                if frame.map.insert(frame.key.take()?, value).is_some() {
+                    return None; // a duplicate key
+                }
             }
         }
         Some(())

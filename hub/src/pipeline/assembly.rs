@@ -174,16 +174,29 @@ impl Assembly {
         // change their groups' signatures.
         let mut touched: HashMap<Class, BTreeSet<Arc<str>>> = HashMap::new();
         let mut regrouped: HashMap<Group, Box<[Class]>> = HashMap::new();
+        // Changes come in key order: runs of one class and collection are
+        // the rule (100,000 objects of one class at start), noted once.
+        // (The last pair is held, so that neither address can be reused.)
+        let mut last_touched: Option<(Class, Arc<str>)> = None;
+        let mut touch = |class: &Class, collection: &Arc<str>| {
+            let same = last_touched
+                .as_ref()
+                .is_some_and(|(c, n)| c == class && Arc::ptr_eq(n, collection));
+            if !same {
+                last_touched = Some((class.clone(), collection.clone()));
+                touched
+                    .entry(class.clone())
+                    .or_default()
+                    .insert(collection.clone());
+            }
+        };
         for d in changes {
             if let Some(b) = d.before {
                 let class = Class(b.groups.clone());
                 if let Some(content) = self.classes.get_mut(&class) {
                     content.remove(b.collection, &b.resource.name);
                     let empty = content.len == 0;
-                    touched
-                        .entry(class.clone())
-                        .or_default()
-                        .insert(b.collection.clone());
+                    touch(&class, b.collection);
                     if empty {
                         self.classes.remove(&class);
                         self.regroup(&class, false, &mut regrouped);
@@ -205,10 +218,7 @@ impl Assembly {
                         },
                     );
                 }
-                touched
-                    .entry(class)
-                    .or_default()
-                    .insert(a.collection.clone());
+                touch(&class, a.collection);
             }
         }
 

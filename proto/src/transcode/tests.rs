@@ -680,44 +680,48 @@ fn encode_every_field(msg: &DynamicMessage, out: &mut Vec<u8>) {
     }
 }
 
-#[test]
-fn every_fixture_body_encodes_as_every_field_taken_apart() {
+/// Every object of the Istio fixtures (`../shared/fixtures/istio`).
+pub(super) fn fixture_objects() -> Vec<Object> {
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/fixtures/istio");
-    let kinds = KindTable::builtin();
-    let (mut with_maps, mut without) = (0, 0);
+    let mut objects = Vec::new();
     let mut dirs = vec![std::path::PathBuf::from(root)];
     while let Some(dir) = dirs.pop() {
         for entry in std::fs::read_dir(&dir).expect("fixtures") {
             let path = entry.expect("entry").path();
             if path.is_dir() {
                 dirs.push(path);
-                continue;
+            } else if path.extension().is_some_and(|e| e == "yaml") {
+                let text = std::fs::read_to_string(&path).expect("fixture");
+                objects.extend(parse_yaml(&text).into_iter().flatten());
             }
-            if path.extension().is_none_or(|e| e != "yaml") {
-                continue;
-            }
-            let text = std::fs::read_to_string(&path).expect("fixture");
-            for obj in parse_yaml(&text).into_iter().flatten() {
-                let Ok(kind) = kind_of(&kinds, &obj) else {
-                    continue;
-                };
-                let Some(desc) = kind.descriptor() else {
-                    continue;
-                };
-                let Some(spec) = obj.spec() else { continue };
-                let Ok(msg) = spec_to_message(&desc, spec) else {
-                    continue;
-                };
-                let (mut fast, mut reference) = (Vec::new(), Vec::new());
-                encode_canonical(&msg, &mut fast);
-                encode_every_field(&msg, &mut reference);
-                assert_eq!(fast, reference, "{} {}", obj.kind, obj.metadata.name);
-                if holds_map(&msg) {
-                    with_maps += 1;
-                } else {
-                    without += 1;
-                }
-            }
+        }
+    }
+    objects
+}
+
+#[test]
+fn every_fixture_body_encodes_as_every_field_taken_apart() {
+    let kinds = KindTable::builtin();
+    let (mut with_maps, mut without) = (0, 0);
+    for obj in fixture_objects() {
+        let Ok(kind) = kind_of(&kinds, &obj) else {
+            continue;
+        };
+        let Some(desc) = kind.descriptor() else {
+            continue;
+        };
+        let Some(spec) = obj.spec() else { continue };
+        let Ok(msg) = spec_to_message(&desc, spec) else {
+            continue;
+        };
+        let (mut fast, mut reference) = (Vec::new(), Vec::new());
+        encode_canonical(&msg, &mut fast);
+        encode_every_field(&msg, &mut reference);
+        assert_eq!(fast, reference, "{} {}", obj.kind, obj.metadata.name);
+        if holds_map(&msg) {
+            with_maps += 1;
+        } else {
+            without += 1;
         }
     }
     assert!(

@@ -5,7 +5,8 @@ use proptest::prelude::*;
 use prost_reflect::{Kind as PKind, MessageDescriptor};
 use serde_json::{Map, Value, json};
 
-use super::super::{encode_canonical, kind_of, parse_yaml, spec_to_message};
+use super::super::tests::fixture_objects;
+use super::super::{encode_canonical, kind_of, spec_to_message};
 use super::encode;
 use crate::kinds::KindTable;
 
@@ -40,33 +41,18 @@ fn desc(kind: &str) -> MessageDescriptor {
 
 #[test]
 fn every_fixture_object_encodes_as_the_general_way_and_most_directly() {
-    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/fixtures/istio");
     let kinds = KindTable::builtin();
     let (mut direct, mut valid) = (0, 0);
-    let mut dirs = vec![std::path::PathBuf::from(root)];
-    while let Some(dir) = dirs.pop() {
-        for entry in std::fs::read_dir(&dir).expect("fixtures") {
-            let path = entry.expect("entry").path();
-            if path.is_dir() {
-                dirs.push(path);
-                continue;
-            }
-            if path.extension().is_none_or(|e| e != "yaml") {
-                continue;
-            }
-            let text = std::fs::read_to_string(&path).expect("fixture");
-            for obj in parse_yaml(&text).into_iter().flatten() {
-                let Some(desc) = kind_of(&kinds, &obj).ok().and_then(|k| k.descriptor()) else {
-                    continue;
-                };
-                let spec = obj.spec().cloned().unwrap_or_else(|| json!({}));
-                if general(&desc, &spec).is_some() {
-                    valid += 1;
-                }
-                if agree(&desc, &spec).is_some() {
-                    direct += 1;
-                }
-            }
+    for obj in fixture_objects() {
+        let Some(desc) = kind_of(&kinds, &obj).ok().and_then(|k| k.descriptor()) else {
+            continue;
+        };
+        let spec = obj.spec().cloned().unwrap_or_else(|| json!({}));
+        if general(&desc, &spec).is_some() {
+            valid += 1;
+        }
+        if agree(&desc, &spec).is_some() {
+            direct += 1;
         }
     }
     assert!(valid >= 50, "only {valid} valid fixture objects");

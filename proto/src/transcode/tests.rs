@@ -1,3 +1,5 @@
+use prost::encoding::{WireType, encode_key, encode_varint};
+use prost_reflect::{ReflectMessage as _, Value as PValue};
 use serde_json::json;
 
 use super::*;

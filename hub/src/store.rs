@@ -79,7 +79,8 @@ pub struct ObjectKey {
 
 impl PartialEq for ObjectKey {
     fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == std::cmp::Ordering::Equal
+        let same = |a: &Arc<str>, b: &Arc<str>| Arc::ptr_eq(a, b) || a == b;
+        same(&self.collection, &other.collection) && same(&self.name, &other.name)
     }
 }
 

@@ -50,6 +50,8 @@ thread_local! {
 /// Every message met so far, with the messages its fields name.
 #[derive(Default)]
 struct Tables {
+    /// The pool the tables describe.
+    pool: Option<prost_reflect::DescriptorPool>,
     by_name: HashMap<String, usize>,
     all: Vec<Table>,
 }
@@ -130,9 +132,15 @@ enum Scalar {
 impl Tables {
     /// `desc`'s table, built with every message it reaches.
     fn index(&mut self, desc: &MessageDescriptor) -> usize {
-        if let Some(&i) = self.by_name.get(desc.full_name())
-            && self.all[i].desc == *desc
-        {
+        // Names are unique within a pool; another pool starts afresh (there
+        // is one in the hub, so this is for tests).
+        if self.pool.as_ref() != Some(desc.parent_pool()) {
+            *self = Tables {
+                pool: Some(desc.parent_pool().clone()),
+                ..Tables::default()
+            };
+        }
+        if let Some(&i) = self.by_name.get(desc.full_name()) {
             return i;
         }
         let root = self.reserve(desc);
@@ -143,15 +151,20 @@ impl Tables {
             let mut fields = Vec::new();
             for f in desc.fields() {
                 let shape = if f.is_map() {
-                    let PKind::Message(entry) = f.kind() else {
-                        continue;
-                    };
-                    let (k, v) = (entry.map_entry_key_field(), entry.map_entry_value_field());
-                    Shape::Map {
-                        key: self.ty(&k, &mut todo),
-                        key_presence: k.supports_presence(),
-                        value: self.ty(&v, &mut todo),
-                        value_presence: v.supports_presence(),
+                    match f.kind() {
+                        PKind::Message(entry) => {
+                            let (k, v) =
+                                (entry.map_entry_key_field(), entry.map_entry_value_field());
+                            Shape::Map {
+                                key: self.ty(&k, &mut todo),
+                                key_presence: k.supports_presence(),
+                                value: self.ty(&v, &mut todo),
+                                value_presence: v.supports_presence(),
+                            }
+                        }
+                        // A map's kind is its entry message; were it not,
+                        // the general way decides.
+                        _ => Shape::Single(Ty::Other),
                     }
                 } else if f.is_list() {
                     Shape::List {
@@ -161,8 +174,6 @@ impl Tables {
                 } else {
                     Shape::Single(self.ty(&f, &mut todo))
                 };
-                by_name.insert(f.json_name().into(), fields.len());
-                by_name.insert(f.name().into(), fields.len());
                 fields.push(Field {
                     number: f.number(),
                     shape,
@@ -172,6 +183,15 @@ impl Tables {
                         u32::try_from(at).ok()
                     }),
                 });
+            }
+            // The general way looks a key up as a JSON name first, then as
+            // a proto name: one field's proto name may be another's JSON
+            // name, and the JSON name wins.
+            for (at, f) in desc.fields().enumerate() {
+                by_name.insert(f.name().into(), at);
+            }
+            for (at, f) in desc.fields().enumerate() {
+                by_name.insert(f.json_name().into(), at);
             }
             self.all[i].by_name = by_name;
             self.all[i].fields = fields;
@@ -223,8 +243,8 @@ impl Tables {
                 name if name.starts_with("google.protobuf.") => Ty::Other,
                 _ if f.is_group() => Ty::Other,
                 name => match self.by_name.get(name) {
-                    Some(&i) if self.all[i].desc == m => Ty::Message(i),
-                    _ => {
+                    Some(&i) => Ty::Message(i),
+                    None => {
                         let i = self.reserve(&m);
                         todo.push(i);
                         Ty::Message(i)
@@ -481,15 +501,7 @@ fn read_scalar(s: Scalar, v: &Value) -> Option<Read<'_>> {
             Read::U64(s, u64::try_from(integer(n)?).ok()?)
         }
         (Scalar::Double, Value::Number(n)) => Read::F64(float(n)?),
-        (Scalar::Float, Value::Number(n)) => {
-            let f = float(n)?;
-            if n.is_f64() && (f < f64::from(f32::MIN) || f > f64::from(f32::MAX)) {
-                return None;
-            }
-            // In range (or a whole number, which the general way casts).
-            #[allow(clippy::cast_possible_truncation)]
-            Read::F32(f as f32)
-        }
+        (Scalar::Float, Value::Number(n)) => Read::F32(float32(n)?),
         _ => return None,
     })
 }
@@ -500,6 +512,22 @@ fn integer(n: &Number) -> Option<i128> {
         Some(i128::from(u))
     } else {
         n.as_i64().map(i128::from)
+    }
+}
+
+/// A JSON number as the general way's float visitor reads it: an integer
+/// cast once (through `f64` it could round twice), a decimal in range.
+#[allow(clippy::cast_precision_loss, clippy::cast_possible_truncation)]
+fn float32(n: &Number) -> Option<f32> {
+    if let Some(u) = n.as_u64() {
+        Some(u as f32)
+    } else if let Some(i) = n.as_i64() {
+        Some(i as f32)
+    } else {
+        let f = n.as_f64()?;
+        (f64::from(f32::MIN)..=f64::from(f32::MAX))
+            .contains(&f)
+            .then_some(f as f32)
     }
 }
 

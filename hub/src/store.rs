@@ -69,7 +69,7 @@ const PARALLEL_MIN: usize = 8;
 /// Compared by address first: a collection's name is one `Arc` shared by
 /// every key of it (and an object's name by its definitions), so most
 /// comparisons in the store's maps need not read the bytes.
-#[derive(Clone, Debug, Hash, Serialize)]
+#[derive(Clone, Debug, Serialize)]
 pub struct ObjectKey {
     /// The MCP collection of its kind.
     pub collection: Arc<str>,
@@ -85,6 +85,14 @@ impl PartialEq for ObjectKey {
 }
 
 impl Eq for ObjectKey {}
+
+/// By content, as the derived hash would (equal keys have equal bytes).
+impl std::hash::Hash for ObjectKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.collection.hash(state);
+        self.name.hash(state);
+    }
+}
 
 impl PartialOrd for ObjectKey {
     fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {

@@ -9,16 +9,18 @@
 use std::sync::Arc;
 
 use http::HeaderValue;
-use meshhub_proto::mcp::RequestResources;
 use meshhub_proto::wire::EncodedResources;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tonic::Status;
-use tonic::codec::{BufferSettings, Streaming};
 use tonic::transport::Channel;
 use tower::ServiceExt as _;
 use tracing::Instrument;
+
+mod acks;
+
+use acks::Acks;
 
 use super::body::{Layout, ResponseBody};
 use super::drive::{End, Plumbing, Queued, drive, settle};
@@ -157,12 +159,6 @@ async fn dial_once(
     Ok((end, healthy))
 }
 
-/// The sink's requests (ACKs, NACKs: a collection, a nonce, an error) are
-/// small: the receive buffer starts at this size (tonic's default, 8 KiB
-/// per stream, was a twentieth of an idle cluster's memory); it grows for
-/// a larger message as any.
-const ACK_BUFFER: usize = 1024;
-
 /// Why [`establish`] gave no stream.
 enum CallError {
     /// The sink answered with a status (the connection works).
@@ -179,14 +175,15 @@ const ESTABLISH_PATH: &str = "/istio.mcp.v1alpha1.ResourceSink/EstablishResource
 /// generated client does, but with our message body, which holds nothing
 /// of a sent message once it is written (tonic's encoder keeps a buffer
 /// the size of the largest message for the life of the stream: a full
-/// snapshot per idle cluster). The answer is decoded by tonic, with the
-/// same checks (trailers-only status, HTTP status, message limit).
+/// snapshot per idle cluster). The answer is read by [`Acks`], with
+/// tonic's checks (trailers-only status, HTTP status, message limit) and
+/// a receive buffer that does not keep the size of the largest request.
 async fn establish<M, S>(
     channel: Channel,
     body: ResponseBody<M, S>,
     replica: Option<HeaderValue>,
     max_message_bytes: usize,
-) -> Result<Streaming<RequestResources>, CallError>
+) -> Result<Acks<tonic::body::Body>, CallError>
 where
     M: Layout,
     S: futures::Stream<Item = Result<M, Status>> + Unpin + Send + 'static,
@@ -209,19 +206,14 @@ where
         .await
         .map_err(|e| CallError::NoCall(DialError::Connect(crate::transport::connect_error(&e))))?;
     let status_code = response.status();
-    let decoder = tonic_prost::ProstCodec::<RequestResources, RequestResources>::raw_decoder(
-        BufferSettings::new(ACK_BUFFER, 32 * 1024),
-    );
     // A `grpc-status` among the headers: a trailers-only answer.
     match Status::from_header_map(response.headers()) {
         Some(status) if status.code() != tonic::Code::Ok => Err(CallError::Answered(status)),
-        Some(_) => Ok(Streaming::new_empty(decoder, response.into_body())),
-        None => Ok(Streaming::new_response(
-            decoder,
+        Some(_) => Ok(Acks::empty(response.into_body())),
+        None => Ok(Acks::new(
             response.into_body(),
             status_code,
-            None,
-            Some(max_message_bytes),
+            max_message_bytes,
         )),
     }
 }

@@ -207,7 +207,7 @@ where
         .map_err(|e| CallError::NoCall(DialError::Connect(crate::transport::connect_error(&e))))?;
     let status_code = response.status();
     // A `grpc-status` among the headers: a trailers-only answer.
-    match Status::from_header_map(response.headers()) {
+    match acks::status_of(response.headers()) {
         Some(status) if status.code() != tonic::Code::Ok => Err(CallError::Answered(status)),
         Some(_) => Ok(Acks::empty(response.into_body())),
         None => Ok(Acks::new(

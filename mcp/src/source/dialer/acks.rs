@@ -7,13 +7,14 @@
 //! 200 objects; an agent with persisted state declares it on every
 //! connection); every later one is an ACK of a few hundred bytes. Kept per
 //! cluster, that one message was ~21 KiB of each idle stream (heap profile
-//! at 504 clusters, docs/scaling.md). Here a buffer that held more than
+//! at 504 clusters, docs/scaling.md). Here a buffer that grew past
 //! [`KEEP`] bytes is given back once it is empty.
 //!
 //! The gRPC rules are tonic's: 5-byte frames (a compression flag, which
 //! must be 0 as no compression is agreed, and a length within the limit),
 //! the call's status from the trailers, and without one, a status inferred
-//! from the HTTP status as tonic infers it.
+//! from the HTTP status as tonic infers it (an answer other than HTTP 200
+//! is not read as gRPC at all).
 
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
@@ -26,8 +27,8 @@ use meshhub_proto::mcp::RequestResources;
 use prost::Message as _;
 use tonic::{Code, Status};
 
-/// A buffer that never held more than this is kept between messages (an
-/// ACK fits).
+/// A buffer whose capacity never went past this is kept between messages
+/// (an ACK fits).
 const KEEP: usize = 1024;
 /// A gRPC message's frame header: a flag byte and a 4-byte length.
 const HEADER: usize = 5;
@@ -38,7 +39,7 @@ pub(super) struct Acks<B> {
     buf: BytesMut,
     max_message_bytes: usize,
     http_status: StatusCode,
-    /// The buffer has held more than [`KEEP`] bytes since it was last let go.
+    /// The buffer's capacity went past [`KEEP`] since it was last let go.
     grown: bool,
     done: bool,
 }
@@ -69,27 +70,38 @@ impl<B> Acks<B> {
         if self.buf.len() < HEADER {
             return Ok(None);
         }
-        if self.buf[0] != 0 {
-            return Err(Status::internal(
-                "protocol error: a compressed message, but no compression was agreed",
-            ));
+        match self.buf[0] {
+            0 => {}
+            1 => {
+                return Err(Status::internal(
+                    "protocol error: a compressed message, but no compression was agreed",
+                ));
+            }
+            flag => {
+                return Err(Status::internal(format!(
+                    "protocol error: invalid compression flag {flag} (0 and 1 are valid)"
+                )));
+            }
         }
         let len = u32::from_be_bytes([self.buf[1], self.buf[2], self.buf[3], self.buf[4]]);
-        let len = usize::try_from(len).unwrap_or(usize::MAX);
-        if len > self.max_message_bytes {
-            return Err(Status::out_of_range(format!(
-                "a message of {len} bytes, over the limit of {} bytes",
-                self.max_message_bytes
-            )));
-        }
-        let Some(rest) = self.buf.get(HEADER..HEADER + len) else {
-            self.buf.reserve(HEADER + len - self.buf.len());
-            self.grown |= HEADER + len > KEEP;
+        let end = usize::try_from(len)
+            .ok()
+            .filter(|len| *len <= self.max_message_bytes)
+            .and_then(|len| len.checked_add(HEADER))
+            .ok_or_else(|| {
+                Status::out_of_range(format!(
+                    "a message of {len} bytes, over the limit of {} bytes",
+                    self.max_message_bytes
+                ))
+            })?;
+        let Some(rest) = self.buf.get(HEADER..end) else {
+            self.buf.reserve(end - self.buf.len());
+            self.grown |= self.buf.capacity() > KEEP;
             return Ok(None);
         };
         let message = RequestResources::decode(rest)
             .map_err(|e| Status::internal(format!("decoding a request: {e}")))?;
-        self.buf.advance(HEADER + len);
+        self.buf.advance(end);
         // Grown for a large message or a large frame: once it is empty, let
         // it go (what is left of a `BytesMut` holds its whole allocation).
         if self.grown && self.buf.is_empty() {
@@ -101,15 +113,23 @@ impl<B> Acks<B> {
 
     /// How the call ended once the body has: `None` for a clean end.
     fn ended(&self, trailers: Option<&http::HeaderMap>) -> Option<Status> {
-        if !self.buf.is_empty() {
-            return Some(Status::internal(
-                "protocol error: the stream ended inside a message",
-            ));
+        match trailers.and_then(status_of) {
+            // The sink's own word first, whatever was left unread.
+            Some(status) if status.code() != Code::Ok => return Some(status),
+            _ if !self.buf.is_empty() => {
+                return Some(Status::internal(
+                    "protocol error: the stream ended inside a message",
+                ));
+            }
+            Some(_) => return None,
+            None => {}
         }
-        if let Some(status) = trailers.and_then(Status::from_header_map) {
-            return (status.code() != Code::Ok).then_some(status);
-        }
-        // tonic's inference (gRPC's HTTP-to-gRPC status mapping).
+        self.inferred()
+    }
+
+    /// The status of a call whose answer has none: tonic's inference from
+    /// the HTTP status (gRPC's HTTP-to-gRPC status mapping).
+    fn inferred(&self) -> Option<Status> {
         let code = match self.http_status {
             StatusCode::OK => {
                 return Some(Status::unknown(
@@ -136,6 +156,22 @@ impl<B> Acks<B> {
     }
 }
 
+/// The gRPC status in `headers` (trailers, or the headers of a
+/// trailers-only answer). Status details are not used here and are left
+/// out: tonic panics on details that are not base64, and a sink's bytes
+/// must not end the dialer.
+pub(super) fn status_of(headers: &http::HeaderMap) -> Option<Status> {
+    if headers.contains_key(DETAILS) {
+        let mut headers = headers.clone();
+        headers.remove(DETAILS);
+        return Status::from_header_map(&headers);
+    }
+    Status::from_header_map(headers)
+}
+
+/// gRPC's status details header.
+const DETAILS: &str = "grpc-status-details-bin";
+
 impl<B> Stream for Acks<B>
 where
     B: Body<Data = bytes::Bytes> + Unpin,
@@ -145,6 +181,12 @@ where
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = &mut *self;
+        // Not a gRPC answer (a proxy's error page): its body is not read
+        // as frames; the HTTP status says what happened.
+        if !this.done && this.http_status != StatusCode::OK {
+            this.done = true;
+            return Poll::Ready(this.inferred().map(Err));
+        }
         loop {
             if this.done {
                 return Poll::Ready(None);
@@ -161,7 +203,7 @@ where
                 Some(Ok(frame)) => match frame.into_data() {
                     Ok(data) => {
                         this.buf.extend_from_slice(&data);
-                        this.grown |= this.buf.len() > KEEP;
+                        this.grown |= this.buf.capacity() > KEEP;
                         continue;
                     }
                     Err(frame) => match frame.into_trailers() {

@@ -159,6 +159,12 @@ async fn bad_frames_end_the_stream_with_a_clear_status() {
     cut.truncate(cut.len() - 1);
     for (data, limit, code, says) in [
         (compressed, 1 << 20, Code::Internal, "compressed"),
+        (
+            vec![60, 104, 116, 109, 108, 62],
+            1 << 20,
+            Code::Internal,
+            "flag 60",
+        ),
         (big, limit, Code::OutOfRange, "over the limit"),
         (cut, 1 << 20, Code::Internal, "inside a message"),
         (
@@ -179,6 +185,93 @@ async fn bad_frames_end_the_stream_with_a_clear_status() {
         assert_eq!(end.code(), code, "{end:?}");
         assert!(end.message().contains(says), "{end:?}");
     }
+}
+
+#[tokio::test]
+async fn a_large_request_split_across_frames_leaves_no_large_buffer() {
+    // As h2 carries it: frames of at most 16 KiB.
+    let mut bytes = framed(&declaring(400));
+    assert!(bytes.len() > 16 * 1024, "{} bytes", bytes.len());
+    bytes.extend(framed(&ack("1")));
+    let frames = bytes.chunks(16 * 1024).map(<[u8]>::to_vec).collect();
+    let mut acks = Acks::new(
+        body(frames, Some(trailers(0))),
+        http::StatusCode::OK,
+        1 << 20,
+    );
+    let first = acks.next().await.expect("a message").expect("decodes");
+    assert_eq!(first.initial_resource_versions.len(), 400);
+    let second = acks.next().await.expect("a message").expect("decodes");
+    assert_eq!(second.response_nonce, "1");
+    assert_eq!(acks.buf.capacity(), 0, "let go once empty");
+    assert!(acks.next().await.is_none());
+}
+
+#[tokio::test]
+async fn a_frame_of_many_small_messages_leaves_no_large_buffer() {
+    let many: Vec<u8> = (0..40).flat_map(|i| framed(&ack(&i.to_string()))).collect();
+    assert!(many.len() > 2 * KEEP, "{} bytes", many.len());
+    let mut acks = Acks::new(body(vec![many], None), http::StatusCode::OK, 1 << 20);
+    for i in 0..40 {
+        let got = acks.next().await.expect("a message").expect("decodes");
+        assert_eq!(got.response_nonce, i.to_string());
+    }
+    assert_eq!(acks.buf.capacity(), 0);
+}
+
+#[tokio::test]
+async fn the_sinks_status_wins_over_a_cut_message() {
+    let mut cut = framed(&ack("1"));
+    cut.truncate(cut.len() - 1);
+    let (_, end) = all(Acks::new(
+        body(vec![cut], Some(trailers(14))),
+        http::StatusCode::OK,
+        1 << 20,
+    ))
+    .await;
+    assert_eq!(end.expect("an error").code(), Code::Unavailable);
+}
+
+#[tokio::test]
+async fn an_answer_that_is_not_grpc_is_judged_by_its_http_status() {
+    let page = b"<html><body>502 Bad Gateway</body></html>".to_vec();
+    let (got, end) = all(Acks::new(
+        body(vec![page], None),
+        http::StatusCode::BAD_GATEWAY,
+        1 << 20,
+    ))
+    .await;
+    assert!(got.is_empty());
+    let end = end.expect("an error");
+    assert_eq!(end.code(), Code::Unavailable, "{end:?}");
+    assert!(end.message().contains("502"), "{end:?}");
+    // Trailers without a grpc-status on HTTP 200: unknown, as tonic says.
+    let mut bare = http::HeaderMap::new();
+    bare.insert("x-other", "1".parse().expect("header"));
+    let (_, end) = all(Acks::new(
+        body(vec![], Some(bare)),
+        http::StatusCode::OK,
+        1 << 20,
+    ))
+    .await;
+    assert_eq!(end.expect("an error").code(), Code::Unknown);
+}
+
+#[tokio::test]
+async fn status_details_that_are_not_base64_do_not_end_the_dialer() {
+    let mut t = trailers(13);
+    t.insert(
+        "grpc-status-details-bin",
+        "!!!not base64!!!".parse().expect("header"),
+    );
+    let (_, end) = all(Acks::new(
+        body(vec![], Some(t)),
+        http::StatusCode::OK,
+        1 << 20,
+    ))
+    .await;
+    let end = end.expect("an error");
+    assert_eq!((end.code(), end.message()), (Code::Internal, "said so"));
 }
 
 #[tokio::test]

@@ -74,23 +74,23 @@ struct Field {
 
 enum Shape {
     Single(Ty),
-    List {
-        ty: Ty,
-        packed: bool,
-    },
-    Map {
-        key: Ty,
-        key_presence: bool,
-        value: Ty,
-        value_presence: bool,
-    },
+    List { ty: Ty, packed: bool },
+    Map(Entry),
+}
+
+/// A map field's entry message (a key is always a scalar).
+struct Entry {
+    key: Scalar,
+    key_presence: bool,
+    value: Ty,
+    value_presence: bool,
 }
 
 impl Shape {
     /// The type of a single value, a list's element or a map's value.
     fn element(&self) -> &Ty {
         match self {
-            Shape::Single(ty) | Shape::List { ty, .. } | Shape::Map { value: ty, .. } => ty,
+            Shape::Single(ty) | Shape::List { ty, .. } | Shape::Map(Entry { value: ty, .. }) => ty,
         }
     }
 }
@@ -151,21 +151,10 @@ impl Tables {
             let mut fields = Vec::new();
             for f in desc.fields() {
                 let shape = if f.is_map() {
-                    match f.kind() {
-                        PKind::Message(entry) => {
-                            let (k, v) =
-                                (entry.map_entry_key_field(), entry.map_entry_value_field());
-                            Shape::Map {
-                                key: self.ty(&k, &mut todo),
-                                key_presence: k.supports_presence(),
-                                value: self.ty(&v, &mut todo),
-                                value_presence: v.supports_presence(),
-                            }
-                        }
-                        // A map's kind is its entry message; were it not,
-                        // the general way decides.
-                        _ => Shape::Single(Ty::Other),
-                    }
+                    // A map's kind is its entry message with a scalar key;
+                    // were it not, the general way decides.
+                    self.entry(&f, &mut todo)
+                        .map_or(Shape::Single(Ty::Other), Shape::Map)
                 } else if f.is_list() {
                     Shape::List {
                         ty: self.ty(&f, &mut todo),
@@ -197,6 +186,23 @@ impl Tables {
             self.all[i].fields = fields;
         }
         root
+    }
+
+    /// The entry of map field `f`.
+    fn entry(&mut self, f: &FieldDescriptor, todo: &mut Vec<usize>) -> Option<Entry> {
+        let PKind::Message(entry) = f.kind() else {
+            return None;
+        };
+        let (k, v) = (entry.map_entry_key_field(), entry.map_entry_value_field());
+        let Ty::Scalar(key) = self.ty(&k, todo) else {
+            return None;
+        };
+        Some(Entry {
+            key,
+            key_presence: k.supports_presence(),
+            value: self.ty(&v, todo),
+            value_presence: v.supports_presence(),
+        })
     }
 
     /// A slot for `desc` (its fields filled by [`Tables::index`]).
@@ -288,21 +294,7 @@ fn message(tables: &Tables, t: usize, obj: &Map<String, Value>, out: &mut Vec<u8
         match &field.shape {
             Shape::Single(ty) => single(tables, field.number, ty, field.presence, value, out)?,
             Shape::List { ty, packed } => list(tables, field.number, ty, *packed, value, out)?,
-            Shape::Map {
-                key,
-                key_presence,
-                value: vty,
-                value_presence,
-            } => {
-                let Ty::Scalar(key) = key else { return None };
-                let entry = Entry {
-                    key: *key,
-                    key_presence: *key_presence,
-                    value: vty,
-                    value_presence: *value_presence,
-                };
-                map(tables, field.number, &entry, value, out)?;
-            }
+            Shape::Map(entry) => map(tables, field.number, entry, value, out)?,
         }
     }
     Some(())
@@ -401,16 +393,8 @@ fn list(
     Some(())
 }
 
-/// A map field's entry message.
-struct Entry<'a> {
-    key: Scalar,
-    key_presence: bool,
-    value: &'a Ty,
-    value_presence: bool,
-}
-
 /// Writes a map's entries sorted by key (the canonical order).
-fn map(tables: &Tables, number: u32, e: &Entry<'_>, v: &Value, out: &mut Vec<u8>) -> Option<()> {
+fn map(tables: &Tables, number: u32, e: &Entry, v: &Value, out: &mut Vec<u8>) -> Option<()> {
     let obj = v.as_object()?;
     let mut entries = Vec::with_capacity(obj.len());
     for (k, item) in obj {
@@ -429,7 +413,7 @@ fn map(tables: &Tables, number: u32, e: &Entry<'_>, v: &Value, out: &mut Vec<u8>
         if e.key_presence || !k.is_default() {
             k.write(1, &mut body);
         }
-        single(tables, 2, e.value, e.value_presence, item, &mut body)?;
+        single(tables, 2, &e.value, e.value_presence, item, &mut body)?;
         nested(number, &body, out);
     }
     Some(())
@@ -460,13 +444,7 @@ fn nested(number: u32, body: &[u8], out: &mut Vec<u8>) {
 fn read_enum(e: &prost_reflect::EnumDescriptor, v: &Value) -> Option<i32> {
     match v {
         Value::String(name) => e.get_value_by_name(name).map(|value| value.number()),
-        Value::Number(n) => {
-            if let Some(u) = n.as_u64() {
-                i32::try_from(u).ok()
-            } else {
-                i32::try_from(n.as_i64()?).ok()
-            }
-        }
+        Value::Number(n) => i32::try_from(integer(n)?).ok(),
         _ => None,
     }
 }

@@ -124,17 +124,17 @@ impl<B> Acks<B> {
             Some(_) => return None,
             None => {}
         }
-        self.inferred()
+        Some(self.inferred())
     }
 
     /// The status of a call whose answer has none: tonic's inference from
     /// the HTTP status (gRPC's HTTP-to-gRPC status mapping).
-    fn inferred(&self) -> Option<Status> {
+    fn inferred(&self) -> Status {
         let code = match self.http_status {
             StatusCode::OK => {
-                return Some(Status::unknown(
+                return Status::unknown(
                     "protocol error: missing grpc-status trailer, stream was terminated without a final status",
-                ));
+                );
             }
             StatusCode::BAD_REQUEST => Code::Internal,
             StatusCode::UNAUTHORIZED => Code::Unauthenticated,
@@ -146,13 +146,13 @@ impl<B> Acks<B> {
             | StatusCode::GATEWAY_TIMEOUT => Code::Unavailable,
             _ => Code::Unknown,
         };
-        Some(Status::new(
+        Status::new(
             code,
             format!(
                 "grpc-status header missing, mapped from HTTP status code {}",
                 self.http_status.as_u16()
             ),
-        ))
+        )
     }
 }
 
@@ -185,7 +185,7 @@ where
         // as frames; the HTTP status says what happened.
         if !this.done && this.http_status != StatusCode::OK {
             this.done = true;
-            return Poll::Ready(this.inferred().map(Err));
+            return Poll::Ready(Some(Err(this.inferred())));
         }
         loop {
             if this.done {

@@ -57,6 +57,16 @@ fn body(data: Vec<Vec<u8>>, end: Option<http::HeaderMap>) -> Frames {
     StreamBody::new(futures::stream::iter(frames))
 }
 
+/// Everything `data` and `end` carry, answered with `http` (a 1 MiB
+/// message limit).
+async fn read(
+    data: Vec<Vec<u8>>,
+    end: Option<http::HeaderMap>,
+    http: http::StatusCode,
+) -> (Vec<RequestResources>, Option<tonic::Status>) {
+    all(Acks::new(body(data, end), http, 1 << 20)).await
+}
+
 async fn all(mut acks: Acks<Frames>) -> (Vec<RequestResources>, Option<tonic::Status>) {
     let mut got = Vec::new();
     while let Some(item) = acks.next().await {
@@ -126,11 +136,11 @@ async fn a_buffer_grown_by_a_frame_of_many_messages_is_given_back() {
 
 #[tokio::test]
 async fn the_status_comes_from_the_trailers_or_the_http_status() {
-    let (got, end) = all(Acks::new(
-        body(vec![framed(&ack("1"))], Some(trailers(13))),
+    let (got, end) = read(
+        vec![framed(&ack("1"))],
+        Some(trailers(13)),
         http::StatusCode::OK,
-        1 << 20,
-    ))
+    )
     .await;
     assert_eq!(got.len(), 1);
     let end = end.expect("an error status");
@@ -140,7 +150,7 @@ async fn the_status_comes_from_the_trailers_or_the_http_status() {
         (http::StatusCode::SERVICE_UNAVAILABLE, Code::Unavailable),
         (http::StatusCode::NOT_FOUND, Code::Unimplemented),
     ] {
-        let (_, end) = all(Acks::new(body(vec![], None), http, 1 << 20)).await;
+        let (_, end) = read(vec![], None, http).await;
         assert_eq!(
             end.expect("no status is an error").code(),
             code,
@@ -223,24 +233,14 @@ async fn a_frame_of_many_small_messages_leaves_no_large_buffer() {
 async fn the_sinks_status_wins_over_a_cut_message() {
     let mut cut = framed(&ack("1"));
     cut.truncate(cut.len() - 1);
-    let (_, end) = all(Acks::new(
-        body(vec![cut], Some(trailers(14))),
-        http::StatusCode::OK,
-        1 << 20,
-    ))
-    .await;
+    let (_, end) = read(vec![cut], Some(trailers(14)), http::StatusCode::OK).await;
     assert_eq!(end.expect("an error").code(), Code::Unavailable);
 }
 
 #[tokio::test]
 async fn an_answer_that_is_not_grpc_is_judged_by_its_http_status() {
     let page = b"<html><body>502 Bad Gateway</body></html>".to_vec();
-    let (got, end) = all(Acks::new(
-        body(vec![page], None),
-        http::StatusCode::BAD_GATEWAY,
-        1 << 20,
-    ))
-    .await;
+    let (got, end) = read(vec![page], None, http::StatusCode::BAD_GATEWAY).await;
     assert!(got.is_empty());
     let end = end.expect("an error");
     assert_eq!(end.code(), Code::Unavailable, "{end:?}");
@@ -248,12 +248,7 @@ async fn an_answer_that_is_not_grpc_is_judged_by_its_http_status() {
     // Trailers without a grpc-status on HTTP 200: unknown, as tonic says.
     let mut bare = http::HeaderMap::new();
     bare.insert("x-other", "1".parse().expect("header"));
-    let (_, end) = all(Acks::new(
-        body(vec![], Some(bare)),
-        http::StatusCode::OK,
-        1 << 20,
-    ))
-    .await;
+    let (_, end) = read(vec![], Some(bare), http::StatusCode::OK).await;
     assert_eq!(end.expect("an error").code(), Code::Unknown);
 }
 
@@ -264,12 +259,7 @@ async fn status_details_that_are_not_base64_do_not_end_the_dialer() {
         "grpc-status-details-bin",
         "!!!not base64!!!".parse().expect("header"),
     );
-    let (_, end) = all(Acks::new(
-        body(vec![], Some(t)),
-        http::StatusCode::OK,
-        1 << 20,
-    ))
-    .await;
+    let (_, end) = read(vec![], Some(t), http::StatusCode::OK).await;
     let end = end.expect("an error");
     assert_eq!((end.code(), end.message()), (Code::Internal, "said so"));
 }

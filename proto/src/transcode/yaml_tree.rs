@@ -1,28 +1,30 @@
-//! One YAML document read straight into a [`serde_json::Value`] from the
+//! One YAML document read straight into a [`serde_json::Value`] from a
 //! parser's events: the fast path of [`super::parse`].
 //!
 //! serde-saphyr reads YAML with `granit-parser` and then routes every event
 //! through serde's data model, which costs more than the parse itself (its
 //! deserializer layer is ~55 % of the YAML time; docs/performance.md, round
-//! 2 part 4). This module builds the tree from the same parser, configured
-//! as serde-saphyr configures it, for what manifests hold: mappings,
-//! sequences and untagged scalars, typed exactly as serde-saphyr types them
-//! into a `Value` with the options `parse.rs` uses (YAML 1.1 booleans,
-//! YAML 1.2 integers and floats, no legacy octal).
+//! 2 part 4). This module builds the tree from the events of
+//! `saphyr-parser`, the YAML 1.2 parser `granit-parser` was forked from
+//! (same scanner and grammar, ~1.5× faster on manifests: granit's events
+//! carry spans and comments it moves around), for what manifests hold:
+//! mappings, sequences and untagged scalars, typed exactly as serde-saphyr
+//! types them into a `Value` with the options `parse.rs` uses (YAML 1.1
+//! booleans, YAML 1.2 integers and floats, no legacy octal).
 //!
 //! Everything else makes [`read`] answer `None`, and the caller reads the
 //! document with serde-saphyr, which then decides and reports: a syntax
 //! error, anchors and aliases, tags, merge keys (`<<`), null or container
 //! keys, duplicate keys (plain integer keys compared by value, as
-//! serde-saphyr compares them), serde_json's private key tokens, a `%YAML`
-//! directive, a non-finite float, documents over 512 KiB and documents near
-//! serde-saphyr's depth and node budgets. Its tests
-//! hold it equal to serde-saphyr on every fixture and on generated scalars
-//! and documents; the one difference, long runs of comments, is at
-//! [`parser_options`].
+//! serde-saphyr compares them), serde_json's private key tokens, a
+//! directive (`%YAML`, `%TAG`), a tab, a non-finite float, documents over
+//! 512 KiB and documents near serde-saphyr's depth and node budgets. Its
+//! tests hold it equal to serde-saphyr on every fixture, on generated
+//! scalars and documents, and on random texts of YAML's indicators; the
+//! one difference, long runs of comments, is at [`read`].
 
+use saphyr_parser::{Event, Parser, ScalarStyle, Span};
 use serde_json::{Map, Number, Value};
-use serde_saphyr::granit_parser::{Event, Options, Parser, ScalarStyle, StrInput};
 
 /// Containers nested deeper than this go to serde-saphyr (its budget allows
 /// 64 and reports a breach).
@@ -38,32 +40,47 @@ const MAX_NODES: usize = 200_000;
 /// Manifests are a few KiB.
 const MAX_TEXT_BYTES: usize = 512 << 10;
 
-/// The parser's options as serde-saphyr sets them from its default budget,
-/// so that both paths accept and reject the same texts, except comments:
-/// they are not needed here, and without them the parser buffers none. (So
-/// a run of more than 32 comment lines where the parser looks ahead, such
-/// as between `key:` and its nested block, is read here; serde-saphyr
-/// refuses it with "too many buffered comments", a limit of its own that
-/// kubectl and Go's YAML do not have.)
-fn parser_options() -> Options {
-    let mut options = Options::default();
-    options.emit_comments = false;
-    options.simple_key_max_lookahead = 1024;
-    options.flow_nesting_limit = 255;
-    options.block_nesting_limit = options.block_nesting_limit.max(65);
-    options
+/// YAML's indicators, none of which may start a plain scalar.
+const INDICATORS: [char; 16] = [
+    '|', '>', '@', '`', '%', '!', '&', '*', '#', ',', '[', ']', '{', '}', '\'', '"',
+];
+
+/// Whether the text holds what this path leaves to serde-saphyr before
+/// parsing: a directive line (`%YAML`, `%TAG`; the events do not show
+/// them), a tab (where YAML allows one and where it does not is where
+/// parsers differ most), a line break of YAML 1.1 only (NEL, LS, PS;
+/// YAML 1.2 reads them as text), a byte order mark (at the start it is no
+/// content; elsewhere the two parsers disagree), or a last line of spaces
+/// with no line break after it (`saphyr-parser` keeps it as an empty line
+/// of a block scalar before it, `granit-parser` clips it).
+fn left_to_serde_saphyr(text: &str) -> bool {
+    text.len() > MAX_TEXT_BYTES
+        || text.starts_with('%')
+        || text.contains("\n%")
+        || text.contains('\t')
+        || (!text.ends_with('\n') && text.ends_with([' ', '\r']))
+        || (!text.is_ascii() && text.contains(['\u{85}', '\u{2028}', '\u{2029}', '\u{feff}']))
 }
 
 /// The document's value (`Value::Null` for an empty document), or `None`
 /// when serde-saphyr must read it (see the module's documentation).
+///
+/// Comments are not events of `saphyr-parser`, so a run of more than 32
+/// comment lines where the parser looks ahead (such as between `key:` and
+/// its nested block) is read here; serde-saphyr refuses it with "too many
+/// buffered comments", a limit of its own that kubectl and Go's YAML do
+/// not have.
 pub(super) fn read(text: &str) -> Option<Value> {
-    if text.len() > MAX_TEXT_BYTES {
+    if left_to_serde_saphyr(text) {
         return None;
     }
-    let mut builder = Builder::default();
-    for item in Parser::with_options(StrInput::new(text), parser_options()) {
-        let (event, _span) = item.ok()?;
-        builder.event(event)?;
+    let mut builder = Builder {
+        text,
+        ..Builder::default()
+    };
+    for item in Parser::new_from_str(text) {
+        let (event, span) = item.ok()?;
+        builder.event(event, span)?;
     }
     builder.finish()
 }
@@ -85,28 +102,64 @@ struct MapFrame {
     integer_keys: Vec<(bool, u128)>,
 }
 
+/// Where an open container is in the text.
+#[derive(Clone, Copy)]
+enum Place {
+    /// A block collection and the column of its keys or `-`.
+    Block(usize),
+    /// A flow collection (`[`, `{`) and the line it starts on.
+    Flow(usize),
+}
+
 #[derive(Default)]
-struct Builder {
+struct Builder<'t> {
+    text: &'t str,
     stack: Vec<Frame>,
+    /// Where each open container is, as `stack`.
+    places: Vec<Place>,
     root: Option<Value>,
     documents: usize,
     nodes: usize,
 }
 
-impl Builder {
-    /// Takes one event; `None` hands the document to serde-saphyr.
-    fn event(&mut self, event: Event<'_>) -> Option<()> {
+impl Builder<'_> {
+    /// Takes one event and where it is in the text (a flow collection's
+    /// start and end events span its bracket, a block collection's none);
+    /// `None` hands the document to serde-saphyr.
+    ///
+    /// Three shapes are left to serde-saphyr although `saphyr-parser`
+    /// reads them, because `granit-parser` (serde-saphyr's parser, and the
+    /// reference) reads them otherwise (found by the random-text test): a
+    /// quoted scalar over several lines (granit checks the continuation
+    /// lines' indentation), a flow collection over several lines (granit
+    /// refuses an implicit key whose `:` is on a later line), and a plain
+    /// scalar starting with an indicator (`[>]`: granit refuses it, as
+    /// YAML does).
+    fn event(&mut self, event: Event<'_>, span: Span) -> Option<()> {
         match event {
-            Event::StreamStart | Event::StreamEnd | Event::DocumentEnd | Event::Comment(..) => {}
-            Event::DocumentStart(_, version) => {
+            Event::StreamStart | Event::StreamEnd | Event::DocumentEnd => {}
+            Event::DocumentStart(_) => {
                 self.documents += 1;
-                if self.documents > 1 || version.is_some() {
+                if self.documents > 1 {
                     return None;
                 }
             }
             Event::Scalar(text, style, anchor, tag) => {
                 if anchor != 0 || tag.is_some() {
                     return None;
+                }
+                if style == ScalarStyle::Plain && text.starts_with(INDICATORS) {
+                    return None;
+                }
+                let quote = match style {
+                    ScalarStyle::SingleQuoted => Some('\''),
+                    ScalarStyle::DoubleQuoted => Some('"'),
+                    _ => None,
+                };
+                if let Some(quote) = quote
+                    && span.start.line() != span.end.line()
+                {
+                    self.check_continuations(span, quote)?;
                 }
                 self.node()?;
                 if let Some(Frame::Map(frame @ MapFrame { key: None, .. })) = self.stack.last_mut()
@@ -127,13 +180,18 @@ impl Builder {
                     self.attach(value)?;
                 }
             }
-            Event::SequenceStart(_, anchor, tag) => {
-                self.open(anchor, tag.is_some(), Frame::Seq(Vec::new()))?;
+            Event::SequenceStart(anchor, tag) => {
+                self.open(anchor, tag.is_some(), Frame::Seq(Vec::new()), span)?;
             }
-            Event::MappingStart(_, anchor, tag) => {
-                self.open(anchor, tag.is_some(), Frame::Map(MapFrame::default()))?;
+            Event::MappingStart(anchor, tag) => {
+                self.open(anchor, tag.is_some(), Frame::Map(MapFrame::default()), span)?;
             }
             Event::SequenceEnd | Event::MappingEnd => {
+                if let Some(Place::Flow(line)) = self.places.pop()
+                    && line != span.end.line()
+                {
+                    return None;
+                }
                 let value = match self.stack.pop()? {
                     Frame::Seq(items) => Value::Array(items),
                     Frame::Map(MapFrame { map, key: None, .. }) => Value::Object(map),
@@ -151,7 +209,7 @@ impl Builder {
         (self.nodes <= MAX_NODES).then_some(())
     }
 
-    fn open(&mut self, anchor: usize, tagged: bool, frame: Frame) -> Option<()> {
+    fn open(&mut self, anchor: usize, tagged: bool, frame: Frame, span: Span) -> Option<()> {
         if anchor != 0 || tagged || self.stack.len() >= MAX_DEPTH {
             return None;
         }
@@ -164,6 +222,41 @@ impl Builder {
         }
         self.node()?;
         self.stack.push(frame);
+        self.places.push(if span.is_empty() {
+            Place::Block(span.start.col())
+        } else {
+            Place::Flow(span.start.line())
+        });
+        Some(())
+    }
+
+    /// A quoted scalar over several lines: as `granit-parser` requires,
+    /// each continuation line is indented more than the enclosing block
+    /// collection (YAML 1.2.2's s-flow-line-prefix), unless it starts with
+    /// the closing quote; `None` otherwise. (A line after an escaped line
+    /// break, which granit does not check, is held to the same rule: such
+    /// a document goes to serde-saphyr, which decides.) Spans count
+    /// characters, so a text that is not ASCII goes to serde-saphyr too.
+    fn check_continuations(&self, span: Span, quote: char) -> Option<()> {
+        if !self.text.is_ascii() {
+            return None;
+        }
+        let block = self.places.iter().rev().find_map(|place| match place {
+            Place::Block(col) => Some(*col),
+            // Inside a flow collection over one line: no line breaks.
+            Place::Flow(_) => None,
+        });
+        let source = self.text.get(span.start.index()..span.end.index())?;
+        for line in source.split(['\n', '\r']).skip(1) {
+            let content = line.trim_start_matches(' ');
+            let col = line.len() - content.len();
+            if content.is_empty() || content.starts_with(quote) {
+                continue;
+            }
+            if block.is_some_and(|block| col <= block) {
+                return None;
+            }
+        }
         Some(())
     }
 

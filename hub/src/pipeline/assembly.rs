@@ -25,6 +25,7 @@ use std::sync::Arc;
 use meshhub_analyze::Facts;
 use meshhub_mcp::cache::Group;
 use meshhub_mcp::snapshot::{CollectionSnapshot, EMPTY, EncodedResource, Snapshot};
+use rayon::iter::{IntoParallelRefIterator as _, ParallelIterator as _};
 
 use crate::store::Accepted;
 
@@ -84,6 +85,9 @@ struct Content {
     len: usize,
 }
 
+/// Objects of one collection by name, sorted.
+type Run = Vec<(Arc<str>, Item)>;
+
 /// One object of a class.
 #[derive(Debug)]
 struct Item {
@@ -98,6 +102,19 @@ impl Content {
         if list.insert(item.resource.name.clone(), item).is_none() {
             self.len += 1;
         }
+    }
+
+    /// Adds a run of objects of one collection, sorted by name (built at
+    /// once when the collection's list is empty).
+    fn extend(&mut self, collection: Arc<str>, run: Run) {
+        let list = self.objects.entry(collection).or_default();
+        let before = list.len();
+        if before == 0 {
+            *list = run.into_iter().collect();
+        } else {
+            list.extend(run);
+        }
+        self.len += list.len() - before;
     }
 
     fn remove(&mut self, collection: &str, name: &str) {
@@ -190,35 +207,39 @@ impl Assembly {
                     .insert(collection.clone());
             }
         };
-        for d in changes {
-            if let Some(b) = d.before {
-                let class = Class(b.groups.clone());
-                if let Some(content) = self.classes.get_mut(&class) {
-                    content.remove(b.collection, &b.resource.name);
-                    let empty = content.len == 0;
-                    touch(&class, b.collection);
-                    if empty {
-                        self.classes.remove(&class);
-                        self.regroup(&class, false, &mut regrouped);
+        if reset {
+            self.fill(changes, analysing, &mut touch, &mut regrouped);
+        } else {
+            for d in changes {
+                if let Some(b) = d.before {
+                    let class = Class(b.groups.clone());
+                    if let Some(content) = self.classes.get_mut(&class) {
+                        content.remove(b.collection, &b.resource.name);
+                        let empty = content.len == 0;
+                        touch(&class, b.collection);
+                        if empty {
+                            self.classes.remove(&class);
+                            self.regroup(&class, false, &mut regrouped);
+                        }
                     }
                 }
-            }
-            if let Some(a) = d.after {
-                let class = Class(a.groups.clone());
-                if !self.classes.contains_key(&class) {
-                    self.classes.insert(class.clone(), Content::default());
-                    self.regroup(&class, true, &mut regrouped);
+                if let Some(a) = d.after {
+                    let class = Class(a.groups.clone());
+                    if !self.classes.contains_key(&class) {
+                        self.classes.insert(class.clone(), Content::default());
+                        self.regroup(&class, true, &mut regrouped);
+                    }
+                    if let Some(content) = self.classes.get_mut(&class) {
+                        content.insert(
+                            a.collection,
+                            Item {
+                                resource: a.resource.clone(),
+                                facts: a.facts.filter(|_| analysing).cloned(),
+                            },
+                        );
+                    }
+                    touch(&class, a.collection);
                 }
-                if let Some(content) = self.classes.get_mut(&class) {
-                    content.insert(
-                        a.collection,
-                        Item {
-                            resource: a.resource.clone(),
-                            facts: a.facts.filter(|_| analysing).cloned(),
-                        },
-                    );
-                }
-                touch(&class, a.collection);
             }
         }
 
@@ -264,6 +285,47 @@ impl Assembly {
             }
         }
         affected
+    }
+
+    /// Step 1 of [`Assembly::update`] after a reset: every change is a new
+    /// object, in key order. Each run of one class and collection is
+    /// gathered and its list built at once from the sorted run (a bulk
+    /// build, not an insert per object: 100,000 objects at start).
+    fn fill<'a>(
+        &mut self,
+        changes: impl Iterator<Item = Delta<'a>>,
+        analysing: bool,
+        touch: &mut impl FnMut(&Class, &Arc<str>),
+        regrouped: &mut HashMap<Group, Box<[Class]>>,
+    ) {
+        let mut runs: Vec<(Class, Arc<str>, Run)> = Vec::new();
+        for a in changes.filter_map(|d| d.after) {
+            let item = (
+                a.resource.name.clone(),
+                Item {
+                    resource: a.resource.clone(),
+                    facts: a.facts.filter(|_| analysing).cloned(),
+                },
+            );
+            match runs.last_mut() {
+                Some((class, collection, run))
+                    if Arc::ptr_eq(&class.0, a.groups) && Arc::ptr_eq(collection, a.collection) =>
+                {
+                    run.push(item);
+                }
+                _ => runs.push((Class(a.groups.clone()), a.collection.clone(), vec![item])),
+            }
+        }
+        for (class, collection, run) in runs {
+            touch(&class, &collection);
+            if !self.classes.contains_key(&class) {
+                self.classes.insert(class.clone(), Content::default());
+                self.regroup(&class, true, regrouped);
+            }
+            if let Some(content) = self.classes.get_mut(&class) {
+                content.extend(collection, run);
+            }
+        }
     }
 
     /// `class` appeared (`born`) or emptied: the signature of each group
@@ -376,32 +438,51 @@ fn assemble(
     members: &[Class],
     collections: &BTreeSet<Arc<str>>,
     reference: Option<&Arc<Snapshot>>,
-    touched: impl Fn(&str) -> bool,
+    touched: impl Fn(&str) -> bool + Sync,
 ) -> Arc<Snapshot> {
-    let mut snapshot = Snapshot::new();
-    let mut same = reference.is_some();
-    for coll in collections {
+    // Each collection: the reference's when untouched or unchanged (false),
+    // else built anew (true).
+    let build = |coll: &Arc<str>| {
         let old = reference.map(|r| r.collection(coll));
-        let c = match old {
-            Some(old) if !touched(coll) => old,
+        match old {
+            Some(old) if !touched(coll) => (old, false),
             old => {
                 let list = merged(classes, members, coll);
                 match old {
-                    Some(old) if old.holds_exactly(&list) => old,
-                    _ => {
-                        same = false;
-                        Arc::new(CollectionSnapshot::from_sorted(list))
-                    }
+                    Some(old) if old.holds_exactly(&list) => (old, false),
+                    _ => (Arc::new(CollectionSnapshot::from_sorted(list)), true),
                 }
             }
-        };
-        snapshot.insert(coll.clone(), c);
-    }
+        }
+    };
+    let objects: usize = members
+        .iter()
+        .filter_map(|c| classes.get(c))
+        .map(|c| c.len)
+        .sum();
+    // A large content's collections are merged and digested on the rayon
+    // pool (100,000 objects at start); a small one's on this thread.
+    let built: Vec<(Arc<CollectionSnapshot>, bool)> = if objects >= PARALLEL_OBJECTS {
+        collections.par_iter().map(build).collect()
+    } else {
+        collections.iter().map(build).collect()
+    };
+    let same = reference.is_some() && built.iter().all(|(_, new)| !new);
     match reference {
         Some(r) if same && r.collections().count() == collections.len() => r.clone(),
-        _ => Arc::new(snapshot),
+        _ => {
+            let mut snapshot = Snapshot::new();
+            for (coll, (c, _)) in collections.iter().zip(built) {
+                snapshot.insert(coll.clone(), c);
+            }
+            Arc::new(snapshot)
+        }
     }
 }
+
+/// From how many objects a signature's collections are assembled in
+/// parallel.
+const PARALLEL_OBJECTS: usize = 4096;
 
 /// Up to how many classes beyond the first [`merged`] merges in one by
 /// one (each a pass over what it holds); more are sorted together.

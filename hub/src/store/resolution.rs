@@ -13,6 +13,8 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
+use rayon::slice::ParallelSliceMut as _;
+
 use super::{Accepted, Conflict, ObjectKey, Outcome, Rejected, Stored, Warning};
 use crate::source::Origin;
 
@@ -99,12 +101,15 @@ impl Resolved {
     }
 }
 
+/// An object's accepted definitions, sorted by origin (the winner first).
+type Definitions = Vec<(Origin, Arc<Accepted>)>;
+
 /// The resolution's state, kept by the store between resolutions.
 #[derive(Debug)]
 pub(super) struct Resolution {
     /// Every accepted definition of each object, sorted by origin (the
     /// winner first; almost always one: a list, not a map, per object).
-    defs: HashMap<ObjectKey, Vec<(Origin, Arc<Accepted>)>>,
+    defs: HashMap<ObjectKey, Definitions>,
     /// Objects whose definitions changed since the last resolution.
     dirty: HashSet<ObjectKey>,
     /// Everything changed (nothing resolved yet, or rules replaced).
@@ -200,20 +205,12 @@ impl Resolution {
     pub(super) fn resolve(&mut self) -> Resolved {
         let changes = if std::mem::take(&mut self.all) {
             self.dirty.clear();
-            self.served = ServedObjects::default();
-            self.conflicts.clear();
-            self.warnings.clear();
-            let mut keys: Vec<ObjectKey> = self.defs.keys().cloned().collect();
-            // In key order: each insert into the served map then walks the
-            // nodes the one before it did.
-            keys.sort_unstable();
-            for key in &keys {
-                self.settle(key);
-            }
+            self.settle_all();
             Changes::All
         } else {
             let mut dirty: Vec<ObjectKey> = self.dirty.drain().collect();
-            // In key order, as above.
+            // In key order: each insert into the served map then walks the
+            // nodes the one before it did.
             dirty.sort_unstable();
             Changes::Some(dirty.iter().filter_map(|k| self.settle(k)).collect())
         };
@@ -224,6 +221,42 @@ impl Resolution {
             rejected: self.rejected.values().flatten().cloned().collect(),
             warnings: self.warnings.values().flatten().cloned().collect(),
         }
+    }
+
+    /// Settles every object anew (nothing served before): one pass over
+    /// the definitions in key order, each served object inserted once (no
+    /// lookup of what was served, nothing to remove).
+    fn settle_all(&mut self) {
+        let mut served = imbl::OrdMap::new();
+        let mut conflicts = BTreeMap::new();
+        let mut warnings = BTreeMap::new();
+        let mut defs: Vec<(&ObjectKey, &Definitions)> = self.defs.iter().collect();
+        // In key order: each insert then walks the nodes the one before it
+        // did (sorted on both cores: 100,000 keys at start).
+        defs.par_sort_unstable_by(|a, b| a.0.cmp(b.0));
+        for (key, defs) in defs {
+            let Some(((origin, winner), ignored)) = defs.split_first() else {
+                continue;
+            };
+            if !ignored.is_empty() {
+                conflicts.insert(
+                    key.clone(),
+                    Conflict {
+                        kind: winner.kind.to_string(),
+                        key: key.clone(),
+                        winner: origin.clone(),
+                        ignored: ignored.iter().map(|(o, _)| o.clone()).collect(),
+                    },
+                );
+            }
+            if !winner.warnings.is_empty() {
+                warnings.insert(key.clone(), warnings_of(origin, winner));
+            }
+            served.insert(key.clone(), (winner.clone(), origin.clone()));
+        }
+        self.served = ServedObjects { entries: served };
+        self.conflicts = conflicts;
+        self.warnings = warnings;
     }
 
     /// Settles one object: its winner, conflict and warnings; what changed
@@ -260,15 +293,8 @@ impl Resolution {
                 if winner.warnings.is_empty() {
                     self.warnings.remove(key);
                 } else {
-                    let warnings = winner
-                        .warnings
-                        .iter()
-                        .map(|w| Warning {
-                            origin: origin.clone(),
-                            message: w.clone(),
-                        })
-                        .collect();
-                    self.warnings.insert(key.clone(), warnings);
+                    self.warnings
+                        .insert(key.clone(), warnings_of(&origin, &winner));
                 }
                 self.served
                     .entries
@@ -283,4 +309,16 @@ impl Resolution {
         };
         (!same).then_some(Changed { before, after })
     }
+}
+
+/// The served definition's warnings, each with where it came from.
+fn warnings_of(origin: &Origin, winner: &Accepted) -> Vec<Warning> {
+    winner
+        .warnings
+        .iter()
+        .map(|w| Warning {
+            origin: origin.clone(),
+            message: w.clone(),
+        })
+        .collect()
 }

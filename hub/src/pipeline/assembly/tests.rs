@@ -362,3 +362,50 @@ fn classes_merge_into_one_sorted_list() {
         assert!(merged(&all, &members, DR).is_empty());
     }
 }
+
+/// A build after a reset takes each run of one class and collection at
+/// once (and a large content's collections on the rayon pool): every
+/// group's snapshot equals the one built object by object, with classes
+/// interleaved in each collection.
+#[test]
+fn a_reset_build_equals_one_made_object_by_object() {
+    let gs = groups(5);
+    let lists: Vec<Arc<[Group]>> = vec![
+        list(&["c0", "c1", "c2", "c3", "c4"]),
+        list(&["c0"]),
+        list(&["c1", "c3"]),
+        list(&["c2", "c3", "c4"]),
+    ];
+    for n in [40usize, PARALLEL_OBJECTS + 100] {
+        let objs = || -> Vec<Obj> {
+            (0..n)
+                .map(|i| {
+                    // Runs of 1–3 objects of one class, classes interleaved.
+                    let class = &lists[(i / (1 + i % 3)) % lists.len()];
+                    let coll = if i % 5 < 2 { VS } else { DR };
+                    obj(class, coll, &format!("ns/o{i:06}"), &(i % 7).to_string())
+                })
+                .collect()
+        };
+        let mut bulk = Rig::default();
+        let mut bulk_published = HashMap::new();
+        let changed = build(&mut bulk, &mut objs(), &gs, &mut bulk_published);
+        assert_eq!(changed, gs.len());
+        let mut one_by_one = Rig::default();
+        let mut published = HashMap::new();
+        build(&mut one_by_one, &mut Vec::new(), &gs, &mut published);
+        build(&mut one_by_one, &mut objs(), &gs, &mut published);
+        assert_eq!(bulk.a.distinct(), one_by_one.a.distinct(), "{n} objects");
+        for g in &gs {
+            for coll in [VS, DR] {
+                let (b, o) = (
+                    bulk_published[g].collection(coll),
+                    published[g].collection(coll),
+                );
+                assert!(!b.is_empty(), "{n} objects, {g}, {coll}");
+                assert_eq!(*b, *o, "{n} objects, {g}, {coll}");
+                assert_eq!(b.version(), o.version(), "{n} objects, {g}, {coll}");
+            }
+        }
+    }
+}

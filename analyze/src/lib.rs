@@ -115,10 +115,12 @@ pub fn analyze_for<'a>(
     target: &Target<'_>,
 ) -> Vec<Message> {
     let objects: Vec<&Facts> = objects.into_iter().collect();
-    merge(
-        &analyze_set(objects.iter().copied()),
-        skew_for(&objects, target),
+    report::Report::from_messages(
+        analyze_set(objects.iter().copied())
+            .into_iter()
+            .chain(skew_for(&objects, target)),
     )
+    .into_messages()
 }
 
 /// The messages about the set `objects` that do not depend on the cluster
@@ -165,9 +167,16 @@ pub fn cluster_for(objects: &[&Facts], cluster: &Cluster<'_>) -> Vec<Message> {
 }
 
 /// [`analyze_set`]'s messages with [`skew_for`]'s, by object as
-/// [`analyze_for`] gives them. The set's messages may be held any way
-/// (a caller sharing them between sets holds `Arc<Message>`s).
-pub fn merge<M: std::borrow::Borrow<Message>>(set: &[M], skew: Vec<Message>) -> Vec<Message> {
-    report::Report::from_messages(set.iter().map(|m| m.borrow().clone()).chain(skew))
-        .into_messages()
+/// [`analyze_for`] gives them. The set's messages are shared, not copied:
+/// a set's analysis is merged once per cluster that holds it (10,000 at
+/// once when a change reaches every cluster).
+pub fn merge(set: &[std::sync::Arc<Message>], skew: Vec<Message>) -> Vec<std::sync::Arc<Message>> {
+    let mut out: Vec<std::sync::Arc<Message>> = set
+        .iter()
+        .cloned()
+        .chain(skew.into_iter().map(std::sync::Arc::new))
+        .collect();
+    out.sort_by(|a, b| report::order(a, b));
+    out.dedup();
+    out
 }

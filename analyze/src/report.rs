@@ -14,6 +14,7 @@ pub struct Report {
 impl Report {
     /// A finding about `f`.
     pub fn push(&mut self, f: &Facts, code: Code, path: &str, text: String) {
+        let text = exact(text);
         self.messages.push(Message {
             code,
             kind: f.kind.as_str().to_owned(),
@@ -34,6 +35,7 @@ impl Report {
         code: Code,
         text: String,
     ) {
+        let text = exact(text);
         self.messages.push(Message {
             code,
             kind: kind.to_owned(),
@@ -58,6 +60,14 @@ impl Report {
         self.messages.dedup();
         self.messages
     }
+}
+
+/// `text` holding no more than its length: a formatted message grows by
+/// doubling, and a set analysis keeps its messages (at 100,000 generated
+/// objects, ~20 MiB of spare capacity).
+fn exact(mut text: String) -> String {
+    text.shrink_to_fit();
+    text
 }
 
 /// The order of messages: by object (namespace, kind, name), then path,
@@ -170,5 +180,50 @@ mod tests {
         assert_eq!(first.len(), NAMES_SHOWN + 1);
         assert_eq!(total, None);
         assert_eq!(first_names(&[&long], "n00").1, Some(29));
+    }
+
+    fn message(name: &str, text: &str) -> Message {
+        Message {
+            code: crate::message::REFERENCED_RESOURCE_NOT_FOUND,
+            kind: "VirtualService".into(),
+            namespace: "ns".into(),
+            name: name.into(),
+            path: String::new(),
+            text: text.into(),
+        }
+    }
+
+    #[test]
+    fn a_merge_shares_the_set_messages_in_order_without_repeats() {
+        let set: Vec<std::sync::Arc<Message>> =
+            vec![message("a", "x").into(), message("c", "x").into()];
+        let skew = vec![message("b", "y"), message("a", "x")];
+        let merged = crate::merge(&set, skew);
+        let names: Vec<&str> = merged.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(names, ["a", "b", "c"]);
+        assert!(
+            std::sync::Arc::ptr_eq(&merged[0], &set[0]),
+            "a copy of the set's message"
+        );
+        assert!(
+            std::sync::Arc::ptr_eq(&merged[2], &set[1]),
+            "a copy of the set's message"
+        );
+    }
+
+    #[test]
+    fn a_message_keeps_no_spare_capacity() {
+        let mut text = String::with_capacity(1024);
+        text.push_str("short");
+        let mut report = Report::default();
+        report.push_about(
+            "CustomResourceDefinition",
+            "",
+            "x",
+            crate::message::REFERENCED_RESOURCE_NOT_FOUND,
+            text,
+        );
+        let m = report.into_messages();
+        assert_eq!(m[0].text.capacity(), "short".len());
     }
 }

@@ -55,16 +55,11 @@ pub struct AnalysisMessage {
     pub message: String,
 }
 
+/// Copies only what the view shows (the object's kind, namespace and
+/// name as one `origin`): the analysed message stays shared by every
+/// cluster whose content says it.
 impl From<&meshhub_analyze::Message> for AnalysisMessage {
     fn from(m: &meshhub_analyze::Message) -> Self {
-        Self::from(m.clone())
-    }
-}
-
-/// Takes the message's strings over (an analysis of 100,000 objects may
-/// say 100,000 things: a copy of each was tens of MiB more at its peak).
-impl From<meshhub_analyze::Message> for AnalysisMessage {
-    fn from(m: meshhub_analyze::Message) -> Self {
         use meshhub_analyze::Severity;
         Self {
             code: m.code.code.to_owned(),
@@ -75,8 +70,8 @@ impl From<meshhub_analyze::Message> for AnalysisMessage {
                 Severity::Info => Level::Info,
             },
             origin: m.object(),
-            path: m.path,
-            message: m.text,
+            path: m.path.clone(),
+            message: m.text.clone(),
         }
     }
 }

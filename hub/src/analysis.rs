@@ -272,6 +272,7 @@ impl Analysis {
         let (group, version) = (&group, version.as_str());
         let holding: Vec<&Message> = messages
             .iter()
+            .map(|m| &**m)
             .filter(|m| spec.hold_back.contains(m.code.code))
             .collect();
         let reasons: Vec<String> = holding.iter().map(ToString::to_string).collect();
@@ -289,8 +290,8 @@ impl Analysis {
             *counts.entry((m.code.code, m.code.severity)).or_default() += 1;
         }
         let views: Vec<Arc<AnalysisMessage>> = messages
-            .into_iter()
-            .map(|m| intern(&mut self.interned, AnalysisMessage::from(m)))
+            .iter()
+            .map(|m| intern(&mut self.interned, AnalysisMessage::from(&**m)))
             .collect();
         let prev = self.groups.remove(group);
         // The same content analysed again (its cluster's facts changed):
@@ -463,7 +464,8 @@ pub struct Done {
     /// The build's version id.
     pub version: String,
     base: Base,
-    messages: Vec<Message>,
+    /// Shared with the set's analysis.
+    messages: Vec<Arc<Message>>,
 }
 
 /// The set analysis (every analyzer but the version check) of each content

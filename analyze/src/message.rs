@@ -2,6 +2,7 @@
 //! one object.
 
 use std::fmt;
+use std::sync::Arc;
 
 /// How serious a message is (Istio's levels).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -176,8 +177,10 @@ pub struct Message {
     /// The field the finding is about (`spec.gateways[0]`); empty for the
     /// object as a whole.
     pub path: String,
-    /// What was found, in Istio's words where Istio has the code.
-    pub text: String,
+    /// What was found, in Istio's words where Istio has the code. Shared:
+    /// the set's analysis, every cluster's merge of it and the hub's view
+    /// of it hold one copy.
+    pub text: Arc<str>,
 }
 
 impl Message {

@@ -137,7 +137,7 @@ fn ist0101_subset_missing_from_the_set_only() {
     assert_eq!(run(&format!("{SUBSET_VS}\n---\n{other_ns}")).len(), 2);
     let texts: Vec<String> = analyze(&objects(SUBSET_VS))
         .iter()
-        .map(|m| m.text.clone())
+        .map(|m| m.text.to_string())
         .collect();
     assert_eq!(
         texts,
@@ -452,7 +452,7 @@ fn mh0002_names_what_a_cluster_release_lacks() {
         "Warning [MH0002] DestinationRule bookinfo/reviews spec.trafficPolicy.connectionPool.http.http2KeepAlive: needs Istio 1.31; cluster east runs 1.28.3"
     );
     assert_eq!(
-        m[1].text,
+        &*m[1].text,
         "TrafficExtension needs Istio 1.30; cluster east runs 1.28.3"
     );
 
@@ -519,11 +519,11 @@ fn mh0002_names_a_value_an_older_release_refuses() {
         ]
     );
     assert_eq!(
-        m[1].text,
+        &*m[1].text,
         "value 0.5 needs Istio 1.31 (older releases refuse values in (0,1)); cluster east runs 1.28.3"
     );
     assert_eq!(
-        m[0].text,
+        &*m[0].text,
         "value \"source.trustDomain\" needs Istio 1.30 (older releases refuse values in {source.trustDomain}); cluster east runs 1.28.3"
     );
     // 1.30 accepts the condition key, not yet the aggression; 1.31 both.

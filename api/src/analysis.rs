@@ -51,8 +51,9 @@ pub struct AnalysisMessage {
     /// The field (`spec.gateways[0]`); empty for the whole object.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub path: String,
-    /// What was found.
-    pub message: String,
+    /// What was found (shared with the analysis that found it: the hub
+    /// holds one copy of a message's text however many clusters show it).
+    pub message: Arc<str>,
 }
 
 /// Copies only what the view shows (the object's kind, namespace and

@@ -275,7 +275,7 @@ fn table(r: &Report) -> String {
                 } else {
                     m.path.clone()
                 },
-                m.message.clone(),
+                m.message.to_string(),
             ]);
         }
     }

@@ -174,7 +174,7 @@ spec:
     let refs: Vec<&Facts> = facts.iter().collect();
     let texts: Vec<String> = cluster_for(&refs, &with_services(&has))
         .into_iter()
-        .map(|m| m.text)
+        .map(|m| m.text.to_string())
         .collect();
     assert_eq!(
         texts[0],

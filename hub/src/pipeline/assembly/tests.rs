@@ -241,6 +241,18 @@ fn a_group_moving_to_another_content_or_losing_every_object_is_rebuilt_right() {
     );
 }
 
+/// Placements over groups c0–c4: everywhere, one group, and overlapping
+/// sets.
+fn five_placements() -> Vec<Arc<[Group]>> {
+    vec![
+        list(&["c0", "c1", "c2", "c3", "c4"]),
+        list(&["c0"]),
+        list(&["c1", "c3"]),
+        list(&["c2", "c3", "c4"]),
+        list(&["c4"]),
+    ]
+}
+
 #[test]
 fn content_equals_a_build_from_scratch_across_random_changes() {
     // A small deterministic generator: each round moves, changes, adds
@@ -248,13 +260,7 @@ fn content_equals_a_build_from_scratch_across_random_changes() {
     // from its objects alone, and keep its address when its content
     // did not move.
     let gs = groups(5);
-    let lists: Vec<Arc<[Group]>> = vec![
-        list(&["c0", "c1", "c2", "c3", "c4"]),
-        list(&["c0"]),
-        list(&["c1", "c3"]),
-        list(&["c2", "c3", "c4"]),
-        list(&["c4"]),
-    ];
+    let lists = five_placements();
     let mut seed = 7u64;
     let mut next = move |n: u64| {
         seed = seed
@@ -370,12 +376,7 @@ fn classes_merge_into_one_sorted_list() {
 #[test]
 fn a_reset_build_equals_one_made_object_by_object() {
     let gs = groups(5);
-    let lists: Vec<Arc<[Group]>> = vec![
-        list(&["c0", "c1", "c2", "c3", "c4"]),
-        list(&["c0"]),
-        list(&["c1", "c3"]),
-        list(&["c2", "c3", "c4"]),
-    ];
+    let lists = five_placements();
     for n in [40usize, PARALLEL_OBJECTS + 100] {
         let objs = || -> Vec<Obj> {
             (0..n)

@@ -52,7 +52,7 @@ fn quick_suite_delivers_correct_data_and_prints_the_table() {
         "≥ 50 %",
         "| P4 ingest",
         "≤ 2 s",
-        "≤ 3×",
+        "≤ 4×",
         "| clusters: a change every cluster receives",
         "| clusters: a change of one cluster",
         "| clusters: hub RSS per idle synced cluster",

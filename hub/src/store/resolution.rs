@@ -232,7 +232,7 @@ impl Resolution {
         let mut warnings = BTreeMap::new();
         let mut defs: Vec<(&ObjectKey, &Definitions)> = self.defs.iter().collect();
         // In key order: each insert then walks the nodes the one before it
-        // did (sorted on both cores: 100,000 keys at start).
+        // did (sorted on the rayon pool: 100,000 keys at start).
         defs.par_sort_unstable_by(|a, b| a.0.cmp(b.0));
         for (key, defs) in defs {
             let Some(((origin, winner), ignored)) = defs.split_first() else {

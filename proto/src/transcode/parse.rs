@@ -383,9 +383,11 @@ fn is_marker(line: &str, m: &str) -> bool {
         .is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', '\t', '\r', '\n']))
 }
 
-/// Whether YAML text has anything besides blank lines and comments.
+/// Whether YAML text has anything besides blank lines and comments. A lone
+/// CR breaks a line too (YAML's rule): a text of lone-CR lines whose first
+/// is a comment has content after it.
 fn has_content(text: &str) -> bool {
-    text.lines().any(|l| {
+    text.split(['\n', '\r']).any(|l| {
         let t = l.trim();
         !t.is_empty() && !t.starts_with('#')
     })

@@ -770,3 +770,14 @@ fn go_durations_read_as_istio_reads_them() {
     assert_eq!(go.body, pb.body);
     assert!(object_to_resource(&k, &vs("10 ms")).is_err());
 }
+
+/// A text whose lines end in a lone CR (YAML breaks lines there too) and
+/// whose first line is a comment is read, not taken for a comment alone.
+#[test]
+fn a_text_of_lone_cr_lines_after_a_comment_is_not_dropped() {
+    let text = "# a comment\rapiVersion: networking.istio.io/v1\rkind: VirtualService\rmetadata:\r  name: r\r  namespace: ns\rspec:\r  hosts: [a]\r";
+    let parsed = parse_yaml(text);
+    assert_eq!(parsed.len(), 1, "{parsed:?}");
+    let object = parsed[0].as_ref().expect("read");
+    assert_eq!(object.kind, "VirtualService");
+}

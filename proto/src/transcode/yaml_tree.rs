@@ -17,11 +17,15 @@
 //! error, anchors and aliases, tags, merge keys (`<<`), null or container
 //! keys, duplicate keys (plain integer keys compared by value, as
 //! serde-saphyr compares them), serde_json's private key tokens, a
-//! directive (`%YAML`, `%TAG`), a tab, a non-finite float, documents over
-//! 512 KiB and documents near serde-saphyr's depth and node budgets. Its
+//! directive (`%YAML`, `%TAG`), a tab or another control character, a
+//! non-finite float, documents over 512 KiB, documents near serde-saphyr's
+//! depth and node budgets, and the shapes the two parsers read differently
+//! (at [`left_to_serde_saphyr`] and `Builder::event`: each found by a
+//! test or a review, so a shape no test has tried may still differ). Its
 //! tests hold it equal to serde-saphyr on every fixture, on generated
-//! scalars and documents, and on random texts of YAML's indicators; the
-//! one difference, long runs of comments, is at [`read`].
+//! scalars and documents, and on random texts of YAML's indicators,
+//! quotes, escapes, line breaks and control characters; the one intended
+//! difference, long runs of comments, is at [`read`].
 
 use saphyr_parser::{Event, Parser, ScalarStyle, Span};
 use serde_json::{Map, Number, Value};
@@ -45,21 +49,45 @@ const INDICATORS: [char; 16] = [
     '|', '>', '@', '`', '%', '!', '&', '*', '#', ',', '[', ']', '{', '}', '\'', '"',
 ];
 
+/// How far (in characters) a key inside a flow collection may start before
+/// its value: granit-parser refuses an implicit key whose `:` is more than
+/// 1,024 characters after its start (serde-saphyr's
+/// `simple_key_max_lookahead`); saphyr-parser enforces that limit in block
+/// collections only. Under it, with a margin for the `:` and spaces.
+const FLOW_KEY_REACH: usize = 1000;
+
 /// Whether the text holds what this path leaves to serde-saphyr before
 /// parsing: a directive line (`%YAML`, `%TAG`; the events do not show
-/// them), a tab (where YAML allows one and where it does not is where
-/// parsers differ most), a line break of YAML 1.1 only (NEL, LS, PS;
-/// YAML 1.2 reads them as text), a byte order mark (at the start it is no
-/// content; elsewhere the two parsers disagree), or a last line of spaces
-/// with no line break after it (`saphyr-parser` keeps it as an empty line
-/// of a block scalar before it, `granit-parser` clips it).
+/// them), a control character (granit-parser refuses the characters YAML
+/// does not print — C0 but line breaks, DEL, C1, U+FFFE, U+FFFF —,
+/// saphyr-parser reads them; and a tab, where YAML allows one and where it
+/// does not is where parsers differ most), a line break of YAML 1.1 only
+/// (NEL, LS, PS; YAML 1.2 reads them as text), a byte order mark (at the
+/// start it is no content; elsewhere the two parsers disagree), or a last
+/// line of spaces with no line break after it (`saphyr-parser` keeps it as
+/// an empty line of a block scalar before it, `granit-parser` clips it).
 fn left_to_serde_saphyr(text: &str) -> bool {
     text.len() > MAX_TEXT_BYTES
         || text.starts_with('%')
         || text.contains("\n%")
-        || text.contains('\t')
+        || text.contains("\r%")
+        || text
+            .bytes()
+            .any(|b| (b < 0x20 && b != b'\n' && b != b'\r') || b == 0x7f)
         || (!text.ends_with('\n') && text.ends_with([' ', '\r']))
-        || (!text.is_ascii() && text.contains(['\u{85}', '\u{2028}', '\u{2029}', '\u{feff}']))
+        || (!text.is_ascii()
+            && text.chars().any(|c| {
+                matches!(
+                    c,
+                    '\u{80}'
+                        ..='\u{9f}'
+                            | '\u{2028}'
+                            | '\u{2029}'
+                            | '\u{feff}'
+                            | '\u{fffe}'
+                            | '\u{ffff}'
+                )
+            }))
 }
 
 /// The document's value (`Value::Null` for an empty document), or `None`
@@ -105,7 +133,13 @@ struct MapFrame {
 /// Where an open container is in the text.
 #[derive(Clone, Copy)]
 enum Place {
-    /// A block collection and the column of its keys or `-`.
+    /// A block collection and the column its start event gives: its first
+    /// key's, or its first `-`'s — for a sequence not indented under its
+    /// key, the column of its first item's content, past granit's block
+    /// indentation, so the continuation check is stricter there, never
+    /// laxer. (An implicit one-pair mapping inside a flow sequence, `[a:
+    /// b]`, is one too; a flow collection over several lines is left
+    /// anyway.)
     Block(usize),
     /// A flow collection (`[`, `{`) and the line it starts on.
     Flow(usize),
@@ -117,6 +151,9 @@ struct Builder<'t> {
     stack: Vec<Frame>,
     /// Where each open container is, as `stack`.
     places: Vec<Place>,
+    /// Where (in characters) the last key read inside a flow collection
+    /// starts, until its value's event ([`FLOW_KEY_REACH`]).
+    flow_key: Option<usize>,
     root: Option<Value>,
     documents: usize,
     nodes: usize,
@@ -127,15 +164,21 @@ impl Builder<'_> {
     /// start and end events span its bracket, a block collection's none);
     /// `None` hands the document to serde-saphyr.
     ///
-    /// Three shapes are left to serde-saphyr although `saphyr-parser`
+    /// Four shapes are left to serde-saphyr although `saphyr-parser`
     /// reads them, because `granit-parser` (serde-saphyr's parser, and the
-    /// reference) reads them otherwise (found by the random-text test): a
-    /// quoted scalar over several lines (granit checks the continuation
-    /// lines' indentation), a flow collection over several lines (granit
-    /// refuses an implicit key whose `:` is on a later line), and a plain
-    /// scalar starting with an indicator (`[>]`: granit refuses it, as
-    /// YAML does).
+    /// reference) refuses them: a quoted scalar over several lines whose
+    /// continuation line is not indented past its block (checked here as
+    /// granit checks it), a flow collection over several lines (granit
+    /// refuses an implicit key whose `:` is on a later line), a key inside
+    /// a flow collection more than [`FLOW_KEY_REACH`] characters before its
+    /// value, and a plain scalar starting with an indicator (`[>]`: granit
+    /// refuses it, as YAML does).
     fn event(&mut self, event: Event<'_>, span: Span) -> Option<()> {
+        if let Some(key) = self.flow_key.take()
+            && span.start.index().saturating_sub(key) > FLOW_KEY_REACH
+        {
+            return None;
+        }
         match event {
             Event::StreamStart | Event::StreamEnd | Event::DocumentEnd => {}
             Event::DocumentStart(_) => {
@@ -175,6 +218,9 @@ impl Builder<'_> {
                         frame.integer_keys.push(value);
                     }
                     frame.key = Some(name);
+                    if self.places.iter().any(|p| matches!(p, Place::Flow(_))) {
+                        self.flow_key = Some(span.start.index());
+                    }
                 } else {
                     let value = scalar_value(text.into_owned(), style)?;
                     self.attach(value)?;

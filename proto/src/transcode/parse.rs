@@ -377,10 +377,17 @@ pub(super) fn split_documents(text: &str) -> Vec<Document> {
     docs
 }
 
-/// Whether `line` is the marker `m` (followed by nothing or whitespace).
+/// Whether `line` is the marker `m` (followed by nothing or whitespace). A
+/// line holding a lone CR is several lines to YAML (a text of classic Mac
+/// line ends is one line here): it is no marker, and the parser reads it
+/// whole (else what follows the CR would be dropped with the marker).
 fn is_marker(line: &str, m: &str) -> bool {
-    line.strip_prefix(m)
-        .is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', '\t', '\r', '\n']))
+    let body = line.strip_suffix('\n').unwrap_or(line);
+    let body = body.strip_suffix('\r').unwrap_or(body);
+    !body.contains('\r')
+        && line
+            .strip_prefix(m)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', '\t', '\r', '\n']))
 }
 
 /// Whether YAML text has anything besides blank lines and comments. A lone

@@ -780,4 +780,10 @@ fn a_text_of_lone_cr_lines_after_a_comment_is_not_dropped() {
     assert_eq!(parsed.len(), 1, "{parsed:?}");
     let object = parsed[0].as_ref().expect("read");
     assert_eq!(object.kind, "VirtualService");
+    // A document end marker on the first of such lines: what follows it is
+    // read too (found by review).
+    let after_end = format!("...{}", &text["# a comment".len()..]);
+    let parsed = parse_yaml(&after_end);
+    assert_eq!(parsed.len(), 1, "{parsed:?}");
+    assert_eq!(parsed[0].as_ref().expect("read").kind, "VirtualService");
 }
